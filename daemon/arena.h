@@ -1,0 +1,33 @@
+/* arena.h - one shared-memory arena: a sealed sparse memfd (or unlinked file) plus its allocator. */
+#ifndef VAD_ARENA_H
+#define VAD_ARENA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "vaspace.h"
+
+struct vad_arena {
+	struct vad_arena_conf conf; /* deep copy: name, size, quantum, backing, allow-list */
+	unsigned index;		    /* position in the daemon's arena array */
+	int fd;			    /* memfd sealed F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL */
+	struct va_space *vs;	    /* offsets [0, size) */
+	uint64_t punch_failures;    /* fallocate(PUNCH_HOLE) errors (logged once each kind) */
+};
+
+/* Create the backing file, size it sparse, seal it and build its allocator with the
+ * daemon-wide nodes/lazy_max; release = fallocate(PUNCH_HOLE|KEEP_SIZE). On failure
+ * returns -1 with a reason in err. */
+int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
+		   unsigned index, struct vad_arena **out, char *err, size_t err_len);
+
+/* Destroy the allocator and close the fd (clients keep their own mappings). */
+void vad_arena_close(struct vad_arena *a);
+
+/* May a peer with this uid, primary gid and supplementary groups use the arena? */
+bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
+		      size_t n_groups);
+
+#endif

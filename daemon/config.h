@@ -1,0 +1,68 @@
+/* config.h - vad.conf: parsing (inih), human units, validation with file:line reasons. */
+#ifndef VAD_CONFIG_H
+#define VAD_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define VAD_NAME_MAX 63
+
+/* One [arena NAME] section. */
+struct vad_arena_conf {
+	char name[VAD_NAME_MAX + 1];
+	uint64_t size;		 /* bytes, sparse */
+	uint64_t quantum;	 /* bytes, power of two; default page size (2 MiB if hugetlbfs) */
+	char backing[PATH_MAX];	 /* "" = memfd, else a directory (e.g. a hugetlbfs mount) */
+	bool allow_any;		 /* no allow-list given: any peer that can reach the socket */
+	uid_t *allow_uids;	 /* allow_uids = root, 1000, www-data */
+	size_t n_allow_uids;
+	gid_t *allow_gids;	 /* allow_gids = video, 1000 */
+	size_t n_allow_gids;
+};
+
+/* The whole file. Limits marked (reload) are re-read on SIGHUP. */
+struct vad_config {
+	char path[PATH_MAX];	   /* the file it came from, "" for defaults */
+	char socket_path[PATH_MAX]; /* "" = the standard path */
+	mode_t socket_mode;	   /* default 0660 */
+	unsigned workers;	   /* 0 = one per CPU */
+	unsigned nodes;		   /* allocator nodes per arena; 0 = one per CPU */
+	uint64_t lazy_max;	   /* 0 = the allocator default */
+	uint32_t max_frame;	   /* (reload) default 64 KiB */
+	unsigned max_clients;	   /* (reload) default 1024 */
+	unsigned max_batch;	   /* (reload) most ranges in one alloc/free request; default 1024 */
+	uint64_t quota_client;	   /* (reload) bytes one session may hold; 0 = unlimited */
+	uint64_t quota_uid;	   /* (reload) bytes all sessions of one uid may hold; 0 = unlimited */
+	bool has_admin_group;
+	gid_t admin_gid;	   /* members may use admin operations (root and the daemon's uid always may) */
+	char stats_db[PATH_MAX];   /* "" = beside the socket (dev) or /var/lib/vad/stats.db */
+	uint64_t stats_interval_ms; /* default 10 s */
+	uint64_t stats_retention_ms; /* default 30 d */
+	int log_level;		   /* (reload) VAD_LOG_* */
+	struct vad_arena_conf *arenas;
+	size_t n_arenas;
+};
+
+/* Fill cfg with defaults and no arenas. */
+void vad_config_defaults(struct vad_config *cfg);
+
+/* Parse path into cfg (defaults first). On error returns -1 and writes "FILE:LINE: reason"
+ * into err. A file without any [arena] section gets one 4 GiB memfd arena "default". */
+int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t err_len);
+
+/* Free what vad_config_load allocated inside cfg (not cfg itself). */
+void vad_config_free(struct vad_config *cfg);
+
+/* "4096", "4K", "64G", "1.5M" (binary units) -> bytes; -1 on junk or overflow. */
+int vad_parse_size(const char *s, uint64_t *out);
+
+/* "250ms", "10s", "5m", "2h", "30d", bare number = seconds -> milliseconds; -1 on junk. */
+int vad_parse_duration_ms(const char *s, uint64_t *out);
+
+/* Format bytes as "1.0 GiB", "512 KiB", "17 B" into buf. */
+const char *vad_format_size(uint64_t bytes, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,161 @@
+/*
+ * vaspace.h - the vad allocator core (libvaspace).
+ *
+ * A range allocator over [base, base + size) in units of a quantum, rebuilt in
+ * user space from Linux's vmalloc (mm/vmalloc.c, 2018-2024):
+ *   - free blocks in a red-black tree ordered by address, augmented with the
+ *     largest free block of each subtree, plus an address-ordered list;
+ *     lowest-address first fit in O(log n);
+ *   - busy areas sharded over nodes by address: node = (addr / zone) % nodes;
+ *   - per-node pools of ready (already released) blocks by exact size class;
+ *   - lazy reclaim: frees are batched, sorted, coalesced, released with one
+ *     callback per coalesced run, then merged into the free tree in chunks.
+ *
+ * Addresses are plain integers (offsets into a shared arena for the daemon).
+ * The library does no I/O; the only side effect it triggers is the release
+ * callback. All functions are thread-safe unless said otherwise. Functions
+ * that can fail return 0 or a negative VA_E* code; nothing aborts on bad input.
+ */
+#ifndef VASPACE_H
+#define VASPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error codes: every one is distinct so callers and tests can tell them apart. */
+enum va_error {
+	VA_OK = 0,
+	VA_EINVAL = -1,	     /* a malformed argument not covered below (NULL out pointer, bad config) */
+	VA_ESIZE = -2,	     /* size is 0 */
+	VA_EOVERFLOW = -3,   /* size or alignment rounding overflows 64 bits, or exceeds the space */
+	VA_EALIGN = -4,	     /* alignment is not a power of two */
+	VA_ERANGE = -5,	     /* [vstart, vend) window or address outside the space */
+	VA_ENOSPC = -6,	     /* no free block can hold the request, even after draining */
+	VA_ENOTSTART = -7,   /* address lies inside a busy area but is not its start */
+	VA_EDOUBLEFREE = -8, /* address is already free (lazy, pooled or in the free tree) */
+	VA_ENOMEM = -9,	     /* malloc of a bookkeeping object failed */
+	VA_ECORRUPT = -10,   /* the invariant checker found a broken invariant */
+	VA_ENOTFOUND = -11,  /* va_lookup: no busy area contains the address */
+};
+
+/* Called once per coalesced run of freed space [start, start + size), outside all
+ * allocator locks, before the run becomes allocatable again. */
+typedef void (*va_release_fn)(void *ctx, uint64_t start, uint64_t size);
+
+/* Creation parameters. Zero means "default" for every numeric field. */
+struct va_config {
+	uint64_t base;		 /* first address of the space */
+	uint64_t size;		 /* bytes; must be a non-zero multiple of quantum */
+	uint64_t quantum;	 /* power of two; default 4096 */
+	unsigned nodes;		 /* busy/lazy/pool shards; default one per online CPU */
+	uint64_t zone_size;	 /* address granule for node sharding; default 64 * quantum */
+	uint64_t lazy_max;	 /* lazy bytes that trigger a drain; default 32 MiB * (1 + log2 CPUs) */
+	unsigned pool_max_quanta; /* largest pooled size class in quanta; default 256 */
+	unsigned pool_depth;	 /* most blocks per pool class per node; default 64 */
+	unsigned drain_chunk;	 /* blocks merged per free-tree lock hold while draining; default 64 */
+	unsigned idle_drain_ms;	 /* background thread drains leftovers after this idle time; default 1000 */
+	bool no_pools;		 /* disable per-node pools */
+	bool eager;		 /* no lazy list: free releases and merges at once */
+	bool no_thread;		 /* no background drain thread: drains run only synchronously
+				    (past 2 x lazy_max, on allocation failure, va_drain) */
+	va_release_fn release;	 /* may be NULL */
+	void *release_ctx;
+};
+
+/* "Exact mode" (nodes = 1, no_pools, eager) behaves as a pure lowest-address
+ * first-fit allocator; the unit tests compare it with a reference model. */
+
+struct va_space;
+
+/* Create a space; *out is set on success. Errors: VA_EINVAL, VA_EALIGN, VA_ENOMEM. */
+int va_create(const struct va_config *cfg, struct va_space **out);
+
+/* Stop the background thread and free every bookkeeping object; outstanding areas vanish.
+ * Lazy ranges are not released (the caller is tearing the arena down anyway). */
+void va_destroy(struct va_space *vs);
+
+/* Allocate size bytes (rounded up to the quantum) aligned to align (0 = quantum;
+ * else a power of two, raised to the quantum) anywhere in the space. */
+int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, uint64_t *out_addr);
+
+/* As va_alloc, but the whole area must lie inside [vstart, vend). */
+int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
+		   uint64_t vend, void *owner, uint64_t *out_addr);
+
+/* Congruent multi-area allocation (pcpu_get_vm_areas): find one base such that area i
+ * is [base + offsets[i], base + offsets[i] + sizes[i]), all free, base aligned to align,
+ * chosen as high as possible (top-down). Offsets and sizes must be quantum multiples,
+ * sorted by offset, non-overlapping. On success out_addrs[i] = base + offsets[i]. */
+int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint64_t *sizes,
+		       unsigned n, uint64_t align, void *owner, uint64_t *out_addrs);
+
+/* Free the area starting at addr (lazily unless eager). Errors: VA_ERANGE (outside the
+ * space), VA_ENOTSTART (inside a busy area, not its start), VA_EDOUBLEFREE (the address is
+ * in free, lazy or pooled space: freed twice or never allocated). If owner_out is
+ * non-NULL it receives the owner tag. */
+int va_free(struct va_space *vs, uint64_t addr, void **owner_out);
+
+/* Description of one busy area. */
+struct va_area {
+	uint64_t start;
+	uint64_t size;
+	void *owner;
+	unsigned node;
+};
+
+/* Find the busy area containing addr (not only starting at it). VA_ERANGE if addr is
+ * outside the space, VA_ENOTFOUND if no busy area contains it. */
+int va_lookup(struct va_space *vs, uint64_t addr, struct va_area *out);
+
+/* Replace the owner tag of the busy area starting at addr. */
+int va_set_owner(struct va_space *vs, uint64_t addr, void *owner);
+
+/* Release and merge every lazy block and empty every pool into the free tree, now. */
+void va_drain(struct va_space *vs);
+
+/* Make the calling thread's home node n (mod nodes). Threads without a call get one
+ * round-robin on first use. */
+void va_set_home_node(unsigned n);
+
+/* Counters since creation (monotonic) and occupancy (instantaneous). */
+struct va_stats {
+	uint64_t size, quantum;
+	unsigned nodes;
+	uint64_t busy_bytes, free_bytes, lazy_bytes, pooled_bytes;
+	uint64_t busy_blocks, free_blocks, lazy_blocks, pooled_blocks;
+	uint64_t largest_free;	/* largest block in the free tree */
+	uint64_t allocs, frees, fails;
+	uint64_t drains;	 /* completed drain passes */
+	uint64_t released_bytes; /* bytes passed to the release callback */
+	uint64_t release_calls;	 /* release callback invocations */
+	uint64_t pool_hits;	 /* allocations served from a pool */
+};
+
+/* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */
+void va_get_stats(struct va_space *vs, struct va_stats *out);
+
+enum va_block_kind { VA_BLOCK_BUSY, VA_BLOCK_FREE, VA_BLOCK_LAZY, VA_BLOCK_POOLED };
+
+/* One block reported by va_walk. */
+struct va_block_info {
+	uint64_t start, size;
+	enum va_block_kind kind;
+	unsigned node; /* owning node for busy/lazy/pooled; 0 for free */
+	void *owner;   /* busy only */
+};
+
+/* Call fn for every block, in no particular order across kinds (free blocks in address
+ * order). A non-zero return from fn stops the walk and is returned. The space is
+ * frozen (all locks held) for the duration: fn must not call back into vs. */
+int va_walk(struct va_space *vs, int (*fn)(void *ctx, const struct va_block_info *b), void *ctx);
+
+/* Check every invariant: tree order, red-black colours, subtree maxima, list order,
+ * no two adjacent free blocks, no overlap between any blocks, busy + free + lazy +
+ * pooled == size, counters consistent. Returns 0 or VA_ECORRUPT with a sentence in msg. */
+int va_check(struct va_space *vs, char *msg, size_t msg_len);
+
+/* A static English sentence for a VA_E* code. */
+const char *va_strerror(int err);
+
+#endif
