@@ -1,0 +1,214 @@
+/*
+ * harness.h - the integration test harness: a real vad daemon on a temporary socket,
+ * driven through libvad, vactl and raw sockets.
+ *
+ * Every function returns 0 (or a documented value) on success and -1 on failure after
+ * printing what went wrong to stderr, so it is safe to call from forked children where
+ * cmocka's assertions must not be used (see VT_CHILD_CHECK).
+ */
+#ifndef VAD_TEST_HARNESS_H
+#define VAD_TEST_HARNESS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "vad.h"
+
+/* ---- environment ------------------------------------------------------------------- */
+
+enum vt_mode { VT_MODE_NORMAL, VT_MODE_ASAN, VT_MODE_TSAN };
+
+/* The build directory holding vad and vactl: $VAD_BUILD_DIR or "build", made absolute. */
+const char *vt_build_dir(void);
+
+/* $VAD_TEST_MODE as an enum (unset or unknown: normal). */
+enum vt_mode vt_mode(void);
+
+/* n scaled down for slow sanitizer builds (asan n/5, tsan n/10), never below 1. */
+int vt_scale(int n);
+
+/* A timeout of ms in the normal build, stretched for sanitizer builds (x5, x10). */
+int vt_timeout_ms(int ms);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t vt_now_ns(void);
+
+/* Sleep for ms milliseconds. */
+void vt_sleep_ms(int ms);
+
+/* Are we root (needed for the uid-switching tests)? */
+bool vt_is_root(void);
+
+/* ---- the daemon -------------------------------------------------------------------- */
+
+struct vt_daemon {
+	char dir[256];		    /* temporary directory holding everything below */
+	char conf_path[PATH_MAX];   /* DIR/vad.conf */
+	char socket_path[PATH_MAX]; /* DIR/vad.sock */
+	char log_path[PATH_MAX];    /* DIR/vad.log: the daemon's stdout and stderr */
+	char stats_db[PATH_MAX];    /* DIR/stats.db */
+	char vad_bin[PATH_MAX];	    /* BUILD/vad */
+	pid_t pid;		    /* 0 when not running */
+	int exit_status;	    /* waitpid status of the last stop */
+};
+
+/* Make a temporary directory (mode 0755 so dropped-privilege children can reach the
+ * socket) and fill in the paths of d. Does not write a config or start anything. */
+int vt_daemon_init(struct vt_daemon *d);
+
+/* Write d->conf_path: a [vad] section with the test defaults (socket, socket_mode 0666,
+ * workers 2, stats_db, stats_interval, log_level) where vad_extra ("key = value" lines,
+ * may be NULL) overrides any default key it names, followed by arena_sections (full
+ * "[arena NAME]" sections; NULL: one 256M arena "default"). */
+int vt_daemon_write_config(struct vt_daemon *d, const char *vad_extra, const char *arena_sections);
+
+/* Start `vad -c CONF --foreground` and wait until the socket accepts connections. On
+ * failure prints the daemon's log. */
+int vt_daemon_start(struct vt_daemon *d);
+
+/* vt_daemon_init + vt_daemon_write_config + vt_daemon_start. */
+int vt_daemon_setup(struct vt_daemon *d, const char *vad_extra, const char *arena_sections);
+
+/* SIGTERM the daemon and wait; 0 only if it exited with status 0 and its log holds no
+ * sanitizer report. Prints the log otherwise. */
+int vt_daemon_stop(struct vt_daemon *d);
+
+/* Send sig to the running daemon. */
+int vt_daemon_signal(struct vt_daemon *d, int sig);
+
+/* Is the daemon process still alive (not exited, not a zombie)? */
+bool vt_daemon_alive(struct vt_daemon *d);
+
+/* Kill the daemon if it still runs (printing its log, since the test did not stop it)
+ * and remove the temporary directory unless $VAD_TEST_KEEP is set. */
+void vt_daemon_destroy(struct vt_daemon *d);
+
+/* Print the last max_lines lines of the daemon's log to stderr. */
+void vt_daemon_print_log(const struct vt_daemon *d, int max_lines);
+
+/* Does the daemon's log contain needle? */
+bool vt_daemon_log_contains(const struct vt_daemon *d, const char *needle);
+
+/* Number of open file descriptors of pid (from /proc/PID/fd), or -1. */
+int vt_fd_count(pid_t pid);
+
+/* cmocka group/test fixtures: *state becomes a started vt_daemon with the default
+ * config; the teardown destroys it. Tests needing another config use their own. */
+int vt_fixture_daemon_setup(void **state);
+int vt_fixture_daemon_teardown(void **state);
+
+/* ---- libvad helpers ---------------------------------------------------------------- */
+
+/* Connect to d with libvad as name; prints the error on failure. */
+int vt_connect(const struct vt_daemon *d, const char *name, vad_client **out);
+
+/* Read stats through a fresh libvad connection (so the numbers are the daemon's view,
+ * not coloured by the caller's own session). */
+int vt_stats(const struct vt_daemon *d, struct vad_stats *out);
+
+/* Purge every arena through a fresh (admin) libvad connection. */
+int vt_purge(const struct vt_daemon *d);
+
+/* Poll vt_stats until busy_bytes == busy (and clients == clients unless clients is
+ * UINT32_MAX, counting the polling connection itself) or timeout_ms passes. Returns 0
+ * when reached; -1 otherwise with *last holding the final reading (may be NULL). */
+int vt_wait_busy(const struct vt_daemon *d, uint64_t busy, uint32_t clients, int timeout_ms,
+		 struct vad_stats *last);
+
+/* Poll vt_fd_count(d->pid) until it is <= fds or timeout_ms passes; returns the last count. */
+int vt_wait_fds(const struct vt_daemon *d, int fds, int timeout_ms);
+
+/* Fill buf[0..len) with a pattern derived from seed; vt_check_pattern verifies it and
+ * returns the index of the first wrong byte or -1 if all are right. */
+void vt_fill_pattern(void *buf, size_t len, uint64_t seed);
+ssize_t vt_check_pattern(const void *buf, size_t len, uint64_t seed);
+
+/* Index of the first non-zero byte of buf[0..len), or -1 if all are zero. */
+ssize_t vt_first_nonzero(const void *buf, size_t len);
+
+/* Case-insensitive substring test; a NULL haystack never matches. */
+bool vt_contains(const char *haystack, const char *needle);
+
+/* ---- running programs -------------------------------------------------------------- */
+
+struct vt_output {
+	int exit_code;	/* exit status, or 128+signal, or -1 if it could not run/timed out */
+	char *out;	/* everything written to stdout (NUL-terminated, malloc'd) */
+	char *err;	/* everything written to stderr */
+};
+
+/* Run argv[0] (a path) with argv, feeding stdin_text (NULL: /dev/null), capturing
+ * stdout/stderr, killing it after timeout_ms. Returns 0 if it ran (whatever its exit
+ * code), -1 if it could not be started or timed out. */
+int vt_run(char *const argv[], const char *stdin_text, int timeout_ms, struct vt_output *o);
+
+/* Run BUILD/vactl --socket SOCKET ARGS... (socket NULL: no --socket option). */
+int vt_vactl(const char *socket, const char *stdin_text, struct vt_output *o, ...)
+	__attribute__((sentinel));
+
+/* Run BUILD/vactl with exactly the given arguments (NULL-terminated argv without argv[0]). */
+int vt_vactl_argv(char *const args[], const char *stdin_text, struct vt_output *o);
+
+/* Free what vt_run captured. */
+void vt_output_free(struct vt_output *o);
+
+/* Print a run's exit code, stdout and stderr (for a failing assertion's context). */
+void vt_output_print(const char *what, const struct vt_output *o);
+
+/* ---- JSON (vactl --json) ----------------------------------------------------------- */
+
+struct json_object;
+
+/* Parse text as one JSON value; NULL (and the text printed) if it is not. */
+struct json_object *vt_json_parse(const char *text);
+
+/* The value at a dotted path ("arenas.0.busy_bytes": object keys and array indexes), or
+ * NULL. */
+struct json_object *vt_json_path(struct json_object *o, const char *path);
+
+/* Depth-first search for the first member named key anywhere inside o, or NULL. */
+struct json_object *vt_json_find(struct json_object *o, const char *key);
+
+/* Read an unsigned integer at a dotted path; -1 if missing or not a number. */
+int vt_json_u64(struct json_object *o, const char *path, uint64_t *out);
+
+/* Parse text as JSON lines (one value per non-empty line). Returns the number of values
+ * put in out[0..max) or -1 if a line does not parse. Release each with json_object_put. */
+int vt_json_lines(const char *text, struct json_object **out, int max);
+
+/* ---- children and pipes ------------------------------------------------------------ */
+
+/* In a forked child: on failure print the message and _exit(1) (cmocka asserts must not
+ * run in a child, they would continue the parent's test run there). */
+#define VT_CHILD_CHECK(cond, ...)                                                           \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			fprintf(stderr, "child %d: %s:%d: check failed: %s: ", (int)getpid(), \
+				__FILE__, __LINE__, #cond);                                   \
+			fprintf(stderr, __VA_ARGS__);                                       \
+			fputc('\n', stderr);                                                \
+			_exit(1);                                                           \
+		}                                                                           \
+	} while (0)
+
+/* Wait for child pid for up to timeout_ms (then SIGKILL it). Returns its exit code,
+ * 128+signal if it was killed, or -1 on timeout/error. */
+int vt_wait_child(pid_t pid, int timeout_ms);
+
+/* Write a whole NUL-terminated line (adds '\n') to fd. */
+int vt_pipe_send(int fd, const char *line);
+
+/* Read one '\n'-terminated line from fd into buf (newline stripped), waiting at most
+ * timeout_ms. Returns the length, or -1 on timeout, EOF or error. */
+int vt_pipe_recv(int fd, char *buf, size_t len, int timeout_ms);
+
+/* In a child running as root: drop to nobody (uid/gid 65534, no supplementary groups). */
+int vt_become_nobody(void);
+
+#endif
