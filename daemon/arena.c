@@ -1,0 +1,257 @@
+/* arena.c - a sealed sparse shared-memory file plus its allocator; see arena.h.
+ *
+ * The file is a memfd ("vad:NAME"), or an unlinked file in the configured directory (e.g. a
+ * hugetlbfs mount). It is sized once and sealed against shrinking and growing, so a client
+ * holding the fd can neither SIGBUS the others nor grow the daemon's memory. Freed ranges
+ * are released with fallocate(PUNCH_HOLE): the pages go back to the system and a reused
+ * range reads as zeros, so no data passes from one client to the next.
+ */
+#include "arena.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define LOGGED_ERRNOS_MAX 8
+
+/* The public arena plus what only this file needs. */
+struct arena_impl {
+	struct vad_arena pub;
+	pthread_mutex_t log_lock;
+	int logged_errnos[LOGGED_ERRNOS_MAX]; /* punch errors already logged, once each kind */
+	size_t n_logged;
+};
+
+static struct arena_impl *impl_of(struct vad_arena *a)
+{
+	return (struct arena_impl *)((char *)a - offsetof(struct arena_impl, pub));
+}
+
+/* True the first time this errno is seen for this arena. */
+static bool first_of_kind(struct arena_impl *ai, int err)
+{
+	bool first = true;
+	pthread_mutex_lock(&ai->log_lock);
+	for (size_t i = 0; i < ai->n_logged; i++)
+		if (ai->logged_errnos[i] == err)
+			first = false;
+	if (first && ai->n_logged < LOGGED_ERRNOS_MAX)
+		ai->logged_errnos[ai->n_logged++] = err;
+	else if (first)
+		first = false; /* too many kinds already: stay quiet, the counter still counts */
+	pthread_mutex_unlock(&ai->log_lock);
+	return first;
+}
+
+/* When punching fails the range must still read as zeros before anyone gets it again. */
+static int zero_by_mapping(int fd, uint64_t start, uint64_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
+	if (p == MAP_FAILED)
+		return -1;
+	memset(p, 0, size);
+	munmap(p, size);
+	return 0;
+}
+
+/* va_release_fn: give [start, start + size) back to the system. */
+static void arena_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct vad_arena *a = ctx;
+	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
+		      (off_t)size) == 0)
+		return;
+	int err = errno;
+	__atomic_add_fetch(&a->punch_failures, 1, __ATOMIC_RELAXED);
+	int zero_rc = zero_by_mapping(a->fd, start, size);
+	if (first_of_kind(impl_of(a), err))
+		log_err("arena %s: punching a hole at offset %llu (%llu bytes) failed: %s; %s "
+			"(further failures of this kind are only counted)",
+			a->conf.name, (unsigned long long)start, (unsigned long long)size,
+			strerror(err),
+			zero_rc == 0 ? "zeroed the range by hand, its memory stays allocated"
+				     : "zeroing it by hand failed too");
+}
+
+static int copy_conf(struct vad_arena_conf *dst, const struct vad_arena_conf *src)
+{
+	*dst = *src;
+	dst->allow_uids = NULL;
+	dst->allow_gids = NULL;
+	if (src->n_allow_uids) {
+		dst->allow_uids = malloc(src->n_allow_uids * sizeof(uid_t));
+		if (!dst->allow_uids)
+			return -1;
+		memcpy(dst->allow_uids, src->allow_uids, src->n_allow_uids * sizeof(uid_t));
+	}
+	if (src->n_allow_gids) {
+		dst->allow_gids = malloc(src->n_allow_gids * sizeof(gid_t));
+		if (!dst->allow_gids) {
+			free(dst->allow_uids);
+			dst->allow_uids = NULL;
+			return -1;
+		}
+		memcpy(dst->allow_gids, src->allow_gids, src->n_allow_gids * sizeof(gid_t));
+	}
+	return 0;
+}
+
+/* An unnamed file in dir: O_TMPFILE, else a mkstemp file unlinked at once. */
+static int open_in_directory(const char *dir, const char *name, char *err, size_t err_len)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	int tmpfile_errno = errno;
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s/vad-%s-XXXXXX", dir, name) >= (int)sizeof(path)) {
+		snprintf(err, err_len, "backing directory path %s is too long", dir);
+		return -1;
+	}
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, err_len, "cannot create a file in %s: %s (O_TMPFILE: %s)", dir,
+			 strerror(errno), strerror(tmpfile_errno));
+		return -1;
+	}
+	unlink(path);
+	return fd;
+}
+
+int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
+		   unsigned index, struct vad_arena **out, char *err, size_t err_len)
+{
+	char sbuf[32];
+	if (!conf || !cfg || !out) {
+		snprintf(err, err_len, "vad_arena_open: missing argument");
+		return -1;
+	}
+	*out = NULL;
+	if (conf->size == 0 || conf->quantum == 0 || conf->size % conf->quantum) {
+		snprintf(err, err_len, "arena %s: size %llu is not a non-zero multiple of %llu",
+			 conf->name, (unsigned long long)conf->size,
+			 (unsigned long long)conf->quantum);
+		return -1;
+	}
+	struct arena_impl *ai = calloc(1, sizeof(*ai));
+	if (!ai) {
+		snprintf(err, err_len, "arena %s: out of memory", conf->name);
+		return -1;
+	}
+	struct vad_arena *a = &ai->pub;
+	pthread_mutex_init(&ai->log_lock, NULL);
+	a->fd = -1;
+	a->index = index;
+	if (copy_conf(&a->conf, conf)) {
+		snprintf(err, err_len, "arena %s: out of memory", conf->name);
+		goto fail;
+	}
+
+	bool memfd = conf->backing[0] == '\0';
+	if (memfd) {
+		char name[VAD_NAME_MAX + 8];
+		snprintf(name, sizeof(name), "vad:%s", conf->name);
+		a->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (a->fd < 0) {
+			snprintf(err, err_len, "arena %s: memfd_create: %s", conf->name,
+				 strerror(errno));
+			goto fail;
+		}
+	} else {
+		char why[PATH_MAX + 128];
+		a->fd = open_in_directory(conf->backing, conf->name, why, sizeof(why));
+		if (a->fd < 0) {
+			snprintf(err, err_len, "arena %s: %s", conf->name, why);
+			goto fail;
+		}
+	}
+
+	/* sparse: nothing is committed until a client touches a page */
+	if (ftruncate(a->fd, (off_t)conf->size) != 0) {
+		snprintf(err, err_len, "arena %s: cannot size the %s to %s: %s", conf->name,
+			 memfd ? "memfd" : "file", vad_format_size(conf->size, sbuf, sizeof(sbuf)),
+			 strerror(errno));
+		goto fail;
+	}
+	if (fcntl(a->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+		if (memfd) {
+			snprintf(err, err_len, "arena %s: cannot seal the memfd: %s", conf->name,
+				 strerror(errno));
+			goto fail;
+		}
+		log_notice("arena %s: files in %s cannot be sealed (%s); a client with write "
+			   "access could still resize it",
+			   conf->name, conf->backing, strerror(errno));
+	}
+
+	struct va_config vc = {
+		.base = 0,
+		.size = conf->size,
+		.quantum = conf->quantum,
+		.nodes = cfg->nodes,
+		.lazy_max = cfg->lazy_max,
+		.release = arena_release,
+		.release_ctx = a,
+	};
+	int rc = va_create(&vc, &a->vs);
+	if (rc != VA_OK) {
+		snprintf(err, err_len, "arena %s: allocator: %s", conf->name, va_strerror(rc));
+		goto fail;
+	}
+	*out = a;
+	return 0;
+
+fail:
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a->conf.allow_uids);
+	free(a->conf.allow_gids);
+	pthread_mutex_destroy(&ai->log_lock);
+	free(ai);
+	return -1;
+}
+
+void vad_arena_close(struct vad_arena *a)
+{
+	if (!a)
+		return;
+	struct arena_impl *ai = impl_of(a);
+	if (a->vs)
+		va_destroy(a->vs); /* first: its background thread may still call arena_release */
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a->conf.allow_uids);
+	free(a->conf.allow_gids);
+	pthread_mutex_destroy(&ai->log_lock);
+	free(ai);
+}
+
+bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
+		      size_t n_groups)
+{
+	if (!a)
+		return false;
+	if (uid == 0 || a->conf.allow_any)
+		return true;
+	for (size_t i = 0; i < a->conf.n_allow_uids; i++)
+		if (a->conf.allow_uids[i] == uid)
+			return true;
+	for (size_t i = 0; i < a->conf.n_allow_gids; i++) {
+		if (a->conf.allow_gids[i] == gid)
+			return true;
+		for (size_t j = 0; groups && j < n_groups; j++)
+			if (a->conf.allow_gids[i] == groups[j])
+				return true;
+	}
+	return false;
+}

@@ -1,0 +1,124 @@
+/* log.c - leveled logging to stderr; see log.h.
+ *
+ * Under systemd (JOURNAL_STREAM set) or whenever stderr is not a terminal, each line starts
+ * with a "<N>" priority prefix that journald turns into the message priority. On a terminal
+ * the level is spelled out instead. Each line is formatted into one buffer and written with
+ * one write(2), so lines from different threads never interleave.
+ */
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define LOG_LINE_MAX 4096
+
+static int log_level = VAD_LOG_INFO;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static bool log_prefix_priority; /* "<6>" style, decided once */
+
+static void log_detect_style(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	log_prefix_priority = (js && *js) || !isatty(STDERR_FILENO);
+}
+
+void vad_log_set_level(int level)
+{
+	if (level < VAD_LOG_ERR)
+		level = VAD_LOG_ERR;
+	if (level > VAD_LOG_DEBUG)
+		level = VAD_LOG_DEBUG;
+	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
+}
+
+static const struct {
+	const char *name;
+	int level;
+} level_names[] = {
+	{ "err", VAD_LOG_ERR },	       { "error", VAD_LOG_ERR },   { "warning", VAD_LOG_WARNING },
+	{ "warn", VAD_LOG_WARNING },   { "notice", VAD_LOG_NOTICE }, { "info", VAD_LOG_INFO },
+	{ "debug", VAD_LOG_DEBUG },
+};
+
+int vad_log_level_from_name(const char *name)
+{
+	if (!name)
+		return -1;
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (strcasecmp(name, level_names[i].name) == 0)
+			return level_names[i].level;
+	/* syslog numbers 3..7 as well, for people who think in priorities */
+	if (name[0] >= '3' && name[0] <= '7' && name[1] == '\0')
+		return name[0] - '0';
+	return -1;
+}
+
+static const char *level_word(int level)
+{
+	switch (level) {
+	case VAD_LOG_ERR:
+		return "error";
+	case VAD_LOG_WARNING:
+		return "warning";
+	case VAD_LOG_NOTICE:
+		return "notice";
+	case VAD_LOG_INFO:
+		return "info";
+	default:
+		return "debug";
+	}
+}
+
+void vad_log(int level, const char *fmt, ...)
+{
+	if (level > __atomic_load_n(&log_level, __ATOMIC_RELAXED))
+		return;
+	int saved_errno = errno; /* callers may log and then still inspect errno */
+	pthread_once(&log_once, log_detect_style);
+
+	char line[LOG_LINE_MAX];
+	int n;
+	if (log_prefix_priority)
+		n = snprintf(line, sizeof(line), "<%d>vad: ", level);
+	else
+		n = snprintf(line, sizeof(line), "vad: %s: ", level_word(level));
+	size_t pos = (size_t)n;
+
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + pos, sizeof(line) - pos - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	size_t end = pos + (size_t)m;
+	if (end > sizeof(line) - 2) {
+		/* truncated: say so rather than cut a word silently */
+		end = sizeof(line) - 2;
+		memcpy(line + end - 3, "...", 3);
+	}
+	/* one message, one line: journald would split embedded newlines into entries */
+	for (size_t i = pos; i < end; i++)
+		if (line[i] == '\n' || line[i] == '\r')
+			line[i] = ' ';
+	line[end++] = '\n';
+
+	const char *p = line;
+	while (end > 0) {
+		ssize_t w = write(STDERR_FILENO, p, end);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* nowhere left to report a logging failure */
+		}
+		p += w;
+		end -= (size_t)w;
+	}
+	errno = saved_errno;
+}
