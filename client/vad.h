@@ -107,8 +107,111 @@ int vad_reload(vad_client *c);
 const char *vad_strerror(int err);
 
 /* The daemon's sentence for this client's last failure (thread-local to the calling
- * thread's last call on c), or vad_strerror's sentence for local failures. */
+ * thread's last call on c), or vad_strerror's sentence for local failures. With c NULL:
+ * the sentence for this thread's last failed vad_connect (it names the socket path). */
 const char *vad_last_error(vad_client *c);
+
+/*
+ * Introspection and administration. These typed calls back vactl; any program may use
+ * them. Lists come back as ONE malloc'd block (the array and every string it points to):
+ * release it with a single free(). Calls marked (admin) fail with VAD_EPERM unless the
+ * daemon counts this peer as an administrator (see struct vad_session.admin).
+ */
+
+/* What the daemon said in its hello reply, kept for the life of the client. */
+struct vad_session {
+	uint64_t session_id;	   /* this connection's id, as vactl clients shows it */
+	uint32_t protocol_version; /* the daemon's protocol version */
+	int admin;		   /* nonzero: this peer may use admin operations */
+	const char *server;	   /* e.g. "vad 0.1.0" */
+	const char *default_arena; /* the arena used when none is named */
+	const char *socket_path;   /* the socket this client connected to */
+};
+
+/* One arena as the daemon describes it. */
+struct vad_arena_info {
+	const char *name;
+	uint64_t size;	  /* bytes (sparse) */
+	uint64_t quantum; /* allocation unit in bytes */
+	const char *backing; /* "memfd" or the backing directory */
+	int allowed;	  /* nonzero: the asking peer may allocate in it */
+};
+
+/* Every counter the daemon keeps for one arena (vad.ArenaStats). */
+struct vad_arena_stats {
+	const char *name;
+	uint64_t size, quantum;
+	uint64_t busy_bytes, free_bytes, lazy_bytes, pooled_bytes;
+	uint64_t busy_blocks, free_blocks, lazy_blocks, pooled_blocks;
+	uint64_t largest_free;
+	uint64_t allocs, frees, fails, drains;
+	uint64_t released_bytes, release_calls, pool_hits;
+};
+
+/* Daemon-wide figures plus per-arena statistics (vad.StatsReply). */
+struct vad_daemon_stats {
+	uint32_t clients;     /* connected sessions */
+	uint64_t uptime_ms;   /* since the daemon started */
+	uint64_t requests;    /* requests handled since start */
+	uint64_t shares;      /* live share tokens */
+	uint64_t held_bytes;  /* held by this client's session */
+	uint64_t held_ranges; /* references held by this client's session */
+	size_t n_arenas;
+	struct vad_arena_stats arenas[]; /* n_arenas entries */
+};
+
+/* One connected session (vad.ClientInfo). */
+struct vad_client_info {
+	uint64_t session_id;
+	uint32_t pid, uid, gid;
+	const char *name;
+	uint64_t held_bytes, held_ranges;
+	uint64_t allocs, frees;
+	uint64_t connected_ms; /* connection time, ms since the epoch */
+};
+
+/* Where a held range lives: arena, offset and size. */
+struct vad_range {
+	const char *arena; /* valid until vad_close */
+	uint64_t offset;   /* from the start of the arena, the same in every process */
+	size_t size;	   /* rounded to the arena's quantum */
+	uint32_t refs;	   /* references this client holds (alloc plus attaches) */
+};
+
+/* Fill *out with the daemon's hello reply; no round trip. Strings live until vad_close. */
+int vad_session_info(vad_client *c, struct vad_session *out);
+
+/* Like vad_alloc_batch but in the named arena (NULL or "": the default arena). */
+int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+		       size_t align, void **out);
+
+/* Describe the range this client holds starting at ptr; VAD_ENOTHELD if none (local). */
+int vad_range_info(vad_client *c, const void *ptr, struct vad_range *out);
+
+/* Pointer to offset in this process's mapping of arena (mapped on first use). Gives no
+ * reference: the range may be freed by its holders at any time. */
+int vad_pointer(vad_client *c, const char *arena, uint64_t offset, void **out);
+
+/* Statistics of one arena (NULL or "": every arena this peer may use); free() *out. */
+int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats **out);
+
+/* The daemon's arenas; *out is an array of *n entries, free() it. */
+int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n);
+
+/* Connected sessions (admin); *out is an array of *n entries, free() it. */
+int vad_clients(vad_client *c, struct vad_client_info **out, size_t *n);
+
+/* Drain one arena's lazy lists and pools now (admin); NULL or "" means every arena. */
+int vad_purge_arena(vad_client *c, const char *arena, uint64_t *released);
+
+/* Like vad_reload; *detail (may be NULL) gets the daemon's account of what changed,
+ * malloc'd, free() it. */
+int vad_reload_detail(vad_client *c, char **detail);
+
+/* Run the daemon's allocator invariant checker on every arena (admin). *ok is 1 when
+ * every arena is sound, 0 if not; *detail (may be NULL) gets the daemon's report,
+ * malloc'd, free() it. */
+int vad_check(vad_client *c, int *ok, char **detail);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,167 @@
+/*
+ * connect.c - finding the socket, connecting, saying hello, closing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+extern char *program_invocation_short_name;
+
+static uint64_t next_generation; /* atomic; 0 is never handed out */
+
+/* The socket path: the argument, $VAD_SOCKET, $XDG_RUNTIME_DIR/vad.sock if that socket
+ * exists, else the system path. Returns a malloc'd string or NULL. */
+static char *resolve_path(const char *arg)
+{
+	if (arg && *arg)
+		return strdup(arg);
+	const char *env = getenv("VAD_SOCKET");
+	if (env && *env)
+		return strdup(env);
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (xdg && *xdg) {
+		char *p;
+		if (asprintf(&p, "%s/vad.sock", xdg) < 0)
+			return NULL;
+		if (access(p, F_OK) == 0)
+			return p;
+		free(p);
+	}
+	return strdup("/run/vad/vad.sock");
+}
+
+static int open_socket(vad_client *c)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	if (strlen(c->socket_path) >= sizeof(addr.sun_path))
+		return libvad_failf(NULL, VAD_ECONNECT,
+				    "cannot connect to %s: the path is longer than %zu bytes",
+				    c->socket_path, sizeof(addr.sun_path) - 1);
+	strcpy(addr.sun_path, c->socket_path);
+	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->sock < 0) {
+		int e = errno;
+		return libvad_failf(NULL, e == ENOMEM || e == ENOBUFS ? VAD_ENOMEM : VAD_ECONNECT,
+				    "cannot create a socket for %s: %s", c->socket_path,
+				    strerror(e));
+	}
+	int rc;
+	do
+		rc = connect(c->sock, (struct sockaddr *)&addr, sizeof(addr));
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return libvad_failf(NULL, VAD_ECONNECT, "cannot connect to %s: %s",
+				    c->socket_path, strerror(errno));
+	return VAD_OK;
+}
+
+static int say_hello(vad_client *c, const char *name)
+{
+	Vad__Hello hello = VAD__HELLO__INIT;
+	hello.name = (char *)(name ? name : program_invocation_short_name);
+	hello.version = VAD_PROTOCOL_VERSION;
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.op_case = VAD__REQUEST__OP_HELLO;
+	req.hello = &hello;
+
+	Vad__Response *r;
+	int err = libvad_call(c, &req, &r, NULL);
+	if (err != VAD_OK)
+		return libvad_failf(NULL, err, "no hello reply from the daemon at %s: %s",
+				    c->socket_path, vad_strerror(err));
+	if (r->error != VAD__ERROR__OK) {
+		err = (int)r->error > 0 && (int)r->error <= VAD__ERROR__ENOHELLO ? -(int)r->error
+									     : VAD_EPROTO;
+		libvad_failf(NULL, err, "the daemon at %s refused the connection: %s",
+			     c->socket_path, *r->message ? r->message : vad_strerror(err));
+		vad__response__free_unpacked(r, NULL);
+		return err;
+	}
+	if (r->result_case != VAD__RESPONSE__RESULT_HELLO) {
+		vad__response__free_unpacked(r, NULL);
+		return libvad_failf(NULL, VAD_EPROTO,
+				    "the daemon at %s answered hello with something else",
+				    c->socket_path);
+	}
+	Vad__HelloReply *h = r->hello;
+	if (h->version != VAD_PROTOCOL_VERSION) {
+		libvad_failf(NULL, VAD_EVERSION,
+			     "the daemon at %s speaks protocol %u, this libvad speaks %u",
+			     c->socket_path, h->version, VAD_PROTOCOL_VERSION);
+		vad__response__free_unpacked(r, NULL);
+		return VAD_EVERSION;
+	}
+	c->session_id = h->session_id;
+	c->protocol_version = h->version;
+	c->admin = h->admin;
+	c->server = strdup(h->server);
+	c->default_arena = strdup(h->default_arena);
+	vad__response__free_unpacked(r, NULL);
+	if (!c->server || !c->default_arena)
+		return libvad_fail(NULL, VAD_ENOMEM, NULL);
+	return VAD_OK;
+}
+
+int vad_connect(const char *socket_path, const char *name, vad_client **out)
+{
+	if (!out)
+		return libvad_fail(NULL, VAD_EINVAL, "vad_connect: out is NULL");
+	*out = NULL;
+	vad_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return libvad_fail(NULL, VAD_ENOMEM, NULL);
+	c->sock = -1;
+	c->generation = __atomic_add_fetch(&next_generation, 1, __ATOMIC_RELAXED);
+	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->arena_lock, NULL);
+	pthread_mutex_init(&c->held_lock, NULL);
+	c->socket_path = resolve_path(socket_path);
+	int err = c->socket_path ? open_socket(c) : libvad_fail(NULL, VAD_ENOMEM, NULL);
+	if (err == VAD_OK)
+		err = say_hello(c, name);
+	if (err != VAD_OK) {
+		vad_close(c);
+		return err;
+	}
+	*out = c;
+	return VAD_OK;
+}
+
+void vad_close(vad_client *c)
+{
+	if (!c)
+		return;
+	if (c->sock >= 0)
+		close(c->sock);
+	libvad_transport_destroy(c);
+	libvad_held_destroy(c);
+	libvad_arenas_destroy(c);
+	pthread_mutex_destroy(&c->send_lock);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->arena_lock);
+	pthread_mutex_destroy(&c->held_lock);
+	free(c->socket_path);
+	free(c->server);
+	free(c->default_arena);
+	free(c);
+}
+
+int vad_session_info(vad_client *c, struct vad_session *out)
+{
+	if (!c || !out)
+		return libvad_fail(c, VAD_EINVAL, "vad_session_info: client or out is NULL");
+	out->session_id = c->session_id;
+	out->protocol_version = c->protocol_version;
+	out->admin = c->admin;
+	out->server = c->server;
+	out->default_arena = c->default_arena;
+	out->socket_path = c->socket_path;
+	return VAD_OK;
+}

@@ -1,0 +1,352 @@
+/*
+ * transport.c - sending requests and matching responses, pipelined across threads.
+ *
+ * Every call registers itself as pending, sends its frame under send_lock, then waits.
+ * One waiting thread at a time is the reader (leader/follower): it reads from the socket
+ * with recvmsg, queues any SCM_RIGHTS fds in arrival order, decodes every whole frame
+ * and hands each response to the waiter with that id. When its own response has arrived
+ * it gives up the reader role and wakes one other waiter to take it over. A dead
+ * connection fails every waiter, and every later call, at once.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Wake one waiter that still needs a response so it can become the reader. */
+static void wake_successor(vad_client *c)
+{
+	for (struct libvad_pending *p = c->pending; p; p = p->next) {
+		if (!p->done) {
+			pthread_cond_signal(&p->cond);
+			return;
+		}
+	}
+}
+
+/* Mark the connection dead with err and fail every waiter. Called with c->lock held. */
+static void fail_all_locked(vad_client *c, int err)
+{
+	if (!c->dead_err) {
+		c->dead_err = err;
+		/* A broken stream may have a half-read frame in it; stop the daemon too. */
+		shutdown(c->sock, SHUT_RDWR);
+	}
+	for (struct libvad_pending *p = c->pending; p; p = p->next) {
+		if (!p->done) {
+			p->done = true;
+			p->err = c->dead_err;
+			pthread_cond_signal(&p->cond);
+		}
+	}
+}
+
+static void unlink_pending(vad_client *c, struct libvad_pending *me)
+{
+	for (struct libvad_pending **pp = &c->pending; *pp; pp = &(*pp)->next) {
+		if (*pp == me) {
+			*pp = me->next;
+			return;
+		}
+	}
+}
+
+static int send_all(vad_client *c, const uint8_t *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(c->sock, buf, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return VAD_OK;
+}
+
+static void close_fds(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* Queue received fds; on allocation failure they are closed and VAD_ENOMEM returned. */
+static int queue_fds(vad_client *c, const int *fds, size_t n)
+{
+	if (c->fdq_len + n > c->fdq_cap) {
+		size_t cap = c->fdq_cap ? c->fdq_cap * 2 : 8;
+		while (cap < c->fdq_len + n)
+			cap *= 2;
+		int *q = realloc(c->fdq, cap * sizeof(*q));
+		if (!q) {
+			close_fds(fds, n);
+			return VAD_ENOMEM;
+		}
+		c->fdq = q;
+		c->fdq_cap = cap;
+	}
+	memcpy(c->fdq + c->fdq_len, fds, n * sizeof(*fds));
+	c->fdq_len += n;
+	return VAD_OK;
+}
+
+static int pop_fd(vad_client *c)
+{
+	if (c->fdq_len == 0)
+		return -1;
+	int fd = c->fdq[0];
+	memmove(c->fdq, c->fdq + 1, (c->fdq_len - 1) * sizeof(*c->fdq));
+	c->fdq_len--;
+	return fd;
+}
+
+/* One recvmsg into the receive buffer, collecting fds. Returns VAD_OK, or the error that
+ * kills the connection. Runs without c->lock (only the reader touches rbuf and fdq). */
+static int read_some(vad_client *c)
+{
+	if (c->rcap - c->rlen < 4096) {
+		size_t cap = c->rcap ? c->rcap * 2 : 65536;
+		uint8_t *b = realloc(c->rbuf, cap);
+		if (!b)
+			return VAD_ENOMEM;
+		c->rbuf = b;
+		c->rcap = cap;
+	}
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(LIBVAD_FDS_PER_READ * sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = c->rbuf + c->rlen, .iov_len = c->rcap - c->rlen };
+	struct msghdr msg = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = ctl.buf,
+		.msg_controllen = sizeof(ctl.buf),
+	};
+	ssize_t n;
+	do
+		n = recvmsg(c->sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	int err = VAD_OK;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int fds[LIBVAD_FDS_PER_READ];
+		if (nfds > LIBVAD_FDS_PER_READ)
+			nfds = LIBVAD_FDS_PER_READ;
+		memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
+		if (err == VAD_OK)
+			err = queue_fds(c, fds, nfds);
+		else
+			close_fds(fds, nfds);
+	}
+	if (err != VAD_OK)
+		return err;
+	if (msg.msg_flags & MSG_CTRUNC)
+		return VAD_EPROTO; /* fds were lost: the fd order can no longer be trusted */
+	if (n < 0)
+		return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
+	if (n == 0)
+		return VAD_EGONE;
+	c->rlen += (size_t)n;
+	return VAD_OK;
+}
+
+/* Decode every whole frame in rbuf and deliver it. Called with c->lock held. */
+static int deliver_frames_locked(vad_client *c)
+{
+	size_t off = 0;
+	int err = VAD_OK;
+	for (;;) {
+		size_t len;
+		enum vad_frame_status st =
+			vad_frame_peek(c->rbuf + off, c->rlen - off, LIBVAD_RESPONSE_MAX, &len);
+		if (st == VAD_FRAME_NEED_MORE)
+			break;
+		if (st != VAD_FRAME_READY) {
+			err = VAD_EPROTO;
+			break;
+		}
+		Vad__Response *r =
+			vad__response__unpack(NULL, len, c->rbuf + off + VAD_FRAME_HEADER);
+		off += VAD_FRAME_HEADER + len;
+		if (!r) {
+			err = VAD_EPROTO;
+			break;
+		}
+		int fd = -1;
+		if (r->result_case == VAD__RESPONSE__RESULT_MAP_ARENA && r->error == VAD__ERROR__OK)
+			fd = pop_fd(c);
+		struct libvad_pending *p = c->pending;
+		while (p && (p->id != r->id || p->done))
+			p = p->next;
+		if (!p) {
+			/* Nobody asked (e.g. an unsolicited error before a close): drop it. */
+			if (fd >= 0)
+				close(fd);
+			vad__response__free_unpacked(r, NULL);
+			continue;
+		}
+		p->resp = r;
+		p->fd = fd;
+		p->err = VAD_OK;
+		p->done = true;
+		pthread_cond_signal(&p->cond);
+	}
+	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+	c->rlen -= off;
+	return err;
+}
+
+int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
+{
+	struct libvad_pending me = { .fd = -1 };
+	*resp = NULL;
+	if (fd)
+		*fd = -1;
+
+	me.id = __atomic_add_fetch(&c->next_id, 1, __ATOMIC_RELAXED);
+	req->id = me.id;
+	size_t flen = vad_frame_request_size(req);
+	uint8_t stackbuf[1024];
+	uint8_t *frame = flen <= sizeof(stackbuf) ? stackbuf : malloc(flen);
+	if (!frame)
+		return VAD_ENOMEM;
+	if (vad_frame_encode_request(req, frame, flen) != flen) {
+		if (frame != stackbuf)
+			free(frame);
+		return VAD_EINVAL;
+	}
+	pthread_cond_init(&me.cond, NULL);
+
+	/* Register before sending so a fast reply always finds its waiter. */
+	pthread_mutex_lock(&c->lock);
+	if (c->dead_err) {
+		int dead = c->dead_err;
+		pthread_mutex_unlock(&c->lock);
+		pthread_cond_destroy(&me.cond);
+		if (frame != stackbuf)
+			free(frame);
+		return dead;
+	}
+	me.next = c->pending;
+	c->pending = &me;
+	pthread_mutex_unlock(&c->lock);
+
+	pthread_mutex_lock(&c->send_lock);
+	int serr = send_all(c, frame, flen);
+	pthread_mutex_unlock(&c->send_lock);
+	if (frame != stackbuf)
+		free(frame);
+
+	pthread_mutex_lock(&c->lock);
+	if (serr != VAD_OK && !me.done) {
+		if (serr == VAD_EGONE) {
+			fail_all_locked(c, VAD_EGONE);
+		} else {
+			/* A partial frame may be on the wire: the stream is unusable. */
+			fail_all_locked(c, VAD_EPROTO);
+			me.err = serr;
+		}
+	}
+	while (!me.done) {
+		if (c->reading) {
+			pthread_cond_wait(&me.cond, &c->lock);
+			continue;
+		}
+		c->reading = true;
+		pthread_mutex_unlock(&c->lock);
+		int rerr = read_some(c);
+		pthread_mutex_lock(&c->lock);
+		if (rerr == VAD_OK)
+			rerr = deliver_frames_locked(c);
+		c->reading = false;
+		if (rerr != VAD_OK)
+			fail_all_locked(c, rerr);
+		else
+			wake_successor(c);
+	}
+	unlink_pending(c, &me);
+	/* We may have been woken to read after our response came in: pass the role on. */
+	if (!c->reading)
+		wake_successor(c);
+	pthread_mutex_unlock(&c->lock);
+	pthread_cond_destroy(&me.cond);
+
+	if (me.err != VAD_OK) {
+		if (me.resp)
+			vad__response__free_unpacked(me.resp, NULL);
+		if (me.fd >= 0)
+			close(me.fd);
+		return me.err;
+	}
+	*resp = me.resp;
+	if (fd)
+		*fd = me.fd;
+	else if (me.fd >= 0)
+		close(me.fd);
+	return VAD_OK;
+}
+
+/* Daemon error codes are vad.Error values; libvad's are their negations. */
+static int code_from_wire(Vad__Error e)
+{
+	if ((int)e <= 0 || (int)e > VAD__ERROR__ENOHELLO)
+		return VAD_EPROTO;
+	return -(int)e;
+}
+
+int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
+	       Vad__Response **resp, int *fd)
+{
+	Vad__Response *r;
+	int err = libvad_call(c, req, &r, fd);
+	if (err != VAD_OK) {
+		if (err == VAD_EGONE)
+			return libvad_fail(c, err, "the daemon closed the connection");
+		return libvad_fail(c, err, NULL);
+	}
+	if (r->error != VAD__ERROR__OK) {
+		err = code_from_wire(r->error);
+		if (err == VAD_EPROTO && r->error != VAD__ERROR__EPROTO)
+			libvad_failf(c, err, "the daemon answered with unknown error code %d: %s",
+				     (int)r->error, r->message);
+		else
+			libvad_fail(c, err, r->message);
+		vad__response__free_unpacked(r, NULL);
+		if (fd && *fd >= 0) {
+			close(*fd);
+			*fd = -1;
+		}
+		return err;
+	}
+	if (r->result_case != expect) {
+		vad__response__free_unpacked(r, NULL);
+		if (fd && *fd >= 0) {
+			close(*fd);
+			*fd = -1;
+		}
+		return libvad_failf(c, VAD_EPROTO,
+				    "the daemon answered request %d with a reply of kind %d",
+				    (int)req->op_case, (int)r->result_case);
+	}
+	*resp = r;
+	return VAD_OK;
+}
+
+void libvad_transport_destroy(vad_client *c)
+{
+	close_fds(c->fdq, c->fdq_len);
+	free(c->fdq);
+	c->fdq = NULL;
+	c->fdq_len = c->fdq_cap = 0;
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rlen = c->rcap = 0;
+}
