@@ -1,0 +1,113 @@
+# packaging/install.mk - `make install`, `make uninstall` and `make deb`.
+# Included at the end of the top-level Makefile (`include packaging/install.mk`); uses its
+# O, PREFIX, DESTDIR, VAD, VACTL, LIBVAD_A and LIBVAD_SO.
+#
+#   make install PREFIX=/usr/local DESTDIR=     binaries, library, header, libvad.pc, units,
+#                                               sysusers/tmpfiles, /etc/vad/vad.conf, man pages
+#   make uninstall PREFIX=... DESTDIR=...       removes exactly what install put there
+#   make deb                                    Debian packages into $(O)/deb (needs debhelper)
+#
+# Set DEB_HOST_MULTIARCH (e.g. x86_64-linux-gnu) to put the library under lib/<triplet>.
+# An existing vad.conf is never overwritten, and uninstall keeps one that was edited.
+
+INSTALL         ?= install
+VAD_VERSION     := $(shell sed -n 's/^\#define VAD_VERSION_STRING "\(.*\)"/\1/p' client/vad.h)
+
+BINDIR          ?= $(PREFIX)/bin
+SBINDIR         ?= $(PREFIX)/sbin
+LIBDIR          ?= $(PREFIX)/lib$(if $(DEB_HOST_MULTIARCH),/$(DEB_HOST_MULTIARCH))
+INCLUDEDIR      ?= $(PREFIX)/include
+PKGCONFIGDIR    ?= $(LIBDIR)/pkgconfig
+MANDIR          ?= $(PREFIX)/share/man
+SYSCONFDIR      ?= /etc
+# Debian 12 keeps units under /lib (systemd.pc: systemdsystemunitdir); other prefixes
+# keep everything below the prefix.
+ifeq ($(PREFIX),/usr)
+UNITDIR         ?= /lib/systemd/system
+else
+UNITDIR         ?= $(PREFIX)/lib/systemd/system
+endif
+SYSUSERSDIR     ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR     ?= $(PREFIX)/lib/tmpfiles.d
+
+# libvad.so.0.1.0 -> soname libvad.so.0 -> link name libvad.so
+LIBVAD_REAL     := $(notdir $(LIBVAD_SO))
+LIBVAD_SONAME   := $(basename $(basename $(LIBVAD_REAL)))
+LIBVAD_LINK     := $(basename $(LIBVAD_SONAME))
+
+MAN_PAGES       := packaging/man/vad.8 packaging/man/vactl.8 packaging/man/vad.conf.5 \
+		   packaging/man/libvad.3
+UNITS           := packaging/systemd/vad.service packaging/systemd/vad.socket
+
+# Every path install creates, relative to DESTDIR, for uninstall.
+INSTALLED_FILES := $(SBINDIR)/vad $(BINDIR)/vactl \
+		   $(LIBDIR)/$(LIBVAD_REAL) $(LIBDIR)/$(LIBVAD_SONAME) $(LIBDIR)/$(LIBVAD_LINK) \
+		   $(LIBDIR)/libvad.a $(INCLUDEDIR)/vad.h $(PKGCONFIGDIR)/libvad.pc \
+		   $(addprefix $(UNITDIR)/,$(notdir $(UNITS))) \
+		   $(SYSUSERSDIR)/vad.conf $(TMPFILESDIR)/vad.conf \
+		   $(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
+
+.PHONY: install uninstall deb
+
+$(O)/libvad.pc: packaging/libvad.pc.in client/vad.h
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' \
+	    -e 's|@LIBDIR@|$(patsubst $(PREFIX)/%,$${exec_prefix}/%,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(VAD_VERSION)|' $< > $@.tmp
+	mv $@.tmp $@
+
+# The pc file depends on where it is installed: regenerate it on every install.
+.PHONY: $(O)/libvad.pc
+
+install: $(VAD) $(VACTL) $(LIBVAD_A) $(LIBVAD_SO) $(O)/libvad.pc
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(SYSCONFDIR)/vad \
+		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 0755 $(VAD) $(DESTDIR)$(SBINDIR)/vad
+	$(INSTALL) -m 0755 $(VACTL) $(DESTDIR)$(BINDIR)/vactl
+	$(INSTALL) -m 0644 $(LIBVAD_SO) $(DESTDIR)$(LIBDIR)/$(LIBVAD_REAL)
+	ln -sf $(LIBVAD_REAL) $(DESTDIR)$(LIBDIR)/$(LIBVAD_SONAME)
+	ln -sf $(LIBVAD_SONAME) $(DESTDIR)$(LIBDIR)/$(LIBVAD_LINK)
+	$(INSTALL) -m 0644 $(LIBVAD_A) $(DESTDIR)$(LIBDIR)/libvad.a
+	$(INSTALL) -m 0644 client/vad.h $(DESTDIR)$(INCLUDEDIR)/vad.h
+	$(INSTALL) -m 0644 $(O)/libvad.pc $(DESTDIR)$(PKGCONFIGDIR)/libvad.pc
+	@# The units name /usr/sbin/vad and /etc/vad; point them at this prefix.
+	for u in $(UNITS); do \
+		sed -e 's|/usr/sbin/vad|$(SBINDIR)/vad|g' -e 's|/etc/vad/|$(SYSCONFDIR)/vad/|g' \
+			$$u > $(DESTDIR)$(UNITDIR)/$${u##*/}.tmp && \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$${u##*/}.tmp && \
+		mv $(DESTDIR)$(UNITDIR)/$${u##*/}.tmp $(DESTDIR)$(UNITDIR)/$${u##*/} || exit 1; \
+	done
+	$(INSTALL) -m 0644 packaging/systemd/sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/vad.conf
+	$(INSTALL) -m 0644 packaging/systemd/tmpfiles.conf $(DESTDIR)$(TMPFILESDIR)/vad.conf
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/vad/vad.conf ]; then \
+		echo "install: keeping existing $(DESTDIR)$(SYSCONFDIR)/vad/vad.conf"; \
+	else \
+		echo "$(INSTALL) -m 0644 conf/vad.conf $(DESTDIR)$(SYSCONFDIR)/vad/vad.conf"; \
+		$(INSTALL) -m 0644 conf/vad.conf $(DESTDIR)$(SYSCONFDIR)/vad/vad.conf; \
+	fi
+	for m in $(MAN_PAGES); do \
+		s=$${m##*.}; $(INSTALL) -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/} || exit 1; \
+	done
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo "install: done; as root, to run it under systemd:"; \
+		echo "  systemd-sysusers vad.conf && systemd-tmpfiles --create vad.conf"; \
+		echo "  systemctl daemon-reload && systemctl enable --now vad.socket"; \
+	fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	@# The configuration goes only if it is still the shipped one.
+	@c=$(DESTDIR)$(SYSCONFDIR)/vad/vad.conf; \
+	if [ -e $$c ] && cmp -s conf/vad.conf $$c; then \
+		echo "rm -f $$c"; rm -f $$c; \
+	elif [ -e $$c ]; then \
+		echo "uninstall: keeping edited $$c"; \
+	fi
+	@rmdir $(DESTDIR)$(SYSCONFDIR)/vad 2>/dev/null || true
+
+# Debian packages vad, libvad0 and libvad-dev, built from a copy of this tree.
+deb:
+	packaging/build-deb $(O)/deb
