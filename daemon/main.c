@@ -1,0 +1,320 @@
+/* main.c - the vad daemon: command line, startup, and the exit codes scripts rely on.
+ *
+ * vad never daemonizes itself: systemd (Type=notify) and `make run` both run it in the
+ * foreground, and logs go to stderr (journald adds them to the journal).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "config.h"
+#include "listen.h"
+#include "log.h"
+#include "server.h"
+#include "vad.h" /* VAD_VERSION_STRING: one version for the daemon, libvad and vactl */
+
+#define DEFAULT_CONFIG "/etc/vad/vad.conf"
+#define SYSTEM_STATS_DB "/var/lib/vad/stats.db"
+#define SYSTEM_SOCKET "/run/vad/vad.sock"
+
+enum exit_code { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_USAGE = 2, EXIT_RUNTIME = 3 };
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: vad [OPTIONS]\n"
+		"The vad shared-memory range daemon.\n"
+		"\n"
+		"  -c, --config FILE    configuration file (default " DEFAULT_CONFIG
+		" if it exists,\n"
+		"                       else built-in defaults: one 4 GiB memfd arena \"default\")\n"
+		"  -s, --socket PATH    listen on PATH (overrides the config's socket)\n"
+		"  -f, --foreground     run in the foreground; vad always does (it never daemonizes:\n"
+		"                       systemd and `make run` supervise it), the flag is accepted\n"
+		"                       for clarity\n"
+		"      --check-config   parse the configuration, print a summary and exit\n"
+		"  -V, --version        print the version and exit\n"
+		"  -h, --help           print this help and exit\n"
+		"\n"
+		"Socket: --socket, else the config's socket, else $VAD_SOCKET, else\n"
+		SYSTEM_SOCKET " as root, else $XDG_RUNTIME_DIR/vad.sock. Under systemd socket\n"
+		"activation the passed socket is used.\n"
+		"Exit status: 0 ok, 1 configuration error, 2 usage error, 3 start-up or runtime "
+		"failure.\n");
+}
+
+struct options {
+	const char *config;
+	const char *socket;
+	bool check_config;
+};
+
+/* Returns -1 to continue, or an exit code. */
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	enum { OPT_CHECK = 256 };
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "check-config", no_argument, NULL, OPT_CHECK },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":c:s:fVh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o->config = optarg;
+			break;
+		case 's':
+			o->socket = optarg;
+			break;
+		case 'f':
+			break;
+		case OPT_CHECK:
+			o->check_config = true;
+			break;
+		case 'V':
+			printf("vad %s\n", VAD_VERSION_STRING);
+			return EXIT_OK;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		case ':':
+			fprintf(stderr, "vad: option %s needs an argument\n", argv[optind - 1]);
+			fprintf(stderr, "Try 'vad --help'.\n");
+			return EXIT_USAGE;
+		default:
+			fprintf(stderr, "vad: unknown option %s\n", argv[optind - 1]);
+			fprintf(stderr, "Try 'vad --help'.\n");
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "vad: unexpected argument '%s'\nTry 'vad --help'.\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (o->config && !*o->config) {
+		fprintf(stderr, "vad: --config needs a file name\n");
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+static const char *count_or_auto(unsigned n, char *buf, size_t len)
+{
+	if (n == 0)
+		snprintf(buf, len, "one per CPU");
+	else
+		snprintf(buf, len, "%u", n);
+	return buf;
+}
+
+/* 10000 -> "10s", 2592000000 -> "30d", 250 -> "250ms": the largest unit that divides. */
+static const char *format_duration(uint64_t ms, char *buf, size_t len)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = { { "w", 604800000ull }, { "d", 86400000ull }, { "h", 3600000ull },
+		      { "m", 60000ull },     { "s", 1000ull },	    { "ms", 1ull } };
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ms % units[i].ms == 0 || units[i].ms == 1) {
+			snprintf(buf, len, "%llu%s", (unsigned long long)(ms / units[i].ms),
+				 units[i].unit);
+			break;
+		}
+	}
+	return buf;
+}
+
+static void print_summary(const struct vad_config *cfg)
+{
+	char a[32], b[32];
+	printf("  socket        %s (mode %04o)\n",
+	       cfg->socket_path[0] ? cfg->socket_path : "(standard path)",
+	       (unsigned)cfg->socket_mode);
+	printf("  workers       %s\n", count_or_auto(cfg->workers, a, sizeof(a)));
+	printf("  nodes         %s\n", count_or_auto(cfg->nodes, a, sizeof(a)));
+	printf("  lazy_max      %s\n",
+	       cfg->lazy_max ? vad_format_size(cfg->lazy_max, a, sizeof(a)) : "allocator default");
+	printf("  max_frame     %s, max_clients %u, max_batch %u\n",
+	       vad_format_size(cfg->max_frame, a, sizeof(a)), cfg->max_clients, cfg->max_batch);
+	printf("  quotas        client %s, uid %s\n",
+	       cfg->quota_client ? vad_format_size(cfg->quota_client, a, sizeof(a)) : "unlimited",
+	       cfg->quota_uid ? vad_format_size(cfg->quota_uid, b, sizeof(b)) : "unlimited");
+	if (cfg->has_admin_group)
+		printf("  admin_group   %u\n", (unsigned)cfg->admin_gid);
+	printf("  stats_db      %s (every %s, kept %s)\n",
+	       cfg->stats_db[0] ? cfg->stats_db : "(standard path)",
+	       format_duration(cfg->stats_interval_ms, a, sizeof(a)),
+	       format_duration(cfg->stats_retention_ms, b, sizeof(b)));
+	static const char *const level_names[] = { "err", "warning", "notice", "info", "debug" };
+	if (cfg->log_level >= VAD_LOG_ERR && cfg->log_level <= VAD_LOG_DEBUG)
+		printf("  log_level     %s\n", level_names[cfg->log_level - VAD_LOG_ERR]);
+	printf("  %zu arena%s:\n", cfg->n_arenas, cfg->n_arenas == 1 ? "" : "s");
+	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		const struct vad_arena_conf *ac = &cfg->arenas[i];
+		printf("    %-16s %s, quantum %s, %s, ", ac->name,
+		       vad_format_size(ac->size, a, sizeof(a)),
+		       vad_format_size(ac->quantum, b, sizeof(b)),
+		       ac->backing[0] ? ac->backing : "memfd");
+		if (ac->allow_any) {
+			printf("any peer\n");
+			continue;
+		}
+		printf("uids");
+		for (size_t j = 0; j < ac->n_allow_uids; j++)
+			printf("%s%u", j ? "," : " ", (unsigned)ac->allow_uids[j]);
+		if (!ac->n_allow_uids)
+			printf(" -");
+		printf(", gids");
+		for (size_t j = 0; j < ac->n_allow_gids; j++)
+			printf("%s%u", j ? "," : " ", (unsigned)ac->allow_gids[j]);
+		if (!ac->n_allow_gids)
+			printf(" -");
+		printf("\n");
+	}
+}
+
+/* Where the stats database goes when the config leaves it empty: the system path for the
+ * system socket, else beside the socket (development and per-user daemons). */
+static void resolve_stats_db(struct vad_config *cfg)
+{
+	if (cfg->stats_db[0])
+		return;
+	if (strcmp(cfg->socket_path, SYSTEM_SOCKET) == 0 || cfg->socket_path[0] == '\0') {
+		snprintf(cfg->stats_db, sizeof(cfg->stats_db), "%s", SYSTEM_STATS_DB);
+		return;
+	}
+	const char *slash = strrchr(cfg->socket_path, '/');
+	int dir_len = slash ? (int)(slash - cfg->socket_path) : 0;
+	snprintf(cfg->stats_db, sizeof(cfg->stats_db), "%.*s/vad-stats.db", dir_len,
+		 cfg->socket_path);
+}
+
+static void close_arenas(struct vad_arena **arenas, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		vad_arena_close(arenas[i]);
+	free(arenas);
+}
+
+int main(int argc, char **argv)
+{
+	struct options opt = { 0 };
+	int rc = parse_args(argc, argv, &opt);
+	if (rc >= 0)
+		return rc;
+
+	const char *config_path = opt.config;
+	struct stat st;
+	if (!config_path && stat(DEFAULT_CONFIG, &st) == 0)
+		config_path = DEFAULT_CONFIG;
+
+	struct vad_config cfg;
+	char err[1024];
+	if (vad_config_load(config_path, &cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "vad: %s\n", err);
+		return EXIT_CONFIG;
+	}
+	if (opt.socket) {
+		if (!*opt.socket || strlen(opt.socket) >= sizeof(cfg.socket_path)) {
+			fprintf(stderr, "vad: --socket: bad path\n");
+			vad_config_free(&cfg);
+			return EXIT_USAGE;
+		}
+		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", opt.socket);
+	}
+	if (opt.check_config) {
+		printf("%s: ok\n", config_path ? config_path : "built-in defaults");
+		print_summary(&cfg);
+		vad_config_free(&cfg);
+		return EXIT_OK;
+	}
+
+	vad_log_set_level(cfg.log_level);
+	/* clients vanish mid-write all the time; that must be an EPIPE, never a signal */
+	signal(SIGPIPE, SIG_IGN);
+
+	if (!cfg.socket_path[0] &&
+	    vad_default_socket_path(cfg.socket_path, sizeof(cfg.socket_path), err, sizeof(err))) {
+		log_err("%s", err);
+		vad_config_free(&cfg);
+		return EXIT_RUNTIME;
+	}
+
+	size_t n_arenas = cfg.n_arenas;
+	struct vad_arena **arenas = calloc(n_arenas, sizeof(*arenas));
+	if (!arenas) {
+		log_err("out of memory");
+		vad_config_free(&cfg);
+		return EXIT_RUNTIME;
+	}
+	for (size_t i = 0; i < n_arenas; i++) {
+		if (vad_arena_open(&cfg.arenas[i], &cfg, (unsigned)i, &arenas[i], err,
+				   sizeof(err)) != 0) {
+			log_err("%s", err);
+			close_arenas(arenas, i);
+			vad_config_free(&cfg);
+			return EXIT_RUNTIME;
+		}
+	}
+
+	int listen_fd;
+	bool activated;
+	if (vad_listen_open(cfg.socket_path, cfg.socket_mode, &listen_fd, &activated, err,
+			    sizeof(err)) != 0) {
+		log_err("%s", err);
+		close_arenas(arenas, n_arenas);
+		vad_config_free(&cfg);
+		return EXIT_RUNTIME;
+	}
+	if (activated) {
+		char path[sizeof(cfg.socket_path)];
+		vad_listen_socket_path(listen_fd, path, sizeof(path));
+		if (path[0])
+			snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", path);
+	}
+	resolve_stats_db(&cfg);
+
+	struct vad_server *server;
+	if (vad_server_create(&cfg, arenas, n_arenas, listen_fd, &server, err, sizeof(err)) != 0) {
+		/* on failure the server took nothing: the arenas and the socket are still ours */
+		log_err("cannot start: %s", err);
+		close(listen_fd);
+		if (!activated)
+			unlink(cfg.socket_path);
+		close_arenas(arenas, n_arenas);
+		vad_config_free(&cfg);
+		return EXIT_RUNTIME;
+	}
+
+	long workers = cfg.workers ? (long)cfg.workers : sysconf(_SC_NPROCESSORS_ONLN);
+	log_notice("vad %s listening on %s%s (%zu arena%s, %ld worker%s)", VAD_VERSION_STRING,
+		   cfg.socket_path, activated ? " (socket activation)" : "", n_arenas,
+		   n_arenas == 1 ? "" : "s", workers, workers == 1 ? "" : "s");
+
+	rc = vad_server_run(server);
+	vad_server_destroy(server);
+	/* a socket we bound ourselves goes away with us; systemd owns an activated one */
+	if (!activated)
+		unlink(cfg.socket_path);
+	vad_config_free(&cfg); /* the server freed the arenas and their array */
+	if (rc != 0) {
+		log_err("stopped after a runtime failure");
+		return EXIT_RUNTIME;
+	}
+	log_info("stopped");
+	return EXIT_OK;
+}
