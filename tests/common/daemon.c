@@ -386,6 +386,15 @@ int vt_fixture_daemon_setup(void **state)
 	return 0;
 }
 
+int vt_fixture_blank_setup(void **state)
+{
+	struct vt_daemon *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -1;
+	*state = d;
+	return 0;
+}
+
 int vt_fixture_daemon_teardown(void **state)
 {
 	struct vt_daemon *d = *state;

@@ -98,9 +98,11 @@ bool vt_daemon_log_contains(const struct vt_daemon *d, const char *needle);
 /* Number of open file descriptors of pid (from /proc/PID/fd), or -1. */
 int vt_fd_count(pid_t pid);
 
-/* cmocka group/test fixtures: *state becomes a started vt_daemon with the default
- * config; the teardown destroys it. Tests needing another config use their own. */
+/* cmocka test fixtures. vt_fixture_daemon_setup: *state becomes a started vt_daemon
+ * with the default config. vt_fixture_blank_setup: *state becomes a zeroed vt_daemon
+ * the test sets up itself (its own config). The teardown destroys either. */
 int vt_fixture_daemon_setup(void **state);
+int vt_fixture_blank_setup(void **state);
 int vt_fixture_daemon_teardown(void **state);
 
 /* ---- libvad helpers ---------------------------------------------------------------- */
@@ -114,6 +116,10 @@ int vt_stats(const struct vt_daemon *d, struct vad_stats *out);
 
 /* Purge every arena through a fresh (admin) libvad connection. */
 int vt_purge(const struct vt_daemon *d);
+
+/* Run the daemon's allocator invariant checker (vad_check) through a fresh admin
+ * connection; 0 if every arena is sound, -1 (with the daemon's report printed) if not. */
+int vt_check_invariants(const struct vt_daemon *d);
 
 /* Poll vt_stats until busy_bytes == busy (and clients == clients unless clients is
  * UINT32_MAX, counting the polling connection itself) or timeout_ms passes. Returns 0

@@ -37,6 +37,24 @@ int vt_purge(const struct vt_daemon *d)
 	return rc == 0 ? 0 : -1;
 }
 
+int vt_check_invariants(const struct vt_daemon *d)
+{
+	vad_client *c;
+	if (vt_connect(d, "harness-check", &c) != 0)
+		return -1;
+	int ok = 0;
+	char *detail = NULL;
+	int rc = vad_check(c, &ok, &detail);
+	if (rc != 0)
+		fprintf(stderr, "harness: vad_check: %d %s\n", rc, vad_last_error(c));
+	else if (!ok)
+		fprintf(stderr, "harness: allocator invariants broken: %s\n",
+			detail ? detail : "(no detail)");
+	free(detail);
+	vad_close(c);
+	return rc == 0 && ok ? 0 : -1;
+}
+
 int vt_wait_busy(const struct vt_daemon *d, uint64_t busy, uint32_t clients, int timeout_ms,
 		 struct vad_stats *last)
 {

@@ -1,0 +1,404 @@
+/*
+ * test_service_sharing.c - ranges between processes: share/attach across processes, a
+ * reused range reads as zeros, and a killed client's ranges come back.
+ */
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <json-c/json.h>
+
+#include "vtassert.h"
+
+#define PAGE 4096u
+#define LINE_TIMEOUT vt_timeout_ms(10000)
+#define CHILD_TIMEOUT vt_timeout_ms(20000)
+
+/* ---- 1. share between processes ------------------------------------------------- */
+
+#define SHARE_SIZE (3 * PAGE + 100)
+#define SEED_FIRST 0xA11CE
+#define SEED_SECOND 0xB0B
+
+/* Process B: attach A's token, read what A wrote, keep reading after A freed, free. */
+static void share_child_b(const char *socket_path, int from_a, int to_a)
+{
+	char line[256];
+	VT_CHILD_CHECK(vt_pipe_recv(from_a, line, sizeof(line), LINE_TIMEOUT) > 0, "no token");
+	char token[VAD_TOKEN_LEN + 1];
+	VT_CHILD_CHECK(strlen(line) == VAD_TOKEN_LEN, "token \"%s\" is not %d characters", line,
+		       VAD_TOKEN_LEN);
+	memcpy(token, line, sizeof(token));
+
+	vad_client *b;
+	int rc = vad_connect(socket_path, "sharing-b", &b);
+	VT_CHILD_CHECK(rc == 0, "vad_connect: %s", vad_strerror(rc));
+	void *q = NULL;
+	size_t size = 0;
+	rc = vad_attach(b, token, &q, &size);
+	VT_CHILD_CHECK(rc == 0, "vad_attach: %d %s", rc, vad_last_error(b));
+	VT_CHILD_CHECK(size >= SHARE_SIZE, "attached size %zu < %u", size, SHARE_SIZE);
+	VT_CHILD_CHECK(vad_size(b, q) == size, "vad_size %zu != %zu", vad_size(b, q), size);
+	ssize_t bad = vt_check_pattern(q, SHARE_SIZE, SEED_FIRST);
+	VT_CHILD_CHECK(bad < 0, "B reads a different byte at %zd than A wrote", bad);
+	VT_CHILD_CHECK(vt_pipe_send(to_a, "attached") == 0, "pipe");
+
+	/* A rewrites the range: the mapping is shared, B sees it at once. */
+	VT_CHILD_CHECK(vt_pipe_recv(from_a, line, sizeof(line), LINE_TIMEOUT) > 0, "no rewrite");
+	VT_CHILD_CHECK(strcmp(line, "rewritten") == 0, "unexpected \"%s\"", line);
+	bad = vt_check_pattern(q, SHARE_SIZE, SEED_SECOND);
+	VT_CHILD_CHECK(bad < 0, "B does not see A's rewrite at byte %zd", bad);
+	VT_CHILD_CHECK(vt_pipe_send(to_a, "seen") == 0, "pipe");
+
+	/* A freed its reference: B's still holds the range, so its bytes stay. */
+	VT_CHILD_CHECK(vt_pipe_recv(from_a, line, sizeof(line), LINE_TIMEOUT) > 0, "no freed");
+	VT_CHILD_CHECK(strcmp(line, "freed") == 0, "unexpected \"%s\"", line);
+	bad = vt_check_pattern(q, SHARE_SIZE, SEED_SECOND);
+	VT_CHILD_CHECK(bad < 0, "after A's free B reads a changed byte at %zd", bad);
+	VT_CHILD_CHECK(vad_size(b, q) == size, "B lost its reference after A's free");
+	struct vad_stats s;
+	rc = vad_stats(b, &s);
+	VT_CHILD_CHECK(rc == 0, "vad_stats: %s", vad_last_error(b));
+	VT_CHILD_CHECK(s.held_ranges == 1 && s.held_bytes == size,
+		       "B holds %llu ranges, %llu bytes; expected 1 and %zu",
+		       (unsigned long long)s.held_ranges, (unsigned long long)s.held_bytes, size);
+	rc = vad_free(b, q);
+	VT_CHILD_CHECK(rc == 0, "B's vad_free: %d %s", rc, vad_last_error(b));
+	vad_close(b);
+	VT_CHILD_CHECK(vt_pipe_send(to_a, "done") == 0, "pipe");
+	_exit(0);
+}
+
+static void test_share_between_processes(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+
+	int to_b[2], to_a[2];
+	assert_int_equal(0, pipe(to_b));
+	assert_int_equal(0, pipe(to_a));
+	/* Fork before A connects so B does not inherit A's connection. */
+	pid_t b = fork();
+	assert_true(b >= 0);
+	if (b == 0) {
+		close(to_b[1]);
+		close(to_a[0]);
+		share_child_b(d->socket_path, to_b[0], to_a[1]);
+	}
+	close(to_b[0]);
+	close(to_a[1]);
+
+	struct vad_stats base, s;
+	assert_int_equal(0, vt_stats(d, &base));
+
+	vad_client *a;
+	assert_int_equal(0, vt_connect(d, "sharing-a", &a));
+	void *p;
+	VT_ASSERT_OK(a, vad_alloc(a, SHARE_SIZE, 0, &p));
+	size_t held = vad_size(a, p);
+	assert_true(held >= SHARE_SIZE);
+	vt_fill_pattern(p, SHARE_SIZE, SEED_FIRST);
+	char token[VAD_TOKEN_LEN + 1];
+	memset(token, 0, sizeof(token));
+	VT_ASSERT_OK(a, vad_share(a, p, token));
+	assert_int_equal(VAD_TOKEN_LEN, strlen(token));
+	for (size_t i = 0; i < VAD_TOKEN_LEN; i++)
+		assert_true(token[i] > ' ' && token[i] < 127);
+	assert_int_equal(0, vt_pipe_send(to_b[1], token));
+
+	char line[64];
+	assert_true(vt_pipe_recv(to_a[0], line, sizeof(line), LINE_TIMEOUT) > 0);
+	assert_string_equal("attached", line);
+
+	/* Two holders, one range: busy counts it once. */
+	assert_int_equal(0, vt_stats(d, &s));
+	assert_int_equal(base.busy_bytes + held, s.busy_bytes);
+
+	vt_fill_pattern(p, SHARE_SIZE, SEED_SECOND);
+	assert_int_equal(0, vt_pipe_send(to_b[1], "rewritten"));
+	assert_true(vt_pipe_recv(to_a[0], line, sizeof(line), LINE_TIMEOUT) > 0);
+	assert_string_equal("seen", line);
+
+	VT_ASSERT_OK(a, vad_free(a, p));
+	assert_int_equal(0, vad_size(a, p));
+	/* B still holds it: the range stays busy. */
+	assert_int_equal(0, vt_stats(d, &s));
+	assert_int_equal(base.busy_bytes + held, s.busy_bytes);
+	assert_int_equal(0, vt_pipe_send(to_b[1], "freed"));
+
+	assert_true(vt_pipe_recv(to_a[0], line, sizeof(line), LINE_TIMEOUT) > 0);
+	assert_string_equal("done", line);
+	assert_int_equal(0, vt_wait_child(b, CHILD_TIMEOUT));
+	close(to_b[1]);
+	close(to_a[0]);
+
+	/* The last holder freed it: after a purge the range is back in the allocator. */
+	assert_int_equal(0, vt_purge(d));
+	assert_int_equal(0, vt_stats(d, &s));
+	assert_int_equal(base.busy_bytes, s.busy_bytes);
+	assert_int_equal(0, s.lazy_bytes);
+	assert_int_equal(0, s.pooled_bytes);
+	assert_int_equal(s.arena_bytes - s.busy_bytes, s.free_bytes);
+
+	/* A's own view agrees: it holds nothing. */
+	struct vad_stats mine;
+	VT_ASSERT_OK(a, vad_stats(a, &mine));
+	assert_int_equal(0, mine.held_bytes);
+	assert_int_equal(0, mine.held_ranges);
+	vad_close(a);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* ---- 2. a reused range reads as zeros --------------------------------------------- */
+
+/* The whole (1 MiB) arena: garbage written by a child that exits, then the parent's
+ * allocation of the whole arena must be the same range and all zeros. */
+static void test_whole_arena_reuse_reads_zero(void **state)
+{
+	struct vt_daemon *d = *state;
+	const size_t arena = 1024 * 1024;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, "[arena default]\nsize = 1M\n"));
+
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		vad_client *c;
+		int rc = vad_connect(d->socket_path, "garbage-writer", &c);
+		VT_CHILD_CHECK(rc == 0, "vad_connect: %s", vad_strerror(rc));
+		void *p;
+		rc = vad_alloc(c, arena, 0, &p);
+		VT_CHILD_CHECK(rc == 0, "vad_alloc(1M): %d %s", rc, vad_last_error(c));
+		memset(p, 0xA5, arena);
+		rc = vad_free(c, p);
+		VT_CHILD_CHECK(rc == 0, "vad_free: %d %s", rc, vad_last_error(c));
+		vad_close(c);
+		_exit(0);
+	}
+	assert_int_equal(0, vt_wait_child(child, CHILD_TIMEOUT));
+
+	/* No purge: an allocation that finds no room must drain the lazy list itself. */
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "zero-reader", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, arena, 0, &p));
+	ssize_t nz = vt_first_nonzero(p, arena);
+	if (nz >= 0)
+		fail_msg("reused range has byte 0x%02x at %zd: data passed between clients",
+			 ((uint8_t *)p)[nz], nz);
+	/* And once more within one client: write, free, reallocate. */
+	memset(p, 0x5A, arena);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	VT_ASSERT_OK(c, vad_alloc(c, arena, 0, &p));
+	nz = vt_first_nonzero(p, arena);
+	if (nz >= 0)
+		fail_msg("reallocated range has byte 0x%02x at %zd", ((uint8_t *)p)[nz], nz);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static const size_t reuse_sizes[] = { PAGE, 5 * PAGE, 300 * PAGE, 1000 * PAGE, 3 * PAGE };
+#define N_REUSE (sizeof(reuse_sizes) / sizeof(reuse_sizes[0]))
+
+/* A child writes garbage into ranges of several sizes and shares them; the parent
+ * attaches (to learn where they are in its own mapping and to see the garbage), both
+ * drop them, an admin purge returns them, and the parent's new ranges of the same sizes
+ * overlap the old ones and read as zeros. */
+static void test_purged_range_reuse_reads_zero(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+
+	int to_child[2], to_parent[2];
+	assert_int_equal(0, pipe(to_child));
+	assert_int_equal(0, pipe(to_parent));
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(to_child[1]);
+		close(to_parent[0]);
+		vad_client *c;
+		int rc = vad_connect(d->socket_path, "garbage-writer", &c);
+		VT_CHILD_CHECK(rc == 0, "vad_connect: %s", vad_strerror(rc));
+		void *ptrs[N_REUSE];
+		for (size_t i = 0; i < N_REUSE; i++) {
+			rc = vad_alloc(c, reuse_sizes[i], 0, &ptrs[i]);
+			VT_CHILD_CHECK(rc == 0, "vad_alloc(%zu): %s", reuse_sizes[i],
+				       vad_last_error(c));
+			memset(ptrs[i], 0xC3, reuse_sizes[i]);
+			char token[VAD_TOKEN_LEN + 1];
+			rc = vad_share(c, ptrs[i], token);
+			VT_CHILD_CHECK(rc == 0, "vad_share: %s", vad_last_error(c));
+			VT_CHILD_CHECK(vt_pipe_send(to_parent[1], token) == 0, "pipe");
+		}
+		char line[64];
+		VT_CHILD_CHECK(vt_pipe_recv(to_child[0], line, sizeof(line), LINE_TIMEOUT) > 0,
+			       "parent never said release");
+		for (size_t i = 0; i < N_REUSE; i++) {
+			rc = vad_free(c, ptrs[i]);
+			VT_CHILD_CHECK(rc == 0, "vad_free: %s", vad_last_error(c));
+		}
+		vad_close(c);
+		_exit(0);
+	}
+	close(to_child[0]);
+	close(to_parent[1]);
+
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "zero-reader", &c));
+	uint8_t *old[N_REUSE];
+	for (size_t i = 0; i < N_REUSE; i++) {
+		char token[128];
+		assert_true(vt_pipe_recv(to_parent[0], token, sizeof(token), LINE_TIMEOUT) > 0);
+		void *q;
+		size_t size;
+		VT_ASSERT_OK(c, vad_attach(c, token, &q, &size));
+		assert_true(size >= reuse_sizes[i]);
+		old[i] = q;
+		/* The garbage is really there, so zeros later prove a release happened. */
+		assert_int_equal(0xC3, old[i][0]);
+		assert_int_equal(0xC3, old[i][reuse_sizes[i] - 1]);
+		VT_ASSERT_OK(c, vad_free(c, q));
+	}
+	assert_int_equal(0, vt_pipe_send(to_child[1], "release"));
+	assert_int_equal(0, vt_wait_child(child, CHILD_TIMEOUT));
+	close(to_child[1]);
+	close(to_parent[0]);
+
+	assert_int_equal(0, vt_purge(d));
+	int overlaps = 0;
+	void *fresh[N_REUSE];
+	for (size_t i = 0; i < N_REUSE; i++) {
+		VT_ASSERT_OK(c, vad_alloc(c, reuse_sizes[i], 0, &fresh[i]));
+		uint8_t *p = fresh[i];
+		ssize_t nz = vt_first_nonzero(p, reuse_sizes[i]);
+		if (nz >= 0)
+			fail_msg("new range %zu (%zu bytes) has byte 0x%02x at %zd", i,
+				 reuse_sizes[i], p[nz], nz);
+		for (size_t j = 0; j < N_REUSE; j++)
+			if (p < old[j] + reuse_sizes[j] && old[j] < p + reuse_sizes[i])
+				overlaps++;
+	}
+	/* First fit on a purged arena must reuse the space the child had. */
+	if (overlaps == 0)
+		fail_msg("no new range reused the purged space; the zero check proved nothing");
+	for (size_t i = 0; i < N_REUSE; i++)
+		VT_ASSERT_OK(c, vad_free(c, fresh[i]));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* ---- 3. kill -9 of a client holding ranges ----------------------------------------- */
+
+#define KILL_RANGES 8
+#define KILL_RANGE_SIZE (1024 * 1024)
+
+static void test_killed_client_ranges_return(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	struct vad_stats base, s;
+	assert_int_equal(0, vt_stats(d, &base));
+
+	int to_parent[2], to_child[2];
+	assert_int_equal(0, pipe(to_parent));
+	assert_int_equal(0, pipe(to_child));
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		close(to_parent[0]);
+		close(to_child[1]);
+		vad_client *c;
+		int rc = vad_connect(d->socket_path, "doomed", &c);
+		VT_CHILD_CHECK(rc == 0, "vad_connect: %s", vad_strerror(rc));
+		for (int i = 0; i < KILL_RANGES; i++) {
+			void *p;
+			rc = vad_alloc(c, KILL_RANGE_SIZE, 0, &p);
+			VT_CHILD_CHECK(rc == 0, "vad_alloc: %s", vad_last_error(c));
+			memset(p, 0x77, KILL_RANGE_SIZE);
+		}
+		size_t sizes[4] = { PAGE, 2 * PAGE, 3 * PAGE, 4 * PAGE };
+		void *batch[4];
+		rc = vad_alloc_batch(c, 4, sizes, 0, batch);
+		VT_CHILD_CHECK(rc == 0, "vad_alloc_batch: %s", vad_last_error(c));
+		/* Attach the parent's shared range too: dying drops that reference only. */
+		char token[128];
+		VT_CHILD_CHECK(vt_pipe_recv(to_child[0], token, sizeof(token), LINE_TIMEOUT) > 0,
+			       "no token");
+		void *q;
+		size_t qsize;
+		rc = vad_attach(c, token, &q, &qsize);
+		VT_CHILD_CHECK(rc == 0, "vad_attach: %s", vad_last_error(c));
+		VT_CHILD_CHECK(vt_pipe_send(to_parent[1], "ready") == 0, "pipe");
+		for (;;)
+			pause();
+	}
+	close(to_parent[1]);
+	close(to_child[0]);
+
+	vad_client *keeper;
+	assert_int_equal(0, vt_connect(d, "keeper", &keeper));
+	void *kp;
+	VT_ASSERT_OK(keeper, vad_alloc(keeper, 16 * PAGE, 0, &kp));
+	vt_fill_pattern(kp, 16 * PAGE, 42);
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(keeper, vad_share(keeper, kp, token));
+	assert_int_equal(0, vt_pipe_send(to_child[1], token));
+
+	char line[64];
+	assert_true(vt_pipe_recv(to_parent[0], line, sizeof(line), LINE_TIMEOUT) > 0);
+	assert_string_equal("ready", line);
+	uint64_t held_by_child = KILL_RANGES * KILL_RANGE_SIZE + 10 * PAGE;
+	assert_int_equal(0, vt_stats(d, &s));
+	assert_int_equal(base.busy_bytes + held_by_child + 16 * PAGE, s.busy_bytes);
+	/* the child, the keeper and the stats connection itself */
+	assert_int_equal(base.clients + 2, s.clients);
+
+	assert_int_equal(0, kill(child, SIGKILL));
+	assert_int_equal(128 + SIGKILL, vt_wait_child(child, CHILD_TIMEOUT));
+	close(to_parent[0]);
+	close(to_child[1]);
+
+	/* Within a second its ranges are back; the keeper's shared range stays busy. */
+	if (vt_wait_busy(d, base.busy_bytes + 16 * PAGE, base.clients + 1, vt_timeout_ms(1000),
+			 &s) != 0)
+		fail_msg("a killed client's ranges did not come back within %d ms",
+			 vt_timeout_ms(1000));
+	assert_true(vt_check_pattern(kp, 16 * PAGE, 42) < 0);
+
+	/* vactl sees the same. */
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--json", "stats", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json stats");
+	struct json_object *j = vt_json_parse(o.out);
+	assert_non_null(j);
+	uint64_t busy;
+	if (vt_json_u64(vt_json_find(j, "busy_bytes"), "", &busy) != 0) {
+		vt_output_print("vactl --json stats", &o);
+		fail_msg("vactl --json stats has no numeric busy_bytes");
+	}
+	assert_int_equal(base.busy_bytes + 16 * PAGE, busy);
+	json_object_put(j);
+	vt_output_free(&o);
+
+	VT_ASSERT_OK(keeper, vad_free(keeper, kp));
+	vad_close(keeper);
+	assert_int_equal(0, vt_wait_busy(d, base.busy_bytes, base.clients, vt_timeout_ms(1000),
+					 NULL));
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_share_between_processes,
+						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_whole_arena_reuse_reads_zero,
+						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_purged_range_reuse_reads_zero,
+						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_killed_client_ranges_return,
+						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
