@@ -1,0 +1,523 @@
+/* test_daemon_config.c - vad.conf parsing: every key, units, every refusal with its line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+static char conf_path[64];
+
+/* Write text to a fresh temporary file; its path goes to conf_path. */
+static const char *write_conf(const char *text)
+{
+	snprintf(conf_path, sizeof(conf_path), "/tmp/vad-test-conf-XXXXXX");
+	int fd = mkstemp(conf_path);
+	assert_true(fd >= 0);
+	size_t len = strlen(text);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return conf_path;
+}
+
+/* Load text, expecting success. */
+static void load_ok(const char *text, struct vad_config *cfg)
+{
+	char err[512] = "";
+	const char *path = write_conf(text);
+	int rc = vad_config_load(path, cfg, err, sizeof(err));
+	unlink(path);
+	if (rc != 0)
+		fail_msg("unexpected error: %s", err);
+	assert_string_equal(cfg->path, path);
+}
+
+/* Load text, expecting "FILE:LINE: ..." containing want. */
+static void load_err(const char *text, int line, const char *want)
+{
+	struct vad_config cfg;
+	char err[512] = "";
+	const char *path = write_conf(text);
+	int rc = vad_config_load(path, &cfg, err, sizeof(err));
+	unlink(path);
+	if (rc == 0) {
+		vad_config_free(&cfg);
+		fail_msg("accepted, expected line %d: %s\n--- config:\n%s", line, want, text);
+	}
+	char prefix[128];
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", path, line);
+	if (strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, want))
+		fail_msg("got \"%s\", expected prefix \"%s\" and \"%s\"", err, prefix, want);
+	/* a failed load leaves nothing allocated behind */
+	assert_null(cfg.arenas);
+	assert_int_equal(cfg.n_arenas, 0);
+	vad_config_free(&cfg);
+}
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	assert_string_equal(cfg.path, "");
+	assert_string_equal(cfg.socket_path, "");
+	assert_int_equal(cfg.socket_mode, 0660);
+	assert_int_equal(cfg.workers, 0);
+	assert_int_equal(cfg.nodes, 0);
+	assert_int_equal(cfg.lazy_max, 0);
+	assert_int_equal(cfg.max_frame, 64 * 1024);
+	assert_int_equal(cfg.max_clients, 1024);
+	assert_int_equal(cfg.max_batch, 1024);
+	assert_int_equal(cfg.quota_client, 0);
+	assert_int_equal(cfg.quota_uid, 0);
+	assert_false(cfg.has_admin_group);
+	assert_int_equal(cfg.stats_interval_ms, 10000);
+	assert_int_equal(cfg.stats_retention_ms, 30ull * 86400 * 1000);
+	assert_int_equal(cfg.log_level, VAD_LOG_INFO);
+	assert_int_equal(cfg.n_arenas, 0);
+	assert_null(cfg.arenas);
+}
+
+static void check_default_arena(const struct vad_config *cfg)
+{
+	assert_int_equal(cfg->n_arenas, 1);
+	assert_string_equal(cfg->arenas[0].name, "default");
+	assert_int_equal(cfg->arenas[0].size, 4ull << 30);
+	assert_int_equal(cfg->arenas[0].quantum, (uint64_t)sysconf(_SC_PAGESIZE));
+	assert_string_equal(cfg->arenas[0].backing, "");
+	assert_true(cfg->arenas[0].allow_any);
+	assert_int_equal(cfg->arenas[0].n_allow_uids, 0);
+	assert_int_equal(cfg->arenas[0].n_allow_gids, 0);
+}
+
+static void test_builtin_defaults_get_default_arena(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	char err[256];
+	assert_int_equal(vad_config_load(NULL, &cfg, err, sizeof(err)), 0);
+	check_default_arena(&cfg);
+	vad_config_free(&cfg);
+	assert_null(cfg.arenas);
+	assert_int_equal(cfg.n_arenas, 0);
+
+	assert_int_equal(vad_config_load("", &cfg, err, sizeof(err)), 0);
+	check_default_arena(&cfg);
+	vad_config_free(&cfg);
+}
+
+static void test_file_without_arena_gets_default(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("[vad]\nworkers = 3\n", &cfg);
+	assert_int_equal(cfg.workers, 3);
+	check_default_arena(&cfg);
+	vad_config_free(&cfg);
+
+	load_ok("", &cfg); /* an empty file is a valid config */
+	check_default_arena(&cfg);
+	vad_config_free(&cfg);
+}
+
+static void test_every_key(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("# every key once\n"
+		"[vad]\n"
+		"socket = /tmp/vad-test/vad.sock\n"
+		"socket_mode = 0600\n"
+		"workers = 4\n"
+		"nodes = 8\n"
+		"lazy_max = 64M\n"
+		"max_frame = 1M\n"
+		"max_clients = 77\n"
+		"max_batch = 99\n"
+		"quota_client = 1G\n"
+		"quota_uid = 1.5G\n"
+		"admin_group = root\n"
+		"stats_db = /tmp/vad-test/stats.db\n"
+		"stats_interval = 250ms\n"
+		"stats_retention = 2h\n"
+		"log_level = debug\n"
+		"\n"
+		"[arena big]\n"
+		"size = 64G\n"
+		"quantum = 2M\n"
+		"backing = memfd\n"
+		"allow_uids = root, 1000\n"
+		"allow_gids = root,4242\n"
+		"\n"
+		"[arena tmp]\n"
+		"size = 1M\n"
+		"backing = /tmp\n",
+		&cfg);
+	assert_string_equal(cfg.socket_path, "/tmp/vad-test/vad.sock");
+	assert_int_equal(cfg.socket_mode, 0600);
+	assert_int_equal(cfg.workers, 4);
+	assert_int_equal(cfg.nodes, 8);
+	assert_int_equal(cfg.lazy_max, 64ull << 20);
+	assert_int_equal(cfg.max_frame, 1u << 20);
+	assert_int_equal(cfg.max_clients, 77);
+	assert_int_equal(cfg.max_batch, 99);
+	assert_int_equal(cfg.quota_client, 1ull << 30);
+	assert_int_equal(cfg.quota_uid, 3ull << 29);
+	assert_true(cfg.has_admin_group);
+	assert_int_equal(cfg.admin_gid, 0);
+	assert_string_equal(cfg.stats_db, "/tmp/vad-test/stats.db");
+	assert_int_equal(cfg.stats_interval_ms, 250);
+	assert_int_equal(cfg.stats_retention_ms, 2ull * 3600 * 1000);
+	assert_int_equal(cfg.log_level, VAD_LOG_DEBUG);
+
+	assert_int_equal(cfg.n_arenas, 2);
+	const struct vad_arena_conf *a = &cfg.arenas[0];
+	assert_string_equal(a->name, "big");
+	assert_int_equal(a->size, 64ull << 30);
+	assert_int_equal(a->quantum, 2ull << 20);
+	assert_string_equal(a->backing, "");
+	assert_false(a->allow_any);
+	assert_int_equal(a->n_allow_uids, 2);
+	assert_int_equal(a->allow_uids[0], 0);
+	assert_int_equal(a->allow_uids[1], 1000);
+	assert_int_equal(a->n_allow_gids, 2);
+	assert_int_equal(a->allow_gids[0], 0);
+	assert_int_equal(a->allow_gids[1], 4242);
+
+	a = &cfg.arenas[1];
+	assert_string_equal(a->name, "tmp");
+	assert_int_equal(a->size, 1u << 20);
+	assert_int_equal(a->quantum, (uint64_t)sysconf(_SC_PAGESIZE));
+	assert_string_equal(a->backing, "/tmp");
+	assert_true(a->allow_any);
+	vad_config_free(&cfg);
+}
+
+static void test_spellings(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	/* auto, unlimited, quotes, inline comments, CRLF, indentation, case of keys */
+	load_ok("[vad]\r\n"
+		"  workers = auto\r\n"
+		"nodes = 0 ; one per CPU\r\n"
+		"lazy_max = auto\r\n"
+		"quota_client = unlimited\r\n"
+		"quota_uid = 8G\r\n"
+		"socket = \"/tmp/quoted.sock\"\r\n"
+		"Socket_Mode = 660\r\n"
+		"log_level = warning\r\n"
+		"stats_interval = 10\r\n"
+		"[ arena  spaced ]\r\n"
+		"size = 8K\r\n"
+		"allow_gids = 0\r\n",
+		&cfg);
+	assert_int_equal(cfg.workers, 0);
+	assert_int_equal(cfg.nodes, 0);
+	assert_int_equal(cfg.lazy_max, 0);
+	assert_int_equal(cfg.quota_client, 0);
+	assert_int_equal(cfg.quota_uid, 8ull << 30);
+	assert_string_equal(cfg.socket_path, "/tmp/quoted.sock");
+	assert_int_equal(cfg.socket_mode, 0660);
+	assert_int_equal(cfg.log_level, VAD_LOG_WARNING);
+	assert_int_equal(cfg.stats_interval_ms, 10000);
+	assert_int_equal(cfg.n_arenas, 1);
+	assert_string_equal(cfg.arenas[0].name, "spaced");
+	assert_false(cfg.arenas[0].allow_any);
+	assert_int_equal(cfg.arenas[0].n_allow_uids, 0);
+	assert_int_equal(cfg.arenas[0].n_allow_gids, 1);
+	vad_config_free(&cfg);
+
+	/* empty socket and stats_db mean "the standard path" */
+	load_ok("[vad]\nsocket =\nstats_db =\n", &cfg);
+	assert_string_equal(cfg.socket_path, "");
+	assert_string_equal(cfg.stats_db, "");
+	vad_config_free(&cfg);
+
+	/* limits at both ends */
+	load_ok("[vad]\nmax_frame = 4K\nmax_clients = 1\nmax_batch = 1\n", &cfg);
+	assert_int_equal(cfg.max_frame, 4096);
+	vad_config_free(&cfg);
+	load_ok("[vad]\nmax_frame = 16M\nworkers = 1024\n", &cfg);
+	assert_int_equal(cfg.max_frame, 16u << 20);
+	assert_int_equal(cfg.workers, 1024);
+	vad_config_free(&cfg);
+}
+
+static void test_parse_size(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} good[] = {
+		{ "0", 0 },
+		{ "4096", 4096 },
+		{ "17B", 17 },
+		{ "4K", 4096 },
+		{ "4k", 4096 },
+		{ "4KiB", 4096 },
+		{ "4 KiB", 4096 },
+		{ "4KB", 4096 },
+		{ "1.5M", 1572864 },
+		{ ".5K", 512 },
+		{ "2.25K", 2304 },
+		{ "64G", 64ull << 30 },
+		{ "3T", 3ull << 40 },
+		{ "1P", 1ull << 50 },
+		{ "15E", 15ull << 60 },
+		{ "18446744073709551615", UINT64_MAX },
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		uint64_t v = 12345;
+		if (vad_parse_size(good[i].s, &v) != 0)
+			fail_msg("refused \"%s\"", good[i].s);
+		assert_int_equal(v, good[i].v);
+	}
+	static const char *const bad[] = {
+		"",	"K",	"-1",	"+1",	"1.1K", "0.1",	"4X",	"1..5K", "1.5.K",
+		"4 K B", "16E", "18446744073709551616", "1e3", " 4K", "4K ", "0x10", "1,5M",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v;
+		if (vad_parse_size(bad[i], &v) == 0)
+			fail_msg("accepted \"%s\" as %llu", bad[i], (unsigned long long)v);
+	}
+	uint64_t v;
+	assert_int_equal(vad_parse_size(NULL, &v), -1);
+}
+
+static void test_parse_duration(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		uint64_t ms;
+	} good[] = {
+		{ "250ms", 250 },     { "10s", 10000 },	      { "10", 10000 },
+		{ "1.5s", 1500 },     { "5m", 300000 },	      { "5min", 300000 },
+		{ "2h", 7200000 },    { "30d", 2592000000ull }, { "1w", 604800000ull },
+		{ "0ms", 0 },	      { "10 s", 10000 },
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		uint64_t v = 12345;
+		if (vad_parse_duration_ms(good[i].s, &v) != 0)
+			fail_msg("refused \"%s\"", good[i].s);
+		assert_int_equal(v, good[i].ms);
+	}
+	static const char *const bad[] = { "", "s", "10x", "0.5ms", "-1s", "1.0001s", "10sec s" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v;
+		if (vad_parse_duration_ms(bad[i], &v) == 0)
+			fail_msg("accepted \"%s\" as %llu", bad[i], (unsigned long long)v);
+	}
+}
+
+static void test_format_size(void **state)
+{
+	(void)state;
+	static const struct {
+		uint64_t v;
+		const char *s;
+	} cases[] = {
+		{ 0, "0 B" },
+		{ 17, "17 B" },
+		{ 1023, "1023 B" },
+		{ 1024, "1.0 KiB" },
+		{ 1536, "1.5 KiB" },
+		{ 512ull << 10, "512 KiB" },
+		{ (1ull << 20) - 1, "1.0 MiB" },
+		{ 1ull << 30, "1.0 GiB" },
+		{ 3ull << 29, "1.5 GiB" },
+		{ 64ull << 30, "64 GiB" },
+		{ 1ull << 60, "1.0 EiB" },
+		{ UINT64_MAX, "16 EiB" },
+	};
+	char buf[32];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_string_equal(vad_format_size(cases[i].v, buf, sizeof(buf)), cases[i].s);
+	/* a short buffer is cut, never overrun */
+	char tiny[4];
+	assert_string_equal(vad_format_size(64ull << 30, tiny, sizeof(tiny)), "64 ");
+}
+
+static void test_log_level_names(void **state)
+{
+	(void)state;
+	assert_int_equal(vad_log_level_from_name("err"), VAD_LOG_ERR);
+	assert_int_equal(vad_log_level_from_name("warning"), VAD_LOG_WARNING);
+	assert_int_equal(vad_log_level_from_name("notice"), VAD_LOG_NOTICE);
+	assert_int_equal(vad_log_level_from_name("info"), VAD_LOG_INFO);
+	assert_int_equal(vad_log_level_from_name("DEBUG"), VAD_LOG_DEBUG);
+	assert_int_equal(vad_log_level_from_name("7"), VAD_LOG_DEBUG);
+	assert_int_equal(vad_log_level_from_name("loud"), -1);
+	assert_int_equal(vad_log_level_from_name("8"), -1);
+	assert_int_equal(vad_log_level_from_name(NULL), -1);
+}
+
+static void test_errors_vad_section(void **state)
+{
+	(void)state;
+	load_err("[vad]\nbogus = 1\n", 2, "unknown key 'bogus' in [vad]");
+	load_err("[vad]\nworkers = 2\n\n[foo]\n", 4, "unknown section [foo]");
+	load_err("workers = 2\n", 1, "outside any section");
+	load_err("# comment\n\n; another\n[vad]\n\n   workers = many\n", 6, "workers = many");
+	load_err("[vad]\nworkers = 1025\n", 2, "workers");
+	load_err("[vad]\nnodes = -1\n", 2, "nodes");
+	load_err("[vad]\nworkers =\n", 2, "empty value");
+	load_err("[vad]\nworkers = 1\nnodes = 2\nworkers = 2\n", 4,
+		 "duplicate key workers (first set at line 2)");
+	load_err("[vad]\n[vad]\n", 2, "duplicate section [vad] (first at line 1)");
+	load_err("[vad]\nthis line has no equals sign\n", 2, "syntax error");
+	load_err("[vad]\nsocket = relative.sock\n", 2, "absolute path");
+	load_err("[vad]\nsocket = /tmp/"
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock\n",
+		 2, "path too long");
+	load_err("[vad]\nsocket_mode = 0999\n", 2, "not an octal permission mode");
+	load_err("[vad]\nsocket_mode = rw-rw----\n", 2, "not an octal permission mode");
+	load_err("[vad]\nsocket_mode = 01777\n", 2, "not an octal permission mode");
+	load_err("[vad]\nlazy_max = lots\n", 2, "bad size");
+	load_err("[vad]\nmax_frame = 1K\n", 2, "between 4 KiB and 16 MiB");
+	load_err("[vad]\nmax_frame = 4095\n", 2, "between 4 KiB and 16 MiB");
+	load_err("[vad]\nmax_frame = 17M\n", 2, "between 4 KiB and 16 MiB");
+	load_err("[vad]\nmax_clients = 0\n", 2, "max_clients");
+	load_err("[vad]\nmax_batch = 2000000\n", 2, "max_batch");
+	load_err("[vad]\nquota_client = 0\n", 2, "unlimited");
+	load_err("[vad]\nquota_uid = some\n", 2, "bad size");
+	load_err("[vad]\nadmin_group = no-such-group-vadtest\n", 2, "unknown group");
+	load_err("[vad]\nstats_db = stats.db\n", 2, "absolute path");
+	load_err("[vad]\nstats_interval = soon\n", 2, "bad duration");
+	load_err("[vad]\nstats_interval = 10ms\n", 2, "out of range");
+	load_err("[vad]\nstats_retention = 30s\n", 2, "out of range");
+	load_err("[vad]\nstats_interval = 2h\nstats_retention = 1h\n", 3,
+		 "shorter than stats_interval");
+	load_err("[vad]\nlog_level = loud\n", 2, "log_level");
+	/* the last line has no newline */
+	load_err("[vad]\nworkers = 1\nnodes = x", 3, "nodes");
+}
+
+static void test_errors_arena_section(void **state)
+{
+	(void)state;
+	long page = sysconf(_SC_PAGESIZE);
+	load_err("[arena a]\nsize = 4G\nspeed = fast\n", 3, "unknown key 'speed' in [arena a]");
+	load_err("[arena]\nsize = 4G\n", 1, "needs a name");
+	load_err("[arena a/b]\nsize = 4G\n", 1, "bad arena name");
+	load_err("[arena "
+		 "a1234567890123456789012345678901234567890123456789012345678901234]\nsize=4G\n",
+		 1, "bad arena name");
+	load_err("[arena a]\nsize = 4K\n\n[arena b]\nsize = 4K\n[arena a]\nsize = 4K\n", 6,
+		 "duplicate arena 'a' (first defined at line 1)");
+	load_err("[vad]\n\n[arena x]\nbacking = memfd\n", 3, "[arena x] has no size");
+	/* the next section closes the arena: the error still points at its header */
+	load_err("[arena x]\nquantum = 8K\n[vad]\nworkers = 1\n", 1, "has no size");
+	load_err("[arena a]\nsize = 0\n", 2, "between 1 byte");
+	load_err("[arena a]\nsize = 2E\n", 2, "between 1 byte");
+	load_err("[arena a]\nsize = huge\n", 2, "bad size");
+	load_err("[arena a]\nsize = 12K\nquantum = 12K\n", 3, "not a power of two");
+	load_err("[arena a]\nsize = 12K\nquantum = 0\n", 3, "not a power of two");
+	if (page > 1024)
+		load_err("[arena a]\nsize = 12K\nquantum = 1K\n", 3, "smaller than the page size");
+	load_err("[arena a]\nsize = 4G\nquantum = 2G\n", 3, "larger than 1 GiB");
+	load_err("[arena a]\nsize = 5000\n", 2, "not a multiple of the quantum");
+	/* quantum given after size: the error is on the size line */
+	load_err("[arena a]\nsize = 12K\nbacking = memfd\nquantum = 8K\n", 2,
+		 "size 12288 is not a multiple of the quantum 8.0 KiB");
+	load_err("[arena a]\nsize = 4K\nbacking = relative/dir\n", 3, "absolute path");
+	load_err("[arena a]\nsize = 4K\nbacking = /nonexistent-vad-test-dir\n", 3,
+		 "No such file or directory");
+	load_err("[arena a]\nsize = 4K\nbacking = /etc/passwd\n", 3, "not a directory");
+	load_err("[arena a]\nsize = 4K\nallow_uids = root, no-such-user-vadtest\n", 3,
+		 "unknown user 'no-such-user-vadtest'");
+	load_err("[arena a]\nsize = 4K\nallow_gids = no-such-group-vadtest\n", 3,
+		 "unknown group 'no-such-group-vadtest'");
+	load_err("[arena a]\nsize = 4K\nallow_uids = root,,1000\n", 3, "empty entry");
+	load_err("[arena a]\nsize = 4K\nallow_uids = root,\n", 3, "empty entry");
+	load_err("[arena a]\nsize = 4K\nallow_gids = 4294967295\n", 3, "unknown group");
+	load_err("[arena a]\nsize = 4K\nsize = 8K\n", 3, "duplicate key size");
+	load_err("[arena a]\nsize =\n", 2, "empty value");
+}
+
+static void test_error_line_too_long(void **state)
+{
+	(void)state;
+	char text[2048];
+	int n = snprintf(text, sizeof(text), "[vad]\nworkers = 1\nstats_db = /tmp/");
+	memset(text + n, 'x', 1500);
+	strcpy(text + n + 1500, "\n");
+	load_err(text, 3, "line too long");
+}
+
+static void test_missing_file(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	char err[256];
+	assert_int_equal(vad_config_load("/nonexistent-vad-test.conf", &cfg, err, sizeof(err)),
+			 -1);
+	assert_string_equal(err, "/nonexistent-vad-test.conf: No such file or directory");
+	assert_null(cfg.arenas);
+	vad_config_free(&cfg);
+}
+
+/* Reloading is loading again: a second load into the same struct after free is clean. */
+static void test_load_free_load(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("[arena a]\nsize = 8K\nallow_uids = 1,2,3\n[arena b]\nsize = 8K\n", &cfg);
+	assert_int_equal(cfg.n_arenas, 2);
+	assert_int_equal(cfg.arenas[0].n_allow_uids, 3);
+	vad_config_free(&cfg);
+	vad_config_free(&cfg); /* twice is harmless */
+	load_ok("[arena c]\nsize = 8K\n", &cfg);
+	assert_int_equal(cfg.n_arenas, 1);
+	assert_string_equal(cfg.arenas[0].name, "c");
+	vad_config_free(&cfg);
+}
+
+/* The shipped conf/vad.conf must load (tests run from the source root). */
+static void test_shipped_config(void **state)
+{
+	(void)state;
+	if (access("conf/vad.conf", R_OK) != 0)
+		skip();
+	struct vad_config cfg;
+	char err[512];
+	if (vad_config_load("conf/vad.conf", &cfg, err, sizeof(err)) != 0)
+		fail_msg("conf/vad.conf: %s", err);
+	check_default_arena(&cfg);
+	assert_string_equal(cfg.socket_path, "/run/vad/vad.sock");
+	assert_string_equal(cfg.stats_db, "/var/lib/vad/stats.db");
+	vad_config_free(&cfg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_builtin_defaults_get_default_arena),
+		cmocka_unit_test(test_file_without_arena_gets_default),
+		cmocka_unit_test(test_every_key),
+		cmocka_unit_test(test_spellings),
+		cmocka_unit_test(test_parse_size),
+		cmocka_unit_test(test_parse_duration),
+		cmocka_unit_test(test_format_size),
+		cmocka_unit_test(test_log_level_names),
+		cmocka_unit_test(test_errors_vad_section),
+		cmocka_unit_test(test_errors_arena_section),
+		cmocka_unit_test(test_error_line_too_long),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_load_free_load),
+		cmocka_unit_test(test_shipped_config),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
