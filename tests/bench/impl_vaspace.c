@@ -1,0 +1,154 @@
+/*
+ * impl_vaspace.c - the product (lib/) under two configurations.
+ *
+ * "vaspace" is the default configuration the daemon runs: one node per CPU, pools,
+ * lazy reclaim, background drain thread. "globallock" is the same augmented free tree
+ * with nodes = 1 and no pools, so every allocation takes the one free-tree lock: the
+ * baseline that shows what the nodes and pools buy. The release callback only counts,
+ * standing in for the daemon's hole punching.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "bench_impl.h"
+
+struct vs_handle {
+	struct va_space *vs;
+	atomic_uint_fast64_t release_calls; /* as seen by the callback */
+};
+
+static void count_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct vs_handle *vh = ctx;
+
+	atomic_fetch_add_explicit(&vh->release_calls, 1, memory_order_relaxed);
+}
+
+static int create_with(const struct bench_space_cfg *cfg, bool global, void **out)
+{
+	struct vs_handle *vh = calloc(1, sizeof(*vh));
+	struct va_config vc = {
+		.base = cfg->base,
+		.size = cfg->size,
+		.quantum = cfg->quantum,
+		.release = count_release,
+	};
+	int rc;
+
+	if (!vh)
+		return VA_ENOMEM;
+	vc.release_ctx = vh;
+	if (global) {
+		vc.nodes = 1;
+		vc.no_pools = true;
+	}
+	if (cfg->exact) {
+		vc.nodes = 1;
+		vc.no_pools = true;
+		vc.eager = true;
+		vc.no_thread = true;
+	}
+	rc = va_create(&vc, &vh->vs);
+	if (rc) {
+		free(vh);
+		return rc;
+	}
+	*out = vh;
+	return VA_OK;
+}
+
+static int vs_create(const struct bench_space_cfg *cfg, void **out)
+{
+	return create_with(cfg, false, out);
+}
+
+static int gl_create(const struct bench_space_cfg *cfg, void **out)
+{
+	return create_with(cfg, true, out);
+}
+
+static void vs_destroy(void *h)
+{
+	struct vs_handle *vh = h;
+
+	va_destroy(vh->vs);
+	free(vh);
+}
+
+static int vs_alloc(void *h, uint64_t size, uint64_t align, uint64_t *addr)
+{
+	return va_alloc(((struct vs_handle *)h)->vs, size, align, NULL, addr);
+}
+
+static int vs_free(void *h, uint64_t addr)
+{
+	return va_free(((struct vs_handle *)h)->vs, addr, NULL);
+}
+
+static int vs_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *sizes, unsigned n,
+			      uint64_t align, uint64_t *out)
+{
+	return va_alloc_congruent(((struct vs_handle *)h)->vs, offs, sizes, n, align, NULL, out);
+}
+
+static void vs_thread_start(void *h, unsigned tid)
+{
+	va_set_home_node(tid);
+}
+
+static void vs_quiesce(void *h)
+{
+	va_drain(((struct vs_handle *)h)->vs);
+}
+
+static int vs_check(void *h, char *msg, size_t msg_len)
+{
+	return va_check(((struct vs_handle *)h)->vs, msg, msg_len);
+}
+
+static void vs_counters(void *h, struct bench_counters *out)
+{
+	struct vs_handle *vh = h;
+	struct va_stats st;
+
+	va_get_stats(vh->vs, &st);
+	*out = (struct bench_counters){
+		.has_va = true,
+		.allocs = st.allocs,
+		.frees = st.frees,
+		.fails = st.fails,
+		.drains = st.drains,
+		/* counted by our own callback: an independent reading of st.release_calls */
+		.release_calls = atomic_load_explicit(&vh->release_calls, memory_order_relaxed),
+		.released_bytes = st.released_bytes,
+		.pool_hits = st.pool_hits,
+	};
+}
+
+const struct bench_impl_ops bench_impl_vaspace = {
+	.name = "vaspace",
+	.desc = "the product: nodes per CPU, pools, lazy reclaim, background drain",
+	.create = vs_create,
+	.destroy = vs_destroy,
+	.alloc = vs_alloc,
+	.free = vs_free,
+	.alloc_congruent = vs_alloc_congruent,
+	.thread_start = vs_thread_start,
+	.quiesce = vs_quiesce,
+	.check = vs_check,
+	.counters = vs_counters,
+};
+
+const struct bench_impl_ops bench_impl_globallock = {
+	.name = "globallock",
+	.desc = "the product's free tree under its one lock: nodes = 1, no pools",
+	.create = gl_create,
+	.destroy = vs_destroy,
+	.alloc = vs_alloc,
+	.free = vs_free,
+	.alloc_congruent = vs_alloc_congruent,
+	.thread_start = vs_thread_start,
+	.quiesce = vs_quiesce,
+	.check = vs_check,
+	.counters = vs_counters,
+};
