@@ -1,0 +1,226 @@
+/* cmd_alloc.c - one-shot allocation (alloc, with an optional hold) and the free stub. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vactl.h"
+
+struct alloc_args {
+	const char *arena;
+	uint64_t align;
+	bool share;
+	bool hold_forever;
+	uint64_t hold_ms;
+	const char *hold_text;
+};
+
+enum { OPT_ARENA = 0x2000, OPT_ALIGN, OPT_SHARE, OPT_HOLD };
+
+static int on_alloc_opt(int opt, const char *arg, void *ctx)
+{
+	struct alloc_args *a = ctx;
+	switch (opt) {
+	case OPT_ARENA:
+		a->arena = arg;
+		return VACTL_EXIT_OK;
+	case OPT_ALIGN:
+		if (vactl_parse_size(arg, &a->align) < 0)
+			return vactl_usage_error(&vactl_cmd_alloc, "bad alignment '%s'", arg);
+		return VACTL_EXIT_OK;
+	case OPT_SHARE:
+		a->share = true;
+		return VACTL_EXIT_OK;
+	case OPT_HOLD:
+		a->hold_text = arg;
+		if (strcmp(arg, "forever") == 0)
+			a->hold_forever = true;
+		else if (vactl_parse_duration(arg, &a->hold_ms) < 0)
+			return vactl_usage_error(&vactl_cmd_alloc,
+						 "bad duration '%s' (try 10s, 5m, forever)", arg);
+		return VACTL_EXIT_OK;
+	}
+	return VACTL_EXIT_USAGE;
+}
+
+/* Wait for the hold time or until SIGINT/SIGTERM/SIGHUP; either way the caller frees. */
+static void hold(const struct alloc_args *a)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	if (a->hold_forever) {
+		while (sigwaitinfo(&set, NULL) < 0 && errno == EINTR)
+			;
+		return;
+	}
+	struct timespec end, now;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)(a->hold_ms / 1000);
+	end.tv_nsec += (long)(a->hold_ms % 1000) * 1000000L;
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		struct timespec left = { end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec };
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000L;
+		}
+		if (left.tv_sec < 0)
+			return;
+		int sig = sigtimedwait(&set, NULL, &left);
+		if (sig > 0 || (sig < 0 && errno == EAGAIN))
+			return;
+	}
+}
+
+static int run_alloc(struct vactl_opts *o, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "arena", required_argument, NULL, OPT_ARENA },
+		{ "align", required_argument, NULL, OPT_ALIGN },
+		{ "share", no_argument, NULL, OPT_SHARE },
+		{ "hold", required_argument, NULL, OPT_HOLD },
+		{ 0 },
+	};
+	struct alloc_args a = { 0 };
+	int first;
+	int rc = vactl_parse_cmd(&vactl_cmd_alloc, o, argc, argv, NULL, opts, on_alloc_opt, &a,
+				 &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	size_t n = (size_t)(argc - first);
+	if (n == 0)
+		return vactl_usage_error(&vactl_cmd_alloc, "give at least one SIZE");
+	size_t *sizes = calloc(n, sizeof(*sizes));
+	void **ptrs = calloc(n, sizeof(*ptrs));
+	char(*tokens)[VAD_TOKEN_LEN + 1] = calloc(n, sizeof(*tokens));
+	if (!sizes || !ptrs || !tokens) {
+		free(sizes);
+		free(ptrs);
+		free(tokens);
+		fprintf(stderr, "vactl: out of memory\n");
+		return VACTL_EXIT_REFUSED;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+		if (vactl_parse_size(argv[first + i], &v) < 0 || v > SIZE_MAX) {
+			rc = vactl_usage_error(&vactl_cmd_alloc, "bad size '%s' (try 4096, 4K, 1M)",
+					       argv[first + i]);
+			goto out;
+		}
+		sizes[i] = (size_t)v;
+	}
+	vad_client *c;
+	if ((rc = vactl_connect(o, &c)))
+		goto out;
+	int err = vad_alloc_batch_in(c, a.arena, n, sizes, (size_t)a.align, ptrs);
+	for (size_t i = 0; !err && a.share && i < n; i++)
+		err = vad_share(c, ptrs[i], tokens[i]);
+	if (err) {
+		rc = vactl_report(o, c, err);
+		vad_close(c);
+		goto out;
+	}
+	json_object *arr = o->json ? json_object_new_array() : NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct vad_range r;
+		vad_range_info(c, ptrs[i], &r);
+		if (arr) {
+			json_object *jr = json_object_new_object();
+			vactl_json_add_str(jr, "arena", r.arena);
+			vactl_json_add_u64(jr, "offset", r.offset);
+			vactl_json_add_u64(jr, "size", r.size);
+			vactl_json_add_u64(jr, "requested", sizes[i]);
+			if (a.share)
+				vactl_json_add_str(jr, "token", tokens[i]);
+			json_object_array_add(arr, jr);
+		} else {
+			char b[32];
+			printf("%s  offset %llu (0x%llx)  size %s (%zu bytes)%s%s\n", r.arena,
+			       (unsigned long long)r.offset, (unsigned long long)r.offset,
+			       vactl_fmt_size(r.size, b, sizeof(b)), r.size,
+			       a.share ? "  token " : "", a.share ? tokens[i] : "");
+		}
+	}
+	bool holding = a.hold_forever || a.hold_ms > 0;
+	if (arr) {
+		json_object *j = json_object_new_object();
+		json_object_object_add(j, "ranges", arr);
+		vactl_json_add_str(j, "hold", holding ? a.hold_text : NULL);
+		vactl_json_print(j);
+	}
+	fflush(stdout);
+	if (holding) {
+		fprintf(stderr,
+			"vactl: holding %zu range%s %s (Ctrl-C to stop early); they are freed when "
+			"vactl exits, since the daemon drops a session's ranges when it disconnects\n",
+			n, n == 1 ? "" : "s", a.hold_forever ? "until interrupted" : "for");
+		if (!a.hold_forever)
+			fprintf(stderr, "vactl: hold time %s\n", a.hold_text);
+		hold(&a);
+	}
+	err = vad_free_batch(c, n, ptrs);
+	if (err) {
+		rc = vactl_report(o, c, err);
+	} else if (!o->json) {
+		printf("freed %zu range%s\n", n, n == 1 ? "" : "s");
+	}
+	vad_close(c);
+out:
+	free(sizes);
+	free(ptrs);
+	free(tokens);
+	return rc;
+}
+
+const struct vactl_cmd vactl_cmd_alloc = {
+	.name = "alloc",
+	.args = "SIZE [SIZE...] [--arena A] [--align N] [--share] [--hold DURATION|forever]",
+	.summary = "allocate ranges, print where they are, optionally hold them, then free",
+	.help = "Allocates one range per SIZE in one all-or-nothing request and prints each\n"
+		"range's arena, offset and (rounded) size; --share also makes a share token per\n"
+		"range that another process can attach to (vactl session: attach TOKEN).\n"
+		"  --arena A      allocate in arena A (default: the daemon's default arena)\n"
+		"  --align N      alignment, a power of two (default: the arena's quantum)\n"
+		"  --share        print a share token per range\n"
+		"  --hold D       keep the ranges for D (10s, 5m, 2h) or 'forever' (until Ctrl-C,\n"
+		"                 SIGTERM or SIGHUP) before freeing them\n"
+		"The ranges are freed before vactl exits: the daemon drops every range a session\n"
+		"holds when the session disconnects, so nothing outlives vactl (tokens included).\n"
+		"JSON (printed before any hold): {ranges: [{arena, offset, size, requested,\n"
+		"token}], hold}\n",
+	.run = run_alloc,
+};
+
+static int run_free(struct vactl_opts *o, int argc, char **argv)
+{
+	int first;
+	int rc = vactl_parse_cmd(&vactl_cmd_free, o, argc, argv, NULL, NULL, NULL, NULL, &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	fprintf(stderr,
+		"vactl: free: a range can only be freed by the session that holds it, and every\n"
+		"vactl command is a session of its own (its ranges are dropped when it exits).\n"
+		"To free by hand, allocate and free inside one session:\n"
+		"  printf 'alloc 4K\\nfree #1\\n' | vactl session\n");
+	return VACTL_EXIT_USAGE;
+}
+
+const struct vactl_cmd vactl_cmd_free = {
+	.name = "free",
+	.args = "OFFSET|#N",
+	.summary = "explains why freeing only works inside 'vactl session' (exits 2)",
+	.help = "The daemon lets only a holder free a range, and each vactl command is a new\n"
+		"session that holds nothing, so this one-shot command cannot free anything.\n"
+		"Use 'vactl session' and its 'free OFFSET|#N' command instead. Always exits 2.\n",
+	.run = run_free,
+};

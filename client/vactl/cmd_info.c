@@ -1,0 +1,402 @@
+/* cmd_info.c - read-only views: status, arenas, clients, stats. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vactl.h"
+
+#define SZ(v) vactl_fmt_size((v), (char[32]){ 0 }, 32)
+
+/* Format an unsigned number into a compound-literal buffer. */
+static const char *num(char *buf, size_t len, uint64_t v)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+#define N(v) num((char[32]){ 0 }, 32, (v))
+
+static const char *pct(char *buf, size_t len, uint64_t part, uint64_t whole)
+{
+	snprintf(buf, len, "%.1f%%", whole ? 100.0 * (double)part / (double)whole : 0.0);
+	return buf;
+}
+#define PCT(p, w) pct((char[16]){ 0 }, 16, (p), (w))
+
+/* Parse no options beyond the common ones and accept at most max_args operands. */
+static int simple_parse(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
+			int max_args, int *first)
+{
+	int rc = vactl_parse_cmd(cmd, o, argc, argv, NULL, NULL, NULL, NULL, first);
+	if (rc != VACTL_EXIT_OK)
+		return rc;
+	if (argc - *first > max_args)
+		return vactl_usage_error(cmd, "unexpected argument '%s'", argv[*first + max_args]);
+	return VACTL_EXIT_OK;
+}
+
+/* ---- status ----------------------------------------------------------------------- */
+
+static int run_status(struct vactl_opts *o, int argc, char **argv)
+{
+	int first;
+	int rc = simple_parse(&vactl_cmd_status, o, argc, argv, 0, &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	vad_client *c;
+	if ((rc = vactl_connect(o, &c)))
+		return rc;
+	struct vad_session s;
+	vad_session_info(c, &s);
+	struct vad_daemon_stats *d;
+	int err = vad_stats_detail(c, NULL, &d);
+	if (err) {
+		rc = vactl_report(o, c, err);
+		vad_close(c);
+		return rc;
+	}
+	if (o->json) {
+		json_object *j = json_object_new_object();
+		vactl_json_add_str(j, "server", s.server);
+		vactl_json_add_str(j, "socket", s.socket_path);
+		vactl_json_add_u64(j, "protocol_version", s.protocol_version);
+		vactl_json_add_u64(j, "uptime_ms", d->uptime_ms);
+		vactl_json_add_u64(j, "clients", d->clients);
+		vactl_json_add_u64(j, "requests", d->requests);
+		vactl_json_add_u64(j, "shares", d->shares);
+		vactl_json_add_u64(j, "session_id", s.session_id);
+		json_object_object_add(j, "admin", json_object_new_boolean(s.admin));
+		vactl_json_add_str(j, "default_arena", s.default_arena);
+		json_object *arr = json_object_new_array();
+		for (size_t i = 0; i < d->n_arenas; i++) {
+			const struct vad_arena_stats *a = &d->arenas[i];
+			json_object *ja = json_object_new_object();
+			vactl_json_add_str(ja, "name", a->name);
+			vactl_json_add_u64(ja, "size", a->size);
+			vactl_json_add_u64(ja, "busy_bytes", a->busy_bytes);
+			vactl_json_add_u64(ja, "free_bytes", a->free_bytes);
+			vactl_json_add_u64(ja, "lazy_bytes", a->lazy_bytes);
+			vactl_json_add_u64(ja, "pooled_bytes", a->pooled_bytes);
+			vactl_json_add_u64(ja, "largest_free", a->largest_free);
+			json_object_array_add(arr, ja);
+		}
+		json_object_object_add(j, "arenas", arr);
+		vactl_json_print(j);
+	} else {
+		char up[32];
+		printf("%s at %s: up %s, %u client%s (this one included), %llu requests, "
+		       "%llu share token%s\n",
+		       s.server, s.socket_path, vactl_fmt_duration(d->uptime_ms, up, sizeof(up)),
+		       d->clients, d->clients == 1 ? "" : "s", (unsigned long long)d->requests,
+		       (unsigned long long)d->shares, d->shares == 1 ? "" : "s");
+		printf("this session: id %llu%s; default arena '%s'\n",
+		       (unsigned long long)s.session_id, s.admin ? ", admin" : "",
+		       s.default_arena);
+		for (size_t i = 0; i < d->n_arenas; i++) {
+			const struct vad_arena_stats *a = &d->arenas[i];
+			printf("  %-12s %9s  busy %9s (%5s)  free %9s  lazy %9s  largest free %9s\n",
+			       a->name, SZ(a->size), SZ(a->busy_bytes), PCT(a->busy_bytes, a->size),
+			       SZ(a->free_bytes), SZ(a->lazy_bytes), SZ(a->largest_free));
+		}
+	}
+	free(d);
+	vad_close(c);
+	return VACTL_EXIT_OK;
+}
+
+const struct vactl_cmd vactl_cmd_status = {
+	.name = "status",
+	.args = "",
+	.summary = "daemon version, uptime, clients and one line per arena",
+	.help = "Connects, asks for statistics and prints the daemon's version and uptime, the\n"
+		"number of connected sessions (vactl's own included), and each arena's size,\n"
+		"busy, free and lazy bytes and largest free block.\n"
+		"JSON: {server, socket, protocol_version, uptime_ms, clients, requests, shares,\n"
+		"session_id, admin, default_arena, arenas: [{name, size, busy_bytes, free_bytes,\n"
+		"lazy_bytes, pooled_bytes, largest_free}]}\n",
+	.run = run_status,
+};
+
+/* ---- arenas ----------------------------------------------------------------------- */
+
+static int run_arenas(struct vactl_opts *o, int argc, char **argv)
+{
+	int first;
+	int rc = simple_parse(&vactl_cmd_arenas, o, argc, argv, 0, &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	vad_client *c;
+	if ((rc = vactl_connect(o, &c)))
+		return rc;
+	struct vad_arena_info *info = NULL;
+	size_t n_info = 0;
+	int err = vad_arenas(c, &info, &n_info);
+	if (err && err != VAD_EPERM && err != VAD_EUNSUPPORTED) {
+		rc = vactl_report(o, c, err);
+		vad_close(c);
+		return rc;
+	}
+	struct vad_daemon_stats *d;
+	err = vad_stats_detail(c, NULL, &d);
+	if (err) {
+		rc = vactl_report(o, c, err);
+		free(info);
+		vad_close(c);
+		return rc;
+	}
+	json_object *arr = o->json ? json_object_new_array() : NULL;
+	static const char *const heads[] = { "NAME",   "SIZE",	 "QUANTUM", "BACKING",
+					     "BUSY",   "FREE",	 "LAZY",    "POOLED",
+					     "LARGEST FREE", "FRAG" };
+	struct vactl_table *t = o->json ? NULL : vactl_table_new(10, heads);
+	for (size_t i = 0; i < d->n_arenas; i++) {
+		const struct vad_arena_stats *a = &d->arenas[i];
+		const struct vad_arena_info *ai = NULL;
+		for (size_t k = 0; k < n_info; k++)
+			if (strcmp(info[k].name, a->name) == 0)
+				ai = &info[k];
+		double frag = vactl_fragmentation(a->free_bytes, a->largest_free);
+		if (arr) {
+			json_object *ja = json_object_new_object();
+			vactl_json_add_str(ja, "name", a->name);
+			vactl_json_add_u64(ja, "size", a->size);
+			vactl_json_add_u64(ja, "quantum", a->quantum);
+			vactl_json_add_str(ja, "backing", ai ? ai->backing : NULL);
+			json_object_object_add(ja, "allowed",
+					       ai ? json_object_new_boolean(ai->allowed) : NULL);
+			vactl_json_add_u64(ja, "busy_bytes", a->busy_bytes);
+			vactl_json_add_u64(ja, "free_bytes", a->free_bytes);
+			vactl_json_add_u64(ja, "lazy_bytes", a->lazy_bytes);
+			vactl_json_add_u64(ja, "pooled_bytes", a->pooled_bytes);
+			vactl_json_add_u64(ja, "largest_free", a->largest_free);
+			json_object_object_add(ja, "fragmentation", json_object_new_double(frag));
+			json_object_array_add(arr, ja);
+		} else {
+			char fr[16];
+			snprintf(fr, sizeof(fr), "%.1f%%", 100.0 * frag);
+			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum),
+					ai ? ai->backing : "?", SZ(a->busy_bytes), SZ(a->free_bytes),
+					SZ(a->lazy_bytes), SZ(a->pooled_bytes), SZ(a->largest_free),
+					fr);
+		}
+	}
+	if (arr) {
+		json_object *j = json_object_new_object();
+		json_object_object_add(j, "arenas", arr);
+		vactl_json_print(j);
+	} else {
+		vactl_table_print(t);
+		if (!info)
+			printf("(backing unknown: the daemon lists arenas to admins only)\n");
+	}
+	free(d);
+	free(info);
+	vad_close(c);
+	return VACTL_EXIT_OK;
+}
+
+const struct vactl_cmd vactl_cmd_arenas = {
+	.name = "arenas",
+	.args = "",
+	.summary = "each arena: size, quantum, backing, busy/free/lazy/pooled, fragmentation",
+	.help = "Lists the arenas this peer may use with their occupancy. FRAG is the share of\n"
+		"free space outside the largest free block (0% = one contiguous hole).\n"
+		"JSON: {arenas: [{name, size, quantum, backing, allowed, busy_bytes, free_bytes,\n"
+		"lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]}; backing and\n"
+		"allowed are null when the daemon does not list arenas to this peer.\n",
+	.run = run_arenas,
+};
+
+/* ---- clients ---------------------------------------------------------------------- */
+
+static int run_clients(struct vactl_opts *o, int argc, char **argv)
+{
+	int first;
+	int rc = simple_parse(&vactl_cmd_clients, o, argc, argv, 0, &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	vad_client *c;
+	if ((rc = vactl_connect(o, &c)))
+		return rc;
+	struct vad_client_info *v;
+	size_t n;
+	int err = vad_clients(c, &v, &n);
+	if (err) {
+		rc = vactl_report(o, c, err);
+		vad_close(c);
+		return rc;
+	}
+	struct vad_session s;
+	vad_session_info(c, &s);
+	if (o->json) {
+		json_object *arr = json_object_new_array();
+		for (size_t i = 0; i < n; i++) {
+			json_object *jc = json_object_new_object();
+			vactl_json_add_u64(jc, "session_id", v[i].session_id);
+			vactl_json_add_u64(jc, "pid", v[i].pid);
+			vactl_json_add_u64(jc, "uid", v[i].uid);
+			vactl_json_add_u64(jc, "gid", v[i].gid);
+			vactl_json_add_str(jc, "name", v[i].name);
+			vactl_json_add_u64(jc, "held_bytes", v[i].held_bytes);
+			vactl_json_add_u64(jc, "held_ranges", v[i].held_ranges);
+			vactl_json_add_u64(jc, "allocs", v[i].allocs);
+			vactl_json_add_u64(jc, "frees", v[i].frees);
+			vactl_json_add_u64(jc, "connected_ms", v[i].connected_ms);
+			json_object_object_add(jc, "self",
+					       json_object_new_boolean(v[i].session_id ==
+								       s.session_id));
+			json_object_array_add(arr, jc);
+		}
+		json_object *j = json_object_new_object();
+		json_object_object_add(j, "clients", arr);
+		vactl_json_print(j);
+	} else {
+		static const char *const heads[] = { "SESSION", "PID",	  "UID",    "NAME",
+						     "HELD",	"RANGES", "ALLOCS", "FREES",
+						     "CONNECTED" };
+		struct vactl_table *t = vactl_table_new(9, heads);
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+		for (size_t i = 0; i < n; i++) {
+			char sess[40], age[48], dur[32];
+			snprintf(sess, sizeof(sess), "%llu%s", (unsigned long long)v[i].session_id,
+				 v[i].session_id == s.session_id ? "*" : "");
+			uint64_t since = now_ms > v[i].connected_ms ? now_ms - v[i].connected_ms : 0;
+			snprintf(age, sizeof(age), "%s ago",
+				 vactl_fmt_duration(since, dur, sizeof(dur)));
+			vactl_table_row(t, sess, N(v[i].pid), N(v[i].uid), v[i].name,
+					SZ(v[i].held_bytes), N(v[i].held_ranges), N(v[i].allocs),
+					N(v[i].frees), age);
+		}
+		vactl_table_print(t);
+		printf("(* = this vactl)\n");
+	}
+	free(v);
+	vad_close(c);
+	return VACTL_EXIT_OK;
+}
+
+const struct vactl_cmd vactl_cmd_clients = {
+	.name = "clients",
+	.args = "",
+	.summary = "connected sessions: pid, uid, name, held bytes and ranges (admin)",
+	.help = "Lists every connected session, vactl's own marked with '*'. Admin only.\n"
+		"JSON: {clients: [{session_id, pid, uid, gid, name, held_bytes, held_ranges,\n"
+		"allocs, frees, connected_ms (epoch ms), self}]}\n",
+	.run = run_clients,
+};
+
+/* ---- stats ------------------------------------------------------------------------ */
+
+static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *a)
+{
+	t->size += a->size;
+	t->busy_bytes += a->busy_bytes;
+	t->free_bytes += a->free_bytes;
+	t->lazy_bytes += a->lazy_bytes;
+	t->pooled_bytes += a->pooled_bytes;
+	t->busy_blocks += a->busy_blocks;
+	t->free_blocks += a->free_blocks;
+	t->lazy_blocks += a->lazy_blocks;
+	t->pooled_blocks += a->pooled_blocks;
+	if (a->largest_free > t->largest_free)
+		t->largest_free = a->largest_free;
+	t->allocs += a->allocs;
+	t->frees += a->frees;
+	t->fails += a->fails;
+	t->drains += a->drains;
+	t->released_bytes += a->released_bytes;
+	t->release_calls += a->release_calls;
+	t->pool_hits += a->pool_hits;
+}
+
+static void print_arena_stats(const struct vad_arena_stats *a, bool total)
+{
+	if (total)
+		printf("total over all arenas:\n");
+	else
+		printf("arena %s (quantum %s):\n", a->name, SZ(a->quantum));
+	printf("  size            %12s  %llu\n", SZ(a->size), (unsigned long long)a->size);
+	printf("  busy            %12s  in %llu blocks (%s)\n", SZ(a->busy_bytes),
+	       (unsigned long long)a->busy_blocks, PCT(a->busy_bytes, a->size));
+	printf("  free            %12s  in %llu blocks\n", SZ(a->free_bytes),
+	       (unsigned long long)a->free_blocks);
+	printf("  lazy            %12s  in %llu blocks (freed, waiting for reclaim)\n",
+	       SZ(a->lazy_bytes), (unsigned long long)a->lazy_blocks);
+	printf("  pooled          %12s  in %llu blocks (reclaimed, kept in node pools)\n",
+	       SZ(a->pooled_bytes), (unsigned long long)a->pooled_blocks);
+	printf("  largest free    %12s  fragmentation %.1f%%\n", SZ(a->largest_free),
+	       100.0 * vactl_fragmentation(a->free_bytes, a->largest_free));
+	printf("  allocs %llu  frees %llu  fails %llu  pool hits %llu\n",
+	       (unsigned long long)a->allocs, (unsigned long long)a->frees,
+	       (unsigned long long)a->fails, (unsigned long long)a->pool_hits);
+	printf("  drains %llu  released %s in %llu release calls\n", (unsigned long long)a->drains,
+	       SZ(a->released_bytes), (unsigned long long)a->release_calls);
+}
+
+static int run_stats(struct vactl_opts *o, int argc, char **argv)
+{
+	int first;
+	int rc = simple_parse(&vactl_cmd_stats, o, argc, argv, 1, &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	const char *arena = first < argc ? argv[first] : NULL;
+	vad_client *c;
+	if ((rc = vactl_connect(o, &c)))
+		return rc;
+	struct vad_daemon_stats *d;
+	int err = vad_stats_detail(c, arena, &d);
+	if (err) {
+		rc = vactl_report(o, c, err);
+		vad_close(c);
+		return rc;
+	}
+	struct vad_arena_stats tot = { .name = "total" };
+	for (size_t i = 0; i < d->n_arenas; i++)
+		add_totals(&tot, &d->arenas[i]);
+	tot.quantum = 0;
+	if (o->json) {
+		json_object *j = json_object_new_object();
+		vactl_json_add_u64(j, "uptime_ms", d->uptime_ms);
+		vactl_json_add_u64(j, "clients", d->clients);
+		vactl_json_add_u64(j, "requests", d->requests);
+		vactl_json_add_u64(j, "shares", d->shares);
+		json_object *arr = json_object_new_array();
+		for (size_t i = 0; i < d->n_arenas; i++)
+			json_object_array_add(arr, vactl_json_arena_stats(&d->arenas[i]));
+		json_object_object_add(j, "arenas", arr);
+		json_object *jt = vactl_json_arena_stats(&tot);
+		json_object_object_del(jt, "name");
+		json_object_object_del(jt, "quantum");
+		json_object_object_add(j, "totals", jt);
+		vactl_json_print(j);
+	} else {
+		char up[32];
+		printf("up %s, %u clients, %llu requests, %llu share tokens\n",
+		       vactl_fmt_duration(d->uptime_ms, up, sizeof(up)), d->clients,
+		       (unsigned long long)d->requests, (unsigned long long)d->shares);
+		for (size_t i = 0; i < d->n_arenas; i++)
+			print_arena_stats(&d->arenas[i], false);
+		if (d->n_arenas > 1)
+			print_arena_stats(&tot, true);
+	}
+	free(d);
+	vad_close(c);
+	return VACTL_EXIT_OK;
+}
+
+const struct vactl_cmd vactl_cmd_stats = {
+	.name = "stats",
+	.args = "[ARENA]",
+	.summary = "every allocator counter per arena, plus totals",
+	.help = "Prints every statistic the daemon keeps for each arena (or only ARENA):\n"
+		"busy/free/lazy/pooled bytes and blocks, largest free block, allocs, frees,\n"
+		"fails, drains, released bytes, release calls, pool hits.\n"
+		"JSON: {uptime_ms, clients, requests, shares, arenas: [{name, size, quantum,\n"
+		"busy_bytes, free_bytes, lazy_bytes, pooled_bytes, busy_blocks, free_blocks,\n"
+		"lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails, drains,\n"
+		"released_bytes, release_calls, pool_hits, fragmentation}], totals: {the same\n"
+		"summed, without name and quantum; largest_free is the maximum}}\n",
+	.run = run_stats,
+};

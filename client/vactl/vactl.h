@@ -1,0 +1,121 @@
+/*
+ * vactl.h - shared pieces of the vactl admin CLI: options, exit codes, connecting,
+ * error reporting, units and output helpers.
+ */
+#ifndef VACTL_H
+#define VACTL_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "vad.h"
+
+/* Exit codes scripts can rely on. */
+enum vactl_exit {
+	VACTL_EXIT_OK = 0,	    /* success */
+	VACTL_EXIT_REFUSED = 1,	    /* the daemon refused (or a local libvad failure) */
+	VACTL_EXIT_USAGE = 2,	    /* bad command line */
+	VACTL_EXIT_UNREACHABLE = 3, /* cannot reach the daemon, or it went away */
+	VACTL_EXIT_CORRUPT = 4,	    /* check found broken allocator invariants */
+};
+
+/* Options every command understands. */
+struct vactl_opts {
+	const char *socket; /* --socket, NULL: libvad's default resolution */
+	bool json;	    /* --json */
+};
+
+/* One subcommand. */
+struct vactl_cmd {
+	const char *name;
+	const char *args;    /* argument synopsis for the usage line */
+	const char *summary; /* one line for vactl --help */
+	const char *help;    /* the body of vactl NAME --help */
+	int (*run)(struct vactl_opts *o, int argc, char **argv);
+};
+
+extern const struct vactl_cmd vactl_cmd_status, vactl_cmd_arenas, vactl_cmd_clients,
+	vactl_cmd_stats, vactl_cmd_purge, vactl_cmd_reload, vactl_cmd_check, vactl_cmd_alloc,
+	vactl_cmd_free, vactl_cmd_session;
+
+/* main.c */
+
+/* Parse a command's own options (its --help, plus --json/--socket anywhere). long_opts
+ * and short_opts describe extra options; each one found is passed to on_opt, which
+ * returns 0 or a VACTL_EXIT_* code. On return *first_arg indexes the first operand.
+ * Returns -1 when --help was printed (the caller exits 0), else an exit code. */
+int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
+		    const char *short_opts, const struct option *long_opts,
+		    int (*on_opt)(int opt, const char *arg, void *ctx), void *ctx,
+		    int *first_arg);
+
+/* Print "vactl: MSG" and the command's usage hint to stderr; returns VACTL_EXIT_USAGE. */
+int vactl_usage_error(const struct vactl_cmd *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* client.c */
+
+/* Connect as "vactl"; on failure report it (with a hint) and return the exit code. */
+int vactl_connect(const struct vactl_opts *o, vad_client **out);
+
+/* Report a failed libvad call: "vactl: LABEL: SENTENCE" on stderr and, with --json, an
+ * {"error": ...} document on stdout. Returns the matching exit code. */
+int vactl_report(const struct vactl_opts *o, vad_client *c, int err);
+
+/* Exit code for a VAD_E* code. */
+int vactl_exit_code(int err);
+
+/* Short label ("quota exceeded") and symbolic name ("EQUOTA") of a VAD_E* code. */
+const char *vactl_err_label(int err);
+const char *vactl_err_name(int err);
+
+/* units.c */
+
+/* "4096", "4K", "1.5M", "64G", "2T", "4KiB", "4kb" (binary units) -> bytes; -1 on junk. */
+int vactl_parse_size(const char *s, uint64_t *out);
+
+/* "250ms", "10s", "5m", "2h", "1d", bare number = seconds (fractions allowed) -> ms. */
+int vactl_parse_duration(const char *s, uint64_t *ms);
+
+/* "1.0 GiB", "512 KiB", "17 B" into buf. */
+const char *vactl_fmt_size(uint64_t bytes, char *buf, size_t len);
+
+/* "3d 04h", "2h 03m", "4m 12s", "812ms" into buf. */
+const char *vactl_fmt_duration(uint64_t ms, char *buf, size_t len);
+
+/* output.c */
+
+/* A text table: add rows of cells, then print with aligned columns. */
+struct vactl_table;
+struct vactl_table *vactl_table_new(size_t ncols, const char *const *headers);
+/* Add a row; cells are printf-formatted strings passed as ncols const char * values. */
+int vactl_table_row(struct vactl_table *t, ...);
+/* Print the table (first column left-aligned, the rest right-aligned) and free it. */
+void vactl_table_print(struct vactl_table *t);
+
+/* Print obj as the command's one JSON document on stdout and drop the reference. */
+void vactl_json_print(json_object *obj);
+
+/* Print obj as one compact JSON line on stdout (flushed) and drop the reference. */
+void vactl_json_line(json_object *obj);
+
+/* json_object_new_uint64 with a signed fallback for old json-c. */
+json_object *vactl_json_u64(uint64_t v);
+
+/* Add key: v (an unsigned integer) to obj. */
+void vactl_json_add_u64(json_object *obj, const char *key, uint64_t v);
+
+/* Add key: s (a string, or null when s is NULL) to obj. */
+void vactl_json_add_str(json_object *obj, const char *key, const char *s);
+
+/* Per-arena statistics as a JSON object with every field. */
+json_object *vactl_json_arena_stats(const struct vad_arena_stats *a);
+
+/* Share of free space that is not in the largest free block (0 when nothing is free). */
+double vactl_fragmentation(uint64_t free_bytes, uint64_t largest_free);
+
+#endif
