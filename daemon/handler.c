@@ -1,0 +1,797 @@
+/* handler.c - one function per protocol operation; see handler.h. */
+#include "handler.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frame.h"
+#include "log.h"
+#include "session.h"
+
+void vad_reply_init(struct vad_reply *r, uint64_t id)
+{
+	vad__response__init(&r->resp);
+	r->resp.id = id;
+	r->fd = -1;
+	r->text[0] = '\0';
+}
+
+void vad_reply_error(struct vad_reply *r, Vad__Error code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->text, sizeof(r->text), fmt, ap);
+	va_end(ap);
+	r->resp.error = code;
+	r->resp.message = r->text;
+	r->resp.result_case = VAD__RESPONSE__RESULT__NOT_SET;
+	r->fd = -1;
+}
+
+const char *vad_op_name(Vad__Request__OpCase op)
+{
+	switch (op) {
+	case VAD__REQUEST__OP_HELLO:
+		return "hello";
+	case VAD__REQUEST__OP_ALLOC:
+		return "alloc";
+	case VAD__REQUEST__OP_FREE:
+		return "free";
+	case VAD__REQUEST__OP_MAP_ARENA:
+		return "map-arena";
+	case VAD__REQUEST__OP_SHARE:
+		return "share";
+	case VAD__REQUEST__OP_ATTACH:
+		return "attach";
+	case VAD__REQUEST__OP_STATS:
+		return "stats";
+	case VAD__REQUEST__OP_ARENAS:
+		return "arenas";
+	case VAD__REQUEST__OP_CLIENTS:
+		return "clients";
+	case VAD__REQUEST__OP_PURGE:
+		return "purge";
+	case VAD__REQUEST__OP_RELOAD:
+		return "reload";
+	case VAD__REQUEST__OP_CHECK:
+		return "check";
+	default:
+		return "an unknown operation";
+	}
+}
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+#define SZ(b, v) vad_format_size((v), (b), sizeof(b))
+
+static void *scratch_array(struct vad_session *s, size_t n, size_t elem)
+{
+	if (n && elem > SIZE_MAX / n)
+		return NULL;
+	return vad_scratch_alloc(&s->scratch, n * elem);
+}
+
+static char *scratch_strdup(struct vad_session *s, const char *str)
+{
+	size_t len = strlen(str) + 1;
+	char *p = vad_scratch_alloc(&s->scratch, len);
+	if (p)
+		memcpy(p, str, len);
+	return p;
+}
+
+static void out_of_memory(struct vad_reply *r, const char *what)
+{
+	vad_reply_error(r, VAD__ERROR__ENOMEM, "the daemon ran out of memory %s; try again later",
+			what);
+}
+
+/* The arena a request names, checked against the peer's allow-list; NULL after an error
+ * reply. */
+static struct vad_arena *use_arena(struct vad_session *s, const char *name, unsigned *index,
+				   struct vad_reply *r)
+{
+	struct vad_arena *a = vad_service_arena(s->svc, name, index);
+	if (!a) {
+		vad_reply_error(r, VAD__ERROR__ENOARENA,
+				"no arena named '%.64s'; 'vactl arenas' lists the arenas", name);
+		return NULL;
+	}
+	if (!s->allowed[*index]) {
+		vad_reply_error(r, VAD__ERROR__EPERM,
+				"arena '%s' does not allow uid %u (gid %u); its allow_uids/allow_gids "
+				"in vad.conf decide who may use it",
+				a->conf.name, (unsigned)s->peer.uid, (unsigned)s->peer.gid);
+		return NULL;
+	}
+	return a;
+}
+
+static void quota_error(struct vad_session *s, struct vad_reply *r, enum vad_quota_kind kind,
+			uint64_t held, uint64_t want)
+{
+	struct vad_limits l = vad_service_limits(s->svc);
+	char h[32], q[32], w[32];
+	if (kind == VAD_QUOTA_CLIENT)
+		vad_reply_error(r, VAD__ERROR__EQUOTA,
+				"quota exceeded: client '%s' holds %s of %s; this request needs %s "
+				"more",
+				s->name, SZ(h, held), SZ(q, l.quota_client), SZ(w, want));
+	else
+		vad_reply_error(r, VAD__ERROR__EQUOTA,
+				"quota exceeded: uid %u holds %s of %s; this request needs %s more",
+				(unsigned)s->peer.uid, SZ(h, held), SZ(q, l.quota_uid), SZ(w, want));
+}
+
+static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
+{
+	if (s->admin)
+		return true;
+	if (s->svc->has_admin_group)
+		vad_reply_error(r, VAD__ERROR__EPERM, "admin operation '%s' needs root or group '%s'",
+				op, s->svc->admin_group);
+	else
+		vad_reply_error(r, VAD__ERROR__EPERM,
+				"admin operation '%s' needs root or the daemon's user (uid %u); set "
+				"admin_group in vad.conf to allow a group",
+				op, (unsigned)s->svc->daemon_uid);
+	log_info("session %llu (pid %d, uid %u, '%s'): refused admin operation '%s'",
+		 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->name, op);
+	return false;
+}
+
+static void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, bool allowed)
+{
+	vad__arena_info__init(info);
+	info->name = (char *)a->conf.name;
+	info->size = a->conf.size;
+	info->quantum = a->conf.quantum;
+	info->backing = (char *)(a->conf.backing[0] ? a->conf.backing : "memfd");
+	info->allowed = allowed;
+}
+
+/* ---- hello ------------------------------------------------------------------------------ */
+
+static void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *r)
+{
+	if (s->hello_done) {
+		vad_reply_error(r, VAD__ERROR__EINVAL,
+				"this connection already said hello as '%s'; hello is sent once",
+				s->name);
+		return;
+	}
+	if (m->version != VAD_PROTOCOL_VERSION) {
+		vad_reply_error(r, VAD__ERROR__EVERSION,
+				"the client speaks vad protocol version %u but this daemon speaks "
+				"version %d; use a libvad that matches the daemon",
+				m->version, VAD_PROTOCOL_VERSION);
+		log_info("session %llu (pid %d, uid %u): refused protocol version %u",
+			 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid,
+			 m->version);
+		return;
+	}
+	char name[VAD_NAME_MAX + 1];
+	size_t n = 0;
+	for (const char *p = m->name; p && *p && n < VAD_NAME_MAX; p++)
+		name[n++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?'; /* listings stay printable */
+	name[n] = '\0';
+	if (!n)
+		snprintf(name, sizeof(name), "pid %d", (int)s->peer.pid);
+
+	pthread_mutex_lock(&s->svc->reg->holders_lock); /* listings read the name under it */
+	memcpy(s->name, name, sizeof(name));
+	pthread_mutex_unlock(&s->svc->reg->holders_lock);
+	s->hello_done = true;
+	log_debug("session %llu: hello from '%s' (pid %d, uid %u, gid %u%s)",
+		  (unsigned long long)s->id, s->name, (int)s->peer.pid, (unsigned)s->peer.uid,
+		  (unsigned)s->peer.gid, s->admin ? ", admin" : "");
+
+	Vad__HelloReply *h = &r->u.hello;
+	vad__hello_reply__init(h);
+	h->version = VAD_PROTOCOL_VERSION;
+	h->server = (char *)"vad " VAD_DAEMON_VERSION;
+	h->session_id = s->id;
+	h->default_arena = s->svc->arenas[s->svc->default_arena]->conf.name;
+	h->admin = s->admin;
+	r->resp.result_case = VAD__RESPONSE__RESULT_HELLO;
+	r->resp.hello = h;
+}
+
+/* ---- alloc / free ----------------------------------------------------------------------- */
+
+static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struct vad_arena *a,
+			 int rc, uint64_t size, uint64_t align, size_t i, size_t n)
+{
+	char b1[32], b2[32], which[48] = "";
+	if (n > 1)
+		snprintf(which, sizeof(which), " (range %zu of %zu; none kept)", i + 1, n);
+	switch (rc) {
+	case VA_ENOSPC: {
+		struct va_stats st;
+		va_get_stats(a->vs, &st);
+		vad_reply_error(r, VAD__ERROR__ENOSPC,
+				"arena '%s' has no free range of %s (largest free block %s)%s",
+				a->conf.name, SZ(b1, size), SZ(b2, st.largest_free), which);
+		break;
+	}
+	case VA_EALIGN:
+		vad_reply_error(r, VAD__ERROR__EALIGN, "alignment %" PRIu64 " is not usable%s",
+				align, which);
+		break;
+	case VA_ESIZE:
+	case VA_EOVERFLOW:
+		vad_reply_error(r, VAD__ERROR__ESIZE,
+				"size %s with alignment %" PRIu64 " does not fit arena '%s' (%s)%s",
+				SZ(b1, size), align, a->conf.name, SZ(b2, a->conf.size), which);
+		break;
+	case VA_ENOMEM:
+		out_of_memory(r, "allocating range bookkeeping");
+		break;
+	default:
+		vad_reply_error(r, VAD__ERROR__EINTERNAL, "the allocator failed: %s%s",
+				va_strerror(rc), which);
+		log_err("session %llu: va_alloc(%" PRIu64 ", %" PRIu64 ") in '%s': %s",
+			(unsigned long long)s->id, size, align, a->conf.name, va_strerror(rc));
+		break;
+	}
+}
+
+static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *r)
+{
+	unsigned ai;
+	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
+	if (!a)
+		return;
+	struct vad_limits l = vad_service_limits(s->svc);
+	size_t n = m->n_sizes ? m->n_sizes : (m->count ? m->count : 1);
+	char b1[32], b2[32];
+
+	if (n > l.max_batch) {
+		vad_reply_error(r, VAD__ERROR__ETOOBIG,
+				"a batch of %zu ranges exceeds max_batch %u; split it into smaller "
+				"batches",
+				n, l.max_batch);
+		return;
+	}
+	uint64_t align = m->align;
+	if (align & (align - 1)) {
+		vad_reply_error(r, VAD__ERROR__EALIGN,
+				"alignment %" PRIu64 " is not a power of two", align);
+		return;
+	}
+	if (align > a->conf.size) {
+		vad_reply_error(r, VAD__ERROR__EALIGN,
+				"alignment %s exceeds the size of arena '%s' (%s)", SZ(b1, align),
+				a->conf.name, SZ(b2, a->conf.size));
+		return;
+	}
+
+	uint64_t *offsets = scratch_array(s, n, sizeof(uint64_t));
+	uint64_t *sizes = scratch_array(s, n, sizeof(uint64_t));
+	struct vad_range **ranges = scratch_array(s, n, sizeof(*ranges));
+	if (!offsets || !sizes || !ranges) {
+		out_of_memory(r, "decoding an alloc batch");
+		return;
+	}
+	uint64_t q = a->conf.quantum, total = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t size = m->n_sizes ? m->sizes[i] : m->size;
+		char which[48] = "";
+		if (n > 1)
+			snprintf(which, sizeof(which), " (range %zu of %zu)", i + 1, n);
+		if (size == 0) {
+			vad_reply_error(r, VAD__ERROR__ESIZE, "size 0 cannot be allocated%s", which);
+			return;
+		}
+		if (size > a->conf.size) {
+			vad_reply_error(r, VAD__ERROR__ESIZE, "size %s exceeds arena '%s' (%s)%s",
+					SZ(b1, size), a->conf.name, SZ(b2, a->conf.size), which);
+			return;
+		}
+		sizes[i] = (size + q - 1) & ~(q - 1);
+		total += sizes[i];
+		if (total > a->conf.size) {
+			vad_reply_error(r, VAD__ERROR__ESIZE,
+					"the batch totals more than arena '%s' holds (%s)",
+					a->conf.name, SZ(b2, a->conf.size));
+			return;
+		}
+	}
+
+	uint64_t held;
+	enum vad_quota_kind qk =
+		vad_registry_reserve(&s->holder, total, l.quota_client, l.quota_uid, &held);
+	if (qk != VAD_QUOTA_OK) {
+		quota_error(s, r, qk, held, total);
+		return;
+	}
+
+	size_t done = 0;
+	int rc = 0;
+	for (; done < n; done++) {
+		struct vad_range *rg = vad_range_get(&s->holder);
+		if (!rg) {
+			rc = VA_ENOMEM;
+			break;
+		}
+		rc = va_alloc(a->vs, sizes[done], align, rg, &offsets[done]);
+		if (rc < 0) {
+			vad_range_put(&s->holder, rg);
+			break;
+		}
+		rg->offset = offsets[done];
+		rg->size = sizes[done];
+		ranges[done] = rg;
+	}
+	if (done == n && vad_registry_insert(s->svc->reg, &s->holder, ai, ranges, n) < 0)
+		rc = VA_ENOMEM;
+	if (rc < 0) {
+		/* All or nothing: give back what this batch got. */
+		for (size_t i = 0; i < done; i++) {
+			va_free(a->vs, offsets[i], NULL);
+			vad_range_put(&s->holder, ranges[i]);
+		}
+		vad_registry_unreserve(&s->holder, total);
+		alloc_failed(s, r, a, rc, done < n ? sizes[done] : total, align, done, n);
+		return;
+	}
+	__atomic_add_fetch(&s->allocs, n, __ATOMIC_RELAXED);
+
+	Vad__AllocReply *ar = &r->u.alloc;
+	vad__alloc_reply__init(ar);
+	ar->arena = a->conf.name;
+	ar->n_offsets = n;
+	ar->offsets = offsets;
+	ar->n_sizes = n;
+	ar->sizes = sizes;
+	r->resp.result_case = VAD__RESPONSE__RESULT_ALLOC;
+	r->resp.alloc = ar;
+}
+
+static void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_reply *r)
+{
+	unsigned ai;
+	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
+	if (!a) {
+		vad_reply_error(r, VAD__ERROR__ENOARENA,
+				"no arena named '%.64s'; 'vactl arenas' lists the arenas", m->arena);
+		return;
+	}
+	struct vad_limits l = vad_service_limits(s->svc);
+	if (m->n_offsets == 0) {
+		vad_reply_error(r, VAD__ERROR__EINVAL, "free needs at least one offset");
+		return;
+	}
+	if (m->n_offsets > l.max_batch) {
+		vad_reply_error(r, VAD__ERROR__ETOOBIG,
+				"a batch of %zu ranges exceeds max_batch %u; split it into smaller "
+				"batches",
+				m->n_offsets, l.max_batch);
+		return;
+	}
+	Vad__FreeReply *fr = &r->u.free;
+	vad__free_reply__init(fr);
+	size_t i;
+	for (i = 0; i < m->n_offsets; i++) {
+		uint64_t size;
+		if (vad_registry_release(s->svc->reg, &s->holder, ai, m->offsets[i], &size) < 0)
+			break;
+	}
+	__atomic_add_fetch(&s->frees, i, __ATOMIC_RELAXED);
+	if (i < m->n_offsets) {
+		if (m->n_offsets > 1)
+			vad_reply_error(r, VAD__ERROR__ENOTHELD,
+					"range 0x%" PRIx64 " in arena '%s' is not held by this client "
+					"(freed %zu of %zu; the rest were not tried)",
+					m->offsets[i], a->conf.name, i, m->n_offsets);
+		else
+			vad_reply_error(r, VAD__ERROR__ENOTHELD,
+					"range 0x%" PRIx64 " in arena '%s' is not held by this client",
+					m->offsets[i], a->conf.name);
+	}
+	fr->freed = (uint32_t)i;
+	r->resp.result_case = VAD__RESPONSE__RESULT_FREE;
+	r->resp.free = fr;
+}
+
+/* ---- map / share / attach --------------------------------------------------------------- */
+
+static void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_reply *r)
+{
+	unsigned ai;
+	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
+	if (!a)
+		return;
+	if (a->fd < 0) {
+		vad_reply_error(r, VAD__ERROR__EINTERNAL, "arena '%s' has no file to map",
+				a->conf.name);
+		return;
+	}
+	fill_info(&r->info, a, true);
+	vad__map_arena_reply__init(&r->u.map_arena);
+	r->u.map_arena.arena = &r->info;
+	r->resp.result_case = VAD__RESPONSE__RESULT_MAP_ARENA;
+	r->resp.map_arena = &r->u.map_arena;
+	r->fd = a->fd;
+}
+
+static void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *r)
+{
+	unsigned ai;
+	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
+	if (!a) {
+		vad_reply_error(r, VAD__ERROR__ENOARENA,
+				"no arena named '%.64s'; 'vactl arenas' lists the arenas", m->arena);
+		return;
+	}
+	int rc = vad_registry_share(s->svc->reg, &s->holder, ai, m->offset, r->token);
+	if (rc == -1) {
+		vad_reply_error(r, VAD__ERROR__ENOTHELD,
+				"range 0x%" PRIx64 " in arena '%s' is not held by this client; only "
+				"a holder can share it",
+				m->offset, a->conf.name);
+		return;
+	}
+	if (rc < 0) {
+		vad_reply_error(r, VAD__ERROR__EINTERNAL,
+				"could not make a share token (no randomness or memory); try again");
+		return;
+	}
+	vad__share_reply__init(&r->u.share);
+	r->u.share.token = r->token;
+	r->resp.result_case = VAD__RESPONSE__RESULT_SHARE;
+	r->resp.share = &r->u.share;
+}
+
+static void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply *r)
+{
+	struct vad_limits l = vad_service_limits(s->svc);
+	struct vad_attach_result res;
+	enum vad_attach_status st = vad_registry_attach(s->svc->reg, &s->holder, m->token,
+							s->allowed, l.quota_client, l.quota_uid,
+							&res);
+	switch (st) {
+	case VAD_ATTACH_OK:
+		break;
+	case VAD_ATTACH_MALFORMED:
+		vad_reply_error(r, VAD__ERROR__ETOKEN,
+				"the share token is malformed (%zu characters); a token is %d "
+				"letters and digits",
+				strlen(m->token), VAD_TOKEN_CHARS);
+		return;
+	case VAD_ATTACH_UNKNOWN:
+		vad_reply_error(r, VAD__ERROR__ETOKEN,
+				"no shared range has that token; it was mistyped or its range has "
+				"been freed by every holder");
+		return;
+	case VAD_ATTACH_DENIED:
+		vad_reply_error(r, VAD__ERROR__EPERM,
+				"the token's range lies in arena '%s', which does not allow uid %u "
+				"(gid %u)",
+				s->svc->arenas[res.arena]->conf.name, (unsigned)s->peer.uid,
+				(unsigned)s->peer.gid);
+		return;
+	case VAD_ATTACH_QUOTA:
+		quota_error(s, r, res.quota, res.held, res.size);
+		return;
+	case VAD_ATTACH_NOMEM:
+		out_of_memory(r, "recording the new reference");
+		return;
+	}
+	Vad__AttachReply *ar = &r->u.attach;
+	vad__attach_reply__init(ar);
+	ar->arena = s->svc->arenas[res.arena]->conf.name;
+	ar->offset = res.offset;
+	ar->size = res.size;
+	r->resp.result_case = VAD__RESPONSE__RESULT_ATTACH;
+	r->resp.attach = ar;
+}
+
+/* ---- stats / arenas / clients ----------------------------------------------------------- */
+
+static void fill_stats(Vad__ArenaStats *o, const struct vad_arena *a)
+{
+	struct va_stats st;
+	va_get_stats(a->vs, &st);
+	vad__arena_stats__init(o);
+	o->name = (char *)a->conf.name;
+	o->size = st.size;
+	o->quantum = st.quantum;
+	o->busy_bytes = st.busy_bytes;
+	o->free_bytes = st.free_bytes;
+	o->lazy_bytes = st.lazy_bytes;
+	o->pooled_bytes = st.pooled_bytes;
+	o->busy_blocks = st.busy_blocks;
+	o->free_blocks = st.free_blocks;
+	o->largest_free = st.largest_free;
+	o->allocs = st.allocs;
+	o->frees = st.frees;
+	o->fails = st.fails;
+	o->drains = st.drains;
+	o->released_bytes = st.released_bytes;
+	o->release_calls = st.release_calls;
+	o->pool_hits = st.pool_hits;
+	o->lazy_blocks = st.lazy_blocks;
+	o->pooled_blocks = st.pooled_blocks;
+}
+
+static void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_reply *r)
+{
+	struct vad_service *svc = s->svc;
+	size_t first = 0, end = svc->n_arenas;
+	if (m->arena[0]) {
+		unsigned ai;
+		if (!use_arena(s, m->arena, &ai, r))
+			return;
+		first = ai;
+		end = ai + 1;
+	}
+	Vad__ArenaStats *all = scratch_array(s, end - first, sizeof(*all));
+	Vad__ArenaStats **ptrs = scratch_array(s, end - first, sizeof(*ptrs));
+	if (!all || !ptrs) {
+		out_of_memory(r, "building stats");
+		return;
+	}
+	size_t n = 0;
+	for (size_t i = first; i < end; i++) {
+		if (!s->allowed[i])
+			continue;
+		fill_stats(&all[n], svc->arenas[i]);
+		ptrs[n] = &all[n];
+		n++;
+	}
+	Vad__StatsReply *o = &r->u.stats;
+	vad__stats_reply__init(o);
+	o->n_arenas = n;
+	o->arenas = ptrs;
+	o->clients = __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED);
+	o->uptime_ms = vad_service_uptime_ms(svc);
+	o->held_bytes = __atomic_load_n(&s->holder.held_bytes, __ATOMIC_RELAXED);
+	o->held_ranges = __atomic_load_n(&s->holder.held_refs, __ATOMIC_RELAXED);
+	o->requests = __atomic_load_n(&svc->requests, __ATOMIC_RELAXED) + 1; /* this one too */
+	o->shares = vad_registry_tokens(svc->reg);
+	r->resp.result_case = VAD__RESPONSE__RESULT_STATS;
+	r->resp.stats = o;
+}
+
+static void handle_arenas(struct vad_session *s, struct vad_reply *r)
+{
+	struct vad_service *svc = s->svc;
+	Vad__ArenaInfo *all = scratch_array(s, svc->n_arenas, sizeof(*all));
+	Vad__ArenaInfo **ptrs = scratch_array(s, svc->n_arenas, sizeof(*ptrs));
+	if (!all || !ptrs) {
+		out_of_memory(r, "listing arenas");
+		return;
+	}
+	for (size_t i = 0; i < svc->n_arenas; i++) {
+		fill_info(&all[i], svc->arenas[i], s->allowed[i]);
+		ptrs[i] = &all[i];
+	}
+	vad__arenas_reply__init(&r->u.arenas);
+	r->u.arenas.n_arenas = svc->n_arenas;
+	r->u.arenas.arenas = ptrs;
+	r->resp.result_case = VAD__RESPONSE__RESULT_ARENAS;
+	r->resp.arenas = &r->u.arenas;
+}
+
+struct clients_ctx {
+	struct vad_session *s;
+	Vad__ClientInfo **list;
+	size_t n, cap;
+	size_t budget; /* bytes left before the reply would pass max_frame */
+	size_t dropped;
+	bool oom;
+};
+
+/* Called with holders_lock held: copy what the listing needs. */
+static void collect_client(void *arg, struct vad_holder *h)
+{
+	struct clients_ctx *c = arg;
+	struct vad_session *o = h->owner;
+	if (c->oom)
+		return;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		Vad__ClientInfo **list = scratch_array(c->s, cap, sizeof(*list));
+		if (!list) {
+			c->oom = true;
+			return;
+		}
+		if (c->n)
+			memcpy(list, c->list, c->n * sizeof(*list));
+		c->list = list;
+		c->cap = cap;
+	}
+	Vad__ClientInfo *ci = vad_scratch_alloc(&c->s->scratch, sizeof(*ci));
+	char *name = scratch_strdup(c->s, o->name[0] ? o->name : "(no hello yet)");
+	if (!ci || !name) {
+		c->oom = true;
+		return;
+	}
+	vad__client_info__init(ci);
+	ci->session_id = o->id;
+	ci->pid = (uint32_t)o->peer.pid;
+	ci->uid = (uint32_t)o->peer.uid;
+	ci->gid = (uint32_t)o->peer.gid;
+	ci->name = name;
+	ci->held_bytes = __atomic_load_n(&h->held_bytes, __ATOMIC_RELAXED);
+	ci->held_ranges = __atomic_load_n(&h->held_refs, __ATOMIC_RELAXED);
+	ci->allocs = __atomic_load_n(&o->allocs, __ATOMIC_RELAXED);
+	ci->frees = __atomic_load_n(&o->frees, __ATOMIC_RELAXED);
+	ci->connected_ms = o->connected_ms;
+	size_t size = vad__client_info__get_packed_size(ci) + 4; /* tag and length */
+	if (size > c->budget) {
+		c->dropped++;
+		return;
+	}
+	c->budget -= size;
+	c->list[c->n++] = ci;
+}
+
+static void handle_clients(struct vad_session *s, struct vad_reply *r)
+{
+	if (!admin_allowed(s, "clients", r))
+		return;
+	struct clients_ctx c = { .s = s };
+	size_t max = vad_service_max_frame(s->svc);
+	c.budget = max > 256 ? max - 256 : 0; /* room for the response's own fields */
+	vad_registry_for_each_holder(s->svc->reg, collect_client, &c);
+	if (c.oom) {
+		out_of_memory(r, "listing clients");
+		return;
+	}
+	if (c.dropped)
+		log_warn("clients listing: %zu sessions left out to stay within max_frame",
+			 c.dropped);
+	vad__clients_reply__init(&r->u.clients);
+	r->u.clients.n_clients = c.n;
+	r->u.clients.clients = c.list;
+	r->resp.result_case = VAD__RESPONSE__RESULT_CLIENTS;
+	r->resp.clients = &r->u.clients;
+}
+
+/* ---- admin: purge / reload / check ------------------------------------------------------ */
+
+static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_reply *r)
+{
+	if (!admin_allowed(s, "purge", r))
+		return;
+	struct vad_service *svc = s->svc;
+	size_t first = 0, end = svc->n_arenas;
+	if (m->arena[0]) {
+		unsigned ai;
+		if (!vad_service_arena(svc, m->arena, &ai)) {
+			vad_reply_error(r, VAD__ERROR__ENOARENA,
+					"no arena named '%.64s'; 'vactl arenas' lists the arenas",
+					m->arena);
+			return;
+		}
+		first = ai;
+		end = ai + 1;
+	}
+	uint64_t released = 0;
+	for (size_t i = first; i < end; i++) {
+		struct va_stats before, after;
+		va_get_stats(svc->arenas[i]->vs, &before);
+		va_drain(svc->arenas[i]->vs);
+		va_get_stats(svc->arenas[i]->vs, &after);
+		released += after.released_bytes - before.released_bytes;
+	}
+	char b[32];
+	log_notice("purge by '%s' (uid %u): released %s", s->name, (unsigned)s->peer.uid,
+		   SZ(b, released));
+	vad__purge_reply__init(&r->u.purge);
+	r->u.purge.released_bytes = released;
+	r->resp.result_case = VAD__RESPONSE__RESULT_PURGE;
+	r->resp.purge = &r->u.purge;
+}
+
+static void handle_reload(struct vad_session *s, struct vad_reply *r)
+{
+	if (!admin_allowed(s, "reload", r))
+		return;
+	char detail[sizeof(r->text)];
+	if (vad_service_reload(s->svc, detail, sizeof(detail)) < 0) {
+		log_warn("reload by '%s' (uid %u): %s", s->name, (unsigned)s->peer.uid, detail);
+		vad_reply_error(r, VAD__ERROR__EINVAL, "%s", detail);
+		return;
+	}
+	log_notice("reload by '%s' (uid %u): %s", s->name, (unsigned)s->peer.uid, detail);
+	memcpy(r->text, detail, sizeof(detail));
+	vad__reload_reply__init(&r->u.reload);
+	r->u.reload.detail = r->text;
+	r->resp.result_case = VAD__RESPONSE__RESULT_RELOAD;
+	r->resp.reload = &r->u.reload;
+}
+
+static void handle_check(struct vad_session *s, struct vad_reply *r)
+{
+	if (!admin_allowed(s, "check", r))
+		return;
+	struct vad_service *svc = s->svc;
+	bool ok = true;
+	size_t used = 0;
+	char msg[512];
+	r->text[0] = '\0';
+	for (size_t i = 0; i < svc->n_arenas; i++) {
+		if (va_check(svc->arenas[i]->vs, msg, sizeof(msg)) == 0)
+			continue;
+		ok = false;
+		used += (size_t)snprintf(r->text + used, sizeof(r->text) - used, "%sarena '%s': %s",
+					 used ? "; " : "", svc->arenas[i]->conf.name, msg);
+		if (used >= sizeof(r->text))
+			used = sizeof(r->text) - 1;
+	}
+	if (vad_registry_check(svc->reg, msg, sizeof(msg)) < 0) {
+		ok = false;
+		used += (size_t)snprintf(r->text + used, sizeof(r->text) - used, "%sregistry: %s",
+					 used ? "; " : "", msg);
+	}
+	if (ok)
+		snprintf(r->text, sizeof(r->text),
+			 "%zu arena%s and the registry are consistent (%u sessions, %" PRIu64
+			 " share tokens)",
+			 svc->n_arenas, svc->n_arenas == 1 ? "" : "s",
+			 __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED),
+			 vad_registry_tokens(svc->reg));
+	else
+		log_err("check requested by '%s' found a problem: %s", s->name, r->text);
+	vad__check_reply__init(&r->u.check);
+	r->u.check.ok = ok;
+	r->u.check.detail = r->text;
+	r->resp.result_case = VAD__RESPONSE__RESULT_CHECK;
+	r->resp.check = &r->u.check;
+}
+
+/* ---- dispatch --------------------------------------------------------------------------- */
+
+void vad_handle_request(struct vad_session *s, const Vad__Request *req, struct vad_reply *r)
+{
+	r->resp.id = req->id;
+	switch (req->op_case) {
+	case VAD__REQUEST__OP_HELLO:
+		handle_hello(s, req->hello, r);
+		break;
+	case VAD__REQUEST__OP_ALLOC:
+		handle_alloc(s, req->alloc, r);
+		break;
+	case VAD__REQUEST__OP_FREE:
+		handle_free(s, req->free, r);
+		break;
+	case VAD__REQUEST__OP_MAP_ARENA:
+		handle_map_arena(s, req->map_arena, r);
+		break;
+	case VAD__REQUEST__OP_SHARE:
+		handle_share(s, req->share, r);
+		break;
+	case VAD__REQUEST__OP_ATTACH:
+		handle_attach(s, req->attach, r);
+		break;
+	case VAD__REQUEST__OP_STATS:
+		handle_stats(s, req->stats, r);
+		break;
+	case VAD__REQUEST__OP_ARENAS:
+		handle_arenas(s, r);
+		break;
+	case VAD__REQUEST__OP_CLIENTS:
+		handle_clients(s, r);
+		break;
+	case VAD__REQUEST__OP_PURGE:
+		handle_purge(s, req->purge, r);
+		break;
+	case VAD__REQUEST__OP_RELOAD:
+		handle_reload(s, r);
+		break;
+	case VAD__REQUEST__OP_CHECK:
+		handle_check(s, r);
+		break;
+	default:
+		vad_reply_error(r, VAD__ERROR__EUNSUPPORTED,
+				"this daemon does not know that operation (it speaks vad protocol "
+				"%d); upgrade the daemon or use an older client",
+				VAD_PROTOCOL_VERSION);
+		break;
+	}
+}

@@ -1,0 +1,683 @@
+/* registry.c - live ranges, share tokens, per-uid usage and holders; see registry.h. */
+#include "registry.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "log.h"
+
+__thread bool vad_hash_oom;
+
+/* Spare objects a holder keeps; a batch may fill the cache beyond this for its own use. */
+#define CACHE_KEEP 64
+
+static uint64_t load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void store64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_arenas)
+{
+	struct vad_registry *reg = calloc(1, sizeof(*reg));
+	if (!reg)
+		return NULL;
+	reg->spaces = calloc(n_arenas ? n_arenas : 1, sizeof(*reg->spaces));
+	reg->arenas = aligned_alloc(64, (n_arenas ? n_arenas : 1) * sizeof(*reg->arenas));
+	if (!reg->spaces || !reg->arenas) {
+		free(reg->spaces);
+		free(reg->arenas);
+		free(reg);
+		return NULL;
+	}
+	reg->n_arenas = n_arenas;
+	for (size_t i = 0; i < n_arenas; i++) {
+		reg->spaces[i] = spaces[i];
+		memset(&reg->arenas[i], 0, sizeof(reg->arenas[i]));
+		pthread_mutex_init(&reg->arenas[i].lock, NULL);
+	}
+	pthread_mutex_init(&reg->token_lock, NULL);
+	pthread_mutex_init(&reg->uid_lock, NULL);
+	pthread_mutex_init(&reg->holders_lock, NULL);
+	return reg;
+}
+
+void vad_registry_free(struct vad_registry *reg)
+{
+	if (!reg)
+		return;
+	/* Holders are gone, so no range remains; free any leftovers defensively. */
+	for (size_t i = 0; i < reg->n_arenas; i++) {
+		struct vad_range *r, *tmp;
+		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp) {
+			HASH_DEL(reg->arenas[i].ranges, r);
+			free(r);
+		}
+		pthread_mutex_destroy(&reg->arenas[i].lock);
+	}
+	HASH_CLEAR(hh, reg->tokens);
+	struct vad_uid_usage *u, *utmp;
+	HASH_ITER(hh, reg->uids, u, utmp) {
+		HASH_DEL(reg->uids, u);
+		free(u);
+	}
+	pthread_mutex_destroy(&reg->token_lock);
+	pthread_mutex_destroy(&reg->uid_lock);
+	pthread_mutex_destroy(&reg->holders_lock);
+	free(reg->spaces);
+	free(reg->arenas);
+	free(reg);
+}
+
+int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, void *owner)
+{
+	memset(h, 0, sizeof(*h));
+	h->owner = owner;
+
+	pthread_mutex_lock(&reg->uid_lock);
+	struct vad_uid_usage *u;
+	HASH_FIND(hh, reg->uids, &uid, sizeof(uid), u);
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u) {
+			pthread_mutex_unlock(&reg->uid_lock);
+			return -1;
+		}
+		u->uid = uid;
+		vad_hash_oom = false;
+		HASH_ADD(hh, reg->uids, uid, sizeof(u->uid), u);
+		if (vad_hash_oom) {
+			free(u);
+			pthread_mutex_unlock(&reg->uid_lock);
+			return -1;
+		}
+	}
+	u->users++;
+	pthread_mutex_unlock(&reg->uid_lock);
+	h->uid = u;
+
+	pthread_mutex_lock(&reg->holders_lock);
+	h->next = reg->holders;
+	if (reg->holders)
+		reg->holders->prev = h;
+	reg->holders = h;
+	__atomic_add_fetch(&reg->n_holders, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&reg->holders_lock);
+	return 0;
+}
+
+/* ---- object caches (owner thread only, no lock) ---------------------------------------- */
+
+struct vad_range *vad_range_get(struct vad_holder *h)
+{
+	struct vad_range *r = h->range_cache;
+	if (r) {
+		h->range_cache = r->next_free;
+		h->n_range_cache--;
+	} else {
+		r = malloc(sizeof(*r));
+		if (!r)
+			return NULL;
+	}
+	memset(r, 0, sizeof(*r));
+	return r;
+}
+
+void vad_range_put(struct vad_holder *h, struct vad_range *r)
+{
+	if (h->n_range_cache >= CACHE_KEEP) {
+		free(r);
+		return;
+	}
+	r->next_free = h->range_cache;
+	h->range_cache = r;
+	h->n_range_cache++;
+}
+
+/* Make sure n hold objects wait in the cache, so none is malloc'ed under a lock. */
+static int hold_cache_fill(struct vad_holder *h, size_t n)
+{
+	while (h->n_hold_cache < n) {
+		struct vad_hold *o = malloc(sizeof(*o));
+		if (!o)
+			return -1;
+		o->next_free = h->hold_cache;
+		h->hold_cache = o;
+		h->n_hold_cache++;
+	}
+	return 0;
+}
+
+static struct vad_hold *hold_pop(struct vad_holder *h)
+{
+	struct vad_hold *o = h->hold_cache;
+	h->hold_cache = o->next_free;
+	h->n_hold_cache--;
+	memset(o, 0, sizeof(*o));
+	return o;
+}
+
+static void hold_put(struct vad_holder *h, struct vad_hold *o)
+{
+	if (h->n_hold_cache >= CACHE_KEEP) {
+		free(o);
+		return;
+	}
+	o->next_free = h->hold_cache;
+	h->hold_cache = o;
+	h->n_hold_cache++;
+}
+
+static void trim_caches(struct vad_holder *h)
+{
+	while (h->n_hold_cache > CACHE_KEEP) {
+		struct vad_hold *o = h->hold_cache;
+		h->hold_cache = o->next_free;
+		h->n_hold_cache--;
+		free(o);
+	}
+}
+
+/* ---- quotas ---------------------------------------------------------------------------- */
+
+enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes,
+					 uint64_t quota_client, uint64_t quota_uid,
+					 uint64_t *held)
+{
+	uint64_t mine = load64(&h->held_bytes);
+	if (quota_client && (bytes > quota_client || mine > quota_client - bytes)) {
+		*held = mine;
+		return VAD_QUOTA_CLIENT;
+	}
+	uint64_t cur = __atomic_load_n(&h->uid->held, __ATOMIC_RELAXED);
+	for (;;) {
+		if (quota_uid && (bytes > quota_uid || cur > quota_uid - bytes)) {
+			*held = cur;
+			return VAD_QUOTA_UID;
+		}
+		if (__atomic_compare_exchange_n(&h->uid->held, &cur, cur + bytes, true,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return VAD_QUOTA_OK;
+	}
+}
+
+void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes)
+{
+	__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+}
+
+/* ---- insert / release ------------------------------------------------------------------- */
+
+int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			struct vad_range *const *ranges, size_t n)
+{
+	if (hold_cache_fill(h, n) < 0) {
+		trim_caches(h);
+		return -1;
+	}
+	struct vad_registry_arena *a = &reg->arenas[arena];
+	uint64_t bytes = 0;
+	size_t done = 0;
+	bool oom = false;
+
+	pthread_mutex_lock(&a->lock);
+	for (; done < n; done++) {
+		struct vad_range *r = ranges[done];
+		r->arena = arena;
+		r->refs = 1;
+		vad_hash_oom = false;
+		HASH_ADD(hh, a->ranges, offset, sizeof(r->offset), r);
+		if (vad_hash_oom) {
+			oom = true;
+			break;
+		}
+		struct vad_hold *o = hold_pop(h);
+		o->key.arena = arena;
+		o->key.offset = r->offset;
+		o->count = 1;
+		o->range = r;
+		HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
+		if (vad_hash_oom) {
+			hold_put(h, o);
+			HASH_DEL(a->ranges, r);
+			oom = true;
+			break;
+		}
+		bytes += r->size;
+	}
+	if (oom) {
+		/* Undo what this call added: the caller frees the ranges. */
+		for (size_t i = 0; i < done; i++) {
+			struct vad_range *r = ranges[i];
+			struct vad_hold *o = vad_holder_find(h, arena, r->offset);
+			HASH_DEL(h->holds, o);
+			hold_put(h, o);
+			HASH_DEL(a->ranges, r);
+		}
+	} else {
+		a->refs += n;
+		a->ref_bytes += bytes;
+		store64(&h->held_bytes, load64(&h->held_bytes) + bytes);
+		store64(&h->held_refs, load64(&h->held_refs) + n);
+	}
+	pthread_mutex_unlock(&a->lock);
+	trim_caches(h);
+	return oom ? -1 : 0;
+}
+
+struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)
+{
+	struct vad_hold_key key = { .arena = arena, .offset = offset };
+	struct vad_hold *o;
+	HASH_FIND(hh, h->holds, &key, sizeof(key), o);
+	return o;
+}
+
+/* Drop count of h's references held through o; frees the range if they were the last. */
+static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_hold *o,
+		      uint64_t count)
+{
+	struct vad_range *r = o->range;
+	unsigned arena = (unsigned)o->key.arena;
+	struct vad_registry_arena *a = &reg->arenas[arena];
+	uint64_t size = r->size;
+	bool hold_gone, range_gone;
+
+	pthread_mutex_lock(&a->lock);
+	o->count -= count;
+	r->refs -= count;
+	a->refs -= count;
+	a->ref_bytes -= count * size;
+	store64(&h->held_bytes, load64(&h->held_bytes) - count * size);
+	store64(&h->held_refs, load64(&h->held_refs) - count);
+	hold_gone = o->count == 0;
+	if (hold_gone)
+		HASH_DEL(h->holds, o);
+	range_gone = r->refs == 0;
+	if (range_gone)
+		HASH_DEL(a->ranges, r);
+	pthread_mutex_unlock(&a->lock);
+
+	__atomic_sub_fetch(&h->uid->held, count * size, __ATOMIC_RELAXED);
+	if (hold_gone)
+		hold_put(h, o);
+	if (!range_gone)
+		return;
+	/* Unreachable through the arena table now; the token goes before the memory does, so
+	 * an attach holding token_lock never sees a freed range. */
+	if (r->has_token) {
+		pthread_mutex_lock(&reg->token_lock);
+		HASH_DEL(reg->tokens, &r->tok);
+		r->has_token = false;
+		__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&reg->token_lock);
+	}
+	int rc = va_free(reg->spaces[arena], r->offset, NULL);
+	if (rc < 0)
+		log_err("registry: freeing range 0x%" PRIx64 " of arena %u failed: %s", r->offset,
+			arena, va_strerror(rc));
+	vad_range_put(h, r);
+}
+
+int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			 uint64_t offset, uint64_t *size)
+{
+	struct vad_hold *o = vad_holder_find(h, arena, offset);
+	if (!o)
+		return -1;
+	*size = o->range->size;
+	drop_hold(reg, h, o, 1);
+	return 0;
+}
+
+void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
+{
+	struct vad_hold *o, *tmp;
+	HASH_ITER(hh, h->holds, o, tmp) {
+		drop_hold(reg, h, o, o->count);
+	}
+	HASH_CLEAR(hh, h->holds);
+
+	pthread_mutex_lock(&reg->holders_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		reg->holders = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	__atomic_sub_fetch(&reg->n_holders, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&reg->holders_lock);
+
+	if (h->uid) {
+		pthread_mutex_lock(&reg->uid_lock);
+		if (--h->uid->users == 0) {
+			HASH_DEL(reg->uids, h->uid);
+			free(h->uid);
+		}
+		pthread_mutex_unlock(&reg->uid_lock);
+		h->uid = NULL;
+	}
+	while (h->range_cache) {
+		struct vad_range *r = h->range_cache;
+		h->range_cache = r->next_free;
+		free(r);
+	}
+	while (h->hold_cache) {
+		struct vad_hold *x = h->hold_cache;
+		h->hold_cache = x->next_free;
+		free(x);
+	}
+	h->n_range_cache = h->n_hold_cache = 0;
+}
+
+/* ---- tokens ----------------------------------------------------------------------------- */
+
+static const char base62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/* Random bytes from a per-thread pool refilled by getrandom, so a share costs no syscall. */
+static __thread uint8_t rnd_pool[256];
+static __thread size_t rnd_left;
+
+static int random_byte(uint8_t *out)
+{
+	if (rnd_left == 0) {
+		size_t got = 0;
+		while (got < sizeof(rnd_pool)) {
+			ssize_t n = getrandom(rnd_pool + got, sizeof(rnd_pool) - got, 0);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				return -1;
+			}
+			got += (size_t)n;
+		}
+		rnd_left = sizeof(rnd_pool);
+	}
+	*out = rnd_pool[--rnd_left];
+	rnd_pool[rnd_left] = 0; /* never hand out the same bytes twice */
+	return 0;
+}
+
+int vad_random_token(char *buf, size_t n_chars)
+{
+	for (size_t i = 0; i < n_chars;) {
+		uint8_t b;
+		if (random_byte(&b) < 0)
+			return -1;
+		if (b >= 248) /* 248 = 4 * 62: reject to keep the characters uniform */
+			continue;
+		buf[i++] = base62[b % 62];
+	}
+	buf[n_chars] = '\0';
+	return 0;
+}
+
+static bool token_well_formed(const char *t)
+{
+	size_t i;
+	for (i = 0; t[i]; i++) {
+		char c = t[i];
+		if (i >= VAD_TOKEN_CHARS ||
+		    !((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+			return false;
+	}
+	return i == VAD_TOKEN_CHARS;
+}
+
+int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+		       uint64_t offset, char token[VAD_TOKEN_CHARS + 1])
+{
+	struct vad_hold *o = vad_holder_find(h, arena, offset);
+	if (!o)
+		return -1;
+	struct vad_range *r = o->range;
+	char fresh[VAD_TOKEN_CHARS + 1];
+	int rc = 0;
+
+	pthread_mutex_lock(&reg->token_lock);
+	while (!r->has_token) {
+		if (vad_random_token(fresh, VAD_TOKEN_CHARS) < 0) {
+			rc = -2;
+			break;
+		}
+		struct vad_token_entry *dup;
+		HASH_FIND(hh, reg->tokens, fresh, VAD_TOKEN_CHARS, dup);
+		if (dup)
+			continue; /* 2^-190: practically never, but never hand out a live token */
+		memcpy(r->tok.token, fresh, sizeof(fresh));
+		r->tok.range = r;
+		vad_hash_oom = false;
+		HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, &r->tok);
+		if (vad_hash_oom) {
+			rc = -2;
+			break;
+		}
+		r->has_token = true;
+		__atomic_add_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+	}
+	if (rc == 0)
+		memcpy(token, r->tok.token, VAD_TOKEN_CHARS + 1);
+	pthread_mutex_unlock(&reg->token_lock);
+	return rc;
+}
+
+enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_holder *h,
+					   const char *token, const bool *allowed,
+					   uint64_t quota_client, uint64_t quota_uid,
+					   struct vad_attach_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!token_well_formed(token))
+		return VAD_ATTACH_MALFORMED;
+	if (hold_cache_fill(h, 1) < 0)
+		return VAD_ATTACH_NOMEM;
+
+	enum vad_attach_status st = VAD_ATTACH_OK;
+	pthread_mutex_lock(&reg->token_lock);
+	struct vad_token_entry *t;
+	HASH_FIND(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
+	if (!t) {
+		pthread_mutex_unlock(&reg->token_lock);
+		return VAD_ATTACH_UNKNOWN;
+	}
+	struct vad_range *r = t->range;
+	/* Arena and size never change while the range is in the token table. */
+	out->arena = r->arena;
+	out->offset = r->offset;
+	out->size = r->size;
+	if (!allowed[r->arena]) {
+		pthread_mutex_unlock(&reg->token_lock);
+		return VAD_ATTACH_DENIED;
+	}
+	out->quota = vad_registry_reserve(h, r->size, quota_client, quota_uid, &out->held);
+	if (out->quota != VAD_QUOTA_OK) {
+		pthread_mutex_unlock(&reg->token_lock);
+		return VAD_ATTACH_QUOTA;
+	}
+
+	struct vad_registry_arena *a = &reg->arenas[r->arena];
+	pthread_mutex_lock(&a->lock);
+	if (r->refs == 0) {
+		/* Its last holder is freeing it right now. */
+		st = VAD_ATTACH_UNKNOWN;
+	} else {
+		struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
+		if (!o) {
+			o = hold_pop(h);
+			o->key.arena = r->arena;
+			o->key.offset = r->offset;
+			o->range = r;
+			vad_hash_oom = false;
+			HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
+			if (vad_hash_oom) {
+				hold_put(h, o);
+				o = NULL;
+				st = VAD_ATTACH_NOMEM;
+			}
+		}
+		if (o) {
+			o->count++;
+			r->refs++;
+			a->refs++;
+			a->ref_bytes += r->size;
+			store64(&h->held_bytes, load64(&h->held_bytes) + r->size);
+			store64(&h->held_refs, load64(&h->held_refs) + 1);
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_unlock(&reg->token_lock);
+	if (st != VAD_ATTACH_OK)
+		vad_registry_unreserve(h, out->size);
+	return st;
+}
+
+uint64_t vad_registry_tokens(struct vad_registry *reg)
+{
+	return __atomic_load_n(&reg->n_tokens, __ATOMIC_RELAXED);
+}
+
+void vad_registry_for_each_holder(struct vad_registry *reg,
+				  void (*fn)(void *ctx, struct vad_holder *h), void *ctx)
+{
+	pthread_mutex_lock(&reg->holders_lock);
+	for (struct vad_holder *h = reg->holders; h; h = h->next)
+		fn(ctx, h);
+	pthread_mutex_unlock(&reg->holders_lock);
+}
+
+/* ---- consistency check ------------------------------------------------------------------ */
+
+static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
+{
+	for (size_t i = 0; i < reg->n_arenas; i++) {
+		struct vad_registry_arena *a = &reg->arenas[i];
+		uint64_t refs = 0, bytes = 0;
+		struct vad_range *r, *tmp;
+		HASH_ITER(hh, a->ranges, r, tmp) {
+			r->check_refs = 0;
+			if (r->refs == 0 || r->arena != i) {
+				snprintf(msg, msg_len,
+					 "range 0x%" PRIx64 " of arena %zu has %" PRIu64
+					 " references and says arena %u",
+					 r->offset, i, r->refs, r->arena);
+				return -1;
+			}
+			refs += r->refs;
+			bytes += r->refs * r->size;
+			struct va_area area;
+			int rc = va_lookup(reg->spaces[i], r->offset, &area);
+			if (rc < 0 || area.start != r->offset || area.size != r->size ||
+			    area.owner != r) {
+				snprintf(msg, msg_len,
+					 "range 0x%" PRIx64 "+%" PRIu64 " of arena %zu is not the "
+					 "allocator's busy area there (%s)",
+					 r->offset, r->size, i,
+					 rc < 0 ? va_strerror(rc) : "start, size or owner differs");
+				return -1;
+			}
+		}
+		if (refs != a->refs || bytes != a->ref_bytes) {
+			snprintf(msg, msg_len,
+				 "arena %zu totals say %" PRIu64 " references / %" PRIu64
+				 " bytes but its ranges add up to %" PRIu64 " / %" PRIu64,
+				 i, a->refs, a->ref_bytes, refs, bytes);
+			return -1;
+		}
+	}
+
+	unsigned holders = 0;
+	for (struct vad_holder *h = reg->holders; h; h = h->next) {
+		uint64_t refs = 0, bytes = 0;
+		struct vad_hold *o, *tmp;
+		holders++;
+		HASH_ITER(hh, h->holds, o, tmp) {
+			struct vad_range *r = NULL;
+			if (o->key.arena < reg->n_arenas)
+				HASH_FIND(hh, reg->arenas[o->key.arena].ranges, &o->key.offset,
+					  sizeof(o->key.offset), r);
+			if (!r || r != o->range || o->count == 0) {
+				snprintf(msg, msg_len,
+					 "a session holds %" PRIu64 " references to range 0x%" PRIx64
+					 " of arena %" PRIu64 " that the registry does not know",
+					 o->count, o->key.offset, o->key.arena);
+				return -1;
+			}
+			r->check_refs += o->count;
+			refs += o->count;
+			bytes += o->count * r->size;
+		}
+		if (refs != load64(&h->held_refs) || bytes != load64(&h->held_bytes)) {
+			snprintf(msg, msg_len,
+				 "a session's totals say %" PRIu64 " references / %" PRIu64
+				 " bytes but its holds add up to %" PRIu64 " / %" PRIu64,
+				 load64(&h->held_refs), load64(&h->held_bytes), refs, bytes);
+			return -1;
+		}
+		if (__atomic_load_n(&h->uid->held, __ATOMIC_RELAXED) < bytes) {
+			snprintf(msg, msg_len, "uid %u is charged less than one of its sessions holds",
+				 (unsigned)h->uid->uid);
+			return -1;
+		}
+	}
+	if (holders != __atomic_load_n(&reg->n_holders, __ATOMIC_RELAXED)) {
+		snprintf(msg, msg_len, "%u sessions are listed but the count says %u", holders,
+			 reg->n_holders);
+		return -1;
+	}
+
+	for (size_t i = 0; i < reg->n_arenas; i++) {
+		struct vad_range *r, *tmp;
+		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp) {
+			if (r->check_refs != r->refs) {
+				snprintf(msg, msg_len,
+					 "range 0x%" PRIx64 " of arena %zu counts %" PRIu64
+					 " references but sessions hold %" PRIu64,
+					 r->offset, i, r->refs, r->check_refs);
+				return -1;
+			}
+		}
+	}
+
+	uint64_t tokens = 0;
+	struct vad_token_entry *t, *ttmp;
+	HASH_ITER(hh, reg->tokens, t, ttmp) {
+		struct vad_range *r = t->range, *found = NULL;
+		tokens++;
+		if (r->arena < reg->n_arenas)
+			HASH_FIND(hh, reg->arenas[r->arena].ranges, &r->offset, sizeof(r->offset),
+				  found);
+		if (found != r || !r->has_token || &r->tok != t) {
+			snprintf(msg, msg_len, "share token %.6s... points at a range that is gone",
+				 t->token);
+			return -1;
+		}
+	}
+	if (tokens != load64(&reg->n_tokens)) {
+		snprintf(msg, msg_len, "%" PRIu64 " share tokens exist but the count says %" PRIu64,
+			 tokens, load64(&reg->n_tokens));
+		return -1;
+	}
+	return 0;
+}
+
+int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len)
+{
+	pthread_mutex_lock(&reg->holders_lock);
+	pthread_mutex_lock(&reg->token_lock);
+	for (size_t i = 0; i < reg->n_arenas; i++)
+		pthread_mutex_lock(&reg->arenas[i].lock);
+	int rc = check_locked(reg, msg, msg_len);
+	for (size_t i = reg->n_arenas; i-- > 0;)
+		pthread_mutex_unlock(&reg->arenas[i].lock);
+	pthread_mutex_unlock(&reg->token_lock);
+	pthread_mutex_unlock(&reg->holders_lock);
+	return rc;
+}

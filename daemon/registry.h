@@ -1,0 +1,195 @@
+/*
+ * registry.h - the daemon's shared state: live ranges with reference counts, share tokens,
+ * per-uid usage for quotas, and the list of connected holders (sessions).
+ *
+ * Locks (take them in this order, never the reverse; every hold is short):
+ *   holders_lock -> token_lock -> arena[0].lock -> arena[1].lock -> ... ; uid_lock is a leaf.
+ * A range lives in its arena's table from the moment it is allocated until its last reference
+ * is dropped; only then is it removed (and its token with it) and given back with va_free.
+ * A holder's own table (holds) is written only by its owning thread, under the lock of the
+ * arena the entry belongs to, so a consistency check holding every lock sees a still picture.
+ */
+#ifndef VAD_REGISTRY_H
+#define VAD_REGISTRY_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vhash.h"
+#include "vaspace.h"
+
+#define VAD_TOKEN_CHARS 32 /* base62: 190 bits */
+
+struct vad_range;
+
+/* Entry of the token table; lives inside its range. */
+struct vad_token_entry {
+	char token[VAD_TOKEN_CHARS + 1];
+	struct vad_range *range;
+	UT_hash_handle hh;
+};
+
+/* One allocated range of an arena, shared by every session that holds a reference. */
+struct vad_range {
+	uint64_t offset; /* key of the arena table */
+	uint64_t size;	 /* rounded to the arena quantum */
+	uint64_t refs;	 /* references over all sessions (arena lock) */
+	unsigned arena;
+	bool has_token;	 /* token lock */
+	uint64_t check_refs; /* consistency check scratch (all locks held) */
+	struct vad_token_entry tok;
+	UT_hash_handle hh;
+	struct vad_range *next_free; /* holder's cache of spare objects */
+};
+
+/* Key of a holder's table: which range of which arena. */
+struct vad_hold_key {
+	uint64_t arena;
+	uint64_t offset;
+};
+
+/* A holder's references to one range. */
+struct vad_hold {
+	struct vad_hold_key key;
+	uint64_t count;
+	struct vad_range *range;
+	UT_hash_handle hh;
+	struct vad_hold *next_free;
+};
+
+/* Bytes held by every session of one uid. */
+struct vad_uid_usage {
+	uid_t uid;
+	uint64_t held; /* atomic */
+	unsigned users; /* uid_lock */
+	UT_hash_handle hh;
+};
+
+/* One session's holdings. */
+struct vad_holder {
+	struct vad_hold *holds;	 /* written by the owner thread under the entry's arena lock */
+	uint64_t held_bytes;	 /* atomic; sum of count * size */
+	uint64_t held_refs;	 /* atomic; sum of count */
+	struct vad_uid_usage *uid;
+	void *owner;		 /* the session, for listings */
+	struct vad_holder *prev, *next; /* holders_lock */
+	struct vad_range *range_cache;
+	unsigned n_range_cache;
+	struct vad_hold *hold_cache;
+	unsigned n_hold_cache;
+};
+
+struct vad_registry_arena {
+	pthread_mutex_t lock;
+	struct vad_range *ranges; /* by offset */
+	uint64_t refs;		  /* sum of range refs */
+	uint64_t ref_bytes;	  /* sum of refs * size */
+} __attribute__((aligned(64)));
+
+struct vad_registry {
+	struct va_space **spaces;
+	size_t n_arenas;
+	struct vad_registry_arena *arenas;
+	pthread_mutex_t token_lock;
+	struct vad_token_entry *tokens;
+	uint64_t n_tokens; /* atomic */
+	pthread_mutex_t uid_lock;
+	struct vad_uid_usage *uids;
+	pthread_mutex_t holders_lock;
+	struct vad_holder *holders;
+	unsigned n_holders; /* atomic */
+};
+
+/* Which quota a charge would break. */
+enum vad_quota_kind { VAD_QUOTA_OK = 0, VAD_QUOTA_CLIENT, VAD_QUOTA_UID };
+
+/* Build an empty registry over n_arenas allocators (not owned). NULL when out of memory. */
+struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_arenas);
+
+/* Free the registry; every holder must have been finished first. */
+void vad_registry_free(struct vad_registry *reg);
+
+/* Register a new holder for a peer of this uid. Returns 0, or -1 when out of memory. */
+int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, void *owner);
+
+/* Drop every reference h holds (ranges whose last reference goes are freed), unregister it
+ * and free its caches. */
+void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h);
+
+/* Reserve bytes against the quotas (0 = unlimited) before allocating or attaching. On
+ * refusal returns which quota and stores what is held now in *held. */
+enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes,
+					 uint64_t quota_client, uint64_t quota_uid,
+					 uint64_t *held);
+
+/* Give back a reservation that was not used. */
+void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes);
+
+/* A range object for a coming allocation (from h's cache); NULL when out of memory. */
+struct vad_range *vad_range_get(struct vad_holder *h);
+
+/* Give back a range object that was never inserted. */
+void vad_range_put(struct vad_holder *h, struct vad_range *r);
+
+/* Insert n freshly allocated ranges of one arena (offset, size set; reserved already) with
+ * one reference each held by h. Returns 0, or -1 when out of memory (nothing inserted). */
+int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			struct vad_range *const *ranges, size_t n);
+
+/* The hold h has on the range at (arena, offset), or NULL. Owner thread only. */
+struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset);
+
+/* Drop one of h's references to the range at (arena, offset); the last reference frees the
+ * range. Returns 0, or -1 if h holds no reference to it. *size gets the range size. */
+int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			 uint64_t offset, uint64_t *size);
+
+/* The share token of a range h holds, made on first use. Returns 0, -1 if h does not hold
+ * it, -2 when out of memory or randomness. */
+int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+		       uint64_t offset, char token[VAD_TOKEN_CHARS + 1]);
+
+/* Result of an attach. */
+enum vad_attach_status {
+	VAD_ATTACH_OK = 0,
+	VAD_ATTACH_MALFORMED, /* not 32 base62 characters */
+	VAD_ATTACH_UNKNOWN,   /* no live range has that token */
+	VAD_ATTACH_DENIED,    /* the arena's allow-list excludes this peer */
+	VAD_ATTACH_QUOTA,     /* out->quota says which; out->held what is held */
+	VAD_ATTACH_NOMEM,
+};
+
+struct vad_attach_result {
+	unsigned arena;
+	uint64_t offset, size;
+	enum vad_quota_kind quota;
+	uint64_t held;
+};
+
+/* Take a new reference for h to the range behind token, if allowed[arena] and within the
+ * quotas. Fills out (arena, offset, size also on DENIED and QUOTA). */
+enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_holder *h,
+					   const char *token, const bool *allowed,
+					   uint64_t quota_client, uint64_t quota_uid,
+					   struct vad_attach_result *out);
+
+/* Live share tokens. */
+uint64_t vad_registry_tokens(struct vad_registry *reg);
+
+/* Call fn for each registered holder with holders_lock held (fn must not take it). */
+void vad_registry_for_each_holder(struct vad_registry *reg,
+				  void (*fn)(void *ctx, struct vad_holder *h), void *ctx);
+
+/* Check the registry against itself and the allocators with every lock held: each holder's
+ * totals equal its holds, each range's refs equal the holds on it, arena totals match, each
+ * token points at a live range, each range is a busy area of its allocator tagged with it.
+ * Returns 0, or -1 with a sentence in msg. */
+int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len);
+
+/* Fill buf with n_chars random base62 characters and a NUL. Returns 0, -1 on failure. */
+int vad_random_token(char *buf, size_t n_chars);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * service.h - what every part of the running daemon shares: the arenas, the registry, the
+ * reloadable limits and the daemon-wide counters. Limits and counters are read and written
+ * with relaxed atomics, so workers never lock to read them.
+ */
+#ifndef VAD_SERVICE_H
+#define VAD_SERVICE_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arena.h"
+#include "config.h"
+#include "registry.h"
+
+/* The daemon version reported by hello. */
+#define VAD_DAEMON_VERSION "0.1.0"
+
+/* The limits a reload may change. */
+struct vad_limits {
+	uint32_t max_frame;
+	unsigned max_clients;
+	unsigned max_batch;
+	uint64_t quota_client; /* 0 = unlimited */
+	uint64_t quota_uid;    /* 0 = unlimited */
+};
+
+struct vad_service {
+	struct vad_arena **arenas;
+	size_t n_arenas;
+	unsigned default_arena; /* the one named "default", else the first */
+	struct va_space **spaces;
+	struct vad_registry *reg;
+	struct vad_limits limits; /* atomics */
+	uid_t daemon_uid;
+	bool has_admin_group;
+	gid_t admin_gid;
+	char admin_group[64];	  /* its name, for refusals */
+	char config_path[PATH_MAX];
+	uint64_t start_ms;	  /* CLOCK_MONOTONIC */
+	uint64_t requests;	  /* atomic: requests handled */
+	unsigned clients;	  /* atomic: connected sessions */
+	uint64_t next_session_id; /* atomic */
+	pthread_mutex_t reload_lock;
+};
+
+/* Build the service over opened arenas; takes ownership of the array and each arena, also
+ * on failure. Returns 0, or -1 with a reason in err. */
+int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, size_t n_arenas,
+		       struct vad_service **out, char *err, size_t err_len);
+
+/* Free the registry, close the arenas, free svc. Every session must be gone. */
+void vad_service_destroy(struct vad_service *svc);
+
+/* The arena called name ("" = the default arena) and its index, or NULL. */
+struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, unsigned *index);
+
+/* Re-read config_path and apply its reloadable limits and log level. Returns 0 with a summary
+ * in detail, or -1 with the file:line reason (the old limits stay). Thread-safe. */
+int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len);
+
+/* Milliseconds since the service was created. */
+uint64_t vad_service_uptime_ms(const struct vad_service *svc);
+
+/* Milliseconds since the epoch. */
+uint64_t vad_realtime_ms(void);
+
+/* Copy of the current limits. */
+static inline struct vad_limits vad_service_limits(const struct vad_service *svc)
+{
+	struct vad_limits l;
+	l.max_frame = __atomic_load_n(&svc->limits.max_frame, __ATOMIC_RELAXED);
+	l.max_clients = __atomic_load_n(&svc->limits.max_clients, __ATOMIC_RELAXED);
+	l.max_batch = __atomic_load_n(&svc->limits.max_batch, __ATOMIC_RELAXED);
+	l.quota_client = __atomic_load_n(&svc->limits.quota_client, __ATOMIC_RELAXED);
+	l.quota_uid = __atomic_load_n(&svc->limits.quota_uid, __ATOMIC_RELAXED);
+	return l;
+}
+
+/* Current max_frame. */
+static inline uint32_t vad_service_max_frame(const struct vad_service *svc)
+{
+	return __atomic_load_n(&svc->limits.max_frame, __ATOMIC_RELAXED);
+}
+
+/* Pending output above which a connection is not read from: max(256 KiB, 4 x max_frame). */
+static inline size_t vad_service_high_watermark(const struct vad_service *svc)
+{
+	size_t four = 4 * (size_t)vad_service_max_frame(svc) + 16;
+	return four > 256 * 1024 ? four : 256 * 1024;
+}
+
+/* Pending output below which reading resumes. */
+static inline size_t vad_service_low_watermark(const struct vad_service *svc)
+{
+	return vad_service_high_watermark(svc) / 4;
+}
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * session.h - one client connection without the socket: bytes in -> frames -> decoded
+ * requests -> handled -> reply frames out. The server copies bytes between the socket and
+ * these buffers; tests and fuzzers drive a session directly with byte streams.
+ *
+ * Output is one contiguous buffer. A reply that carries an fd (MapArena) is marked; the
+ * next-output call stops before a mark, and returns the marked bytes with the fd, so the
+ * fd travels (SCM_RIGHTS) with the first byte of its frame.
+ */
+#ifndef VAD_SESSION_H
+#define VAD_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "peer.h"
+#include "registry.h"
+#include "scratch.h"
+#include "service.h"
+#include "vad.pb-c.h"
+
+/* An fd to pass with the output byte at absolute stream position pos. */
+struct vad_fd_mark {
+	uint64_t pos;
+	int fd; /* not owned: an arena fd */
+};
+
+struct vad_session {
+	struct vad_service *svc;
+	struct vad_peer peer;
+	uint64_t id;
+	char name[VAD_NAME_MAX + 1]; /* set once by hello, under the registry's holders_lock */
+	bool hello_done;
+	bool admin;
+	bool closing;	/* framing is broken: send what is pending, then close */
+	bool *allowed;	/* per arena: may this peer use it */
+	struct vad_holder holder;
+	uint64_t allocs, frees;	/* atomic: ranges allocated / freed by this session */
+	uint64_t requests;	/* handled by this session */
+	uint64_t connected_ms;	/* epoch */
+
+	uint8_t *in;		/* received bytes [0, in_len) not yet handled */
+	size_t in_len, in_cap;
+
+	uint8_t *out;		/* reply bytes [out_head, out_len) not yet sent */
+	size_t out_head, out_len, out_cap;
+	uint64_t out_sent;	/* bytes sent since the start: stream position of out_head */
+	struct vad_fd_mark *marks; /* [marks_head, n_marks) in stream order */
+	size_t marks_head, n_marks, marks_cap;
+
+	struct vad_scratch scratch;
+};
+
+/* A new session for a connected peer (copied). NULL when out of memory. */
+struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_peer *peer);
+
+/* Drop every reference the session holds and free it. */
+void vad_session_free(struct vad_session *s);
+
+/* Where to put received bytes: returns a pointer and *cap > 0, or *cap == 0 when the input
+ * buffer is full (stop reading until vad_session_process has made room). */
+uint8_t *vad_session_input_space(struct vad_session *s, size_t *cap);
+
+/* n bytes were written at the input space. */
+void vad_session_input_commit(struct vad_session *s, size_t n);
+
+/* Handle every whole frame received, appending the replies; stops early while the pending
+ * output is above the high watermark or once the session is closing. */
+void vad_session_process(struct vad_session *s);
+
+/* Copy up to len bytes in and process them; returns how many bytes were taken (less than
+ * len only when the session stopped taking input: closing or output backlog). */
+size_t vad_session_feed(struct vad_session *s, const void *data, size_t len);
+
+/* The next bytes to send: false if nothing is pending. When *fd >= 0 the bytes must be sent
+ * with that fd attached (sendmsg SCM_RIGHTS); otherwise with a plain write. */
+bool vad_session_next_output(struct vad_session *s, const uint8_t **data, size_t *len, int *fd);
+
+/* n bytes of the last vad_session_next_output were sent (n >= 1 sent the fd too). */
+void vad_session_output_done(struct vad_session *s, size_t n);
+
+/* Bytes of reply waiting to be sent. */
+size_t vad_session_output_pending(const struct vad_session *s);
+
+/* Does the session stop taking input: framing broken, or output over the high watermark? */
+bool vad_session_input_blocked(const struct vad_session *s);
+
+/* Must the connection close once the pending output is sent? */
+bool vad_session_closing(const struct vad_session *s);
+
+/* Encode a lone error response frame (for refusals before a session exists). Returns its
+ * length, or 0 if cap is too small. */
+size_t vad_encode_error_frame(uint8_t *buf, size_t cap, uint64_t id, Vad__Error code,
+			      const char *message);
+
+#endif
