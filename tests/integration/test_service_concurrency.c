@@ -1,0 +1,442 @@
+/*
+ * test_service_concurrency.c - many requests in flight: threads pipelining through one
+ * vad_client, many processes with their own connections, many connections in one
+ * process, and shares handed between threads while their owners free them. Every range
+ * is written and verified by its owner (two live ranges that overlapped would corrupt
+ * one another), and busy bytes return to the baseline at the end.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "vtassert.h"
+
+#define PAGE 4096u
+#define CHILD_TIMEOUT vt_timeout_ms(60000)
+#define WINDOW 8 /* live ranges per worker */
+
+struct worker {
+	vad_client *c;		/* shared, or the worker's own when own_connection */
+	const char *socket_path;
+	int id;
+	int iterations;
+	bool batch;		/* use vad_alloc_batch/vad_free_batch */
+	bool own_connection;
+	uint64_t rng;
+	char error[512];	/* first failure, empty when all went well */
+	uint64_t ops;
+};
+
+static uint64_t next_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+#define WORKER_FAIL(w, ...)                                                               \
+	do {                                                                              \
+		snprintf((w)->error, sizeof((w)->error), __VA_ARGS__);                    \
+		goto out;                                                                 \
+	} while (0)
+
+/* Allocate, write, verify and free in a window of live ranges; any failure stops the
+ * worker with a message. */
+static void *worker_run(void *arg)
+{
+	struct worker *w = arg;
+	void *live[WINDOW] = { NULL };
+	size_t sizes[WINDOW] = { 0 };
+	uint64_t seeds[WINDOW] = { 0 };
+	vad_client *c = w->c;
+	if (w->own_connection) {
+		int rc = vad_connect(w->socket_path, "worker", &c);
+		if (rc != 0)
+			WORKER_FAIL(w, "worker %d: vad_connect: %s", w->id, vad_last_error(NULL));
+	}
+	for (int it = 0; it < w->iterations; it++) {
+		int slot = (int)(next_rand(&w->rng) % WINDOW);
+		if (live[slot]) {
+			ssize_t bad = vt_check_pattern(live[slot], sizes[slot], seeds[slot]);
+			if (bad >= 0)
+				WORKER_FAIL(w, "worker %d: range %p (%zu bytes) changed at byte %zd: "
+					    "another live range overlaps it",
+					    w->id, live[slot], sizes[slot], bad);
+			int rc = vad_free(c, live[slot]);
+			if (rc != 0)
+				WORKER_FAIL(w, "worker %d: vad_free: %d %s", w->id, rc,
+					    vad_last_error(c));
+			live[slot] = NULL;
+			w->ops++;
+			continue;
+		}
+		size_t size = PAGE * (1 + next_rand(&w->rng) % 16) - next_rand(&w->rng) % 64;
+		size_t align = next_rand(&w->rng) % 4 == 0 ? 64 * 1024 : 0;
+		uint64_t seed = ((uint64_t)w->id << 32) | (uint64_t)it;
+		int rc;
+		if (w->batch) {
+			/* fill every free slot from this one on with one request */
+			int n = 0;
+			int idx[WINDOW];
+			size_t bsizes[WINDOW];
+			void *out[WINDOW];
+			for (int s = slot; s < WINDOW && !live[s]; s++) {
+				idx[n] = s;
+				bsizes[n] = size + (size_t)n * PAGE;
+				n++;
+			}
+			rc = vad_alloc_batch(c, (size_t)n, bsizes, align, out);
+			if (rc != 0)
+				WORKER_FAIL(w, "worker %d: vad_alloc_batch(%d): %d %s", w->id, n, rc,
+					    vad_last_error(c));
+			for (int k = 0; k < n; k++) {
+				live[idx[k]] = out[k];
+				sizes[idx[k]] = bsizes[k];
+				seeds[idx[k]] = seed ^ ((uint64_t)k << 24);
+				vt_fill_pattern(out[k], bsizes[k], seeds[idx[k]]);
+			}
+		} else {
+			void *p;
+			rc = vad_alloc(c, size, align, &p);
+			if (rc != 0)
+				WORKER_FAIL(w, "worker %d: vad_alloc(%zu, %zu): %d %s", w->id, size,
+					    align, rc, vad_last_error(c));
+			if (align) {
+				struct vad_range r;
+				rc = vad_range_info(c, p, &r);
+				if (rc != 0 || r.offset % align != 0)
+					WORKER_FAIL(w, "worker %d: range at offset %llu not aligned to %zu",
+						    w->id, (unsigned long long)r.offset, align);
+			}
+			if (vad_size(c, p) < size)
+				WORKER_FAIL(w, "worker %d: vad_size %zu < %zu", w->id, vad_size(c, p),
+					    size);
+			live[slot] = p;
+			sizes[slot] = size;
+			seeds[slot] = seed;
+			vt_fill_pattern(p, size, seed);
+		}
+		w->ops++;
+	}
+	/* Verify everything still live, then free it (in one batch for batch workers). */
+	void *rest[WINDOW];
+	int n_rest = 0;
+	for (int s = 0; s < WINDOW; s++) {
+		if (!live[s])
+			continue;
+		ssize_t bad = vt_check_pattern(live[s], sizes[s], seeds[s]);
+		if (bad >= 0)
+			WORKER_FAIL(w, "worker %d: final check: range changed at byte %zd", w->id, bad);
+		rest[n_rest++] = live[s];
+		live[s] = NULL;
+	}
+	if (n_rest) {
+		int rc = w->batch ? vad_free_batch(c, (size_t)n_rest, rest) : 0;
+		for (int k = 0; !w->batch && k < n_rest && rc == 0; k++)
+			rc = vad_free(c, rest[k]);
+		if (rc != 0)
+			WORKER_FAIL(w, "worker %d: final free: %d %s", w->id, rc, vad_last_error(c));
+	}
+out:
+	if (w->own_connection && c)
+		vad_close(c);
+	return NULL;
+}
+
+static int group_setup(void **state)
+{
+	struct vt_daemon *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -1;
+	*state = d;
+	return vt_daemon_setup(d, "workers = 4\n", NULL);
+}
+
+static int group_teardown(void **state)
+{
+	struct vt_daemon *d = *state;
+	vt_daemon_destroy(d);
+	free(d);
+	return 0;
+}
+
+/* Run n workers as threads; fail with the first worker's message. */
+static void run_threads(struct worker *w, int n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof(*t));
+	assert_non_null(t);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(0, pthread_create(&t[i], NULL, worker_run, &w[i]));
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	for (int i = 0; i < n; i++)
+		if (w[i].error[0])
+			fail_msg("%s", w[i].error);
+}
+
+static void assert_back_to_baseline(const struct vt_daemon *d, uint64_t busy)
+{
+	struct vad_stats s;
+	if (vt_wait_busy(d, busy, 1, vt_timeout_ms(2000), &s) != 0)
+		fail_msg("busy bytes %llu with %u clients, baseline %llu with 1",
+			 (unsigned long long)s.busy_bytes, s.clients, (unsigned long long)busy);
+	assert_int_equal(0, vt_check_invariants(d));
+}
+
+static void test_threads_share_one_client(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vad_stats base;
+	assert_int_equal(0, vt_stats(d, &base));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "threads", &c));
+	enum { N = 8 };
+	struct worker w[N];
+	memset(w, 0, sizeof(w));
+	for (int i = 0; i < N; i++) {
+		w[i].c = c;
+		w[i].id = i;
+		w[i].iterations = vt_scale(1000); /* about 500 allocs and 500 frees */
+		w[i].batch = i < 2;
+		w[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+	}
+	run_threads(w, N);
+	struct vad_stats s;
+	VT_ASSERT_OK(c, vad_stats(c, &s));
+	assert_int_equal(0, s.held_bytes);
+	assert_int_equal(0, s.held_ranges);
+	vad_close(c);
+	assert_back_to_baseline(d, base.busy_bytes);
+}
+
+static void test_many_connections_in_threads(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vad_stats base;
+	assert_int_equal(0, vt_stats(d, &base));
+	enum { N = 16 };
+	struct worker w[N];
+	memset(w, 0, sizeof(w));
+	for (int i = 0; i < N; i++) {
+		w[i].socket_path = d->socket_path;
+		w[i].own_connection = true;
+		w[i].id = 100 + i;
+		w[i].iterations = vt_scale(400);
+		w[i].batch = i % 4 == 0;
+		w[i].rng = 0xD1B54A32D192ED03ull * (uint64_t)(i + 1);
+	}
+	run_threads(w, N);
+	assert_back_to_baseline(d, base.busy_bytes);
+}
+
+static void test_many_processes(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vad_stats base;
+	assert_int_equal(0, vt_stats(d, &base));
+	enum { N = 20 };
+	pid_t pids[N];
+	for (int i = 0; i < N; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0) {
+			struct worker w = {
+				.socket_path = d->socket_path,
+				.own_connection = true,
+				.id = 1000 + i,
+				.iterations = vt_scale(400),
+				.batch = i % 5 == 0,
+				.rng = 0xA0761D6478BD642Full * (uint64_t)(i + 1),
+			};
+			worker_run(&w);
+			VT_CHILD_CHECK(!w.error[0], "%s", w.error);
+			_exit(0);
+		}
+	}
+	int failed = 0;
+	for (int i = 0; i < N; i++) {
+		int rc = vt_wait_child(pids[i], CHILD_TIMEOUT);
+		if (rc != 0) {
+			fprintf(stderr, "process %d exited %d\n", i, rc);
+			failed++;
+		}
+	}
+	assert_int_equal(0, failed);
+	assert_back_to_baseline(d, base.busy_bytes);
+}
+
+/* Sharing under contention: owners allocate, share and free at once while other
+ * threads attach the tokens, read the contents and free their references. */
+struct share_ring {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char tokens[64][VAD_TOKEN_LEN + 1];
+	uint64_t seeds[64];
+	size_t sizes[64];
+	int head, tail;
+	bool done;
+};
+
+struct share_worker {
+	struct share_ring *ring;
+	const char *socket_path;
+	int id;
+	int rounds;
+	char error[512];
+};
+
+static void *share_owner(void *arg)
+{
+	struct share_worker *w = arg;
+	vad_client *c = NULL;
+	int rc = vad_connect(w->socket_path, "share-owner", &c);
+	if (rc != 0) {
+		snprintf(w->error, sizeof(w->error), "owner: vad_connect: %d", rc);
+		goto out;
+	}
+	for (int i = 0; i < w->rounds; i++) {
+		size_t size = PAGE * (size_t)(1 + i % 7);
+		uint64_t seed = ((uint64_t)w->id << 40) | (uint64_t)i;
+		void *p;
+		char token[VAD_TOKEN_LEN + 1];
+		if ((rc = vad_alloc(c, size, 0, &p)) != 0 || (vt_fill_pattern(p, size, seed), 0) ||
+		    (rc = vad_share(c, p, token)) != 0) {
+			snprintf(w->error, sizeof(w->error), "owner: alloc/share: %d %s", rc,
+				 vad_last_error(c));
+			goto out;
+		}
+		pthread_mutex_lock(&w->ring->lock);
+		while ((w->ring->head + 1) % 64 == w->ring->tail)
+			pthread_cond_wait(&w->ring->cond, &w->ring->lock);
+		int k = w->ring->head;
+		memcpy(w->ring->tokens[k], token, sizeof(token));
+		w->ring->seeds[k] = seed;
+		w->ring->sizes[k] = size;
+		w->ring->head = (k + 1) % 64;
+		pthread_cond_broadcast(&w->ring->cond);
+		pthread_mutex_unlock(&w->ring->lock);
+		/* Free at once: the attacher may or may not have attached yet. A token whose
+		 * range is gone must fail cleanly (ETOKEN), never hand out a dead range. */
+		if ((rc = vad_free(c, p)) != 0) {
+			snprintf(w->error, sizeof(w->error), "owner: free: %d %s", rc,
+				 vad_last_error(c));
+			goto out;
+		}
+	}
+out:
+	if (c)
+		vad_close(c);
+	pthread_mutex_lock(&w->ring->lock);
+	w->ring->done = true;
+	pthread_cond_broadcast(&w->ring->cond);
+	pthread_mutex_unlock(&w->ring->lock);
+	return NULL;
+}
+
+static void *share_attacher(void *arg)
+{
+	struct share_worker *w = arg;
+	vad_client *c = NULL;
+	int rc = vad_connect(w->socket_path, "share-attacher", &c);
+	if (rc != 0) {
+		snprintf(w->error, sizeof(w->error), "attacher: vad_connect: %d", rc);
+		return NULL;
+	}
+	for (;;) {
+		pthread_mutex_lock(&w->ring->lock);
+		while (w->ring->head == w->ring->tail && !w->ring->done)
+			pthread_cond_wait(&w->ring->cond, &w->ring->lock);
+		if (w->ring->head == w->ring->tail) {
+			pthread_mutex_unlock(&w->ring->lock);
+			break;
+		}
+		int k = w->ring->tail;
+		char token[VAD_TOKEN_LEN + 1];
+		memcpy(token, w->ring->tokens[k], sizeof(token));
+		uint64_t seed = w->ring->seeds[k];
+		size_t want = w->ring->sizes[k];
+		w->ring->tail = (k + 1) % 64;
+		pthread_cond_broadcast(&w->ring->cond);
+		pthread_mutex_unlock(&w->ring->lock);
+		void *q;
+		size_t size;
+		rc = vad_attach(c, token, &q, &size);
+		if (rc == VAD_ETOKEN)
+			continue; /* the owner freed first: fine */
+		if (rc != 0) {
+			snprintf(w->error, sizeof(w->error), "attacher: vad_attach: %d %s", rc,
+				 vad_last_error(c));
+			break;
+		}
+		/* Attached: the range is ours too, so its bytes must still be the owner's. */
+		ssize_t bad = size >= want ? vt_check_pattern(q, want, seed) : 0;
+		if (bad >= 0) {
+			snprintf(w->error, sizeof(w->error),
+				 "attacher: attached range (%zu bytes, want %zu) differs at %zd",
+				 size, want, bad);
+			break;
+		}
+		if ((rc = vad_free(c, q)) != 0) {
+			snprintf(w->error, sizeof(w->error), "attacher: free: %d %s", rc,
+				 vad_last_error(c));
+			break;
+		}
+	}
+	vad_close(c);
+	return NULL;
+}
+
+static void test_share_while_freeing(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vad_stats base;
+	assert_int_equal(0, vt_stats(d, &base));
+	enum { PAIRS = 4 };
+	struct share_ring rings[PAIRS];
+	struct share_worker owners[PAIRS], attachers[PAIRS];
+	pthread_t t[2 * PAIRS];
+	for (int i = 0; i < PAIRS; i++) {
+		memset(&rings[i], 0, sizeof(rings[i]));
+		pthread_mutex_init(&rings[i].lock, NULL);
+		pthread_cond_init(&rings[i].cond, NULL);
+		owners[i] = (struct share_worker){ .ring = &rings[i],
+						   .socket_path = d->socket_path,
+						   .id = i,
+						   .rounds = vt_scale(300) };
+		attachers[i] = owners[i];
+		assert_int_equal(0, pthread_create(&t[2 * i], NULL, share_owner, &owners[i]));
+		assert_int_equal(0, pthread_create(&t[2 * i + 1], NULL, share_attacher,
+						   &attachers[i]));
+	}
+	for (int i = 0; i < 2 * PAIRS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < PAIRS; i++) {
+		if (owners[i].error[0])
+			fail_msg("%s", owners[i].error);
+		if (attachers[i].error[0])
+			fail_msg("%s", attachers[i].error);
+		pthread_mutex_destroy(&rings[i].lock);
+		pthread_cond_destroy(&rings[i].cond);
+	}
+	assert_back_to_baseline(d, base.busy_bytes);
+}
+
+static void test_daemon_stops_cleanly(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_threads_share_one_client),
+		cmocka_unit_test(test_many_connections_in_threads),
+		cmocka_unit_test(test_many_processes),
+		cmocka_unit_test(test_share_while_freeing),
+		cmocka_unit_test(test_daemon_stops_cleanly),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
