@@ -1,0 +1,710 @@
+/*
+ * test_va_stress.c - multi-threaded stress of libvaspace, meant to run under TSan too.
+ *
+ * Worker threads allocate and free random sizes (mostly small, so the node pools are hit;
+ * some large; some aligned) with the background drain thread on. A checker thread drains,
+ * checks and walks; a lookup thread holds long-lived areas and looks them (and random
+ * addresses) up. One shared array holds the state of every quantum:
+ *     0 = ready (never used or released), 1 = freed, waiting for the release callback,
+ *     2 + t = owned by thread t.
+ * A thread claims 0 -> 2+t after va_alloc returns (anything else is an overlap or a range
+ * handed out before it was released), turns 2+t -> 1 just before va_free, and the release
+ * callback turns 1 -> 0 (anything else is a double release or a release of busy space).
+ * Inside va_walk (space frozen) free and pooled blocks must be all 0, lazy blocks 0 or 1.
+ * At the end everything is freed and drained: the space must be whole and every freed byte
+ * released exactly once.
+ * VAD_TEST_MODE=asan|tsan scales the iteration counts down; VA_TEST_FILTER selects tests.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "vaspace.h"
+
+#define MAX_THREADS 8
+#define Q_READY	    0u
+#define Q_PENDING   1u
+#define Q_OWNED(t)  (2u + (unsigned)(t))
+
+struct stress_cfg {
+	const char *name;
+	unsigned workers;
+	unsigned nodes;
+	uint32_t nq;
+	uint64_t quantum;
+	uint64_t lazy_max_q;
+	unsigned pool_max_quanta, pool_depth, idle_drain_ms;
+	unsigned iters;	      /* per worker, normal build */
+	unsigned max_held;    /* areas a worker holds at most */
+	bool home_per_thread; /* va_set_home_node(t) (else the library's round robin) */
+	bool switch_home;     /* workers hop between home nodes */
+};
+
+struct shared {
+	const struct stress_cfg *cfg;
+	struct va_space *vs;
+	uint64_t base, size, quantum;
+	uint32_t nq;
+	unsigned iters;
+	_Atomic uint32_t *qstate;
+	char tags[MAX_THREADS + 2]; /* owner tags: &tags[t] for thread t */
+	atomic_uint_fast64_t released_bytes, release_calls, freed_bytes, enospc;
+	atomic_uint_fast64_t walks, checks, lookups;
+	atomic_uint_fast64_t errors;
+	atomic_bool stop;
+	pthread_mutex_t err_lock;
+	char first_error[640];
+};
+
+struct worker {
+	struct shared *sh;
+	unsigned id;
+	uint64_t rng;
+};
+
+static void report(struct shared *sh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Record a failure (any thread); the test fails at the end with the first message. */
+static void report(struct shared *sh, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&sh->err_lock);
+	if (atomic_fetch_add(&sh->errors, 1) == 0) {
+		va_start(ap, fmt);
+		vsnprintf(sh->first_error, sizeof(sh->first_error), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&sh->err_lock);
+}
+
+#define ULL(x) ((unsigned long long)(x))
+
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rnd_below(uint64_t *s, uint64_t n)
+{
+	return n ? rnd(s) % n : 0;
+}
+
+static void *tag_of(struct shared *sh, unsigned t)
+{
+	return &sh->tags[t];
+}
+
+/* Thread index of an owner tag, or -1 if it is not one of ours. */
+static int tag_index(struct shared *sh, const void *owner)
+{
+	const char *p = owner;
+
+	if (p < sh->tags || p >= sh->tags + MAX_THREADS + 2)
+		return -1;
+	return (int)(p - sh->tags);
+}
+
+static uint32_t qidx(struct shared *sh, uint64_t addr)
+{
+	return (uint32_t)((addr - sh->base) / sh->quantum);
+}
+
+static const char *state_name(uint32_t s)
+{
+	return s == Q_READY ? "released" : s == Q_PENDING ? "freed, not yet released" : "owned";
+}
+
+static void on_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct shared *sh = ctx;
+
+	atomic_fetch_add(&sh->released_bytes, size);
+	atomic_fetch_add(&sh->release_calls, 1);
+	if (!size || start < sh->base || start - sh->base >= sh->size ||
+	    size > sh->size - (start - sh->base) || (start - sh->base) % sh->quantum ||
+	    size % sh->quantum) {
+		report(sh, "release callback with a bad range [0x%llx, +0x%llx)", ULL(start),
+		       ULL(size));
+		return;
+	}
+	for (uint32_t q = qidx(sh, start), e = q + (uint32_t)(size / sh->quantum); q < e; q++) {
+		uint32_t expect = Q_PENDING;
+
+		if (!atomic_compare_exchange_strong(&sh->qstate[q], &expect, Q_READY)) {
+			report(
+			    sh,
+			    "release callback [0x%llx, +0x%llx) covers quantum 0x%llx that is %s%s",
+			    ULL(start), ULL(size), ULL(sh->base + (uint64_t)q * sh->quantum),
+			    state_name(expect),
+			    expect == Q_READY ? " (double release)" : " (released while busy)");
+			return;
+		}
+	}
+}
+
+/* Claim a fresh area for thread t; false (and reported) on overlap or unreleased space. */
+static bool claim(struct shared *sh, unsigned t, uint64_t addr, uint64_t size)
+{
+	uint32_t q0 = qidx(sh, addr), n = (uint32_t)(size / sh->quantum);
+
+	for (uint32_t q = q0; q < q0 + n; q++) {
+		uint32_t expect = Q_READY;
+
+		if (!atomic_compare_exchange_strong(&sh->qstate[q], &expect, Q_OWNED(t))) {
+			if (expect == Q_PENDING)
+				report(sh,
+				       "thread %u got [0x%llx, +0x%llx) whose quantum 0x%llx was "
+				       "freed "
+				       "but not yet released",
+				       t, ULL(addr), ULL(size),
+				       ULL(sh->base + (uint64_t)q * sh->quantum));
+			else
+				report(
+				    sh,
+				    "thread %u got [0x%llx, +0x%llx) overlapping an area of thread "
+				    "%u at 0x%llx",
+				    t, ULL(addr), ULL(size), expect - 2,
+				    ULL(sh->base + (uint64_t)q * sh->quantum));
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Give an area back before freeing it: owned by t -> waiting for release. */
+static bool unclaim(struct shared *sh, unsigned t, uint64_t addr, uint64_t size)
+{
+	uint32_t q0 = qidx(sh, addr), n = (uint32_t)(size / sh->quantum);
+
+	for (uint32_t q = q0; q < q0 + n; q++) {
+		uint32_t expect = Q_OWNED(t);
+
+		if (!atomic_compare_exchange_strong(&sh->qstate[q], &expect, Q_PENDING)) {
+			report(sh, "thread %u: quantum 0x%llx of its area [0x%llx, +0x%llx) is %s",
+			       t, ULL(sh->base + (uint64_t)q * sh->quantum), ULL(addr), ULL(size),
+			       state_name(expect));
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Look up an address of one of thread t's areas; the answer must be that very area. */
+static bool lookup_own(struct shared *sh, unsigned t, uint64_t addr, uint64_t size, uint64_t *rng)
+{
+	uint64_t probe = addr + rnd_below(rng, size);
+	struct va_area a;
+	int rc = va_lookup(sh->vs, probe, &a);
+
+	atomic_fetch_add(&sh->lookups, 1);
+	if (rc || a.start != addr || a.size != size || a.owner != tag_of(sh, t) ||
+	    a.node >= sh->cfg->nodes) {
+		report(sh,
+		       "thread %u: va_lookup(0x%llx) in its area [0x%llx, +0x%llx) returned %d "
+		       "[0x%llx, +0x%llx) owner %p node %u (expected owner %p)",
+		       t, ULL(probe), ULL(addr), ULL(size), rc, ULL(a.start), ULL(a.size), a.owner,
+		       a.node, tag_of(sh, t));
+		return false;
+	}
+	return true;
+}
+
+struct held {
+	uint64_t addr, size;
+};
+
+static uint64_t gen_size(uint64_t *rng, uint64_t q)
+{
+	uint64_t x = rnd_below(rng, 100), k;
+
+	if (x < 75)
+		k = 1 + rnd_below(rng, 8);
+	else if (x < 93)
+		k = 9 + rnd_below(rng, 56);
+	else if (x < 99)
+		k = 65 + rnd_below(rng, 192);
+	else
+		k = 257 + rnd_below(rng, 768);
+	return k * q - (rnd_below(rng, 4) == 0 ? rnd_below(rng, q) : 0);
+}
+
+static bool free_held(struct shared *sh, unsigned t, struct held *h)
+{
+	void *owner = NULL;
+	int rc;
+
+	if (!unclaim(sh, t, h->addr, h->size))
+		return false;
+	rc = va_free(sh->vs, h->addr, &owner);
+	if (rc || owner != tag_of(sh, t)) {
+		report(sh, "thread %u: va_free(0x%llx) returned %d owner %p, expected 0 and %p", t,
+		       ULL(h->addr), rc, owner, tag_of(sh, t));
+		return false;
+	}
+	atomic_fetch_add(&sh->freed_bytes, h->size);
+	return true;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct shared *sh = w->sh;
+	const struct stress_cfg *cfg = sh->cfg;
+	uint64_t q = sh->quantum;
+	struct held *held = calloc(cfg->max_held, sizeof(*held));
+	unsigned nheld = 0, t = w->id;
+
+	if (!held) {
+		report(sh, "thread %u: out of memory", t);
+		return NULL;
+	}
+	if (cfg->home_per_thread)
+		va_set_home_node(t);
+	for (unsigned it = 0; it < sh->iters && !atomic_load(&sh->errors); it++) {
+		uint64_t x = rnd_below(&w->rng, 100);
+
+		if (cfg->switch_home && rnd_below(&w->rng, 64) == 0)
+			va_set_home_node((unsigned)rnd_below(&w->rng, 2 * cfg->nodes));
+		if (nheld < cfg->max_held && (x < 50 || nheld == 0)) {
+			uint64_t size = gen_size(&w->rng, q), align = 0, addr = 0, rsize;
+			int rc;
+
+			if (rnd_below(&w->rng, 100) < 15)
+				align = q << (1 + rnd_below(&w->rng, 6));
+			rsize = (size + q - 1) / q * q;
+			rc = va_alloc(sh->vs, size, align, tag_of(sh, t), &addr);
+			if (rc == VA_ENOSPC) {
+				atomic_fetch_add(&sh->enospc, 1);
+				continue;
+			}
+			if (rc) {
+				report(sh, "thread %u: va_alloc(0x%llx, 0x%llx) returned %d (%s)",
+				       t, ULL(size), ULL(align), rc, va_strerror(rc));
+				break;
+			}
+			if (addr < sh->base || addr - sh->base > sh->size - rsize ||
+			    addr % (align ? align : q)) {
+				report(sh,
+				       "thread %u: va_alloc(0x%llx, 0x%llx) returned 0x%llx: "
+				       "misaligned "
+				       "or outside the space",
+				       t, ULL(size), ULL(align), ULL(addr));
+				break;
+			}
+			if (!claim(sh, t, addr, rsize))
+				break;
+			held[nheld++] = (struct held){addr, rsize};
+		} else if (x < 85) {
+			unsigned i = (unsigned)rnd_below(&w->rng, nheld);
+
+			if (!lookup_own(sh, t, held[i].addr, held[i].size, &w->rng) ||
+			    !free_held(sh, t, &held[i]))
+				break;
+			held[i] = held[--nheld];
+		} else {
+			unsigned i = (unsigned)rnd_below(&w->rng, nheld);
+
+			if (!lookup_own(sh, t, held[i].addr, held[i].size, &w->rng))
+				break;
+		}
+	}
+	while (nheld && free_held(sh, t, &held[nheld - 1]))
+		nheld--;
+	free(held);
+	return NULL;
+}
+
+/* ---- the lookup thread: long-lived areas of its own, plus random probes ---------------- */
+
+static void *looker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct shared *sh = w->sh;
+	unsigned t = w->id, nheld = 0;
+	struct held held[16];
+
+	for (unsigned i = 0; i < 16; i++) {
+		uint64_t size = (1 + rnd_below(&w->rng, 16)) * sh->quantum, addr;
+		int rc = va_alloc(sh->vs, size, 0, tag_of(sh, t), &addr);
+
+		if (rc == VA_ENOSPC)
+			continue;
+		if (rc) {
+			report(sh, "lookup thread: va_alloc returned %d (%s)", rc, va_strerror(rc));
+			break;
+		}
+		if (!claim(sh, t, addr, size))
+			break;
+		held[nheld++] = (struct held){addr, size};
+	}
+	while (!atomic_load(&sh->stop) && !atomic_load(&sh->errors)) {
+		for (unsigned i = 0; i < nheld; i++)
+			if (!lookup_own(sh, t, held[i].addr, held[i].size, &w->rng))
+				goto out;
+		for (unsigned i = 0; i < 32; i++) {
+			uint64_t probe = sh->base + rnd_below(&w->rng, sh->size);
+			struct va_area a;
+			int rc = va_lookup(sh->vs, probe, &a);
+
+			if (rc == VA_ENOTFOUND)
+				continue;
+			if (rc || probe < a.start || probe - a.start >= a.size ||
+			    a.size % sh->quantum || tag_index(sh, a.owner) < 0 ||
+			    a.node >= sh->cfg->nodes) {
+				report(sh,
+				       "lookup thread: va_lookup(0x%llx) returned %d [0x%llx, "
+				       "+0x%llx) "
+				       "owner %p node %u",
+				       ULL(probe), rc, ULL(a.start), ULL(a.size), a.owner, a.node);
+				goto out;
+			}
+		}
+		sched_yield();
+	}
+out:
+	while (nheld && free_held(sh, t, &held[nheld - 1]))
+		nheld--;
+	return NULL;
+}
+
+/* ---- the checker thread: drain, check, walk ------------------------------------------- */
+
+struct walk_state {
+	struct shared *sh;
+	struct va_block_info *b;
+	size_t n, cap;
+	bool bad;
+};
+
+/* Runs with the space frozen: compare each block with the ownership array. */
+static int walk_block(void *ctx, const struct va_block_info *b)
+{
+	struct walk_state *ws = ctx;
+	struct shared *sh = ws->sh;
+	uint32_t q0, n;
+
+	if (b->start < sh->base || b->start - sh->base >= sh->size || !b->size ||
+	    b->size > sh->size - (b->start - sh->base) || (b->start - sh->base) % sh->quantum ||
+	    b->size % sh->quantum || (unsigned)b->kind > VA_BLOCK_POOLED) {
+		report(sh, "walk: bad block kind %d [0x%llx, +0x%llx)", (int)b->kind, ULL(b->start),
+		       ULL(b->size));
+		ws->bad = true;
+		return 1;
+	}
+	q0 = qidx(sh, b->start);
+	n = (uint32_t)(b->size / sh->quantum);
+	for (uint32_t q = q0; q < q0 + n; q++) {
+		uint32_t s = atomic_load(&sh->qstate[q]);
+		bool ok;
+
+		if (b->kind == VA_BLOCK_BUSY)
+			/* not yet claimed, being freed, or claimed by the owner the lib records */
+			ok = s < 2 || tag_of(sh, s - 2) == b->owner;
+		else if (b->kind == VA_BLOCK_LAZY)
+			ok = s == Q_READY || s == Q_PENDING;
+		else
+			ok = s == Q_READY;
+		if (!ok) {
+			report(sh,
+			       "walk: %s block [0x%llx, +0x%llx) owner %p contains quantum 0x%llx "
+			       "that is %s%s",
+			       b->kind == VA_BLOCK_BUSY	  ? "busy"
+			       : b->kind == VA_BLOCK_LAZY ? "lazy"
+			       : b->kind == VA_BLOCK_FREE ? "free"
+							  : "pooled",
+			       ULL(b->start), ULL(b->size), b->owner,
+			       ULL(sh->base + (uint64_t)q * sh->quantum), state_name(s),
+			       s >= 2 ? " by another thread" : "");
+			ws->bad = true;
+			return 1;
+		}
+	}
+	if (ws->n == ws->cap) {
+		size_t cap = ws->cap ? 2 * ws->cap : 1024;
+		void *p = realloc(ws->b, cap * sizeof(*ws->b));
+
+		if (!p) {
+			report(sh, "walk: out of memory");
+			ws->bad = true;
+			return 1;
+		}
+		ws->b = p;
+		ws->cap = cap;
+	}
+	ws->b[ws->n++] = *b;
+	return 0;
+}
+
+static int cmp_block(const void *a, const void *b)
+{
+	const struct va_block_info *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static bool check_once(struct shared *sh, struct walk_state *ws)
+{
+	char msg[256] = "";
+	uint64_t next;
+	int rc = va_check(sh->vs, msg, sizeof(msg));
+
+	atomic_fetch_add(&sh->checks, 1);
+	if (rc) {
+		report(sh, "va_check returned %d under load: %s", rc, msg);
+		return false;
+	}
+	ws->n = 0;
+	ws->bad = false;
+	rc = va_walk(sh->vs, walk_block, ws);
+	if (ws->bad)
+		return false;
+	if (rc) {
+		report(sh, "va_walk returned %d", rc);
+		return false;
+	}
+	atomic_fetch_add(&sh->walks, 1);
+	qsort(ws->b, ws->n, sizeof(*ws->b), cmp_block);
+	next = sh->base;
+	for (size_t i = 0; i < ws->n; i++) {
+		if (ws->b[i].start != next) {
+			report(sh, "walk under load: block at 0x%llx, expected one at 0x%llx (%s)",
+			       ULL(ws->b[i].start), ULL(next),
+			       ws->b[i].start < next ? "overlap" : "hole");
+			return false;
+		}
+		next += ws->b[i].size;
+	}
+	if (next != sh->base + sh->size) {
+		report(sh, "walk under load covers up to 0x%llx, space ends at 0x%llx", ULL(next),
+		       ULL(sh->base + sh->size));
+		return false;
+	}
+	return true;
+}
+
+static void *checker_main(void *arg)
+{
+	struct shared *sh = arg;
+	struct walk_state ws = {.sh = sh};
+	unsigned round = 0;
+
+	while (!atomic_load(&sh->stop) && !atomic_load(&sh->errors)) {
+		if (round++ % 4 == 0)
+			va_drain(sh->vs);
+		if (!check_once(sh, &ws))
+			break;
+		usleep(500); /* pacing only: let the workers run between frozen walks */
+	}
+	free(ws.b);
+	return NULL;
+}
+
+/* ---- driver ----------------------------------------------------------------------------- */
+
+static unsigned scaled(unsigned iters)
+{
+	const char *mode = getenv("VAD_TEST_MODE");
+
+	if (mode && !strcmp(mode, "asan"))
+		return iters / 4;
+	if (mode && !strcmp(mode, "tsan"))
+		return iters / 20;
+	return iters;
+}
+
+static void run_stress(void **state)
+{
+	const struct stress_cfg *cfg = *state;
+	struct shared *sh = calloc(1, sizeof(*sh));
+	struct worker w[MAX_THREADS + 1];
+	pthread_t th[MAX_THREADS + 1], checker;
+	struct va_config vc;
+	struct va_stats st;
+	struct walk_state ws;
+	char msg[256] = "";
+	unsigned nthreads = cfg->workers + 1, unreleased = 0;
+	int rc;
+
+	assert_non_null(sh);
+	assert_true(cfg->workers <= MAX_THREADS);
+	sh->cfg = cfg;
+	sh->quantum = cfg->quantum;
+	sh->nq = cfg->nq;
+	sh->base = 16 * cfg->quantum;
+	sh->size = (uint64_t)cfg->nq * cfg->quantum;
+	sh->iters = scaled(cfg->iters);
+	pthread_mutex_init(&sh->err_lock, NULL);
+	sh->qstate = calloc(cfg->nq, sizeof(*sh->qstate));
+	assert_non_null(sh->qstate);
+	for (uint32_t i = 0; i < cfg->nq; i++)
+		atomic_init(&sh->qstate[i], Q_READY);
+
+	memset(&vc, 0, sizeof(vc));
+	vc.base = sh->base;
+	vc.size = sh->size;
+	vc.quantum = cfg->quantum;
+	vc.nodes = cfg->nodes;
+	vc.lazy_max = cfg->lazy_max_q * cfg->quantum;
+	vc.pool_max_quanta = cfg->pool_max_quanta;
+	vc.pool_depth = cfg->pool_depth;
+	vc.idle_drain_ms = cfg->idle_drain_ms;
+	vc.release = on_release;
+	vc.release_ctx = sh;
+	rc = va_create(&vc, &sh->vs);
+	assert_int_equal(rc, 0);
+
+	assert_int_equal(pthread_create(&checker, NULL, checker_main, sh), 0);
+	for (unsigned t = 0; t < nthreads; t++) {
+		w[t] = (struct worker){.sh = sh, .id = t, .rng = 0x1234567ULL * (t + 1) + cfg->nq};
+		assert_int_equal(pthread_create(&th[t], NULL,
+						t < cfg->workers ? worker_main : looker_main,
+						&w[t]),
+				 0);
+	}
+	for (unsigned t = 0; t < cfg->workers; t++)
+		pthread_join(th[t], NULL);
+	atomic_store(&sh->stop, true);
+	pthread_join(th[cfg->workers], NULL);
+	pthread_join(checker, NULL);
+
+	/* quiescent now: everything freed; drain and the space must be whole */
+	va_drain(sh->vs);
+	if (!atomic_load(&sh->errors)) {
+		memset(&ws, 0, sizeof(ws));
+		ws.sh = sh;
+		check_once(sh, &ws);
+		free(ws.b);
+	}
+	rc = va_check(sh->vs, msg, sizeof(msg));
+	va_get_stats(sh->vs, &st);
+	for (uint32_t i = 0; i < cfg->nq; i++)
+		unreleased += atomic_load(&sh->qstate[i]) != Q_READY;
+	print_message("%s: %u workers x %u iterations, nodes %u: %llu allocs, %llu ENOSPC, %llu "
+		      "pool hits, %llu drains, %llu releases, %llu walks, %llu lookups\n",
+		      cfg->name, cfg->workers, sh->iters, cfg->nodes, ULL(st.allocs),
+		      ULL(atomic_load(&sh->enospc)), ULL(st.pool_hits), ULL(st.drains),
+		      ULL(st.release_calls), ULL(atomic_load(&sh->walks)),
+		      ULL(atomic_load(&sh->lookups)));
+	va_destroy(sh->vs);
+
+	if (atomic_load(&sh->errors))
+		fail_msg("%s: %llu failures, first: %s", cfg->name, ULL(atomic_load(&sh->errors)),
+			 sh->first_error);
+	if (rc)
+		fail_msg("%s: va_check after the run returned %d: %s", cfg->name, rc, msg);
+	if (st.busy_bytes || st.free_bytes != sh->size || st.lazy_bytes || st.pooled_bytes ||
+	    st.free_blocks != 1 || st.largest_free != sh->size)
+		fail_msg(
+		    "%s: after freeing all and va_drain: busy 0x%llx free 0x%llx (%llu blocks, "
+		    "largest 0x%llx) lazy 0x%llx pooled 0x%llx; size 0x%llx",
+		    cfg->name, ULL(st.busy_bytes), ULL(st.free_bytes), ULL(st.free_blocks),
+		    ULL(st.largest_free), ULL(st.lazy_bytes), ULL(st.pooled_bytes), ULL(sh->size));
+	if (st.allocs != st.frees)
+		fail_msg("%s: allocs %llu != frees %llu", cfg->name, ULL(st.allocs), ULL(st.frees));
+	if (unreleased)
+		fail_msg("%s: %u quanta freed but never passed to the release callback", cfg->name,
+			 unreleased);
+	if (atomic_load(&sh->released_bytes) != atomic_load(&sh->freed_bytes) ||
+	    st.released_bytes != atomic_load(&sh->released_bytes) ||
+	    st.release_calls != atomic_load(&sh->release_calls))
+		fail_msg("%s: freed 0x%llx bytes; callback released 0x%llx in %llu calls; stats "
+			 "say 0x%llx in %llu calls",
+			 cfg->name, ULL(atomic_load(&sh->freed_bytes)),
+			 ULL(atomic_load(&sh->released_bytes)),
+			 ULL(atomic_load(&sh->release_calls)), ULL(st.released_bytes),
+			 ULL(st.release_calls));
+	free(sh->qstate);
+	pthread_mutex_destroy(&sh->err_lock);
+	free(sh);
+}
+
+/* six workers over four nodes, default pools, a drain every lazy_max of frees */
+static struct stress_cfg nodes4_workers6 = {
+    .name = "nodes4_workers6",
+    .workers = 6,
+    .nodes = 4,
+    .nq = 16384,
+    .quantum = 4096,
+    .lazy_max_q = 512,
+    .idle_drain_ms = 1,
+    .iters = 60000,
+    .max_held = 64,
+    .home_per_thread = true,
+};
+/* two workers hammering one node */
+static struct stress_cfg one_node_two_workers = {
+    .name = "one_node_two_workers",
+    .workers = 2,
+    .nodes = 1,
+    .nq = 8192,
+    .quantum = 4096,
+    .lazy_max_q = 256,
+    .pool_max_quanta = 64,
+    .pool_depth = 16,
+    .idle_drain_ms = 1,
+    .iters = 120000,
+    .max_held = 128,
+    .home_per_thread = true,
+};
+/* more nodes than workers; workers hop between home nodes, frees land on foreign nodes */
+static struct stress_cfg nodes8_workers4 = {
+    .name = "nodes8_workers4",
+    .workers = 4,
+    .nodes = 8,
+    .nq = 16384,
+    .quantum = 4096,
+    .lazy_max_q = 128,
+    .pool_max_quanta = 32,
+    .pool_depth = 8,
+    .idle_drain_ms = 2,
+    .iters = 80000,
+    .max_held = 96,
+    .switch_home = true,
+};
+/* a small space under pressure: ENOSPC, drain-on-failure and the background drain race */
+static struct stress_cfg small_space_pressure = {
+    .name = "small_space_pressure",
+    .workers = 4,
+    .nodes = 2,
+    .nq = 2048,
+    .quantum = 4096,
+    .lazy_max_q = 64,
+    .pool_max_quanta = 16,
+    .pool_depth = 4,
+    .idle_drain_ms = 1,
+    .iters = 60000,
+    .max_held = 64,
+    .home_per_thread = true,
+};
+
+int main(void)
+{
+#define STRESS(c)                                                                                  \
+	{                                                                                          \
+		.name = #c, .test_func = run_stress, .initial_state = &(c)                         \
+	}
+	const struct CMUnitTest tests[] = {
+	    STRESS(nodes4_workers6),
+	    STRESS(one_node_two_workers),
+	    STRESS(nodes8_workers4),
+	    STRESS(small_space_pressure),
+	};
+
+	if (getenv("VA_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("VA_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
