@@ -99,6 +99,11 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
 	       Vad__Response **resp, int *fd);
 
+/* The VAD_E* code of a decoded response: the daemon's error (its sentence recorded for
+ * vad_last_error), VAD_EPROTO if the result is not of the expected case, else VAD_OK.
+ * Does not free r. */
+int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect);
+
 /* Free the receive-side state (buffer, queued fds). */
 void libvad_transport_destroy(vad_client *c);
 

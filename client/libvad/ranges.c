@@ -7,7 +7,9 @@
 
 #include "internal.h"
 
-/* Send one Free for offsets of arena; on success drop them from the held table. */
+/* Send one Free for offsets of arena and drop what the daemon freed from the held table.
+ * The daemon frees in order and stops at the first range it refuses; its reply then
+ * carries both the error and how many it freed. */
 static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const uint64_t *offsets)
 {
 	Vad__Free f = VAD__FREE__INIT;
@@ -18,13 +20,19 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	req.op_case = VAD__REQUEST__OP_FREE;
 	req.free = &f;
 	Vad__Response *r;
-	int err = libvad_rpc(c, &req, VAD__RESPONSE__RESULT_FREE, &r, NULL);
+	int err = libvad_call(c, &req, &r, NULL);
 	if (err != VAD_OK)
-		return err;
-	vad__response__free_unpacked(r, NULL);
-	for (size_t i = 0; i < n; i++)
+		return libvad_fail(c, err, NULL);
+	size_t freed = 0;
+	if (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free)
+		freed = r->free->freed < n ? r->free->freed : n;
+	if (r->error == VAD__ERROR__OK)
+		freed = n;
+	for (size_t i = 0; i < freed; i++)
 		libvad_held_drop(c, (uintptr_t)(a->base + offsets[i]));
-	return VAD_OK;
+	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_FREE);
+	vad__response__free_unpacked(r, NULL);
+	return err;
 }
 
 /* Give back ranges the daemon granted but this process cannot use (the mapping or the

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fdpass.h"
 #include "internal.h"
 
 /* Wake one waiter that still needs a response so it can become the reader. */
@@ -105,8 +106,9 @@ static int pop_fd(vad_client *c)
 	return fd;
 }
 
-/* One recvmsg into the receive buffer, collecting fds. Returns VAD_OK, or the error that
- * kills the connection. Runs without c->lock (only the reader touches rbuf and fdq). */
+/* One receive into the buffer, collecting fds (proto/fdpass). Returns VAD_OK, or the
+ * error that kills the connection. Runs without c->lock: only the reader touches rbuf and
+ * fdq. */
 static int read_some(vad_client *c)
 {
 	if (c->rcap - c->rlen < 4096) {
@@ -117,41 +119,20 @@ static int read_some(vad_client *c)
 		c->rbuf = b;
 		c->rcap = cap;
 	}
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(LIBVAD_FDS_PER_READ * sizeof(int))];
-	} ctl;
-	struct iovec iov = { .iov_base = c->rbuf + c->rlen, .iov_len = c->rcap - c->rlen };
-	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = ctl.buf,
-		.msg_controllen = sizeof(ctl.buf),
-	};
-	ssize_t n;
-	do
-		n = recvmsg(c->sock, &msg, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	int err = VAD_OK;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		int fds[LIBVAD_FDS_PER_READ];
-		if (nfds > LIBVAD_FDS_PER_READ)
-			nfds = LIBVAD_FDS_PER_READ;
-		memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
-		if (err == VAD_OK)
-			err = queue_fds(c, fds, nfds);
-		else
-			close_fds(fds, nfds);
-	}
-	if (err != VAD_OK)
-		return err;
-	if (msg.msg_flags & MSG_CTRUNC)
-		return VAD_EPROTO; /* fds were lost: the fd order can no longer be trusted */
-	if (n < 0)
+	int fds[LIBVAD_FDS_PER_READ];
+	size_t nfds = 0;
+	ssize_t n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
+				      LIBVAD_FDS_PER_READ, &nfds);
+	if (n < 0) {
+		if (errno == EMSGSIZE)
+			return VAD_EPROTO; /* fds were lost: their order can no longer be trusted */
 		return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
+	}
+	if (nfds > 0) {
+		int err = queue_fds(c, fds, nfds);
+		if (err != VAD_OK)
+			return err;
+	}
 	if (n == 0)
 		return VAD_EGONE;
 	c->rlen += (size_t)n;
@@ -302,39 +283,37 @@ static int code_from_wire(Vad__Error e)
 	return -(int)e;
 }
 
+int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect)
+{
+	if (r->error != VAD__ERROR__OK) {
+		int err = code_from_wire(r->error);
+		if (err == VAD_EPROTO && r->error != VAD__ERROR__EPROTO)
+			return libvad_failf(c, err, "the daemon answered with unknown error code %d: %s",
+					    (int)r->error, r->message);
+		return libvad_fail(c, err, r->message);
+	}
+	if (r->result_case != expect)
+		return libvad_failf(c, VAD_EPROTO,
+				    "the daemon answered with a reply of kind %d instead of %d",
+				    (int)r->result_case, (int)expect);
+	return VAD_OK;
+}
+
 int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
 	       Vad__Response **resp, int *fd)
 {
 	Vad__Response *r;
 	int err = libvad_call(c, req, &r, fd);
-	if (err != VAD_OK) {
-		if (err == VAD_EGONE)
-			return libvad_fail(c, err, "the daemon closed the connection");
+	if (err != VAD_OK)
 		return libvad_fail(c, err, NULL);
-	}
-	if (r->error != VAD__ERROR__OK) {
-		err = code_from_wire(r->error);
-		if (err == VAD_EPROTO && r->error != VAD__ERROR__EPROTO)
-			libvad_failf(c, err, "the daemon answered with unknown error code %d: %s",
-				     (int)r->error, r->message);
-		else
-			libvad_fail(c, err, r->message);
+	err = libvad_response_error(c, r, expect);
+	if (err != VAD_OK) {
 		vad__response__free_unpacked(r, NULL);
 		if (fd && *fd >= 0) {
 			close(*fd);
 			*fd = -1;
 		}
 		return err;
-	}
-	if (r->result_case != expect) {
-		vad__response__free_unpacked(r, NULL);
-		if (fd && *fd >= 0) {
-			close(*fd);
-			*fd = -1;
-		}
-		return libvad_failf(c, VAD_EPROTO,
-				    "the daemon answered request %d with a reply of kind %d",
-				    (int)req->op_case, (int)r->result_case);
 	}
 	*resp = r;
 	return VAD_OK;

@@ -50,7 +50,7 @@ static int run_purge(struct vactl_opts *o, int argc, char **argv)
 const struct vactl_cmd vactl_cmd_purge = {
 	.name = "purge",
 	.args = "[ARENA]",
-	.summary = "drain lazy lists and pools now, returning memory to the system (admin)",
+	.summary = "reclaim lazy and pooled memory now (admin)",
 	.help = "Makes the daemon reclaim every freed-but-lazy range and empty its per-node\n"
 		"pools at once, in ARENA or in every arena. Admin only.\n"
 		"JSON: {arena (null = all), released_bytes}\n",
@@ -132,7 +132,7 @@ static int run_check(struct vactl_opts *o, int argc, char **argv)
 const struct vactl_cmd vactl_cmd_check = {
 	.name = "check",
 	.args = "",
-	.summary = "run the allocator's invariant checker on every arena (admin; exit 4 if broken)",
+	.summary = "check allocator invariants (admin; exit 4 if broken)",
 	.help = "Runs the allocator's invariant checker (tree order and colour, subtree maxima,\n"
 		"no overlap, busy + free + lazy + pooled = size) on every arena. Admin only.\n"
 		"Exits 0 when every arena is sound and 4 when any is not.\n"

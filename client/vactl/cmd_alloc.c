@@ -185,7 +185,7 @@ out:
 const struct vactl_cmd vactl_cmd_alloc = {
 	.name = "alloc",
 	.args = "SIZE [SIZE...] [--arena A] [--align N] [--share] [--hold DURATION|forever]",
-	.summary = "allocate ranges, print where they are, optionally hold them, then free",
+	.summary = "allocate, print, optionally hold, then free ranges",
 	.help = "Allocates one range per SIZE in one all-or-nothing request and prints each\n"
 		"range's arena, offset and (rounded) size; --share also makes a share token per\n"
 		"range that another process can attach to (vactl session: attach TOKEN).\n"
@@ -218,7 +218,7 @@ static int run_free(struct vactl_opts *o, int argc, char **argv)
 const struct vactl_cmd vactl_cmd_free = {
 	.name = "free",
 	.args = "OFFSET|#N",
-	.summary = "explains why freeing only works inside 'vactl session' (exits 2)",
+	.summary = "explains why free works only in a session (exits 2)",
 	.help = "The daemon lets only a holder free a range, and each vactl command is a new\n"
 		"session that holds nothing, so this one-shot command cannot free anything.\n"
 		"Use 'vactl session' and its 'free OFFSET|#N' command instead. Always exits 2.\n",

@@ -198,7 +198,7 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 const struct vactl_cmd vactl_cmd_arenas = {
 	.name = "arenas",
 	.args = "",
-	.summary = "each arena: size, quantum, backing, busy/free/lazy/pooled, fragmentation",
+	.summary = "arenas: size, quantum, backing, occupancy, fragmentation",
 	.help = "Lists the arenas this peer may use with their occupancy. FRAG is the share of\n"
 		"free space outside the largest free block (0% = one contiguous hole).\n"
 		"JSON: {arenas: [{name, size, quantum, backing, allowed, busy_bytes, free_bytes,\n"
@@ -280,7 +280,7 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 const struct vactl_cmd vactl_cmd_clients = {
 	.name = "clients",
 	.args = "",
-	.summary = "connected sessions: pid, uid, name, held bytes and ranges (admin)",
+	.summary = "connected sessions and what they hold (admin)",
 	.help = "Lists every connected session, vactl's own marked with '*'. Admin only.\n"
 		"JSON: {clients: [{session_id, pid, uid, gid, name, held_bytes, held_ranges,\n"
 		"allocs, frees, connected_ms (epoch ms), self}]}\n",

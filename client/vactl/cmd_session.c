@@ -493,7 +493,7 @@ static int run_session(struct vactl_opts *o, int argc, char **argv)
 const struct vactl_cmd vactl_cmd_session = {
 	.name = "session",
 	.args = "[--arena A]",
-	.summary = "run commands from stdin in one session, one result line per command",
+	.summary = "run commands from stdin, one result line each",
 	.help = "Reads one command per line from stdin and prints one result line for each,\n"
 		"so a person or a test can drive a multi-step session:\n"
 		"  alloc SIZE [ALIGN]     allocate (in --arena A, else the default arena)\n"

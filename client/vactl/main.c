@@ -20,7 +20,7 @@ static void print_help(FILE *f)
 		   "Inspect and administer the vad shared-memory range daemon.\n\n"
 		   "Commands:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++) {
-		char head[64];
+		char head[160];
 		snprintf(head, sizeof(head), "%s %s", commands[i]->name, commands[i]->args);
 		if (strlen(head) > 30)
 			fprintf(f, "  %s\n  %-30s %s\n", head, "", commands[i]->summary);
