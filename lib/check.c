@@ -1,0 +1,306 @@
+/*
+ * check.c - freezing the space, the block walk and the invariant checker.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "va_internal.h"
+
+void va_freeze(struct va_space *vs)
+{
+	va_lock(&vs->drain_lock);
+	va_lock(&vs->free.lock);
+	for (unsigned i = 0; i < vs->nodes; i++)
+		va_lock(&vs->node[i].pool.lock);
+	for (unsigned i = 0; i < vs->nodes; i++)
+		va_lock(&vs->node[i].busy.lock);
+	for (unsigned i = 0; i < vs->nodes; i++)
+		va_lock(&vs->node[i].lazy.lock);
+}
+
+void va_thaw(struct va_space *vs)
+{
+	for (unsigned i = vs->nodes; i-- > 0;)
+		va_unlock(&vs->node[i].lazy.lock);
+	for (unsigned i = vs->nodes; i-- > 0;)
+		va_unlock(&vs->node[i].busy.lock);
+	for (unsigned i = vs->nodes; i-- > 0;)
+		va_unlock(&vs->node[i].pool.lock);
+	va_unlock(&vs->free.lock);
+	va_unlock(&vs->drain_lock);
+}
+
+/* ---- walk ------------------------------------------------------------------------------- */
+
+static int emit(int (*fn)(void *, const struct va_block_info *), void *ctx,
+		const struct va_block *b, enum va_block_kind kind, unsigned node)
+{
+	struct va_block_info info = {
+		.start = b->start,
+		.size = blk_size(b),
+		.kind = kind,
+		.node = node,
+		.owner = kind == VA_BLOCK_BUSY ? b->owner : NULL,
+	};
+
+	return fn(ctx, &info);
+}
+
+static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_block_info *),
+		       void *ctx)
+{
+	int rc;
+
+	for (struct va_block *b = vs->free.tree.head.next; b != &vs->free.tree.head; b = b->next)
+		if ((rc = emit(fn, ctx, b, VA_BLOCK_FREE, 0)))
+			return rc;
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		struct va_node *n = &vs->node[i];
+
+		for (struct rb_node *r = rb_first(&n->busy.root); r; r = rb_next(r))
+			if ((rc = emit(fn, ctx, rb_entry(r, struct va_block, rb), VA_BLOCK_BUSY, i)))
+				return rc;
+		for (struct va_block *b = n->lazy.head; b; b = b->next)
+			if ((rc = emit(fn, ctx, b, VA_BLOCK_LAZY, i)))
+				return rc;
+		for (unsigned c = 0; c < vs->pool_classes; c++)
+			for (struct va_block *b = n->pool.classes[c].head; b; b = b->next)
+				if ((rc = emit(fn, ctx, b, VA_BLOCK_POOLED, i)))
+					return rc;
+	}
+	return 0;
+}
+
+int va_walk(struct va_space *vs, int (*fn)(void *ctx, const struct va_block_info *b), void *ctx)
+{
+	int rc;
+
+	if (!vs || !fn)
+		return VA_EINVAL;
+	va_freeze(vs);
+	rc = walk_frozen(vs, fn, ctx);
+	va_thaw(vs);
+	return rc;
+}
+
+/* ---- invariant checker ------------------------------------------------------------------ */
+
+struct range {
+	uint64_t start, end;
+	unsigned kind;
+};
+
+struct checker {
+	struct va_space *vs;
+	struct range *r;
+	size_t n, cap;
+	char *msg;
+	size_t len;
+};
+
+static int fail(struct checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(struct checker *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->msg && c->len) {
+		va_start(ap, fmt);
+		vsnprintf(c->msg, c->len, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+static const char *const kind_name[] = {"busy", "free", "lazy", "pooled"};
+
+/* Record one block; checks what every block must satisfy. */
+static int add_range(struct checker *c, const struct va_block *b, unsigned kind)
+{
+	struct va_space *vs = c->vs;
+
+	if (c->n == c->cap)
+		return fail(c, "more %s blocks than the counters say (a list loops or counts are off)",
+			    kind_name[kind]);
+	if (b->start >= b->end || b->start < vs->base || b->end > vs->end)
+		return fail(c, "%s block [0x%llx, 0x%llx) is empty or outside the space",
+			    kind_name[kind], (unsigned long long)b->start, (unsigned long long)b->end);
+	if (b->start % vs->quantum || b->end % vs->quantum)
+		return fail(c, "%s block [0x%llx, 0x%llx) is not quantum-aligned", kind_name[kind],
+			    (unsigned long long)b->start, (unsigned long long)b->end);
+	c->r[c->n].start = b->start;
+	c->r[c->n].end = b->end;
+	c->r[c->n].kind = kind;
+	c->n++;
+	return 0;
+}
+
+static int check_busy(struct checker *c, unsigned i)
+{
+	struct va_space *vs = c->vs;
+	struct va_node *n = &vs->node[i];
+	const char *why = NULL;
+	uint64_t bytes = 0, blocks = 0;
+	const struct va_block *prev = NULL;
+
+	if (n->busy.root.node && n->busy.root.node->red)
+		return fail(c, "node %u: busy tree root is red", i);
+	if (rb_validate(n->busy.root.node, NULL, &why) < 0)
+		return fail(c, "node %u: busy tree: %s", i, why);
+	for (struct rb_node *r = rb_first(&n->busy.root); r; r = rb_next(r)) {
+		struct va_block *b = rb_entry(r, struct va_block, rb);
+
+		if (b->state != VA_ST_BUSY)
+			return fail(c, "node %u: a block in the busy tree is not marked busy", i);
+		if (prev && prev->end > b->start)
+			return fail(c, "node %u: busy tree out of order or overlapping at 0x%llx", i,
+				    (unsigned long long)b->start);
+		if (va_node_of(vs, b->start) != i)
+			return fail(c, "busy area 0x%llx is in node %u, not its address's node",
+				    (unsigned long long)b->start, i);
+		if (add_range(c, b, VA_BLOCK_BUSY))
+			return -1;
+		bytes += blk_size(b);
+		blocks++;
+		prev = b;
+	}
+	if (bytes != n->busy.bytes || blocks != n->busy.blocks)
+		return fail(c, "node %u: busy counters (%llu bytes, %llu blocks) != tree (%llu, %llu)",
+			    i, (unsigned long long)n->busy.bytes, (unsigned long long)n->busy.blocks,
+			    (unsigned long long)bytes, (unsigned long long)blocks);
+	return 0;
+}
+
+static int check_lazy(struct checker *c, unsigned i)
+{
+	struct va_node *n = &c->vs->node[i];
+	uint64_t bytes = 0, blocks = 0;
+
+	for (struct va_block *b = n->lazy.head; b; b = b->next) {
+		if (b->state != VA_ST_LAZY)
+			return fail(c, "node %u: a block on the lazy list is not marked lazy", i);
+		if (va_node_of(c->vs, b->start) != i)
+			return fail(c, "lazy block 0x%llx is on node %u, not its address's node",
+				    (unsigned long long)b->start, i);
+		if (add_range(c, b, VA_BLOCK_LAZY))
+			return -1;
+		bytes += blk_size(b);
+		blocks++;
+	}
+	if (bytes != n->lazy.bytes || blocks != n->lazy.blocks)
+		return fail(c, "node %u: lazy counters do not match the list", i);
+	return 0;
+}
+
+static int check_pools(struct checker *c, unsigned i)
+{
+	struct va_space *vs = c->vs;
+	struct va_node *n = &vs->node[i];
+	uint64_t bytes = 0, blocks = 0;
+
+	for (unsigned k = 0; k < vs->pool_classes; k++) {
+		uint32_t count = 0;
+
+		for (struct va_block *b = n->pool.classes[k].head; b; b = b->next) {
+			if (b->state != VA_ST_POOLED)
+				return fail(c, "node %u: a pooled block is not marked pooled", i);
+			if (blk_size(b) != (uint64_t)(k + 1) * vs->quantum)
+				return fail(c, "node %u: block 0x%llx in pool class %u has the wrong size",
+					    i, (unsigned long long)b->start, k + 1);
+			if (add_range(c, b, VA_BLOCK_POOLED))
+				return -1;
+			count++;
+			bytes += blk_size(b);
+		}
+		if (count != n->pool.classes[k].count)
+			return fail(c, "node %u: pool class %u count is wrong", i, k + 1);
+		if (count > vs->cfg.pool_depth)
+			return fail(c, "node %u: pool class %u is deeper than pool_depth", i, k + 1);
+		blocks += count;
+	}
+	if (bytes != n->pool.bytes || blocks != n->pool.blocks)
+		return fail(c, "node %u: pool counters do not match the pools", i);
+	return 0;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Every check on a frozen space. */
+static int check_frozen(struct checker *c)
+{
+	struct va_space *vs = c->vs;
+	uint64_t total = 0;
+
+	if (ft_check(&vs->free.tree, vs->quantum, c->msg, c->len))
+		return -1;
+	for (struct va_block *b = vs->free.tree.head.next; b != &vs->free.tree.head; b = b->next)
+		if (add_range(c, b, VA_BLOCK_FREE))
+			return -1;
+	for (unsigned i = 0; i < vs->nodes; i++)
+		if (check_busy(c, i) || check_lazy(c, i) || check_pools(c, i))
+			return -1;
+	qsort(c->r, c->n, sizeof(*c->r), cmp_range);
+	for (size_t k = 0; k < c->n; k++) {
+		if (k && c->r[k - 1].end > c->r[k].start)
+			return fail(c, "%s block [0x%llx, 0x%llx) overlaps %s block [0x%llx, 0x%llx)",
+				    kind_name[c->r[k - 1].kind], (unsigned long long)c->r[k - 1].start,
+				    (unsigned long long)c->r[k - 1].end, kind_name[c->r[k].kind],
+				    (unsigned long long)c->r[k].start,
+				    (unsigned long long)c->r[k].end);
+		total += c->r[k].end - c->r[k].start;
+	}
+	if (total != vs->size)
+		return fail(c, "busy + free + lazy + pooled = 0x%llx bytes, the space has 0x%llx",
+			    (unsigned long long)total, (unsigned long long)vs->size);
+	return 0;
+}
+
+/* Block count by the counters (frozen). */
+static size_t counted_blocks(struct va_space *vs)
+{
+	size_t n = vs->free.tree.blocks;
+
+	for (unsigned i = 0; i < vs->nodes; i++)
+		n += vs->node[i].busy.blocks + vs->node[i].lazy.blocks + vs->node[i].pool.blocks;
+	return n;
+}
+
+int va_check(struct va_space *vs, char *msg, size_t msg_len)
+{
+	struct checker c = {.vs = vs, .msg = msg, .len = msg_len};
+	struct va_stats st;
+	int rc;
+
+	if (msg && msg_len)
+		msg[0] = '\0';
+	if (!vs)
+		return VA_EINVAL;
+	/* size the array outside the freeze (no malloc under the locks); retry if it grew */
+	va_get_stats(vs, &st);
+	c.cap = st.busy_blocks + st.free_blocks + st.lazy_blocks + st.pooled_blocks;
+	for (int tries = 0;; tries++) {
+		c.cap += c.cap / 4 + 1024;
+		c.r = malloc(c.cap * sizeof(*c.r));
+		if (!c.r) {
+			fail(&c, "out of memory while checking");
+			return VA_ENOMEM;
+		}
+		va_freeze(vs);
+		if (counted_blocks(vs) <= c.cap || tries == 3)
+			break;
+		c.cap = counted_blocks(vs);
+		va_thaw(vs);
+		free(c.r);
+	}
+	c.n = 0;
+	rc = check_frozen(&c) ? VA_ECORRUPT : 0;
+	va_thaw(vs);
+	free(c.r);
+	return rc;
+}

@@ -1,0 +1,348 @@
+/*
+ * freetree.c - the free tree: free blocks in an address-ordered red-black tree augmented
+ * with the largest block of each subtree, plus an address-ordered list for O(1)
+ * neighbours (seed 000). The caller holds the free-tree lock for every function here.
+ */
+#include <stdio.h>
+
+#include "va_internal.h"
+
+static inline struct va_block *to_blk(struct rb_node *n)
+{
+	return n ? rb_entry(n, struct va_block, rb) : NULL;
+}
+
+static inline uint64_t max_of(const struct rb_node *n)
+{
+	return n ? rb_entry(n, struct va_block, rb)->subtree_max : 0;
+}
+
+static bool ft_update(struct rb_node *n)
+{
+	struct va_block *b = to_blk(n);
+	uint64_t m = blk_size(b), l = max_of(n->left), r = max_of(n->right);
+
+	if (l > m)
+		m = l;
+	if (r > m)
+		m = r;
+	if (b->subtree_max == m)
+		return false;
+	b->subtree_max = m;
+	return true;
+}
+
+static const struct rb_augment ft_aug = {.update = ft_update};
+
+void ft_init(struct va_freetree *ft)
+{
+	ft->root.node = NULL;
+	ft->head.next = ft->head.prev = &ft->head;
+	ft->bytes = ft->blocks = 0;
+}
+
+static void list_insert_before(struct va_block *b, struct va_block *next)
+{
+	b->next = next;
+	b->prev = next->prev;
+	next->prev->next = b;
+	next->prev = b;
+}
+
+static void list_del(struct va_block *b)
+{
+	b->prev->next = b->next;
+	b->next->prev = b->prev;
+}
+
+struct va_block *ft_prev(struct va_freetree *ft, struct va_block *b)
+{
+	return b->prev == &ft->head ? NULL : b->prev;
+}
+
+struct va_block *ft_next(struct va_freetree *ft, struct va_block *b)
+{
+	return b->next == &ft->head ? NULL : b->next;
+}
+
+/* Does an aligned [a, a + size) fit in b clipped to the window? */
+static inline bool block_fits(const struct va_block *b, const struct va_fit_req *r,
+			      uint64_t *addr)
+{
+	uint64_t lo = b->start > r->vstart ? b->start : r->vstart;
+	uint64_t hi = b->end < r->vend ? b->end : r->vend;
+	uint64_t a;
+
+	if (__builtin_add_overflow(lo, r->align - 1, &a))
+		return false;
+	a &= ~(r->align - 1);
+	if (a >= hi || hi - a < r->size)
+		return false;
+	*addr = a;
+	return true;
+}
+
+/*
+ * Leftmost block of the subtree at n that fits. Subtrees whose largest block is smaller
+ * than the request are skipped whole, and so are blocks wholly outside the window. When
+ * every block of at least the requested size fits (alignment at most the quantum, no
+ * window edge inside the block), the first subtree not skipped holds the answer and the
+ * walk is one O(log n) descent. Otherwise a block that is big enough but misaligned, or
+ * clipped by the window, is passed over and the walk continues in address order, so the
+ * result is still the lowest fitting address (a block of size + align - quantum or more
+ * inside the window never fails, which bounds how far the walk goes).
+ */
+static struct va_block *lowest_fit(struct rb_node *n, const struct va_fit_req *r, uint64_t *addr)
+{
+	while (n) {
+		struct va_block *b = to_blk(n);
+
+		if (b->subtree_max < r->size)
+			return NULL;
+		if (b->start >= r->vend) {
+			n = n->left;
+			continue;
+		}
+		if (b->end > r->vstart) {
+			struct va_block *found = lowest_fit(n->left, r, addr);
+
+			if (found)
+				return found;
+			if (blk_size(b) >= r->size && block_fits(b, r, addr))
+				return b;
+			if (b->end >= r->vend)
+				return NULL;
+		}
+		n = n->right;
+	}
+	return NULL;
+}
+
+struct va_block *ft_lowest_fit(struct va_freetree *ft, const struct va_fit_req *r, uint64_t *addr)
+{
+	return lowest_fit(ft->root.node, r, addr);
+}
+
+/* Link b (not overlapping anything) into tree and list with no merging. */
+static void link_plain(struct va_freetree *ft, struct va_block *b, struct rb_node *parent,
+		       struct rb_node **link)
+{
+	struct va_block *next;
+
+	if (!parent)
+		next = &ft->head;
+	else if (link == &parent->left)
+		next = to_blk(parent);
+	else
+		next = to_blk(parent)->next;
+	b->state = VA_ST_FREE;
+	b->subtree_max = blk_size(b);
+	rb_link(&b->rb, parent, link);
+	rb_insert_fixup(&ft->root, &b->rb, &ft_aug);
+	list_insert_before(b, next);
+	ft->blocks++;
+}
+
+/* Find where b would be linked; false if it overlaps a free block. */
+static bool find_link(struct va_freetree *ft, const struct va_block *b, struct rb_node **parent,
+		      struct rb_node ***link)
+{
+	struct rb_node **l = &ft->root.node, *p = NULL;
+
+	while (*l) {
+		struct va_block *t = to_blk(*l);
+
+		p = *l;
+		if (b->end <= t->start)
+			l = &p->left;
+		else if (b->start >= t->end)
+			l = &p->right;
+		else
+			return false;
+	}
+	*parent = p;
+	*link = l;
+	return true;
+}
+
+bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
+{
+	struct rb_node *parent, **link;
+	struct va_block *next, *prev;
+	bool mprev, mnext;
+
+	if (!find_link(ft, b, &parent, &link)) {
+		bag_give(bag, b);
+		return false;
+	}
+	if (!parent)
+		next = &ft->head;
+	else if (link == &parent->left)
+		next = to_blk(parent);
+	else
+		next = to_blk(parent)->next;
+	prev = next->prev;
+	mprev = prev != &ft->head && prev->end == b->start;
+	mnext = next != &ft->head && next->start == b->end;
+	ft->bytes += blk_size(b);
+
+	if (mprev && mnext) {
+		prev->end = next->end;
+		list_del(next);
+		rb_erase(&ft->root, &next->rb, &ft_aug);
+		rb_propagate(&prev->rb, &ft_aug);
+		ft->blocks--;
+		bag_give(bag, next);
+		bag_give(bag, b);
+	} else if (mprev) {
+		prev->end = b->end;
+		rb_propagate(&prev->rb, &ft_aug);
+		bag_give(bag, b);
+	} else if (mnext) {
+		next->start = b->start;
+		rb_propagate(&next->rb, &ft_aug);
+		bag_give(bag, b);
+	} else {
+		link_plain(ft, b, parent, link);
+	}
+	return true;
+}
+
+struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a, uint64_t size,
+			  struct va_bag *bag)
+{
+	struct va_block *nb, *left;
+	struct rb_node *parent = NULL, **link = NULL;
+
+	if (a == b->start && a + size == b->end) {
+		/* full fit: the free block object itself becomes the area */
+		list_del(b);
+		rb_erase(&ft->root, &b->rb, &ft_aug);
+		ft->blocks--;
+		ft->bytes -= size;
+		return b;
+	}
+	if (a == b->start || a + size == b->end) {
+		/* left or right edge fit: the free block shrinks in place */
+		nb = bag_take(bag);
+		if (!nb)
+			return NULL;
+		if (a == b->start)
+			b->start += size;
+		else
+			b->end = a;
+		rb_propagate(&b->rb, &ft_aug);
+	} else {
+		/* no edge fit: the block keeps its right part, a new object takes the left */
+		if (bag->n < 2)
+			return NULL;
+		nb = bag_take(bag);
+		left = bag_take(bag);
+		left->start = b->start;
+		left->end = a;
+		b->start = a + size;
+		rb_propagate(&b->rb, &ft_aug);
+		/* left lies in the gap b just left, so it cannot overlap */
+		if (find_link(ft, left, &parent, &link))
+			link_plain(ft, left, parent, link);
+	}
+	ft->bytes -= size;
+	nb->start = a;
+	nb->end = a + size;
+	return nb;
+}
+
+struct va_block *ft_floor(struct va_freetree *ft, uint64_t addr)
+{
+	struct rb_node *n = ft->root.node;
+	struct va_block *best = NULL;
+
+	while (n) {
+		struct va_block *b = to_blk(n);
+
+		if (b->start <= addr) {
+			best = b;
+			n = n->right;
+		} else {
+			n = n->left;
+		}
+	}
+	return best;
+}
+
+struct check_ctx {
+	struct va_freetree *ft;
+	uint64_t quantum;
+	struct va_block *cursor; /* list position matching the in-order walk */
+	const struct va_block *last;
+	uint64_t blocks, bytes;
+	char *msg;
+	size_t len;
+};
+
+static int check_fail(struct check_ctx *c, const struct va_block *b, const char *what)
+{
+	if (b)
+		snprintf(c->msg, c->len, "free tree: %s (block [0x%llx, 0x%llx))", what,
+			 (unsigned long long)b->start, (unsigned long long)b->end);
+	else
+		snprintf(c->msg, c->len, "free tree: %s", what);
+	return -1;
+}
+
+static int check_walk(struct check_ctx *c, struct rb_node *n)
+{
+	struct va_block *b;
+	uint64_t m;
+
+	if (!n)
+		return 0;
+	if (check_walk(c, n->left))
+		return -1;
+	b = to_blk(n);
+	if (b->state != VA_ST_FREE)
+		return check_fail(c, b, "a block in the tree is not marked free");
+	if (b->start >= b->end)
+		return check_fail(c, b, "an empty or inverted block");
+	if (b->start % c->quantum || b->end % c->quantum)
+		return check_fail(c, b, "a block is not quantum-aligned");
+	if (c->last && c->last->end > b->start)
+		return check_fail(c, b, "blocks out of order or overlapping");
+	if (c->last && c->last->end == b->start)
+		return check_fail(c, b, "two adjacent free blocks were not merged");
+	m = blk_size(b);
+	if (max_of(n->left) > m)
+		m = max_of(n->left);
+	if (max_of(n->right) > m)
+		m = max_of(n->right);
+	if (b->subtree_max != m)
+		return check_fail(c, b, "a cached subtree maximum is wrong");
+	if (c->cursor != b)
+		return check_fail(c, b, "the address-ordered list disagrees with the tree");
+	if (b->next->prev != b || b->prev->next != b)
+		return check_fail(c, b, "the list's prev/next links are inconsistent");
+	c->cursor = b->next;
+	c->last = b;
+	c->blocks++;
+	c->bytes += blk_size(b);
+	return check_walk(c, n->right);
+}
+
+int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
+{
+	struct check_ctx c = {.ft = ft, .quantum = quantum, .cursor = ft->head.next, .msg = msg,
+			      .len = len};
+	const char *why = NULL;
+
+	if (ft->root.node && ft->root.node->red)
+		return check_fail(&c, NULL, "the root is red");
+	if (rb_validate(ft->root.node, NULL, &why) < 0)
+		return check_fail(&c, NULL, why);
+	if (check_walk(&c, ft->root.node))
+		return -1;
+	if (c.cursor != &ft->head)
+		return check_fail(&c, NULL, "the list has blocks the tree does not");
+	if (c.blocks != ft->blocks || c.bytes != ft->bytes)
+		return check_fail(&c, NULL, "block or byte counters do not match the tree");
+	return 0;
+}

@@ -1,0 +1,252 @@
+/*
+ * node.c - nodes: per-node busy trees (areas found by address) and pools of ready blocks
+ * by exact size class; the thread's home node. Callers hold the lock each function names.
+ */
+#include <stdlib.h>
+
+#include "va_internal.h"
+
+int va_mutex_init(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t attr;
+	int rc;
+
+	if (pthread_mutexattr_init(&attr))
+		return -1;
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+	rc = pthread_mutex_init(m, &attr);
+	pthread_mutexattr_destroy(&attr);
+	return rc ? -1 : 0;
+}
+
+/* ---- home node ------------------------------------------------------------------------ */
+
+static __thread unsigned tls_home;
+static __thread bool tls_home_set;
+static atomic_uint home_rr;
+
+void va_set_home_node(unsigned n)
+{
+	tls_home = n;
+	tls_home_set = true;
+}
+
+unsigned va_home_node(const struct va_space *vs)
+{
+	if (!tls_home_set) {
+		tls_home = atomic_fetch_add_explicit(&home_rr, 1, memory_order_relaxed);
+		tls_home_set = true;
+	}
+	return tls_home % vs->nodes;
+}
+
+/* ---- node lifetime -------------------------------------------------------------------- */
+
+int node_init(struct va_node *n, unsigned pool_classes)
+{
+	n->busy.root.node = NULL;
+	n->lazy.head = NULL;
+	n->pool.classes = NULL;
+	if (pool_classes) {
+		n->pool.classes = calloc(pool_classes, sizeof(*n->pool.classes));
+		if (!n->pool.classes)
+			return VA_ENOMEM;
+	}
+	if (va_mutex_init(&n->busy.lock) || va_mutex_init(&n->lazy.lock) ||
+	    va_mutex_init(&n->pool.lock)) {
+		free(n->pool.classes);
+		n->pool.classes = NULL;
+		return VA_ENOMEM;
+	}
+	return 0;
+}
+
+static void free_subtree(struct rb_node *rn)
+{
+	while (rn) {
+		struct rb_node *right = rn->right;
+
+		free_subtree(rn->left);
+		free(rb_entry(rn, struct va_block, rb));
+		rn = right;
+	}
+}
+
+static void free_list(struct va_block *b)
+{
+	while (b) {
+		struct va_block *next = b->next;
+
+		free(b);
+		b = next;
+	}
+}
+
+void node_destroy(struct va_node *n, unsigned pool_classes)
+{
+	free_subtree(n->busy.root.node);
+	n->busy.root.node = NULL;
+	free_list(n->lazy.head);
+	n->lazy.head = NULL;
+	if (n->pool.classes) {
+		for (unsigned i = 0; i < pool_classes; i++)
+			free_list(n->pool.classes[i].head);
+		free(n->pool.classes);
+		n->pool.classes = NULL;
+	}
+	pthread_mutex_destroy(&n->busy.lock);
+	pthread_mutex_destroy(&n->lazy.lock);
+	pthread_mutex_destroy(&n->pool.lock);
+}
+
+/* ---- busy trees ------------------------------------------------------------------------- */
+
+void busy_insert(struct va_node *n, struct va_block *b)
+{
+	struct rb_node **link = &n->busy.root.node, *parent = NULL;
+
+	while (*link) {
+		parent = *link;
+		if (b->start < rb_entry(parent, struct va_block, rb)->start)
+			link = &parent->left;
+		else
+			link = &parent->right;
+	}
+	b->state = VA_ST_BUSY;
+	rb_link(&b->rb, parent, link);
+	rb_insert_fixup(&n->busy.root, &b->rb, NULL);
+	n->busy.bytes += blk_size(b);
+	n->busy.blocks++;
+}
+
+void busy_remove(struct va_node *n, struct va_block *b)
+{
+	rb_erase(&n->busy.root, &b->rb, NULL);
+	n->busy.bytes -= blk_size(b);
+	n->busy.blocks--;
+}
+
+struct va_block *busy_find(struct va_node *n, uint64_t addr)
+{
+	struct rb_node *rn = n->busy.root.node;
+
+	while (rn) {
+		struct va_block *b = rb_entry(rn, struct va_block, rb);
+
+		if (addr < b->start)
+			rn = rn->left;
+		else if (addr > b->start)
+			rn = rn->right;
+		else
+			return b;
+	}
+	return NULL;
+}
+
+struct va_block *busy_floor(struct va_node *n, uint64_t addr)
+{
+	struct rb_node *rn = n->busy.root.node;
+	struct va_block *best = NULL;
+
+	while (rn) {
+		struct va_block *b = rb_entry(rn, struct va_block, rb);
+
+		if (b->start <= addr) {
+			best = b;
+			rn = rn->right;
+		} else {
+			rn = rn->left;
+		}
+	}
+	return best;
+}
+
+bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct va_area *out)
+{
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		unsigned k = (first + i) % vs->nodes;
+		struct va_node *n = &vs->node[k];
+		struct va_block *b;
+		bool hit = false;
+
+		va_lock(&n->busy.lock);
+		b = busy_floor(n, addr);
+		if (b && addr < b->end) {
+			out->start = b->start;
+			out->size = blk_size(b);
+			out->owner = b->owner;
+			out->node = k;
+			hit = true;
+		}
+		va_unlock(&n->busy.lock);
+		if (hit)
+			return true;
+	}
+	return false;
+}
+
+/* ---- pools ---------------------------------------------------------------------------- */
+
+struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum)
+{
+	struct va_pool_class *pc = &n->pool.classes[q - 1];
+	struct va_block *b = pc->head;
+
+	if (!b)
+		return NULL;
+	pc->head = b->next;
+	pc->count--;
+	n->pool.bytes -= (uint64_t)q * quantum;
+	n->pool.blocks--;
+	return b;
+}
+
+bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum)
+{
+	struct va_pool_class *pc = &n->pool.classes[q - 1];
+
+	if (pc->count >= depth)
+		return false;
+	b->state = VA_ST_POOLED;
+	b->next = pc->head;
+	pc->head = b;
+	pc->count++;
+	n->pool.bytes += (uint64_t)q * quantum;
+	n->pool.blocks++;
+	return true;
+}
+
+struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full, uint64_t quantum)
+{
+	struct va_block *out = NULL;
+
+	for (unsigned i = 0; i < classes; i++) {
+		struct va_pool_class *pc = &n->pool.classes[i];
+		uint32_t take, keep;
+		struct va_block **cut, *tail;
+
+		if (!pc->count)
+			continue;
+		take = full ? pc->count : (pc->count + 3) / 4;
+		keep = pc->count - take;
+		/* the stack's bottom holds the blocks pushed longest ago: cut there */
+		cut = &pc->head;
+		for (uint32_t k = 0; k < keep; k++)
+			cut = &(*cut)->next;
+		tail = *cut;
+		*cut = NULL;
+		pc->count = keep;
+		n->pool.bytes -= (uint64_t)take * (i + 1) * quantum;
+		n->pool.blocks -= take;
+		while (tail) {
+			struct va_block *next = tail->next;
+
+			tail->next = out;
+			out = tail;
+			tail = next;
+		}
+	}
+	return out;
+}

@@ -1,0 +1,670 @@
+/*
+ * vaspace.c - the libvaspace API: creation, allocation (pool fast path, free-tree first
+ * fit, congruent groups), free, lookup, owner tags, stats.
+ *
+ * Lock order (outermost first). A thread holding a lock may take only locks below it;
+ * where several locks of one kind are held (only va_freeze) they go by ascending node:
+ *   1. drain_lock          one drain at a time; eager frees; va_walk and va_check
+ *   2. free.lock           the free tree
+ *   3. node[i].pool.lock   a node's pools
+ *   4. node[i].busy.lock   a node's busy tree
+ *   5. node[i].lazy.lock   a node's lazy list
+ * Leaves, never held while taking another lock: ctl_lock (background thread control) and
+ * the object depot lock (objcache.c). The release callback runs with only drain_lock held.
+ *
+ * A block moves between structures only while the locks of both ends are held (nested in
+ * the order above) or while drain_lock is held, so va_walk/va_check, which take every lock,
+ * always see each byte of the space exactly once.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "va_internal.h"
+
+static unsigned log2_floor(uint64_t x)
+{
+	return x ? 63 - (unsigned)__builtin_clzll(x) : 0;
+}
+
+static unsigned online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : (unsigned)n;
+}
+
+static int fill_config(struct va_config *c)
+{
+	unsigned cpus = online_cpus();
+	uint64_t end;
+
+	if (!c->quantum)
+		c->quantum = 4096;
+	if (c->quantum & (c->quantum - 1))
+		return VA_EALIGN;
+	if (c->base % c->quantum)
+		return VA_EALIGN;
+	if (!c->size || c->size % c->quantum)
+		return VA_EINVAL;
+	if (__builtin_add_overflow(c->base, c->size, &end))
+		return VA_EINVAL;
+	if (!c->nodes)
+		c->nodes = cpus;
+	if (c->nodes > VA_MAX_NODES)
+		return VA_EINVAL;
+	if (!c->zone_size && __builtin_mul_overflow(c->quantum, 64, &c->zone_size))
+		return VA_EINVAL;
+	if (c->zone_size % c->quantum)
+		return VA_EINVAL;
+	if (!c->lazy_max)
+		c->lazy_max = (32ull << 20) * (1 + log2_floor(cpus));
+	if (!c->pool_max_quanta)
+		c->pool_max_quanta = 256;
+	if (c->pool_max_quanta > VA_MAX_POOL_QUANTA)
+		return VA_EINVAL;
+	if (!c->pool_depth)
+		c->pool_depth = 64;
+	if (!c->drain_chunk)
+		c->drain_chunk = 64;
+	if (!c->idle_drain_ms)
+		c->idle_drain_ms = 1000;
+	return 0;
+}
+
+int va_create(const struct va_config *cfg, struct va_space **out)
+{
+	struct va_space *vs;
+	unsigned classes;
+	int rc;
+
+	if (!cfg || !out)
+		return VA_EINVAL;
+	vs = aligned_alloc(VA_CACHELINE, sizeof(*vs));
+	if (!vs)
+		return VA_ENOMEM;
+	memset(vs, 0, sizeof(*vs));
+	vs->cfg = *cfg;
+	rc = fill_config(&vs->cfg);
+	if (rc) {
+		free(vs);
+		return rc;
+	}
+	vs->base = vs->cfg.base;
+	vs->size = vs->cfg.size;
+	vs->end = vs->base + vs->size;
+	vs->quantum = vs->cfg.quantum;
+	vs->qshift = log2_floor(vs->quantum);
+	vs->nodes = vs->cfg.nodes;
+	vs->zone = vs->cfg.zone_size;
+	vs->zone_pow2 = !(vs->zone & (vs->zone - 1));
+	vs->zone_shift = log2_floor(vs->zone);
+	classes = vs->cfg.pool_max_quanta;
+	if (classes > vs->size / vs->quantum)
+		classes = (unsigned)(vs->size / vs->quantum);
+	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
+
+	ft_init(&vs->free.tree);
+	if (va_mutex_init(&vs->free.lock) || va_mutex_init(&vs->drain_lock)) {
+		free(vs);
+		return VA_ENOMEM;
+	}
+	vs->node = aligned_alloc(VA_CACHELINE, sizeof(*vs->node) * vs->nodes);
+	if (!vs->node) {
+		va_destroy(vs);
+		return VA_ENOMEM;
+	}
+	memset(vs->node, 0, sizeof(*vs->node) * vs->nodes);
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		if (node_init(&vs->node[i], vs->pool_classes)) {
+			vs->nodes_ready = i;
+			va_destroy(vs);
+			return VA_ENOMEM;
+		}
+	}
+	vs->nodes_ready = vs->nodes;
+
+	/* the whole space starts as one free block */
+	{
+		struct va_bag bag = {0};
+		struct va_block *b;
+
+		if (objcache_fill(&bag, 1)) {
+			va_destroy(vs);
+			return VA_ENOMEM;
+		}
+		b = bag_take(&bag);
+		b->start = vs->base;
+		b->end = vs->end;
+		b->owner = NULL;
+		b->home = 0;
+		ft_insert(&vs->free.tree, b, &bag);
+	}
+	if (lazy_thread_start(vs)) {
+		va_destroy(vs);
+		return VA_ENOMEM;
+	}
+	*out = vs;
+	return 0;
+}
+
+void va_destroy(struct va_space *vs)
+{
+	struct va_block *b, *next;
+
+	if (!vs)
+		return;
+	lazy_thread_stop(vs);
+	for (b = vs->free.tree.head.next; b && b != &vs->free.tree.head; b = next) {
+		next = b->next;
+		free(b);
+	}
+	if (vs->node) {
+		for (unsigned i = 0; i < vs->nodes_ready; i++)
+			node_destroy(&vs->node[i], vs->pool_classes);
+		free(vs->node);
+	}
+	pthread_mutex_destroy(&vs->free.lock);
+	pthread_mutex_destroy(&vs->drain_lock);
+	free(vs);
+}
+
+/* ---- allocation ----------------------------------------------------------------------- */
+
+static inline void stat_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* Number of blocks one pool miss carves for a class of q quanta (including the caller's). */
+static unsigned refill_count(const struct va_space *vs, unsigned q)
+{
+	unsigned n = 64 / q;
+
+	if (n > 16)
+		n = 16;
+	if (n > vs->cfg.pool_depth + 1)
+		n = vs->cfg.pool_depth + 1;
+	return n ? n : 1;
+}
+
+/* Pool fast path: pop a ready block of q quanta from the home pool; no free-tree lock. */
+static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void *owner,
+			    uint64_t *out)
+{
+	struct va_node *hn = &vs->node[home], *bn;
+	struct va_block *b;
+
+	va_lock(&hn->pool.lock);
+	b = pool_pop(hn, q, vs->quantum);
+	if (!b) {
+		va_unlock(&hn->pool.lock);
+		return false;
+	}
+	b->owner = owner;
+	b->home = home;
+	bn = &vs->node[va_node_of(vs, b->start)];
+	va_lock(&bn->busy.lock);
+	busy_insert(bn, b);
+	va_unlock(&bn->busy.lock);
+	va_unlock(&hn->pool.lock);
+	*out = b->start;
+	stat_add(&hn->stat.pool_hits, 1);
+	stat_add(&hn->stat.allocs, 1);
+	return true;
+}
+
+/* Carve up to count more blocks of size from the start of free block b into the home pool
+ * (free.lock held). Stops when b is used up or the pool class is full. */
+static void refill_pool(struct va_space *vs, struct va_block *b, uint64_t size, unsigned count,
+			unsigned home, struct va_bag *bag)
+{
+	struct va_node *hn = &vs->node[home];
+	unsigned q = (unsigned)(size >> vs->qshift);
+	struct va_pool_class *pc;
+
+	va_lock(&hn->pool.lock);
+	pc = &hn->pool.classes[q - 1];
+	while (count-- && pc->count < vs->cfg.pool_depth && blk_size(b) >= size) {
+		struct va_block *p = ft_carve(&vs->free.tree, b, b->start, size, bag);
+
+		if (!p)
+			break;
+		p->owner = NULL;
+		p->home = home;
+		pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum);
+		if (p == b)
+			break; /* full fit: b itself went to the pool */
+	}
+	va_unlock(&hn->pool.lock);
+}
+
+/* Lowest first fit in the free tree; with refill > 1 also fills the home pool. */
+static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, unsigned home,
+			   unsigned refill, void *owner, uint64_t *out)
+{
+	struct va_bag bag = {0};
+	struct va_block *b, *nb;
+	struct va_node *bn;
+	uint64_t a;
+	int rc;
+
+	rc = objcache_fill(&bag, 2 + (refill > 1 ? refill - 1 : 0));
+	if (rc)
+		return rc;
+	va_lock(&vs->free.lock);
+	b = ft_lowest_fit(&vs->free.tree, req, &a);
+	if (!b) {
+		va_unlock(&vs->free.lock);
+		objcache_return(&bag);
+		return VA_ENOSPC;
+	}
+	nb = ft_carve(&vs->free.tree, b, a, req->size, &bag);
+	nb->owner = owner;
+	nb->home = home;
+	if (refill > 1 && nb != b && b->start == a + req->size)
+		refill_pool(vs, b, req->size, refill - 1, home, &bag);
+	bn = &vs->node[va_node_of(vs, a)];
+	va_lock(&bn->busy.lock);
+	busy_insert(bn, nb);
+	va_unlock(&bn->busy.lock);
+	va_unlock(&vs->free.lock);
+	objcache_return(&bag);
+	*out = a;
+	stat_add(&vs->node[home].stat.allocs, 1);
+	return 0;
+}
+
+/* Round size up to the quantum and align up to it; validate both. */
+static int normalise(const struct va_space *vs, uint64_t size, uint64_t align, uint64_t *s_out,
+		     uint64_t *a_out)
+{
+	uint64_t s;
+
+	if (!size)
+		return VA_ESIZE;
+	if (align & (align - 1))
+		return VA_EALIGN;
+	if (__builtin_add_overflow(size, vs->quantum - 1, &s))
+		return VA_EOVERFLOW;
+	s &= ~(vs->quantum - 1);
+	if (s > vs->size)
+		return VA_EOVERFLOW;
+	*s_out = s;
+	*a_out = align < vs->quantum ? vs->quantum : align;
+	return 0;
+}
+
+static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
+			uint64_t vend, void *owner, uint64_t *out_addr)
+{
+	struct va_fit_req req;
+	unsigned home, q = 0;
+	bool poolable;
+	int rc;
+
+	if (!vs || !out_addr)
+		return VA_EINVAL;
+	rc = normalise(vs, size, align, &req.size, &req.align);
+	if (rc)
+		return rc;
+	if (vstart >= vend || vend <= vs->base || vstart >= vs->end)
+		return VA_ERANGE;
+	req.vstart = vstart < vs->base ? vs->base : vstart;
+	req.vend = vend > vs->end ? vs->end : vend;
+	home = va_home_node(vs);
+	poolable = vs->pool_classes && req.align == vs->quantum && req.vstart == vs->base &&
+		   req.vend == vs->end && (req.size >> vs->qshift) <= vs->pool_classes;
+	if (poolable)
+		q = (unsigned)(req.size >> vs->qshift);
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (poolable && alloc_from_pool(vs, home, q, owner, out_addr))
+			return 0;
+		rc = alloc_from_tree(vs, &req, home, poolable ? refill_count(vs, q) : 0, owner,
+				     out_addr);
+		if (rc != VA_ENOSPC)
+			return rc;
+		if (attempt == 0)
+			lazy_drain(vs, true);
+	}
+	stat_add(&vs->node[home].stat.fails, 1);
+	return VA_ENOSPC;
+}
+
+int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, uint64_t *out_addr)
+{
+	if (!vs)
+		return VA_EINVAL;
+	return alloc_common(vs, size, align, vs->base, vs->end, owner, out_addr);
+}
+
+int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
+		   uint64_t vend, void *owner, uint64_t *out_addr)
+{
+	return alloc_common(vs, size, align, vstart, vend, owner, out_addr);
+}
+
+/* ---- congruent groups ---------------------------------------------------------------- */
+
+/*
+ * Highest base (multiple of align) such that every area fits in a free block (free.lock
+ * held). Walks down from the top: for each area, the free block at or below its last byte
+ * must contain it; if not, base drops so the area ends at that block's end (or at the end
+ * of the block before, when the area straddles a block's start). Each step strictly lowers
+ * base, so the walk ends.
+ */
+static bool find_congruent(struct va_space *vs, const uint64_t *off, const uint64_t *sz,
+			   unsigned n, uint64_t align, uint64_t *base_out)
+{
+	uint64_t last_end = off[n - 1] + sz[n - 1];
+	uint64_t base = (vs->end - last_end) & ~(align - 1);
+	unsigned i = n;
+
+	while (i-- > 0) {
+		uint64_t a = base + off[i], e = a + sz[i], limit;
+		struct va_block *b;
+
+		if (a < vs->base)
+			return false;
+		b = ft_floor(&vs->free.tree, e - 1);
+		if (!b)
+			return false;
+		if (b->start <= a && b->end >= e)
+			continue;
+		if (b->end < e) {
+			limit = b->end;
+		} else {
+			b = ft_prev(&vs->free.tree, b);
+			if (!b)
+				return false;
+			limit = b->end;
+		}
+		if (limit < off[i] + sz[i])
+			return false;
+		base = (limit - off[i] - sz[i]) & ~(align - 1);
+		i = n; /* recheck every area at the lower base */
+	}
+	*base_out = base;
+	return true;
+}
+
+static int congruent_args(const struct va_space *vs, const uint64_t *off, const uint64_t *sz,
+			  unsigned n, uint64_t align)
+{
+	if (!n || !off || !sz || n > (1u << 24))
+		return VA_EINVAL;
+	if (align & (align - 1))
+		return VA_EALIGN;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t e;
+
+		if (!sz[i])
+			return VA_ESIZE;
+		if (off[i] % vs->quantum || sz[i] % vs->quantum)
+			return VA_EINVAL;
+		if (__builtin_add_overflow(off[i], sz[i], &e))
+			return VA_EOVERFLOW;
+		if (e > vs->size)
+			return VA_EOVERFLOW;
+		if (i && off[i] < off[i - 1] + sz[i - 1])
+			return VA_EINVAL;
+	}
+	return 0;
+}
+
+int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint64_t *sizes,
+		       unsigned n, uint64_t align, void *owner, uint64_t *out_addrs)
+{
+	unsigned home;
+	int rc;
+
+	if (!vs || !out_addrs)
+		return VA_EINVAL;
+	rc = congruent_args(vs, offsets, sizes, n, align);
+	if (rc)
+		return rc;
+	if (align < vs->quantum)
+		align = vs->quantum;
+	home = va_home_node(vs);
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct va_bag bag = {0};
+		uint64_t base;
+
+		rc = objcache_fill(&bag, 2 * n);
+		if (rc)
+			return rc;
+		va_lock(&vs->free.lock);
+		if (find_congruent(vs, offsets, sizes, n, align, &base)) {
+			for (unsigned i = 0; i < n; i++) {
+				uint64_t a = base + offsets[i];
+				struct va_block *b = ft_floor(&vs->free.tree, a);
+				struct va_block *nb = ft_carve(&vs->free.tree, b, a, sizes[i], &bag);
+				struct va_node *bn = &vs->node[va_node_of(vs, a)];
+
+				nb->owner = owner;
+				nb->home = home;
+				va_lock(&bn->busy.lock);
+				busy_insert(bn, nb);
+				va_unlock(&bn->busy.lock);
+				out_addrs[i] = a;
+			}
+			va_unlock(&vs->free.lock);
+			objcache_return(&bag);
+			stat_add(&vs->node[home].stat.allocs, n);
+			return 0;
+		}
+		va_unlock(&vs->free.lock);
+		objcache_return(&bag);
+		if (attempt == 0)
+			lazy_drain(vs, true);
+	}
+	stat_add(&vs->node[home].stat.fails, 1);
+	return VA_ENOSPC;
+}
+
+/* ---- free, lookup, owner ---------------------------------------------------------------- */
+
+/* Why no busy area starts at addr: inside one (ENOTSTART) or not busy at all. */
+static int classify_miss(struct va_space *vs, uint64_t addr, unsigned k)
+{
+	struct va_area area;
+
+	if (busy_lookup_any(vs, addr, k, &area))
+		return VA_ENOTSTART;
+	return VA_EDOUBLEFREE;
+}
+
+/* Eager free: release and merge now. drain_lock keeps the block visible to the checker
+ * while it is between the busy tree and the free tree. */
+static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out, unsigned home)
+{
+	unsigned k = va_node_of(vs, addr);
+	struct va_node *n = &vs->node[k];
+	struct va_bag bag = {0};
+	struct va_block *b;
+
+	va_lock(&vs->drain_lock);
+	va_lock(&n->busy.lock);
+	b = busy_find(n, addr);
+	if (!b) {
+		va_unlock(&n->busy.lock);
+		va_unlock(&vs->drain_lock);
+		return classify_miss(vs, addr, k);
+	}
+	busy_remove(n, b);
+	va_unlock(&n->busy.lock);
+	if (owner_out)
+		*owner_out = b->owner;
+	b->owner = NULL;
+	if (vs->cfg.release)
+		vs->cfg.release(vs->cfg.release_ctx, b->start, blk_size(b));
+	stat_add(&vs->released_bytes, blk_size(b));
+	stat_add(&vs->release_calls, 1);
+	va_lock(&vs->free.lock);
+	ft_insert(&vs->free.tree, b, &bag);
+	va_unlock(&vs->free.lock);
+	va_unlock(&vs->drain_lock);
+	objcache_return(&bag);
+	stat_add(&vs->node[home].stat.frees, 1);
+	return 0;
+}
+
+int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
+{
+	struct va_node *n;
+	struct va_block *b;
+	uint64_t size, now;
+	unsigned k, home;
+
+	if (!vs)
+		return VA_EINVAL;
+	if (addr < vs->base || addr >= vs->end)
+		return VA_ERANGE;
+	home = va_home_node(vs);
+	if (vs->cfg.eager)
+		return free_eager(vs, addr, owner_out, home);
+	k = va_node_of(vs, addr);
+	n = &vs->node[k];
+	va_lock(&n->busy.lock);
+	b = busy_find(n, addr);
+	if (!b) {
+		va_unlock(&n->busy.lock);
+		return classify_miss(vs, addr, k);
+	}
+	busy_remove(n, b);
+	if (owner_out)
+		*owner_out = b->owner;
+	b->owner = NULL;
+	size = blk_size(b);
+	va_lock(&n->lazy.lock);
+	b->state = VA_ST_LAZY;
+	b->next = n->lazy.head;
+	n->lazy.head = b;
+	n->lazy.bytes += size;
+	n->lazy.blocks++;
+	va_unlock(&n->lazy.lock);
+	va_unlock(&n->busy.lock);
+	stat_add(&vs->node[home].stat.frees, 1);
+	now = atomic_fetch_add_explicit(&vs->lazy_total, size, memory_order_relaxed) + size;
+	lazy_after_free(vs, now);
+	return 0;
+}
+
+int va_lookup(struct va_space *vs, uint64_t addr, struct va_area *out)
+{
+	if (!vs || !out)
+		return VA_EINVAL;
+	if (addr < vs->base || addr >= vs->end)
+		return VA_ERANGE;
+	if (busy_lookup_any(vs, addr, va_node_of(vs, addr), out))
+		return 0;
+	return VA_ENOTFOUND;
+}
+
+int va_set_owner(struct va_space *vs, uint64_t addr, void *owner)
+{
+	struct va_node *n;
+	struct va_block *b;
+	unsigned k;
+
+	if (!vs)
+		return VA_EINVAL;
+	if (addr < vs->base || addr >= vs->end)
+		return VA_ERANGE;
+	k = va_node_of(vs, addr);
+	n = &vs->node[k];
+	va_lock(&n->busy.lock);
+	b = busy_find(n, addr);
+	if (b)
+		b->owner = owner;
+	va_unlock(&n->busy.lock);
+	if (b)
+		return 0;
+	return classify_miss(vs, addr, k) == VA_ENOTSTART ? VA_ENOTSTART : VA_ENOTFOUND;
+}
+
+void va_drain(struct va_space *vs)
+{
+	if (vs)
+		lazy_drain(vs, true);
+}
+
+/* ---- stats and errors ------------------------------------------------------------------- */
+
+static inline uint64_t ld(_Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+void va_get_stats(struct va_space *vs, struct va_stats *out)
+{
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (!vs)
+		return;
+	out->size = vs->size;
+	out->quantum = vs->quantum;
+	out->nodes = vs->nodes;
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		struct va_node *n = &vs->node[i];
+
+		va_lock(&n->pool.lock);
+		out->pooled_bytes += n->pool.bytes;
+		out->pooled_blocks += n->pool.blocks;
+		va_unlock(&n->pool.lock);
+		va_lock(&n->busy.lock);
+		out->busy_bytes += n->busy.bytes;
+		out->busy_blocks += n->busy.blocks;
+		va_unlock(&n->busy.lock);
+		va_lock(&n->lazy.lock);
+		out->lazy_bytes += n->lazy.bytes;
+		out->lazy_blocks += n->lazy.blocks;
+		va_unlock(&n->lazy.lock);
+		out->allocs += ld(&n->stat.allocs);
+		out->frees += ld(&n->stat.frees);
+		out->fails += ld(&n->stat.fails);
+		out->pool_hits += ld(&n->stat.pool_hits);
+	}
+	va_lock(&vs->free.lock);
+	out->free_bytes = vs->free.tree.bytes;
+	out->free_blocks = vs->free.tree.blocks;
+	out->largest_free = ft_largest(&vs->free.tree);
+	va_unlock(&vs->free.lock);
+	out->drains = ld(&vs->drains);
+	out->released_bytes = ld(&vs->released_bytes);
+	out->release_calls = ld(&vs->release_calls);
+}
+
+const char *va_strerror(int err)
+{
+	switch (err) {
+	case VA_OK:
+		return "Success.";
+	case VA_EINVAL:
+		return "An argument is malformed.";
+	case VA_ESIZE:
+		return "The size is zero.";
+	case VA_EOVERFLOW:
+		return "The size or alignment overflows or exceeds the space.";
+	case VA_EALIGN:
+		return "The alignment is not a power of two.";
+	case VA_ERANGE:
+		return "The address or window lies outside the space.";
+	case VA_ENOSPC:
+		return "No free block can hold the request.";
+	case VA_ENOTSTART:
+		return "The address is inside a busy area but not at its start.";
+	case VA_EDOUBLEFREE:
+		return "The address is not allocated (already freed or never allocated).";
+	case VA_ENOMEM:
+		return "Out of memory for bookkeeping.";
+	case VA_ECORRUPT:
+		return "The allocator's invariants are broken.";
+	case VA_ENOTFOUND:
+		return "No busy area contains the address.";
+	}
+	return "Unknown error code.";
+}

@@ -1,0 +1,840 @@
+/*
+ * test_va_edge.c - edge cases of libvaspace: fit types, alignment, windows, exhaustion,
+ * congruent groups, every error code, lookup, owner tags, walk totals, release callback
+ * counts (eager and lazy), drain before failure, pools, thresholds, the background thread.
+ * va_check runs after every step.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "vaspace.h"
+
+#define Q 4096ull
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+static void check_ok(struct va_space *vs, int line)
+{
+	char msg[256];
+	int rc = va_check(vs, msg, sizeof(msg));
+
+	if (rc) {
+		print_error("va_check failed at line %d: %s\n", line, msg);
+		fail();
+	}
+}
+#define CHECK(vs) check_ok((vs), __LINE__)
+
+struct rel_log {
+	unsigned calls;
+	uint64_t bytes;
+	uint64_t last_start, last_size;
+};
+
+static void on_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct rel_log *l = ctx;
+
+	__atomic_add_fetch(&l->calls, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&l->bytes, size, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->last_start, start, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->last_size, size, __ATOMIC_RELAXED);
+}
+
+/* Exact mode: one node, no pools, eager, no thread. */
+static struct va_space *make_exact(uint64_t base, uint64_t size, struct rel_log *log)
+{
+	struct va_config cfg = {.base = base, .size = size, .quantum = Q, .nodes = 1,
+				.no_pools = true, .eager = true, .no_thread = true};
+	struct va_space *vs = NULL;
+
+	if (log) {
+		cfg.release = on_release;
+		cfg.release_ctx = log;
+	}
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	assert_non_null(vs);
+	CHECK(vs);
+	return vs;
+}
+
+static struct va_space *make_cfg(struct va_config *cfg)
+{
+	struct va_space *vs = NULL;
+
+	assert_int_equal(va_create(cfg, &vs), 0);
+	CHECK(vs);
+	return vs;
+}
+
+static uint64_t alloc_ok(struct va_space *vs, uint64_t size, uint64_t align)
+{
+	uint64_t a = 0;
+
+	assert_int_equal(va_alloc(vs, size, align, NULL, &a), 0);
+	CHECK(vs);
+	return a;
+}
+
+static void free_ok(struct va_space *vs, uint64_t addr)
+{
+	assert_int_equal(va_free(vs, addr, NULL), 0);
+	CHECK(vs);
+}
+
+static struct va_stats stats(struct va_space *vs)
+{
+	struct va_stats st;
+
+	va_get_stats(vs, &st);
+	return st;
+}
+
+/* ---- creation ------------------------------------------------------------------------- */
+
+static void test_create_errors(void **state)
+{
+	struct va_config cfg = {.size = 64 * Q};
+	struct va_space *vs = NULL;
+
+	(void)state;
+	assert_int_equal(va_create(NULL, &vs), VA_EINVAL);
+	assert_int_equal(va_create(&cfg, NULL), VA_EINVAL);
+	cfg.quantum = 3000;
+	assert_int_equal(va_create(&cfg, &vs), VA_EALIGN);
+	cfg.quantum = Q;
+	cfg.size = 0;
+	assert_int_equal(va_create(&cfg, &vs), VA_EINVAL);
+	cfg.size = Q + 1;
+	assert_int_equal(va_create(&cfg, &vs), VA_EINVAL);
+	cfg.size = 64 * Q;
+	cfg.base = 100;
+	assert_int_equal(va_create(&cfg, &vs), VA_EALIGN);
+	cfg.base = UINT64_MAX - Q + 1;
+	assert_int_equal(va_create(&cfg, &vs), VA_EINVAL);
+	cfg.base = 0;
+	cfg.nodes = 1u << 20;
+	assert_int_equal(va_create(&cfg, &vs), VA_EINVAL);
+	cfg.nodes = 0;
+	cfg.zone_size = Q + 1;
+	assert_int_equal(va_create(&cfg, &vs), VA_EINVAL);
+	cfg.zone_size = 0;
+	assert_null(vs);
+
+	/* defaults: quantum 4096, one node per CPU */
+	cfg = (struct va_config){.size = 64 * Q};
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	CHECK(vs);
+	assert_int_equal(stats(vs).quantum, 4096);
+	assert_true(stats(vs).nodes >= 1);
+	assert_int_equal(stats(vs).free_bytes, 64 * Q);
+	assert_int_equal(stats(vs).largest_free, 64 * Q);
+	va_destroy(vs);
+	va_destroy(NULL);
+}
+
+/* ---- fit types -------------------------------------------------------------------------- */
+
+static void test_basic_and_fit_types(void **state)
+{
+	struct rel_log log = {0};
+	struct va_space *vs = make_exact(1 << 20, 16 * Q, &log);
+	uint64_t base = 1 << 20, a, b, c, d;
+
+	(void)state;
+	/* left edge: lowest address, size rounded up to the quantum */
+	a = alloc_ok(vs, 1, 0);
+	assert_int_equal(a, base);
+	assert_int_equal(stats(vs).busy_bytes, Q);
+	/* no edge: alignment puts it in the middle of the free block */
+	b = alloc_ok(vs, Q, 4 * Q);
+	assert_int_equal(b, base + 4 * Q);
+	assert_int_equal(stats(vs).free_blocks, 2);
+	/* right edge: a window at the end of the space */
+	assert_int_equal(va_alloc_range(vs, Q, 0, base + 15 * Q, base + 16 * Q, NULL, &c), 0);
+	CHECK(vs);
+	assert_int_equal(c, base + 15 * Q);
+	/* full fit of the hole [base + Q, base + 4Q) */
+	d = alloc_ok(vs, 3 * Q, 0);
+	assert_int_equal(d, base + Q);
+	assert_int_equal(stats(vs).free_blocks, 1);
+	assert_int_equal(stats(vs).largest_free, 10 * Q);
+	/* frees merge with both neighbours */
+	free_ok(vs, d);
+	free_ok(vs, a);
+	assert_int_equal(stats(vs).free_blocks, 2);
+	free_ok(vs, b);
+	assert_int_equal(stats(vs).free_blocks, 1);
+	free_ok(vs, c);
+	assert_int_equal(stats(vs).free_blocks, 1);
+	assert_int_equal(stats(vs).largest_free, 16 * Q);
+	assert_int_equal(log.calls, 4);
+	assert_int_equal(log.bytes, 6 * Q);
+	va_destroy(vs);
+}
+
+static void test_full_fit_last_block(void **state)
+{
+	struct va_space *vs = make_exact(0, 16 * Q, NULL);
+	uint64_t a, last;
+
+	(void)state;
+	for (unsigned i = 0; i < 15; i++)
+		assert_int_equal(alloc_ok(vs, Q, 0), i * Q);
+	last = alloc_ok(vs, Q, 0); /* the one remaining block, taken whole */
+	assert_int_equal(last, 15 * Q);
+	assert_int_equal(stats(vs).free_blocks, 0);
+	assert_int_equal(stats(vs).largest_free, 0);
+	assert_int_equal(va_alloc(vs, Q, 0, NULL, &a), VA_ENOSPC);
+	CHECK(vs);
+	free_ok(vs, 7 * Q);
+	assert_int_equal(alloc_ok(vs, Q, 0), 7 * Q); /* a full fit in the middle */
+	free_ok(vs, last);
+	assert_int_equal(alloc_ok(vs, Q, 0), 15 * Q);
+	assert_int_equal(stats(vs).fails, 1);
+	va_destroy(vs);
+}
+
+/* ---- alignment -------------------------------------------------------------------------- */
+
+static void test_alignment_half_space(void **state)
+{
+	uint64_t size = 256 * Q, half = size / 2, base = 64 * Q, a;
+	struct va_space *vs = make_exact(base, size, NULL);
+
+	(void)state;
+	/* absolute alignment: the first multiple of half inside [base, base + size) */
+	a = alloc_ok(vs, Q, half);
+	assert_int_equal(a, half);
+	a = alloc_ok(vs, Q, half);
+	assert_int_equal(a, 2 * half);
+	assert_int_equal(va_alloc(vs, Q, half, NULL, &a), VA_ENOSPC);
+	CHECK(vs);
+	free_ok(vs, half);
+	free_ok(vs, 2 * half);
+	/* a block of half the space aligned to half: exactly one place */
+	a = alloc_ok(vs, half, half);
+	assert_int_equal(a, half);
+	assert_int_equal(va_alloc(vs, half, half, NULL, &a), VA_ENOSPC);
+	CHECK(vs);
+	/* the lower part still serves small aligned requests, lowest first */
+	assert_int_equal(alloc_ok(vs, Q, 2 * Q), base);
+	assert_int_equal(alloc_ok(vs, Q, 32 * Q), 96 * Q);
+	/* alignment below the quantum is raised to it */
+	assert_int_equal(alloc_ok(vs, 1, 16), base + Q);
+	va_destroy(vs);
+}
+
+/* A smaller, luckily aligned hole below a big block must win (lowest address). */
+static void test_alignment_lowest_hole(void **state)
+{
+	struct va_space *vs = make_exact(0, 64 * Q, NULL);
+	uint64_t a;
+
+	(void)state;
+	for (unsigned i = 0; i < 20; i++)
+		alloc_ok(vs, Q, 0);
+	free_ok(vs, 8 * Q); /* hole [8Q, 10Q): 2 quanta, aligned to 8Q */
+	free_ok(vs, 9 * Q);
+	free_ok(vs, 2 * Q); /* hole [2Q, 3Q): too small */
+	/* 2 quanta aligned to 8Q: the search length would be 9 quanta, the hole has 2 */
+	a = alloc_ok(vs, 2 * Q, 8 * Q);
+	assert_int_equal(a, 8 * Q);
+	/* a misaligned hole of the right size is passed over for the next aligned spot */
+	free_ok(vs, 11 * Q);
+	free_ok(vs, 12 * Q);
+	a = alloc_ok(vs, 2 * Q, 8 * Q);
+	assert_int_equal(a, 24 * Q);
+	va_destroy(vs);
+}
+
+/* ---- windows ---------------------------------------------------------------------------- */
+
+static void test_windows(void **state)
+{
+	uint64_t base = 16 * Q, size = 64 * Q, end = base + size, a;
+	struct va_space *vs = make_exact(base, size, NULL);
+
+	(void)state;
+	assert_int_equal(va_alloc_range(vs, Q, 0, base, base + Q, NULL, &a), 0);
+	assert_int_equal(a, base);
+	CHECK(vs);
+	assert_int_equal(va_alloc_range(vs, Q, 0, end - Q, end, NULL, &a), 0);
+	assert_int_equal(a, end - Q);
+	CHECK(vs);
+	/* both ends taken: windows there are full */
+	assert_int_equal(va_alloc_range(vs, Q, 0, base, base + Q, NULL, &a), VA_ENOSPC);
+	assert_int_equal(va_alloc_range(vs, Q, 0, end - Q, end, NULL, &a), VA_ENOSPC);
+	/* a window smaller than the request */
+	assert_int_equal(va_alloc_range(vs, 4 * Q, 0, base + 8 * Q, base + 11 * Q, NULL, &a),
+			 VA_ENOSPC);
+	/* an unaligned window start rounds up */
+	assert_int_equal(va_alloc_range(vs, Q, 0, base + 8 * Q + 1, end, NULL, &a), 0);
+	assert_int_equal(a, base + 9 * Q);
+	CHECK(vs);
+	/* window plus alignment */
+	assert_int_equal(va_alloc_range(vs, Q, 8 * Q, base + Q, end, NULL, &a), 0);
+	assert_int_equal(a, 24 * Q);
+	CHECK(vs);
+	/* windows outside the space, empty or inverted */
+	assert_int_equal(va_alloc_range(vs, Q, 0, 0, base, NULL, &a), VA_ERANGE);
+	assert_int_equal(va_alloc_range(vs, Q, 0, end, end + Q, NULL, &a), VA_ERANGE);
+	assert_int_equal(va_alloc_range(vs, Q, 0, base + 4 * Q, base + 4 * Q, NULL, &a), VA_ERANGE);
+	assert_int_equal(va_alloc_range(vs, Q, 0, base + 5 * Q, base + 4 * Q, NULL, &a), VA_ERANGE);
+	/* a window overlapping the space is clipped to it */
+	assert_int_equal(va_alloc_range(vs, Q, 0, 0, base + 2 * Q, NULL, &a), 0);
+	assert_int_equal(a, base + Q);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
+/* ---- exhaustion ------------------------------------------------------------------------- */
+
+static void test_exhaustion_and_recovery(void **state)
+{
+	uint64_t n = 256, a, *addrs = calloc(n, sizeof(*addrs));
+	struct va_config cfg = {.size = n * Q, .quantum = Q, .nodes = 3, .no_thread = true};
+	struct va_space *vs = make_cfg(&cfg);
+	unsigned got = 0;
+
+	(void)state;
+	assert_non_null(addrs);
+	while (va_alloc(vs, Q, 0, NULL, &a) == 0) {
+		assert_true(got < n);
+		addrs[got++] = a;
+	}
+	CHECK(vs);
+	assert_int_equal(got, n);
+	assert_int_equal(stats(vs).busy_bytes, n * Q);
+	for (unsigned i = 0; i < got; i++)
+		assert_int_equal(va_free(vs, addrs[i], NULL), 0);
+	CHECK(vs);
+	/* everything is lazy or pooled; the whole space must come back in one piece */
+	a = alloc_ok(vs, n * Q, 0);
+	assert_int_equal(a, 0);
+	assert_int_equal(stats(vs).lazy_bytes, 0);
+	assert_int_equal(stats(vs).pooled_bytes, 0);
+	free_ok(vs, a);
+	va_drain(vs);
+	CHECK(vs);
+	assert_int_equal(stats(vs).free_bytes, n * Q);
+	assert_int_equal(stats(vs).free_blocks, 1);
+	va_destroy(vs);
+	free(addrs);
+}
+
+/* ---- congruent groups ------------------------------------------------------------------- */
+
+static void test_congruent(void **state)
+{
+	struct va_space *vs = make_exact(0, 64 * Q, NULL);
+	uint64_t off[3] = {0, 4 * Q, 10 * Q}, sz[3] = {Q, 2 * Q, 2 * Q}, out[3], a;
+
+	(void)state;
+	/* highest base: the last area ends at the top of the space */
+	assert_int_equal(va_alloc_congruent(vs, off, sz, 3, 0, NULL, out), 0);
+	CHECK(vs);
+	assert_int_equal(out[0], 52 * Q);
+	assert_int_equal(out[1], 56 * Q);
+	assert_int_equal(out[2], 62 * Q);
+	assert_int_equal(stats(vs).busy_blocks, 3);
+	assert_int_equal(stats(vs).allocs, 3);
+	/* the gaps between the areas stay free and usable */
+	assert_int_equal(va_alloc_range(vs, Q, 0, 53 * Q, 64 * Q, NULL, &a), 0);
+	assert_int_equal(a, 53 * Q);
+	CHECK(vs);
+	/* with alignment and the top blocked: the next group goes below */
+	assert_int_equal(va_alloc_congruent(vs, off, sz, 3, 8 * Q, NULL, out), 0);
+	CHECK(vs);
+	assert_int_equal(out[0], 40 * Q);
+	assert_int_equal(out[2], 50 * Q);
+	assert_int_equal(out[1], 44 * Q);
+	/* free: [0, 40) [41, 44) [46, 50) [54, 56) [58, 62); busy 52, 53, 56-57, 62-63.
+	 * Unaligned, the top candidate bases fail one area each until base 50 ... but area 0
+	 * at 50 is busy now: area 0 must straddle nothing, so base drops to 38, where
+	 * [38, 39) [42, 44) [48, 50) are all free */
+	assert_int_equal(va_alloc_congruent(vs, off, sz, 3, 0, NULL, out), 0);
+	CHECK(vs);
+	assert_int_equal(out[0], 38 * Q);
+	assert_int_equal(out[1], 42 * Q);
+	assert_int_equal(out[2], 48 * Q);
+
+	/* errors */
+	assert_int_equal(va_alloc_congruent(vs, off, sz, 0, 0, NULL, out), VA_EINVAL);
+	assert_int_equal(va_alloc_congruent(vs, NULL, sz, 3, 0, NULL, out), VA_EINVAL);
+	assert_int_equal(va_alloc_congruent(vs, off, sz, 3, 0, NULL, NULL), VA_EINVAL);
+	assert_int_equal(va_alloc_congruent(vs, off, sz, 3, 3 * Q, NULL, out), VA_EALIGN);
+	{
+		uint64_t bad_off[2] = {4 * Q, 0}, bad_sz[2] = {Q, Q};
+
+		assert_int_equal(va_alloc_congruent(vs, bad_off, bad_sz, 2, 0, NULL, out),
+				 VA_EINVAL);
+		bad_off[0] = 0;
+		bad_off[1] = Q / 2;
+		assert_int_equal(va_alloc_congruent(vs, bad_off, bad_sz, 2, 0, NULL, out),
+				 VA_EINVAL);
+		bad_off[1] = 0;
+		assert_int_equal(va_alloc_congruent(vs, bad_off, bad_sz, 2, 0, NULL, out),
+				 VA_EINVAL); /* overlapping */
+		bad_off[1] = Q;
+		bad_sz[1] = 0;
+		assert_int_equal(va_alloc_congruent(vs, bad_off, bad_sz, 2, 0, NULL, out),
+				 VA_ESIZE);
+		bad_sz[1] = 64 * Q;
+		assert_int_equal(va_alloc_congruent(vs, bad_off, bad_sz, 2, 0, NULL, out),
+				 VA_EOVERFLOW);
+		bad_sz[1] = UINT64_MAX - Q + 1;
+		assert_int_equal(va_alloc_congruent(vs, bad_off, bad_sz, 2, 0, NULL, out),
+				 VA_EOVERFLOW);
+		/* fits the space but not the free space: all or nothing */
+		bad_sz[1] = 40 * Q;
+		assert_int_equal(va_alloc_congruent(vs, bad_off, bad_sz, 2, 0, NULL, out),
+				 VA_ENOSPC);
+	}
+	CHECK(vs);
+	va_destroy(vs);
+}
+
+/* ---- error codes ------------------------------------------------------------------------ */
+
+static void test_error_codes(void **state)
+{
+	struct va_config cfg = {.base = 64 * Q, .size = 64 * Q, .quantum = Q, .nodes = 2,
+				.no_thread = true, .lazy_max = 1ull << 40};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a, b, base = 64 * Q, end = 128 * Q;
+	struct va_area area;
+	const char *seen[16];
+	int codes[] = {VA_OK,	   VA_EINVAL,	VA_ESIZE,	VA_EOVERFLOW, VA_EALIGN,
+		       VA_ERANGE,  VA_ENOSPC,	VA_ENOTSTART,	VA_EDOUBLEFREE, VA_ENOMEM,
+		       VA_ECORRUPT, VA_ENOTFOUND};
+
+	(void)state;
+	assert_int_equal(va_alloc(vs, 0, 0, NULL, &a), VA_ESIZE);
+	assert_int_equal(va_alloc(vs, 65 * Q, 0, NULL, &a), VA_EOVERFLOW);
+	assert_int_equal(va_alloc(vs, UINT64_MAX, 0, NULL, &a), VA_EOVERFLOW);
+	assert_int_equal(va_alloc(vs, Q, 3 * Q, NULL, &a), VA_EALIGN);
+	assert_int_equal(va_alloc(vs, Q, 0, NULL, NULL), VA_EINVAL);
+	assert_int_equal(va_alloc(NULL, Q, 0, NULL, &a), VA_EINVAL);
+	assert_int_equal(va_alloc_range(vs, Q, 0, 0, Q, NULL, &a), VA_ERANGE);
+	CHECK(vs);
+	a = alloc_ok(vs, 4 * Q, 0);
+	assert_int_equal(va_free(vs, base - 1, NULL), VA_ERANGE);
+	assert_int_equal(va_free(vs, end, NULL), VA_ERANGE);
+	assert_int_equal(va_free(vs, a + 1, NULL), VA_ENOTSTART);
+	assert_int_equal(va_free(vs, a + 3 * Q, NULL), VA_ENOTSTART);
+	assert_int_equal(va_free(vs, a + 4 * Q, NULL), VA_EDOUBLEFREE); /* never allocated */
+	assert_int_equal(va_free(NULL, a, NULL), VA_EINVAL);
+	CHECK(vs);
+	free_ok(vs, a);
+	assert_int_equal(stats(vs).lazy_bytes, 4 * Q);
+	assert_int_equal(va_free(vs, a, NULL), VA_EDOUBLEFREE); /* lazy */
+	assert_int_equal(va_free(vs, a + Q, NULL), VA_EDOUBLEFREE);
+	va_drain(vs);
+	CHECK(vs);
+	assert_int_equal(va_free(vs, a, NULL), VA_EDOUBLEFREE); /* free tree */
+	/* pooled: a small allocation fills the home pool with ready blocks */
+	va_set_home_node(0);
+	b = alloc_ok(vs, Q, 0);
+	assert_true(stats(vs).pooled_blocks > 0);
+	assert_int_equal(va_free(vs, b + Q, NULL), VA_EDOUBLEFREE);
+	assert_int_equal(va_lookup(vs, base - 1, &area), VA_ERANGE);
+	assert_int_equal(va_lookup(vs, b + Q, &area), VA_ENOTFOUND);
+	assert_int_equal(va_lookup(vs, b, NULL), VA_EINVAL);
+	assert_int_equal(va_set_owner(vs, end, NULL), VA_ERANGE);
+	assert_int_equal(va_set_owner(vs, b + 1, NULL), VA_ENOTSTART);
+	assert_int_equal(va_set_owner(vs, b + Q, NULL), VA_ENOTFOUND);
+	assert_int_equal(va_walk(vs, NULL, NULL), VA_EINVAL);
+	assert_int_equal(va_check(NULL, NULL, 0), VA_EINVAL);
+	CHECK(vs);
+	/* exhaust: ENOSPC only after everything lazy and pooled is counted as free */
+	assert_int_equal(va_alloc(vs, 64 * Q, 0, NULL, &a), VA_ENOSPC);
+	assert_int_equal(stats(vs).pooled_bytes, 0);
+	CHECK(vs);
+
+	/* every code has its own sentence */
+	for (unsigned i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		seen[i] = va_strerror(codes[i]);
+		assert_non_null(seen[i]);
+		for (unsigned j = 0; j < i; j++)
+			assert_string_not_equal(seen[i], seen[j]);
+	}
+	assert_non_null(va_strerror(12345));
+	va_destroy(vs);
+}
+
+/* ---- lookup and owners ------------------------------------------------------------------- */
+
+static void test_lookup_and_owner(void **state)
+{
+	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 4, .zone_size = 4 * Q,
+				.no_thread = true, .no_pools = true};
+	struct va_space *vs = make_cfg(&cfg);
+	int tag1, tag2;
+	void *owner = NULL;
+	struct va_area area;
+	uint64_t a, b;
+
+	(void)state;
+	assert_int_equal(va_alloc(vs, 2 * Q, 0, &tag1, &a), 0);
+	/* 20 quanta span five zones, so four nodes: found from any of its addresses */
+	assert_int_equal(va_alloc(vs, 20 * Q, 0, &tag2, &b), 0);
+	CHECK(vs);
+	assert_int_equal(va_lookup(vs, a, &area), 0);
+	assert_int_equal(area.start, a);
+	assert_int_equal(area.size, 2 * Q);
+	assert_ptr_equal(area.owner, &tag1);
+	assert_int_equal(area.node, (a / (4 * Q)) % 4);
+	assert_int_equal(va_lookup(vs, a + 2 * Q - 1, &area), 0);
+	assert_int_equal(area.start, a);
+	for (uint64_t x = b; x < b + 20 * Q; x += Q / 2) {
+		assert_int_equal(va_lookup(vs, x, &area), 0);
+		assert_int_equal(area.start, b);
+		assert_int_equal(area.size, 20 * Q);
+		assert_ptr_equal(area.owner, &tag2);
+		assert_int_equal(area.node, (b / (4 * Q)) % 4);
+		if (x != b)
+			assert_int_equal(va_free(vs, x, NULL), VA_ENOTSTART);
+	}
+	assert_int_equal(va_lookup(vs, b + 20 * Q, &area), VA_ENOTFOUND);
+	/* owner tags */
+	assert_int_equal(va_set_owner(vs, b, &tag1), 0);
+	assert_int_equal(va_lookup(vs, b + 5 * Q, &area), 0);
+	assert_ptr_equal(area.owner, &tag1);
+	assert_int_equal(va_set_owner(vs, b + 5 * Q, &tag2), VA_ENOTSTART);
+	assert_int_equal(va_free(vs, b, &owner), 0);
+	CHECK(vs);
+	assert_ptr_equal(owner, &tag1);
+	assert_int_equal(va_lookup(vs, b, &area), VA_ENOTFOUND);
+	assert_int_equal(va_set_owner(vs, b, &tag2), VA_ENOTFOUND);
+	assert_int_equal(va_free(vs, a, &owner), 0);
+	assert_ptr_equal(owner, &tag1);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
+/* ---- walk -------------------------------------------------------------------------------- */
+
+struct walk_sum {
+	uint64_t bytes[4], blocks[4];
+	uint64_t last_free_end;
+	bool order_ok;
+	unsigned stop_after;
+	unsigned seen;
+};
+
+static int walk_cb(void *ctx, const struct va_block_info *b)
+{
+	struct walk_sum *w = ctx;
+
+	w->bytes[b->kind] += b->size;
+	w->blocks[b->kind]++;
+	if (b->kind == VA_BLOCK_FREE) {
+		if (b->start < w->last_free_end)
+			w->order_ok = false;
+		w->last_free_end = b->start + b->size;
+	}
+	if (++w->seen == w->stop_after)
+		return 42;
+	return 0;
+}
+
+static void test_walk_totals(void **state)
+{
+	struct va_config cfg = {.size = 512 * Q, .quantum = Q, .nodes = 2, .no_thread = true,
+				.lazy_max = 1ull << 40};
+	struct va_space *vs = make_cfg(&cfg);
+	struct walk_sum w = {.order_ok = true};
+	uint64_t addrs[40];
+	struct va_stats st;
+
+	(void)state;
+	va_set_home_node(1);
+	for (unsigned i = 0; i < 40; i++)
+		addrs[i] = alloc_ok(vs, (i % 5 + 1) * Q, 0);
+	for (unsigned i = 0; i < 40; i += 3)
+		free_ok(vs, addrs[i]);
+	assert_int_equal(va_walk(vs, walk_cb, &w), 0);
+	st = stats(vs);
+	assert_true(w.order_ok);
+	assert_int_equal(w.bytes[VA_BLOCK_BUSY], st.busy_bytes);
+	assert_int_equal(w.bytes[VA_BLOCK_FREE], st.free_bytes);
+	assert_int_equal(w.bytes[VA_BLOCK_LAZY], st.lazy_bytes);
+	assert_int_equal(w.bytes[VA_BLOCK_POOLED], st.pooled_bytes);
+	assert_int_equal(w.blocks[VA_BLOCK_BUSY], st.busy_blocks);
+	assert_int_equal(w.blocks[VA_BLOCK_FREE], st.free_blocks);
+	assert_int_equal(w.blocks[VA_BLOCK_LAZY], st.lazy_blocks);
+	assert_int_equal(w.blocks[VA_BLOCK_POOLED], st.pooled_blocks);
+	assert_int_equal(st.busy_bytes + st.free_bytes + st.lazy_bytes + st.pooled_bytes, 512 * Q);
+	assert_true(st.lazy_blocks == 14);
+	assert_true(st.pooled_blocks > 0);
+	/* a non-zero return stops the walk and is returned */
+	memset(&w, 0, sizeof(w));
+	w.stop_after = 3;
+	assert_int_equal(va_walk(vs, walk_cb, &w), 42);
+	assert_int_equal(w.seen, 3);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
+/* ---- release callbacks --------------------------------------------------------------------- */
+
+static void test_release_eager_vs_lazy(void **state)
+{
+	struct rel_log log = {0};
+	struct va_space *vs = make_exact(0, 256 * Q, &log);
+	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 3, .no_pools = true,
+				.no_thread = true, .lazy_max = 1ull << 40, .release = on_release,
+				.release_ctx = &log};
+	uint64_t a[100];
+
+	(void)state;
+	/* eager: one callback per free */
+	for (unsigned i = 0; i < 100; i++)
+		a[i] = alloc_ok(vs, Q, 0);
+	for (unsigned i = 0; i < 100; i++)
+		free_ok(vs, a[i]);
+	assert_int_equal(log.calls, 100);
+	assert_int_equal(log.bytes, 100 * Q);
+	assert_int_equal(stats(vs).release_calls, 100);
+	va_destroy(vs);
+
+	/* lazy: 100 adjacent areas on several nodes, one callback covering all of them */
+	memset(&log, 0, sizeof(log));
+	vs = make_cfg(&cfg);
+	for (unsigned i = 0; i < 100; i++) {
+		a[i] = alloc_ok(vs, Q, 0);
+		assert_int_equal(a[i], i * Q);
+	}
+	for (unsigned i = 0; i < 100; i++)
+		free_ok(vs, a[(i * 37) % 100]); /* any order */
+	assert_int_equal(log.calls, 0);
+	assert_int_equal(stats(vs).lazy_bytes, 100 * Q);
+	assert_int_equal(stats(vs).lazy_blocks, 100);
+	va_drain(vs);
+	CHECK(vs);
+	assert_int_equal(log.calls, 1);
+	assert_int_equal(log.last_start, 0);
+	assert_int_equal(log.last_size, 100 * Q);
+	assert_int_equal(stats(vs).release_calls, 1);
+	assert_int_equal(stats(vs).released_bytes, 100 * Q);
+	assert_int_equal(stats(vs).lazy_bytes, 0);
+	assert_int_equal(stats(vs).free_blocks, 1);
+	assert_int_equal(stats(vs).drains, 1);
+	/* two separate runs: two callbacks */
+	for (unsigned i = 0; i < 10; i++)
+		a[i] = alloc_ok(vs, Q, 0);
+	free_ok(vs, a[0]);
+	free_ok(vs, a[1]);
+	free_ok(vs, a[5]);
+	va_drain(vs);
+	CHECK(vs);
+	assert_int_equal(log.calls, 3);
+	assert_int_equal(log.bytes, 103 * Q);
+	va_destroy(vs);
+}
+
+/* Pooled blocks were released before they were pooled; reuse never releases twice. */
+static void test_release_with_pools(void **state)
+{
+	struct rel_log log = {0};
+	struct va_config cfg = {.size = 1024 * Q, .quantum = Q, .nodes = 2, .no_thread = true,
+				.lazy_max = 1ull << 40, .release = on_release, .release_ctx = &log};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a[32];
+
+	(void)state;
+	va_set_home_node(0);
+	for (unsigned round = 0; round < 4; round++) {
+		for (unsigned i = 0; i < 32; i++)
+			a[i] = alloc_ok(vs, (i % 3 + 1) * Q, 0);
+		for (unsigned i = 0; i < 32; i++)
+			free_ok(vs, a[i]);
+		va_drain(vs);
+		CHECK(vs);
+		assert_int_equal(stats(vs).pooled_bytes, 0);
+		assert_int_equal(stats(vs).lazy_bytes, 0);
+		assert_int_equal(stats(vs).free_bytes, 1024 * Q);
+	}
+	assert_int_equal(log.bytes, 4 * (32 / 3 * 6 + 1 + 2) * Q);
+	assert_int_equal(stats(vs).released_bytes, log.bytes);
+	assert_true(stats(vs).pool_hits > 0);
+	va_destroy(vs);
+}
+
+/* ---- drain before failure ------------------------------------------------------------------- */
+
+static void test_drain_before_fail(void **state)
+{
+	struct rel_log log = {0};
+	bool pools[2] = {false, true};
+
+	(void)state;
+	for (unsigned p = 0; p < 2; p++) {
+		struct va_config cfg = {.size = 128 * Q, .quantum = Q, .nodes = 2,
+					.no_pools = !pools[p], .lazy_max = 1ull << 40,
+					.release = on_release, .release_ctx = &log};
+		struct va_space *vs = make_cfg(&cfg);
+		uint64_t a[128], x;
+		unsigned n = 0;
+
+		memset(&log, 0, sizeof(log));
+		while (n < 128 && va_alloc(vs, Q, 0, NULL, &a[n]) == 0)
+			n++;
+		CHECK(vs);
+		assert_int_equal(n, 128);
+		assert_int_equal(va_alloc(vs, Q, 0, NULL, &x), VA_ENOSPC);
+		for (unsigned i = 0; i < n; i++)
+			free_ok(vs, a[i]);
+		assert_int_equal(stats(vs).busy_bytes, 0);
+		/* nothing is free in the tree yet; the allocation drains and succeeds */
+		x = alloc_ok(vs, 128 * Q, 0);
+		assert_int_equal(x, 0);
+		assert_int_equal(log.bytes, 128 * Q);
+		assert_int_equal(log.calls, 1);
+		free_ok(vs, x);
+		va_drain(vs);
+		CHECK(vs);
+		assert_int_equal(stats(vs).fails, 1);
+		va_destroy(vs);
+	}
+}
+
+/* ---- thresholds ---------------------------------------------------------------------------- */
+
+static void test_sync_drain_past_twice_lazy_max(void **state)
+{
+	struct rel_log log = {0};
+	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 2, .no_pools = true,
+				.no_thread = true, .lazy_max = 8 * Q, .release = on_release,
+				.release_ctx = &log};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a[40];
+
+	(void)state;
+	for (unsigned i = 0; i < 40; i++)
+		a[i] = alloc_ok(vs, Q, 0);
+	/* between lazy_max and 2 x lazy_max nothing drains without the thread */
+	for (unsigned i = 0; i < 16; i++)
+		free_ok(vs, a[i]);
+	assert_int_equal(stats(vs).drains, 0);
+	assert_int_equal(stats(vs).lazy_bytes, 16 * Q);
+	/* past 2 x lazy_max the freeing thread drains */
+	free_ok(vs, a[16]);
+	assert_int_equal(stats(vs).drains, 1);
+	assert_int_equal(stats(vs).lazy_bytes, 0);
+	assert_int_equal(log.calls, 1);
+	assert_int_equal(log.bytes, 17 * Q);
+	for (unsigned i = 17; i < 40; i++)
+		free_ok(vs, a[i]);
+	assert_true(stats(vs).lazy_bytes <= 16 * Q);
+	assert_int_equal(stats(vs).drains, 2);
+	va_destroy(vs);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Wait (up to a generous limit) until cond holds; a liveness check, not a timing one. */
+#define WAIT_FOR(cond)                                                                             \
+	do {                                                                                       \
+		for (unsigned w_ = 0; w_ < 3000 && !(cond); w_++)                                  \
+			sleep_ms(10);                                                              \
+		assert_true(cond);                                                                 \
+	} while (0)
+
+static void test_background_thread(void **state)
+{
+	struct rel_log log = {0};
+	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 2, .no_pools = true,
+				.lazy_max = 8 * Q, .idle_drain_ms = 20, .release = on_release,
+				.release_ctx = &log};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a[12];
+
+	(void)state;
+	for (unsigned i = 0; i < 12; i++)
+		a[i] = alloc_ok(vs, Q, 0);
+	/* past lazy_max: the background thread drains */
+	for (unsigned i = 0; i < 10; i++)
+		free_ok(vs, a[i]);
+	WAIT_FOR(stats(vs).drains >= 1 && stats(vs).lazy_bytes == 0);
+	CHECK(vs);
+	/* below lazy_max: the idle timer drains the leftovers */
+	free_ok(vs, a[10]);
+	WAIT_FOR(stats(vs).lazy_bytes == 0);
+	CHECK(vs);
+	assert_int_equal(__atomic_load_n(&log.bytes, __ATOMIC_RELAXED), 11 * Q);
+	/* destroy with lazy blocks outstanding releases nothing more */
+	free_ok(vs, a[11]);
+	va_destroy(vs);
+}
+
+/* Pools: small allocations are served from the home pool; pools decay on drains. */
+static void test_pools(void **state)
+{
+	struct va_config cfg = {.size = 4096 * Q, .quantum = Q, .nodes = 2, .no_thread = true,
+				.lazy_max = 1ull << 40, .pool_depth = 8};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a[64], before;
+	struct va_stats st;
+
+	(void)state;
+	va_set_home_node(1);
+	for (unsigned i = 0; i < 64; i++)
+		a[i] = alloc_ok(vs, Q, 0);
+	st = stats(vs);
+	assert_true(st.pool_hits > 0);
+	assert_int_equal(st.allocs, 64);
+	assert_true(st.pooled_blocks <= 8);
+	for (unsigned i = 0; i < 64; i++)
+		free_ok(vs, a[i]);
+	/* a partial drain (threshold path) keeps pools; a full drain empties them */
+	before = stats(vs).pooled_blocks;
+	assert_true(before > 0);
+	va_drain(vs);
+	CHECK(vs);
+	assert_int_equal(stats(vs).pooled_blocks, 0);
+	/* an aligned or windowed request never comes from a pool */
+	before = stats(vs).pool_hits;
+	alloc_ok(vs, Q, 2 * Q);
+	assert_int_equal(stats(vs).pool_hits, before);
+	va_destroy(vs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_errors),
+		cmocka_unit_test(test_basic_and_fit_types),
+		cmocka_unit_test(test_full_fit_last_block),
+		cmocka_unit_test(test_alignment_half_space),
+		cmocka_unit_test(test_alignment_lowest_hole),
+		cmocka_unit_test(test_windows),
+		cmocka_unit_test(test_exhaustion_and_recovery),
+		cmocka_unit_test(test_congruent),
+		cmocka_unit_test(test_error_codes),
+		cmocka_unit_test(test_lookup_and_owner),
+		cmocka_unit_test(test_walk_totals),
+		cmocka_unit_test(test_release_eager_vs_lazy),
+		cmocka_unit_test(test_release_with_pools),
+		cmocka_unit_test(test_drain_before_fail),
+		cmocka_unit_test(test_sync_drain_past_twice_lazy_max),
+		cmocka_unit_test(test_background_thread),
+		cmocka_unit_test(test_pools),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
