@@ -54,7 +54,6 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	*out = NULL;
 	if (n_arenas == 0) {
 		snprintf(err, err_len, "no arena is configured; add an [arena NAME] section");
-		close_arenas(arenas, n_arenas);
 		return -1;
 	}
 	struct vad_service *svc = calloc(1, sizeof(*svc));
@@ -63,7 +62,6 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	if (!svc || !svc->spaces) {
 		snprintf(err, err_len, "out of memory creating the service");
 		free(svc);
-		close_arenas(arenas, n_arenas);
 		return -1;
 	}
 	svc->arenas = arenas;
@@ -79,7 +77,6 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 		snprintf(err, err_len, "out of memory creating the registry");
 		free(svc->spaces);
 		free(svc);
-		close_arenas(arenas, n_arenas);
 		return -1;
 	}
 	set_limits(svc, cfg);

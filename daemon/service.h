@@ -48,8 +48,8 @@ struct vad_service {
 	pthread_mutex_t reload_lock;
 };
 
-/* Build the service over opened arenas; takes ownership of the array and each arena, also
- * on failure. Returns 0, or -1 with a reason in err. */
+/* Build the service over opened arenas; on success it owns the array and each arena, on
+ * failure it has taken nothing. Returns 0, or -1 with a reason in err. */
 int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, size_t n_arenas,
 		       struct vad_service **out, char *err, size_t err_len);
 

@@ -1,0 +1,622 @@
+/*
+ * server.c - the running service: a listener thread and N worker threads, each with its own
+ * libevent base (the memcached model).
+ *
+ * The listener (the thread in vad_server_run) accepts, reads the peer's credentials, applies
+ * max_clients, and queues the socket to a worker round-robin (a mutex-protected queue plus
+ * event_active on the worker's notify event). A worker owns its connections: per readable
+ * event it does one read, handles every whole frame (session.c), and writes all replies with
+ * one send; a reply carrying an arena fd goes with sendmsg. A connection whose pending output
+ * passes the high watermark is not read from until it drains below the low watermark.
+ * Signals (SIGTERM, SIGINT, SIGHUP) are libevent signal events on the listener base.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <systemd/sd-daemon.h>
+
+#include "fdpass.h"
+#include "log.h"
+#include "peer.h"
+#include "service.h"
+#include "session.h"
+
+#define ACCEPT_BURST 64		/* accepts per listener wake-up, so signals are not starved */
+#define CLOSE_LINGER_S 5	/* a closing connection gets this long to take its last replies */
+#define ACCEPT_PAUSE_MS 100	/* back-off when out of fds */
+#define MAX_WORKERS 256
+
+struct worker;
+
+struct conn {
+	int fd;
+	struct worker *w;
+	struct vad_session *sess;
+	struct event *ev_read, *ev_write;
+	bool reading, writing, throttled;
+	struct conn *prev, *next;
+};
+
+struct pending_conn {
+	int fd;
+	struct vad_peer peer;
+	struct pending_conn *next;
+};
+
+struct worker {
+	struct vad_server *srv;
+	unsigned index;
+	pthread_t thread;
+	bool started;
+	struct event_base *base;
+	struct event *ev_notify;
+	pthread_mutex_t lock; /* queue and stopping */
+	struct pending_conn *queue_head, *queue_tail;
+	bool stopping;
+	struct conn *conns; /* worker thread only */
+	unsigned n_conns;
+};
+
+struct vad_server {
+	struct vad_service *svc;
+	int listen_fd;
+	struct event_base *base;
+	struct event *ev_listen, *ev_resume, *ev_stop, *ev_tick;
+	struct event *ev_sig[3];
+	struct worker *workers;
+	unsigned n_workers, next_worker;
+	int stop_requested; /* atomic */
+	bool listening;
+	bool watchdog;
+	uint64_t watchdog_usec;
+	uint64_t refused_busy;
+};
+
+/* ---- connections (worker thread) -------------------------------------------------------- */
+
+static void conn_close(struct conn *c, const char *why)
+{
+	struct worker *w = c->w;
+	struct vad_session *s = c->sess;
+	log_debug("session %llu ('%s', pid %d, uid %u) closed: %s; dropping %llu references",
+		  (unsigned long long)s->id, s->name[0] ? s->name : "no hello", (int)s->peer.pid,
+		  (unsigned)s->peer.uid, why,
+		  (unsigned long long)__atomic_load_n(&s->holder.held_refs, __ATOMIC_RELAXED));
+	event_free(c->ev_read);
+	event_free(c->ev_write);
+	close(c->fd);
+	vad_session_free(s);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	w->n_conns--;
+	__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
+	free(c);
+}
+
+/* Send pending output: one send in the common case, sendmsg for a reply with an fd.
+ * Returns -1 if the connection was closed. */
+static int conn_flush(struct conn *c)
+{
+	const uint8_t *data;
+	size_t len;
+	int fd;
+	while (vad_session_next_output(c->sess, &data, &len, &fd)) {
+		ssize_t n;
+		if (fd >= 0)
+			n = vad_send_with_fd(c->fd, data, len, fd);
+		else
+			n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 0;
+			char why[128];
+			snprintf(why, sizeof(why), "write failed: %s", strerror(errno));
+			conn_close(c, why);
+			return -1;
+		}
+		vad_session_output_done(c->sess, (size_t)n);
+		if ((size_t)n < len)
+			return 0; /* the socket is full; wait until it is writable */
+	}
+	return 0;
+}
+
+static void set_event(struct event *ev, bool *state, bool want, const struct timeval *tv)
+{
+	if (want == *state && !tv)
+		return;
+	if (want)
+		event_add(ev, tv);
+	else
+		event_del(ev);
+	*state = want;
+}
+
+/* Read while the output is below the watermarks, write while output is pending, close once
+ * a closing session has sent everything. Returns -1 if the connection was closed. */
+static int conn_update(struct conn *c)
+{
+	struct vad_service *svc = c->w->srv->svc;
+	size_t pending = vad_session_output_pending(c->sess);
+
+	if (vad_session_closing(c->sess)) {
+		if (pending == 0) {
+			conn_close(c, "framing broken");
+			return -1;
+		}
+		set_event(c->ev_read, &c->reading, false, NULL);
+		if (!c->writing) {
+			struct timeval tv = { .tv_sec = CLOSE_LINGER_S };
+			set_event(c->ev_write, &c->writing, true, &tv);
+		}
+		return 0;
+	}
+	if (pending >= vad_service_high_watermark(svc))
+		c->throttled = true;
+	else if (pending <= vad_service_low_watermark(svc))
+		c->throttled = false;
+	size_t cap;
+	vad_session_input_space(c->sess, &cap);
+	set_event(c->ev_read, &c->reading, !c->throttled && cap > 0, NULL);
+	set_event(c->ev_write, &c->writing, pending > 0, NULL);
+	return 0;
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	size_t cap;
+	uint8_t *space = vad_session_input_space(c->sess, &cap);
+	if (!space || cap == 0) {
+		if (!space) {
+			conn_close(c, "out of memory for the input buffer");
+			return;
+		}
+		conn_update(c);
+		return;
+	}
+	ssize_t n = read(fd, space, cap);
+	if (n == 0) {
+		conn_close(c, "end of stream");
+		return;
+	}
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+			return;
+		char why[128];
+		snprintf(why, sizeof(why), "read failed: %s", strerror(errno));
+		conn_close(c, why);
+		return;
+	}
+	vad_session_input_commit(c->sess, (size_t)n);
+	vad_session_process(c->sess);
+	if (conn_flush(c) < 0)
+		return;
+	conn_update(c);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	if (what & EV_TIMEOUT) {
+		conn_close(c, "the client did not read its last replies in time");
+		return;
+	}
+	if (conn_flush(c) < 0)
+		return;
+	/* Frames held back by the watermark wait in the input buffer: handle them now. */
+	if (!vad_session_closing(c->sess) &&
+	    vad_session_output_pending(c->sess) <= vad_service_low_watermark(c->w->srv->svc)) {
+		vad_session_process(c->sess);
+		if (conn_flush(c) < 0)
+			return;
+	}
+	conn_update(c);
+}
+
+/* Send one error frame on a socket without a session, then close it. */
+static void refuse(int fd, Vad__Error code, const char *message)
+{
+	uint8_t buf[512];
+	size_t len = vad_encode_error_frame(buf, sizeof(buf), 0, code, message);
+	if (len)
+		(void)!send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
+}
+
+static void conn_open(struct worker *w, struct pending_conn *p)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	struct vad_session *s = c ? vad_session_new(w->srv->svc, &p->peer) : NULL;
+	if (!s) {
+		log_err("out of memory accepting a client (pid %d, uid %u)", (int)p->peer.pid,
+			(unsigned)p->peer.uid);
+		refuse(p->fd, VAD__ERROR__ENOMEM, "the daemon is out of memory; try again later");
+		free(c);
+		__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	c->fd = p->fd;
+	c->w = w;
+	c->sess = s;
+	c->ev_read = event_new(w->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
+	c->ev_write = event_new(w->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	w->n_conns++;
+	if (!c->ev_read || !c->ev_write) {
+		conn_close(c, "out of memory for its events");
+		return;
+	}
+	log_debug("session %llu opened: pid %d, uid %u, gid %u, %zu groups%s, worker %u",
+		  (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid,
+		  (unsigned)s->peer.gid, s->peer.n_groups, s->admin ? ", admin" : "", w->index);
+	set_event(c->ev_read, &c->reading, true, NULL);
+}
+
+/* ---- workers ---------------------------------------------------------------------------- */
+
+static void on_notify(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	pthread_mutex_lock(&w->lock);
+	struct pending_conn *q = w->queue_head;
+	w->queue_head = w->queue_tail = NULL;
+	bool stopping = w->stopping;
+	pthread_mutex_unlock(&w->lock);
+
+	while (q) {
+		struct pending_conn *next = q->next;
+		if (stopping) {
+			refuse(q->fd, VAD__ERROR__EGONE, "the daemon is shutting down");
+			__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
+		} else {
+			conn_open(w, q);
+		}
+		vad_peer_free(&q->peer);
+		free(q);
+		q = next;
+	}
+	if (stopping) {
+		while (w->conns)
+			conn_close(w->conns, "the daemon is shutting down");
+		event_base_loopbreak(w->base);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	va_set_home_node(w->index);
+	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+static void worker_push(struct worker *w, struct pending_conn *p)
+{
+	pthread_mutex_lock(&w->lock);
+	if (w->queue_tail)
+		w->queue_tail->next = p;
+	else
+		w->queue_head = p;
+	w->queue_tail = p;
+	pthread_mutex_unlock(&w->lock);
+	event_active(w->ev_notify, EV_READ, 0);
+}
+
+/* ---- listener --------------------------------------------------------------------------- */
+
+static void pause_accepting(struct vad_server *s)
+{
+	struct timeval tv = { .tv_sec = 0, .tv_usec = ACCEPT_PAUSE_MS * 1000 };
+	if (s->listening) {
+		event_del(s->ev_listen);
+		s->listening = false;
+	}
+	event_add(s->ev_resume, &tv);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	if (!s->listening && !__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED)) {
+		event_add(s->ev_listen, NULL);
+		s->listening = true;
+	}
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	for (int i = 0; i < ACCEPT_BURST; i++) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			log_warn("accept failed: %s; pausing new connections for %d ms",
+				 strerror(errno), ACCEPT_PAUSE_MS);
+			pause_accepting(s);
+			return;
+		}
+		struct pending_conn *p = calloc(1, sizeof(*p));
+		char err[256];
+		if (!p) {
+			log_err("out of memory accepting a client");
+			refuse(fd, VAD__ERROR__ENOMEM, "the daemon is out of memory; try again later");
+			continue;
+		}
+		if (vad_peer_from_socket(fd, &p->peer, err, sizeof(err)) < 0) {
+			log_warn("refusing a connection: %s", err);
+			refuse(fd, VAD__ERROR__EINTERNAL, err);
+			free(p);
+			continue;
+		}
+		unsigned max = vad_service_limits(s->svc).max_clients;
+		unsigned n = __atomic_fetch_add(&s->svc->clients, 1, __ATOMIC_RELAXED);
+		if (max && n >= max) {
+			__atomic_sub_fetch(&s->svc->clients, 1, __ATOMIC_RELAXED);
+			char msg[160];
+			snprintf(msg, sizeof(msg),
+				 "the daemon already serves max_clients %u clients; try again later "
+				 "or raise max_clients in vad.conf",
+				 max);
+			log_info("refusing pid %d (uid %u): %u clients connected (max_clients %u)",
+				 (int)p->peer.pid, (unsigned)p->peer.uid, n, max);
+			refuse(fd, VAD__ERROR__EBUSY, msg);
+			s->refused_busy++;
+			vad_peer_free(&p->peer);
+			free(p);
+			continue;
+		}
+		p->fd = fd;
+		struct worker *w = &s->workers[s->next_worker++ % s->n_workers];
+		worker_push(w, p);
+	}
+}
+
+static void begin_stop(struct vad_server *s, const char *why)
+{
+	log_notice("%s: stopping (no new connections; closing every session)", why);
+	sd_notify(0, "STOPPING=1");
+	__atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
+	if (s->listening) {
+		event_del(s->ev_listen);
+		s->listening = false;
+	}
+	event_base_loopbreak(s->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	if (sig == SIGHUP) {
+		char detail[1024];
+		sd_notify(0, "RELOADING=1");
+		if (vad_service_reload(s->svc, detail, sizeof(detail)) == 0)
+			log_notice("SIGHUP: %s", detail);
+		else
+			log_warn("SIGHUP: %s", detail);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	begin_stop(s, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+	begin_stop(arg, "stop requested");
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	sd_notifyf(0, "%sSTATUS=%u clients, %llu requests handled",
+		   s->watchdog ? "WATCHDOG=1\n" : "",
+		   __atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED),
+		   (unsigned long long)__atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED));
+}
+
+/* ---- life cycle ------------------------------------------------------------------------- */
+
+static pthread_once_t evthread_once = PTHREAD_ONCE_INIT;
+static int evthread_rc;
+
+static void evthread_setup(void)
+{
+	evthread_rc = evthread_use_pthreads();
+}
+
+static void free_server(struct vad_server *s)
+{
+	for (unsigned i = 0; s->workers && i < s->n_workers; i++) {
+		struct worker *w = &s->workers[i];
+		while (w->conns)
+			conn_close(w->conns, "the daemon is shutting down");
+		while (w->queue_head) {
+			struct pending_conn *p = w->queue_head;
+			w->queue_head = p->next;
+			close(p->fd);
+			vad_peer_free(&p->peer);
+			free(p);
+		}
+		if (w->ev_notify)
+			event_free(w->ev_notify);
+		if (w->base)
+			event_base_free(w->base);
+		pthread_mutex_destroy(&w->lock);
+	}
+	free(s->workers);
+	struct event *evs[] = { s->ev_listen, s->ev_resume, s->ev_stop,
+				s->ev_tick, s->ev_sig[0], s->ev_sig[1],
+				s->ev_sig[2] };
+	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+		if (evs[i])
+			event_free(evs[i]);
+	if (s->base)
+		event_base_free(s->base);
+	free(s);
+}
+
+int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, size_t n_arenas,
+		      int listen_fd, struct vad_server **out, char *err, size_t err_len)
+{
+	*out = NULL;
+	pthread_once(&evthread_once, evthread_setup);
+	if (evthread_rc != 0) {
+		snprintf(err, err_len, "libevent has no pthreads support (evthread_use_pthreads)");
+		return -1;
+	}
+	struct vad_server *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, err_len, "out of memory creating the server");
+		return -1;
+	}
+	s->listen_fd = listen_fd;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
+	if (n > MAX_WORKERS)
+		n = MAX_WORKERS;
+	s->n_workers = n;
+	s->workers = calloc(n, sizeof(*s->workers));
+	s->base = event_base_new();
+	if (!s->workers || !s->base)
+		goto nomem;
+	for (unsigned i = 0; i < n; i++) {
+		struct worker *w = &s->workers[i];
+		w->srv = s;
+		w->index = i;
+		pthread_mutex_init(&w->lock, NULL);
+		w->base = event_base_new();
+		if (!w->base)
+			goto nomem;
+		w->ev_notify = event_new(w->base, -1, 0, on_notify, w);
+		if (!w->ev_notify)
+			goto nomem;
+	}
+	s->ev_listen = event_new(s->base, listen_fd, EV_READ | EV_PERSIST, on_accept, s);
+	s->ev_resume = evtimer_new(s->base, on_resume, s);
+	s->ev_stop = event_new(s->base, -1, 0, on_stop, s);
+	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+	const int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+	for (int i = 0; i < 3; i++) {
+		s->ev_sig[i] = evsignal_new(s->base, sigs[i], on_signal, s);
+		if (!s->ev_sig[i])
+			goto nomem;
+	}
+	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick)
+		goto nomem;
+
+	/* Last: on success the service owns the arenas; on failure main still does. */
+	if (vad_service_create(cfg, arenas, n_arenas, &s->svc, err, err_len) < 0) {
+		free_server(s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+nomem:
+	snprintf(err, err_len, "out of memory creating the event loops");
+	free_server(s);
+	return -1;
+}
+
+int vad_server_run(struct vad_server *s)
+{
+	int rc = 0;
+
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		int e = pthread_create(&s->workers[i].thread, NULL, worker_main, &s->workers[i]);
+		if (e) {
+			log_err("cannot start worker thread %u: %s", i, strerror(e));
+			rc = -1;
+			break;
+		}
+		s->workers[i].started = true;
+	}
+	if (rc == 0) {
+		for (int i = 0; i < 3; i++)
+			event_add(s->ev_sig[i], NULL);
+		event_add(s->ev_listen, NULL);
+		s->listening = true;
+		s->watchdog = sd_watchdog_enabled(0, &s->watchdog_usec) > 0;
+		uint64_t tick_us = 5000000;
+		if (s->watchdog && s->watchdog_usec / 2 < tick_us)
+			tick_us = s->watchdog_usec / 2;
+		struct timeval tv = { .tv_sec = (time_t)(tick_us / 1000000),
+				      .tv_usec = (suseconds_t)(tick_us % 1000000) };
+		if (getenv("NOTIFY_SOCKET"))
+			event_add(s->ev_tick, &tv);
+		sd_notifyf(0, "READY=1\nSTATUS=listening with %u workers", s->n_workers);
+		if (!__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) &&
+		    event_base_dispatch(s->base) < 0) {
+			log_err("the listener event loop failed");
+			rc = -1;
+		}
+	}
+	if (s->listening) {
+		event_del(s->ev_listen);
+		s->listening = false;
+	}
+	for (int i = 0; i < 3; i++)
+		event_del(s->ev_sig[i]);
+	event_del(s->ev_tick);
+	event_del(s->ev_resume);
+
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = &s->workers[i];
+		if (!w->started)
+			continue;
+		pthread_mutex_lock(&w->lock);
+		w->stopping = true;
+		pthread_mutex_unlock(&w->lock);
+		event_active(w->ev_notify, EV_READ, 0);
+	}
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		if (s->workers[i].started) {
+			pthread_join(s->workers[i].thread, NULL);
+			s->workers[i].started = false;
+		}
+	}
+	log_notice("stopped: %llu requests handled, %llu connections refused as busy",
+		   (unsigned long long)__atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED),
+		   (unsigned long long)s->refused_busy);
+	return rc;
+}
+
+void vad_server_stop(struct vad_server *s)
+{
+	__atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
+	event_active(s->ev_stop, EV_READ, 0);
+}
+
+void vad_server_destroy(struct vad_server *s)
+{
+	if (!s)
+		return;
+	struct vad_service *svc = s->svc;
+	int fd = s->listen_fd;
+	free_server(s); /* drops every remaining session before the registry goes */
+	vad_service_destroy(svc);
+	if (fd >= 0)
+		close(fd);
+}
