@@ -154,6 +154,10 @@ struct vt_output {
  * code), -1 if it could not be started or timed out. */
 int vt_run(char *const argv[], const char *stdin_text, int timeout_ms, struct vt_output *o);
 
+/* vt_run, but the child drops to uid/gid nobody (65534) before exec (needs root). */
+int vt_run_as_nobody(char *const argv[], const char *stdin_text, int timeout_ms,
+		     struct vt_output *o);
+
 /* Run BUILD/vactl --socket SOCKET ARGS... (socket NULL: no --socket option). */
 int vt_vactl(const char *socket, const char *stdin_text, struct vt_output *o, ...)
 	__attribute__((sentinel));
@@ -166,6 +170,37 @@ void vt_output_free(struct vt_output *o);
 
 /* Print a run's exit code, stdout and stderr (for a failing assertion's context). */
 void vt_output_print(const char *what, const struct vt_output *o);
+
+/* A program running in the background whose stdin the test writes and whose stdout it
+ * reads while it runs (vactl session, vactl alloc --hold). */
+struct vt_proc {
+	pid_t pid;
+	int in_fd, out_fd, err_fd;
+	char *out; /* stdout read so far and not yet consumed by vt_proc_read_* */
+	size_t out_len, out_cap;
+	char *err; /* all of stderr read so far */
+	size_t err_len, err_cap;
+};
+
+/* Start argv (argv[0] a path) in the background with pipes on stdin/stdout/stderr. */
+int vt_proc_start(char *const argv[], struct vt_proc *p);
+
+/* Start BUILD/vactl ARGS... (NULL-terminated) in the background. */
+int vt_proc_vactl(struct vt_proc *p, ...) __attribute__((sentinel));
+
+/* Write text to the program's stdin. */
+int vt_proc_write(struct vt_proc *p, const char *text);
+
+/* Read one stdout line (newline stripped) within timeout_ms; its length or -1. */
+int vt_proc_read_line(struct vt_proc *p, char *buf, size_t len, int timeout_ms);
+
+/* Read stdout until it holds one whole JSON value (possibly over several lines) and
+ * return it (consumed), or NULL on timeout/EOF/garbage. */
+struct json_object *vt_proc_read_json(struct vt_proc *p, int timeout_ms);
+
+/* Close stdin, wait up to timeout_ms for the exit (then SIGKILL), and return the exit
+ * code as vt_run would (o: the rest of stdout and all of stderr; may be NULL). */
+int vt_proc_finish(struct vt_proc *p, int timeout_ms, struct vt_output *o);
 
 /* ---- JSON (vactl --json) ----------------------------------------------------------- */
 

@@ -39,7 +39,8 @@ static char *growbuf_take(struct growbuf *b)
 	return b->data;
 }
 
-int vt_run(char *const argv[], const char *stdin_text, int timeout_ms, struct vt_output *o)
+static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, bool as_nobody,
+		    struct vt_output *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->exit_code = -1;
@@ -74,6 +75,8 @@ int vt_run(char *const argv[], const char *stdin_text, int timeout_ms, struct vt
 		dup2(out[1], STDOUT_FILENO);
 		dup2(err[1], STDERR_FILENO);
 		unsetenv("VAD_SOCKET");
+		if (as_nobody && vt_become_nobody() != 0)
+			_exit(126);
 		execv(argv[0], argv);
 		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -168,6 +171,17 @@ int vt_run(char *const argv[], const char *stdin_text, int timeout_ms, struct vt
 	else if (WIFSIGNALED(status))
 		o->exit_code = 128 + WTERMSIG(status);
 	return 0;
+}
+
+int vt_run(char *const argv[], const char *stdin_text, int timeout_ms, struct vt_output *o)
+{
+	return run_impl(argv, stdin_text, timeout_ms, false, o);
+}
+
+int vt_run_as_nobody(char *const argv[], const char *stdin_text, int timeout_ms,
+		     struct vt_output *o)
+{
+	return run_impl(argv, stdin_text, timeout_ms, true, o);
 }
 
 void vt_output_free(struct vt_output *o)

@@ -373,9 +373,9 @@ static void test_killed_client_ranges_return(void **state)
 	struct json_object *j = vt_json_parse(o.out);
 	assert_non_null(j);
 	uint64_t busy;
-	if (vt_json_u64(vt_json_find(j, "busy_bytes"), "", &busy) != 0) {
+	if (vt_json_u64(j, "totals.busy_bytes", &busy) != 0) {
 		vt_output_print("vactl --json stats", &o);
-		fail_msg("vactl --json stats has no numeric busy_bytes");
+		fail_msg("vactl --json stats has no numeric totals.busy_bytes");
 	}
 	assert_int_equal(base.busy_bytes + 16 * PAGE, busy);
 	json_object_put(j);
