@@ -1,0 +1,805 @@
+/*
+ * test_libvad_fake.c - libvad against a fake daemon that speaks the protocol over a real
+ * Unix socket, so the client side is tested on its own: id matching with responses sent
+ * out of order, fd passing for MapArena (several maps in flight), held-range bookkeeping,
+ * error sentences, the typed admin calls, and a connection that dies under waiting threads.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fdpass.h"
+#include "frame.h"
+#include "vad.h"
+
+#define ARENA_SIZE (16u << 20)
+#define QUANTUM 4096u
+#define DIE_SIZE 0xDEAD000u /* an Alloc of this size makes the fake hang up */
+#define MAX_HOLDS 4096
+#define MAX_CONNS 64
+
+/* ---- the fake daemon ------------------------------------------------------------------ */
+
+struct fake_arena {
+	const char *name;
+	int fd;
+	uint64_t next; /* bump allocator: ranges are never reused */
+};
+
+struct hold {
+	int conn;
+	unsigned arena;
+	uint64_t offset, size;
+};
+
+struct fake {
+	char dir[64], path[96];
+	int listen_fd;
+	pthread_t acceptor;
+	uint32_t hello_version;
+	pthread_mutex_t lock;
+	struct fake_arena arenas[2];
+	struct hold holds[MAX_HOLDS];
+	size_t n_holds;
+	char tokens[16][VAD_TOKEN_LEN + 1];
+	struct hold token_range[16];
+	size_t n_tokens;
+	int live_conns;
+	int conn_fds[MAX_CONNS];
+	pthread_t conn_threads[MAX_CONNS];
+	int n_conns;
+};
+
+struct conn_arg {
+	struct fake *f;
+	int fd, id;
+};
+
+static int find_arena(struct fake *f, const char *name)
+{
+	if (!*name)
+		return 0;
+	for (int i = 0; i < 2; i++)
+		if (strcmp(f->arenas[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static void set_error(Vad__Response *r, Vad__Error e, const char *msg)
+{
+	r->error = e;
+	r->message = (char *)msg;
+}
+
+/* Build the reply to one request. Returns the fd to attach (or -1), or -2 to hang up. */
+static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response *r,
+		  void *scratch)
+{
+	/* scratch holds every sub-message this reply needs (one request at a time). */
+	struct {
+		Vad__HelloReply hello;
+		Vad__AllocReply alloc;
+		uint64_t offs[1024], sizes[1024];
+		Vad__FreeReply free;
+		Vad__MapArenaReply map;
+		Vad__ArenaInfo info[2];
+		Vad__ArenaInfo *infop[2];
+		Vad__ShareReply share;
+		char token[VAD_TOKEN_LEN + 1];
+		Vad__AttachReply attach;
+		Vad__StatsReply stats;
+		Vad__ArenaStats as[2];
+		Vad__ArenaStats *asp[2];
+		Vad__ArenasReply arenas;
+		Vad__ClientsReply clients;
+		Vad__ClientInfo ci;
+		Vad__ClientInfo *cip[1];
+		Vad__PurgeReply purge;
+		Vad__ReloadReply reload;
+		Vad__CheckReply check;
+	} *s = scratch;
+	r->id = q->id;
+	int fd = -1;
+	pthread_mutex_lock(&f->lock);
+	switch (q->op_case) {
+	case VAD__REQUEST__OP_HELLO:
+		vad__hello_reply__init(&s->hello);
+		s->hello.version = f->hello_version;
+		s->hello.server = "fake 0.0";
+		s->hello.session_id = (uint64_t)conn + 100;
+		s->hello.default_arena = "default";
+		s->hello.admin = 1;
+		r->result_case = VAD__RESPONSE__RESULT_HELLO;
+		r->hello = &s->hello;
+		break;
+	case VAD__REQUEST__OP_ALLOC: {
+		Vad__Alloc *a = q->alloc;
+		size_t n = a->n_sizes ? a->n_sizes : 1;
+		int ai = find_arena(f, a->arena);
+		if (a->size == DIE_SIZE) {
+			fd = -2;
+			break;
+		}
+		if (ai < 0) {
+			set_error(r, VAD__ERROR__ENOARENA, "fake: no such arena");
+			break;
+		}
+		uint64_t total = 0;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t sz = a->n_sizes ? a->sizes[i] : a->size;
+			if (sz == 0) {
+				set_error(r, VAD__ERROR__ESIZE, "fake: size 0 is not a range");
+				goto unlock;
+			}
+			s->sizes[i] = (sz + QUANTUM - 1) / QUANTUM * QUANTUM;
+			total += s->sizes[i];
+		}
+		struct fake_arena *fa = &f->arenas[ai];
+		if (fa->next + total > ARENA_SIZE || f->n_holds + n > MAX_HOLDS) {
+			set_error(r, VAD__ERROR__ENOSPC, "fake: the arena is full");
+			break;
+		}
+		vad__alloc_reply__init(&s->alloc);
+		for (size_t i = 0; i < n; i++) {
+			s->offs[i] = fa->next;
+			fa->next += s->sizes[i];
+			f->holds[f->n_holds++] = (struct hold){ conn, (unsigned)ai, s->offs[i],
+								s->sizes[i] };
+		}
+		s->alloc.arena = (char *)fa->name;
+		s->alloc.n_offsets = s->alloc.n_sizes = n;
+		s->alloc.offsets = s->offs;
+		s->alloc.sizes = s->sizes;
+		r->result_case = VAD__RESPONSE__RESULT_ALLOC;
+		r->alloc = &s->alloc;
+		break;
+	}
+	case VAD__REQUEST__OP_FREE: {
+		int ai = find_arena(f, q->free->arena);
+		vad__free_reply__init(&s->free);
+		size_t i;
+		for (i = 0; ai >= 0 && i < q->free->n_offsets; i++) {
+			size_t k;
+			for (k = 0; k < f->n_holds; k++)
+				if (f->holds[k].conn == conn && f->holds[k].arena == (unsigned)ai &&
+				    f->holds[k].offset == q->free->offsets[i])
+					break;
+			if (k == f->n_holds)
+				break;
+			f->holds[k] = f->holds[--f->n_holds];
+		}
+		s->free.freed = (uint32_t)i;
+		r->result_case = VAD__RESPONSE__RESULT_FREE;
+		r->free = &s->free;
+		if (ai < 0 || i < q->free->n_offsets)
+			set_error(r, VAD__ERROR__ENOTHELD, "fake: range not held by this client");
+		break;
+	}
+	case VAD__REQUEST__OP_MAP_ARENA: {
+		int ai = find_arena(f, q->map_arena->arena);
+		if (ai < 0) {
+			set_error(r, VAD__ERROR__ENOARENA, "fake: no such arena to map");
+			break;
+		}
+		vad__map_arena_reply__init(&s->map);
+		vad__arena_info__init(&s->info[0]);
+		s->info[0].name = (char *)f->arenas[ai].name;
+		s->info[0].size = ARENA_SIZE;
+		s->info[0].quantum = QUANTUM;
+		s->info[0].backing = "memfd";
+		s->info[0].allowed = 1;
+		s->map.arena = &s->info[0];
+		r->result_case = VAD__RESPONSE__RESULT_MAP_ARENA;
+		r->map_arena = &s->map;
+		fd = f->arenas[ai].fd;
+		break;
+	}
+	case VAD__REQUEST__OP_SHARE: {
+		int ai = find_arena(f, q->share->arena);
+		size_t k;
+		for (k = 0; ai >= 0 && k < f->n_holds; k++)
+			if (f->holds[k].conn == conn && f->holds[k].arena == (unsigned)ai &&
+			    f->holds[k].offset == q->share->offset)
+				break;
+		if (ai < 0 || k == f->n_holds || f->n_tokens == 16) {
+			set_error(r, VAD__ERROR__ENOTHELD, "fake: cannot share that");
+			break;
+		}
+		snprintf(f->tokens[f->n_tokens], sizeof(f->tokens[0]), "tok%029zu", f->n_tokens);
+		f->token_range[f->n_tokens] = f->holds[k];
+		vad__share_reply__init(&s->share);
+		snprintf(s->token, sizeof(s->token), "%s", f->tokens[f->n_tokens]);
+		f->n_tokens++;
+		s->share.token = s->token;
+		r->result_case = VAD__RESPONSE__RESULT_SHARE;
+		r->share = &s->share;
+		break;
+	}
+	case VAD__REQUEST__OP_ATTACH: {
+		size_t k;
+		for (k = 0; k < f->n_tokens; k++)
+			if (strcmp(f->tokens[k], q->attach->token) == 0)
+				break;
+		if (k == f->n_tokens || f->n_holds == MAX_HOLDS) {
+			set_error(r, VAD__ERROR__ETOKEN, "fake: unknown token");
+			break;
+		}
+		struct hold h = f->token_range[k];
+		h.conn = conn;
+		f->holds[f->n_holds++] = h;
+		vad__attach_reply__init(&s->attach);
+		s->attach.arena = (char *)f->arenas[h.arena].name;
+		s->attach.offset = h.offset;
+		s->attach.size = h.size;
+		r->result_case = VAD__RESPONSE__RESULT_ATTACH;
+		r->attach = &s->attach;
+		break;
+	}
+	case VAD__REQUEST__OP_STATS: {
+		vad__stats_reply__init(&s->stats);
+		for (int i = 0; i < 2; i++) {
+			Vad__ArenaStats *a = &s->as[i];
+			vad__arena_stats__init(a);
+			a->name = (char *)f->arenas[i].name;
+			a->size = ARENA_SIZE;
+			a->quantum = QUANTUM;
+			a->busy_bytes = f->arenas[i].next;
+			a->free_bytes = ARENA_SIZE - f->arenas[i].next;
+			a->largest_free = a->free_bytes;
+			a->allocs = 10 + (uint64_t)i;
+			a->frees = 5;
+			a->fails = 1;
+			a->lazy_bytes = 7;
+			a->pool_hits = 3;
+			s->asp[i] = a;
+		}
+		s->stats.n_arenas = 2;
+		s->stats.arenas = s->asp;
+		s->stats.clients = (uint32_t)f->live_conns;
+		s->stats.uptime_ms = 4242;
+		uint64_t held = 0, ranges = 0;
+		for (size_t k = 0; k < f->n_holds; k++)
+			if (f->holds[k].conn == conn) {
+				held += f->holds[k].size;
+				ranges++;
+			}
+		s->stats.held_bytes = held;
+		s->stats.held_ranges = ranges;
+		r->result_case = VAD__RESPONSE__RESULT_STATS;
+		r->stats = &s->stats;
+		break;
+	}
+	case VAD__REQUEST__OP_ARENAS:
+		vad__arenas_reply__init(&s->arenas);
+		for (int i = 0; i < 2; i++) {
+			vad__arena_info__init(&s->info[i]);
+			s->info[i].name = (char *)f->arenas[i].name;
+			s->info[i].size = ARENA_SIZE;
+			s->info[i].quantum = QUANTUM;
+			s->info[i].backing = i ? "/dev/hugepages" : "memfd";
+			s->info[i].allowed = 1;
+			s->infop[i] = &s->info[i];
+		}
+		s->arenas.n_arenas = 2;
+		s->arenas.arenas = s->infop;
+		r->result_case = VAD__RESPONSE__RESULT_ARENAS;
+		r->arenas = &s->arenas;
+		break;
+	case VAD__REQUEST__OP_CLIENTS:
+		vad__clients_reply__init(&s->clients);
+		vad__client_info__init(&s->ci);
+		s->ci.session_id = (uint64_t)conn + 100;
+		s->ci.pid = (uint32_t)getpid();
+		s->ci.name = "test-client";
+		s->ci.held_ranges = 3;
+		s->cip[0] = &s->ci;
+		s->clients.n_clients = 1;
+		s->clients.clients = s->cip;
+		r->result_case = VAD__RESPONSE__RESULT_CLIENTS;
+		r->clients = &s->clients;
+		break;
+	case VAD__REQUEST__OP_PURGE:
+		if (*q->purge->arena && find_arena(f, q->purge->arena) < 0) {
+			set_error(r, VAD__ERROR__ENOARENA, "fake: no arena to purge");
+			break;
+		}
+		vad__purge_reply__init(&s->purge);
+		s->purge.released_bytes = *q->purge->arena ? 4096 : 12345;
+		r->result_case = VAD__RESPONSE__RESULT_PURGE;
+		r->purge = &s->purge;
+		break;
+	case VAD__REQUEST__OP_RELOAD:
+		set_error(r, VAD__ERROR__EPERM, "fake: admin operation 'reload' needs root");
+		break;
+	case VAD__REQUEST__OP_CHECK:
+		vad__check_reply__init(&s->check);
+		s->check.ok = 0;
+		s->check.detail = "fake: arena 'default' subtree max wrong";
+		r->result_case = VAD__RESPONSE__RESULT_CHECK;
+		r->check = &s->check;
+		break;
+	default:
+		set_error(r, VAD__ERROR__EUNSUPPORTED, "fake: unknown operation");
+	}
+unlock:
+	pthread_mutex_unlock(&f->lock);
+	return fd;
+}
+
+static int send_frame(int sock, const Vad__Response *r, int fd)
+{
+	uint8_t buf[32768];
+	size_t len = vad_frame_encode_response(r, buf, sizeof(buf));
+	if (len == 0)
+		return -1;
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = off == 0 ? vad_send_with_fd(sock, buf, len, fd)
+				     : send(sock, buf + off, len - off, MSG_NOSIGNAL);
+		if (n <= 0)
+			return -1;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* Serve one connection: decode every whole request of a read, then answer them in
+ * reverse order so responses reach libvad out of order. */
+static void *serve(void *arg)
+{
+	struct conn_arg *ca = arg;
+	struct fake *f = ca->f;
+	static __thread uint8_t rbuf[1 << 17];
+	size_t rlen = 0;
+	enum { BATCH = 64 };
+	Vad__Request *reqs[BATCH];
+	for (;;) {
+		ssize_t n = recv(ca->fd, rbuf + rlen, sizeof(rbuf) - rlen, 0);
+		if (n <= 0)
+			break;
+		rlen += (size_t)n;
+		size_t off = 0, nreq = 0, plen;
+		while (nreq < BATCH && vad_frame_peek(rbuf + off, rlen - off, sizeof(rbuf), &plen) ==
+					       VAD_FRAME_READY) {
+			reqs[nreq] = vad__request__unpack(NULL, plen, rbuf + off + VAD_FRAME_HEADER);
+			off += VAD_FRAME_HEADER + plen;
+			if (reqs[nreq])
+				nreq++;
+		}
+		memmove(rbuf, rbuf + off, rlen - off);
+		rlen -= off;
+		bool hang_up = false;
+		for (size_t i = nreq; i-- > 0;) {
+			Vad__Response r = VAD__RESPONSE__INIT;
+			static __thread char scratch[40000];
+			int fd = hang_up ? -1 : answer(f, ca->id, reqs[i], &r, scratch);
+			if (fd == -2)
+				hang_up = true;
+			if (!hang_up && send_frame(ca->fd, &r, fd) < 0)
+				hang_up = true;
+			vad__request__free_unpacked(reqs[i], NULL);
+		}
+		if (hang_up)
+			break;
+	}
+	pthread_mutex_lock(&f->lock);
+	/* Like the daemon: a departing session drops everything it holds. */
+	for (size_t k = 0; k < f->n_holds;)
+		if (f->holds[k].conn == ca->id)
+			f->holds[k] = f->holds[--f->n_holds];
+		else
+			k++;
+	f->live_conns--;
+	pthread_mutex_unlock(&f->lock);
+	shutdown(ca->fd, SHUT_RDWR);
+	free(ca);
+	return NULL;
+}
+
+static void *accept_loop(void *arg)
+{
+	struct fake *f = arg;
+	for (;;) {
+		int fd = accept4(f->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return NULL; /* the listening socket was shut down */
+		struct conn_arg *ca = malloc(sizeof(*ca));
+		pthread_mutex_lock(&f->lock);
+		if (!ca || f->n_conns == MAX_CONNS) {
+			pthread_mutex_unlock(&f->lock);
+			free(ca);
+			close(fd);
+			continue;
+		}
+		*ca = (struct conn_arg){ f, fd, f->n_conns };
+		f->conn_fds[f->n_conns] = fd;
+		f->live_conns++;
+		pthread_create(&f->conn_threads[f->n_conns], NULL, serve, ca);
+		f->n_conns++;
+		pthread_mutex_unlock(&f->lock);
+	}
+}
+
+static struct fake *fake_start(uint32_t hello_version)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	f->hello_version = hello_version;
+	pthread_mutex_init(&f->lock, NULL);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/libvad-fake-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/vad.sock", f->dir);
+	static const char *const names[] = { "default", "second" };
+	for (int i = 0; i < 2; i++) {
+		f->arenas[i].name = names[i];
+		f->arenas[i].fd = memfd_create(names[i], MFD_CLOEXEC);
+		assert_true(f->arenas[i].fd >= 0);
+		assert_int_equal(ftruncate(f->arenas[i].fd, ARENA_SIZE), 0);
+	}
+	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", f->path);
+	assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_int_equal(listen(f->listen_fd, 64), 0);
+	pthread_create(&f->acceptor, NULL, accept_loop, f);
+	return f;
+}
+
+static void fake_stop(struct fake *f)
+{
+	shutdown(f->listen_fd, SHUT_RDWR);
+	pthread_join(f->acceptor, NULL);
+	for (int i = 0; i < f->n_conns; i++) {
+		shutdown(f->conn_fds[i], SHUT_RDWR);
+		pthread_join(f->conn_threads[i], NULL);
+		close(f->conn_fds[i]);
+	}
+	close(f->listen_fd);
+	for (int i = 0; i < 2; i++)
+		close(f->arenas[i].fd);
+	unlink(f->path);
+	rmdir(f->dir);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static int scaled(int n)
+{
+	const char *m = getenv("VAD_TEST_MODE");
+	if (m && strcmp(m, "asan") == 0)
+		return n / 5 ? n / 5 : 1;
+	if (m && strcmp(m, "tsan") == 0)
+		return n / 10 ? n / 10 : 1;
+	return n;
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_connect_refused(void **state)
+{
+	vad_client *c = (vad_client *)1;
+	int err = vad_connect("/nonexistent/dir/vad.sock", NULL, &c);
+	assert_int_equal(err, VAD_ECONNECT);
+	assert_null(c);
+	const char *msg = vad_last_error(NULL);
+	assert_non_null(strstr(msg, "/nonexistent/dir/vad.sock"));
+	assert_non_null(strstr(msg, "No such file or directory"));
+	/* $VAD_SOCKET is used when no path is given. */
+	setenv("VAD_SOCKET", "/nonexistent/env/vad.sock", 1);
+	assert_int_equal(vad_connect(NULL, "x", &c), VAD_ECONNECT);
+	assert_non_null(strstr(vad_last_error(NULL), "/nonexistent/env/vad.sock"));
+	unsetenv("VAD_SOCKET");
+}
+
+static void test_version_mismatch(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION + 1);
+	vad_client *c;
+	assert_int_equal(vad_connect(f->path, "old", &c), VAD_EVERSION);
+	assert_non_null(strstr(vad_last_error(NULL), "protocol"));
+	fake_stop(f);
+}
+
+static void test_alloc_write_free(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	vad_client *c;
+	assert_int_equal(vad_connect(f->path, "t", &c), VAD_OK);
+	struct vad_session s;
+	assert_int_equal(vad_session_info(c, &s), VAD_OK);
+	assert_string_equal(s.server, "fake 0.0");
+	assert_string_equal(s.default_arena, "default");
+	assert_string_equal(s.socket_path, f->path);
+	assert_true(s.admin);
+
+	void *p, *q;
+	assert_int_equal(vad_alloc(c, 5000, 0, &p), VAD_OK);
+	assert_int_equal(vad_size(c, p), 8192);
+	memset(p, 0xab, 8192);
+	assert_int_equal(vad_alloc(c, 100, 0, &q), VAD_OK);
+	assert_ptr_equal((char *)q, (char *)p + 8192); /* bump allocator, same mapping */
+	struct vad_range r;
+	assert_int_equal(vad_range_info(c, q, &r), VAD_OK);
+	assert_string_equal(r.arena, "default");
+	assert_int_equal(r.offset, 8192);
+	assert_int_equal(r.size, 4096);
+	assert_int_equal(r.refs, 1);
+
+	/* The daemon's sentence reaches vad_last_error. */
+	void *z;
+	assert_int_equal(vad_alloc(c, 0, 0, &z), VAD_ESIZE);
+	assert_string_equal(vad_last_error(c), "fake: size 0 is not a range");
+	assert_int_equal(vad_alloc_in(c, "nope", 4096, 0, &z), VAD_ENOARENA);
+
+	assert_int_equal(vad_free(c, p), VAD_OK);
+	assert_int_equal(vad_size(c, p), 0);
+	assert_int_equal(vad_free(c, p), VAD_ENOTHELD); /* daemon refuses */
+	int local;
+	assert_int_equal(vad_free(c, &local), VAD_ENOTHELD); /* refused locally */
+	assert_non_null(strstr(vad_last_error(c), "not inside any mapped arena"));
+	assert_int_equal(vad_free(c, q), VAD_OK);
+
+	/* Batches, across two arenas. */
+	size_t sizes[3] = { 4096, 1, 3 * 4096 };
+	void *v[3];
+	assert_int_equal(vad_alloc_batch(c, 3, sizes, 0, v), VAD_OK);
+	assert_int_equal(vad_size(c, v[2]), 3 * 4096);
+	void *w[2];
+	assert_int_equal(vad_alloc_batch_in(c, "second", 2, sizes, 0, w), VAD_OK);
+	assert_int_equal(vad_range_info(c, w[1], &r), VAD_OK);
+	assert_string_equal(r.arena, "second");
+	void *all[5] = { v[0], w[0], v[1], w[1], v[2] };
+	assert_int_equal(vad_free_batch(c, 5, all), VAD_OK);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(vad_size(c, all[i]), 0);
+
+	/* A partial batch free: the first range is freed, the second refused. */
+	assert_int_equal(vad_alloc_batch(c, 2, sizes, 0, v), VAD_OK);
+	void *mixed[2] = { v[0], v[0] };
+	assert_int_equal(vad_free_batch(c, 2, mixed), VAD_ENOTHELD);
+	assert_int_equal(vad_size(c, v[0]), 0);
+	assert_int_equal(vad_size(c, v[1]), 4096);
+
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_OK);
+	assert_int_equal(st.arena_bytes, 2ull * ARENA_SIZE);
+	assert_int_equal(st.allocs, 21);
+	assert_int_equal(st.held_ranges, 1);
+	assert_int_equal(st.held_bytes, 4096);
+	assert_int_equal(st.clients, 1);
+	vad_close(c);
+	fake_stop(f);
+}
+
+static void test_share_attach(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	vad_client *a, *b;
+	assert_int_equal(vad_connect(f->path, "a", &a), VAD_OK);
+	assert_int_equal(vad_connect(f->path, "b", &b), VAD_OK);
+	void *p;
+	assert_int_equal(vad_alloc_in(a, "second", 4096, 0, &p), VAD_OK);
+	strcpy(p, "hello from a");
+	char token[VAD_TOKEN_LEN + 1];
+	assert_int_equal(vad_share(a, p, token), VAD_OK);
+	assert_int_equal(strlen(token), VAD_TOKEN_LEN);
+	void *q;
+	size_t size = 0;
+	assert_int_equal(vad_attach(b, token, &q, &size), VAD_OK);
+	assert_int_equal(size, 4096);
+	assert_string_equal(q, "hello from a"); /* the same memfd, mapped twice */
+	assert_int_equal(vad_attach(b, "not-a-token", &q, &size), VAD_ETOKEN);
+	/* Attaching twice gives a second reference: two frees. */
+	void *q2;
+	assert_int_equal(vad_attach(b, token, &q2, &size), VAD_OK);
+	assert_ptr_equal(q, q2);
+	struct vad_range r;
+	assert_int_equal(vad_range_info(b, q, &r), VAD_OK);
+	assert_int_equal(r.refs, 2);
+	assert_int_equal(vad_free(b, q), VAD_OK);
+	assert_int_equal(vad_size(b, q), 4096);
+	assert_int_equal(vad_free(b, q), VAD_OK);
+	assert_int_equal(vad_size(b, q), 0);
+	void *ptr;
+	assert_int_equal(vad_pointer(b, "second", r.offset, &ptr), VAD_OK);
+	assert_ptr_equal(ptr, q);
+	assert_int_equal(vad_pointer(b, "second", ARENA_SIZE, &ptr), VAD_EINVAL);
+	vad_close(b);
+	vad_close(a);
+	fake_stop(f);
+}
+
+static void test_admin_calls(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	vad_client *c;
+	assert_int_equal(vad_connect(f->path, "admin", &c), VAD_OK);
+	struct vad_daemon_stats *d;
+	assert_int_equal(vad_stats_detail(c, NULL, &d), VAD_OK);
+	assert_int_equal(d->n_arenas, 2);
+	assert_string_equal(d->arenas[1].name, "second");
+	assert_int_equal(d->arenas[1].allocs, 11);
+	assert_int_equal(d->arenas[0].pool_hits, 3);
+	assert_int_equal(d->uptime_ms, 4242);
+	free(d);
+	struct vad_arena_info *ai;
+	size_t n;
+	assert_int_equal(vad_arenas(c, &ai, &n), VAD_OK);
+	assert_int_equal(n, 2);
+	assert_string_equal(ai[1].backing, "/dev/hugepages");
+	assert_int_equal(ai[0].quantum, QUANTUM);
+	free(ai);
+	struct vad_client_info *ci;
+	assert_int_equal(vad_clients(c, &ci, &n), VAD_OK);
+	assert_int_equal(n, 1);
+	assert_string_equal(ci[0].name, "test-client");
+	assert_int_equal(ci[0].pid, (uint32_t)getpid());
+	free(ci);
+	uint64_t released = 0;
+	assert_int_equal(vad_purge(c, &released), VAD_OK);
+	assert_int_equal(released, 12345);
+	assert_int_equal(vad_purge_arena(c, "second", &released), VAD_OK);
+	assert_int_equal(released, 4096);
+	assert_int_equal(vad_purge_arena(c, "nope", NULL), VAD_ENOARENA);
+	assert_int_equal(vad_reload(c), VAD_EPERM);
+	assert_string_equal(vad_last_error(c), "fake: admin operation 'reload' needs root");
+	int ok = 1;
+	char *detail = NULL;
+	assert_int_equal(vad_check(c, &ok, &detail), VAD_OK);
+	assert_int_equal(ok, 0);
+	assert_string_equal(detail, "fake: arena 'default' subtree max wrong");
+	free(detail);
+	vad_close(c);
+	fake_stop(f);
+}
+
+/* ---- many threads on one client ---------------------------------------------------------- */
+
+struct worker {
+	vad_client *c;
+	int id, iters;
+	int failures;
+};
+
+static void *pipeline_worker(void *arg)
+{
+	struct worker *w = arg;
+	const char *arena = w->id % 2 ? "second" : NULL;
+	for (int i = 0; i < w->iters; i++) {
+		size_t size = 4096u * (1u + (unsigned)((w->id + i) % 3));
+		void *p;
+		if (vad_alloc_in(w->c, arena, size, 0, &p) != VAD_OK) {
+			w->failures++;
+			continue;
+		}
+		memset(p, w->id, size);
+		if (vad_size(w->c, p) != size)
+			w->failures++;
+		const unsigned char *b = p;
+		for (size_t k = 0; k < size; k += 512)
+			if (b[k] != (unsigned char)w->id)
+				w->failures++;
+		if (i % 10 == 0) {
+			struct vad_stats st;
+			if (vad_stats(w->c, &st) != VAD_OK)
+				w->failures++;
+		}
+		if (vad_free(w->c, p) != VAD_OK)
+			w->failures++;
+	}
+	return NULL;
+}
+
+static void test_pipelined_threads(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	vad_client *c;
+	assert_int_equal(vad_connect(f->path, "pipeline", &c), VAD_OK);
+	enum { THREADS = 8 };
+	pthread_t t[THREADS];
+	struct worker w[THREADS];
+	/* Bump allocation never reuses: stay inside two 16 MiB arenas. */
+	int iters = scaled(150);
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){ c, i + 1, iters, 0 };
+		pthread_create(&t[i], NULL, pipeline_worker, &w[i]);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(w[i].failures, 0);
+	}
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_OK);
+	assert_int_equal(st.held_ranges, 0);
+	vad_close(c);
+	fake_stop(f);
+}
+
+struct doomed {
+	vad_client *c;
+	int last_err;
+};
+
+static void *doomed_worker(void *arg)
+{
+	struct doomed *d = arg;
+	for (;;) {
+		struct vad_stats st;
+		int err = vad_stats(d->c, &st);
+		if (err != VAD_OK) {
+			d->last_err = err;
+			return NULL;
+		}
+	}
+}
+
+static void test_connection_dies(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	vad_client *c;
+	assert_int_equal(vad_connect(f->path, "doomed", &c), VAD_OK);
+	void *p;
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	enum { THREADS = 4 };
+	pthread_t t[THREADS];
+	struct doomed d[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		d[i] = (struct doomed){ c, 0 };
+		pthread_create(&t[i], NULL, doomed_worker, &d[i]);
+	}
+	void *z;
+	assert_int_equal(vad_alloc(c, DIE_SIZE, 0, &z), VAD_EGONE);
+	assert_string_equal(vad_last_error(c), "the daemon closed the connection");
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(d[i].last_err, VAD_EGONE);
+	}
+	/* Later calls fail at once; local bookkeeping still answers. */
+	assert_int_equal(vad_alloc(c, 4096, 0, &z), VAD_EGONE);
+	assert_int_equal(vad_free(c, p), VAD_EGONE);
+	assert_int_equal(vad_size(c, p), 4096);
+	vad_close(c);
+	fake_stop(f);
+}
+
+static void test_strerror(void **state)
+{
+	for (int e = 0; e >= VAD_ENOHELLO; e--) {
+		const char *s = vad_strerror(e);
+		assert_non_null(s);
+		assert_true(strlen(s) > 4);
+		assert_string_not_equal(s, vad_strerror(-999));
+	}
+	assert_string_equal(vad_strerror(-999), "unknown vad error code");
+	assert_string_equal(vad_strerror(5), "unknown vad error code");
+	assert_string_equal(vad_strerror(VAD_EQUOTA),
+			    "a per-client or per-uid quota would be exceeded");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_strerror),
+		cmocka_unit_test(test_connect_refused),
+		cmocka_unit_test(test_version_mismatch),
+		cmocka_unit_test(test_alloc_write_free),
+		cmocka_unit_test(test_share_attach),
+		cmocka_unit_test(test_admin_calls),
+		cmocka_unit_test(test_pipelined_threads),
+		cmocka_unit_test(test_connection_dies),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
