@@ -187,10 +187,12 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 	ft->bytes += blk_size(b);
 
 	if (mprev && mnext) {
+		/* fix prev's cached maxima before erasing: a rotation inside the erase may
+		 * recompute prev without touching its ancestors */
 		prev->end = next->end;
+		rb_propagate(&prev->rb, &ft_aug);
 		list_del(next);
 		rb_erase(&ft->root, &next->rb, &ft_aug);
-		rb_propagate(&prev->rb, &ft_aug);
 		ft->blocks--;
 		bag_give(bag, next);
 		bag_give(bag, b);
