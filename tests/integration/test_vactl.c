@@ -1,0 +1,552 @@
+/*
+ * test_vactl.c - the admin CLI against a real daemon: status/arenas/stats/clients with
+ * --json, exit codes (0 ok, 1 refused, 2 usage, 3 unreachable), scripted sessions,
+ * ranges handed between vactl and libvad, purge/check/reload as root and as nobody.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <json-c/json.h>
+
+#include "vtassert.h"
+
+#define PAGE 4096u
+#define READ_TIMEOUT vt_timeout_ms(10000)
+
+static const char *const arenas_conf = "[arena default]\n"
+				       "size = 256M\n"
+				       "\n"
+				       "[arena small]\n"
+				       "size = 16M\n"
+				       "quantum = 64K\n";
+
+static int group_setup(void **state)
+{
+	struct vt_daemon *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -1;
+	*state = d;
+	return vt_daemon_setup(d, NULL, arenas_conf);
+}
+
+static int group_teardown(void **state)
+{
+	struct vt_daemon *d = *state;
+	vt_daemon_destroy(d);
+	free(d);
+	return 0;
+}
+
+/* Run vactl --socket S --json ARGS..., require exit 0 and return the parsed document. */
+#define VACTL_JSON(d, ...) vactl_json_ok((d), (char *[]){ __VA_ARGS__, NULL })
+
+static struct json_object *vactl_json_ok(const struct vt_daemon *d, char **args)
+{
+	char *argv[40];
+	int n = 0;
+	argv[n++] = "--socket";
+	argv[n++] = (char *)d->socket_path;
+	argv[n++] = "--json";
+	for (int i = 0; args[i] && n < 39; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl_argv(argv, NULL, &o));
+	char what[128];
+	snprintf(what, sizeof(what), "vactl --json %s", args[0]);
+	VT_ASSERT_EXIT(&o, 0, what);
+	struct json_object *j = vt_json_parse(o.out);
+	if (!j) {
+		vt_output_print(what, &o);
+		fail_msg("%s: stdout is not one JSON document", what);
+	}
+	vt_output_free(&o);
+	return j;
+}
+
+/* The arena object named name in j's "arenas" array, or NULL. */
+static struct json_object *arena_named(struct json_object *j, const char *name)
+{
+	struct json_object *arr = vt_json_path(j, "arenas");
+	if (!arr || !json_object_is_type(arr, json_type_array))
+		return NULL;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *a = json_object_array_get_idx(arr, i);
+		struct json_object *n = vt_json_path(a, "name");
+		if (n && strcmp(json_object_get_string(n), name) == 0)
+			return a;
+	}
+	return NULL;
+}
+
+static uint64_t ju64(struct json_object *j, const char *path)
+{
+	uint64_t v = 0;
+	if (vt_json_u64(j, path, &v) != 0)
+		fail_msg("no unsigned number at \"%s\" in %s", path,
+			 json_object_to_json_string(j));
+	return v;
+}
+
+static bool jbool(struct json_object *j, const char *path)
+{
+	struct json_object *v = vt_json_path(j, path);
+	if (!v || !json_object_is_type(v, json_type_boolean))
+		fail_msg("no boolean at \"%s\" in %s", path, json_object_to_json_string(j));
+	return json_object_get_boolean(v);
+}
+
+static const char *jstr(struct json_object *j, const char *path)
+{
+	struct json_object *v = vt_json_path(j, path);
+	if (!v || !json_object_is_type(v, json_type_string))
+		fail_msg("no string at \"%s\" in %s", path, json_object_to_json_string(j));
+	return json_object_get_string(v);
+}
+
+/* ---- read-only commands -------------------------------------------------------- */
+
+static void test_status(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "status", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl status");
+	assert_true(vt_contains(o.out, "default"));
+	assert_true(vt_contains(o.out, "small"));
+	vt_output_free(&o);
+
+	struct json_object *j = VACTL_JSON(d, "status");
+	assert_true(vt_contains(jstr(j, "server"), "vad"));
+	assert_true(vt_contains(jstr(j, "server"), VAD_VERSION_STRING));
+	assert_string_equal("default", jstr(j, "default_arena"));
+	assert_true(jbool(j, "admin")); /* root */
+	assert_true(ju64(j, "clients") >= 1);
+	struct json_object *a = arena_named(j, "default");
+	assert_non_null(a);
+	assert_int_equal(256u << 20, ju64(a, "size"));
+	assert_non_null(arena_named(j, "small"));
+	json_object_put(j);
+}
+
+static void test_arenas(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct json_object *j = VACTL_JSON(d, "arenas");
+	struct json_object *a = arena_named(j, "small");
+	assert_non_null(a);
+	assert_int_equal(16u << 20, ju64(a, "size"));
+	assert_int_equal(64u << 10, ju64(a, "quantum"));
+	assert_true(jbool(a, "allowed"));
+	assert_string_equal("memfd", jstr(a, "backing"));
+	a = arena_named(j, "default");
+	assert_non_null(a);
+	assert_int_equal(PAGE, ju64(a, "quantum"));
+	json_object_put(j);
+}
+
+static void test_stats_and_clients(void **state)
+{
+	struct vt_daemon *d = *state;
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "vactl-test-peer", &c));
+	void *p1, *p2;
+	VT_ASSERT_OK(c, vad_alloc(c, 3 * PAGE, 0, &p1));
+	VT_ASSERT_OK(c, vad_alloc_in(c, "small", 1, 0, &p2)); /* one 64K quantum */
+
+	struct json_object *j = VACTL_JSON(d, "stats");
+	assert_int_equal(3 * PAGE, ju64(arena_named(j, "default"), "busy_bytes"));
+	assert_int_equal(64 * 1024, ju64(arena_named(j, "small"), "busy_bytes"));
+	assert_int_equal(3 * PAGE + 64 * 1024, ju64(j, "totals.busy_bytes"));
+	assert_true(ju64(arena_named(j, "default"), "allocs") >= 1);
+	assert_true(ju64(j, "clients") >= 2); /* the peer and vactl */
+	json_object_put(j);
+
+	/* stats ARENA narrows it to one arena */
+	j = VACTL_JSON(d, "stats", "small");
+	assert_non_null(arena_named(j, "small"));
+	assert_null(arena_named(j, "default"));
+	json_object_put(j);
+
+	j = VACTL_JSON(d, "clients");
+	struct json_object *arr = vt_json_path(j, "clients");
+	assert_non_null(arr);
+	int peers = 0, selves = 0;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *ci = json_object_array_get_idx(arr, i);
+		if (jbool(ci, "self"))
+			selves++;
+		if (strcmp(jstr(ci, "name"), "vactl-test-peer") != 0)
+			continue;
+		peers++;
+		assert_int_equal(getpid(), ju64(ci, "pid"));
+		assert_int_equal(getuid(), ju64(ci, "uid"));
+		assert_int_equal(2, ju64(ci, "held_ranges"));
+		assert_int_equal(3 * PAGE + 64 * 1024, ju64(ci, "held_bytes"));
+	}
+	assert_int_equal(1, peers);
+	assert_int_equal(1, selves);
+	json_object_put(j);
+
+	VT_ASSERT_OK(c, vad_free(c, p1));
+	VT_ASSERT_OK(c, vad_free(c, p2));
+	vad_close(c);
+}
+
+/* ---- exit codes --------------------------------------------------------------- */
+
+static void test_unreachable_socket(void **state)
+{
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl("/nonexistent/vad.sock", NULL, &o, "status", NULL));
+	VT_ASSERT_EXIT(&o, 3, "vactl --socket /nonexistent/vad.sock status");
+	/* A clear message: it names the socket it tried. */
+	if (!vt_contains(o.err, "/nonexistent/vad.sock"))
+		fail_msg("message does not name the socket: \"%s\"", o.err);
+	vt_output_free(&o);
+
+	assert_int_equal(0, vt_vactl("/nonexistent/vad.sock", NULL, &o, "--json", "stats", NULL));
+	VT_ASSERT_EXIT(&o, 3, "vactl --json stats on a missing socket");
+	struct json_object *j = vt_json_parse(o.out);
+	assert_non_null(j);
+	assert_string_equal("ECONNECT", jstr(j, "error"));
+	assert_true(jstr(j, "message")[0] != '\0');
+	json_object_put(j);
+	vt_output_free(&o);
+}
+
+static void test_usage_errors(void **state)
+{
+	struct vt_daemon *d = *state;
+	static const char *const bad[][3] = {
+		{ "frobnicate", NULL, NULL },
+		{ "alloc", NULL, NULL },
+		{ "alloc", "banana", NULL },
+		{ "stats", "a", "b" },
+		{ "status", "--no-such-option", NULL },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[8] = { "--socket", d->socket_path };
+		int n = 2;
+		for (int k = 0; k < 3 && bad[i][k]; k++)
+			argv[n++] = (char *)bad[i][k];
+		argv[n] = NULL;
+		struct vt_output o;
+		assert_int_equal(0, vt_vactl_argv(argv, NULL, &o));
+		char what[128];
+		snprintf(what, sizeof(what), "vactl %s %s", bad[i][0], bad[i][1] ? bad[i][1] : "");
+		VT_ASSERT_EXIT(&o, 2, what);
+		assert_true(o.err[0] != '\0');
+		vt_output_free(&o);
+	}
+	/* Refusals are 1: an arena that does not exist. */
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "stats", "nosuch", NULL));
+	VT_ASSERT_EXIT(&o, 1, "vactl stats nosuch");
+	assert_true(vt_contains(o.err, "nosuch"));
+	vt_output_free(&o);
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--version", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --version");
+	assert_true(vt_contains(o.out, VAD_VERSION_STRING));
+	vt_output_free(&o);
+}
+
+/* ---- alloc and session ---------------------------------------------------------- */
+
+static void test_alloc_command(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vad_stats base;
+	assert_int_equal(0, vt_stats(d, &base));
+	struct json_object *j = VACTL_JSON(d, "alloc", "4K", "10000", "1M");
+	struct json_object *ranges = vt_json_path(j, "ranges");
+	assert_non_null(ranges);
+	assert_int_equal(3, json_object_array_length(ranges));
+	assert_int_equal(4096, ju64(j, "ranges.0.size"));
+	assert_int_equal(12288, ju64(j, "ranges.1.size"));
+	assert_int_equal(10000, ju64(j, "ranges.1.requested"));
+	assert_int_equal(1u << 20, ju64(j, "ranges.2.size"));
+	assert_string_equal("default", jstr(j, "ranges.0.arena"));
+	json_object_put(j);
+	/* vactl freed them on exit */
+	assert_int_equal(0, vt_wait_busy(d, base.busy_bytes, UINT32_MAX, vt_timeout_ms(1000),
+					 NULL));
+}
+
+static void test_session_script(void **state)
+{
+	struct vt_daemon *d = *state;
+	const char *script = "# a comment, then a blank line\n"
+			     "\n"
+			     "alloc 64K\n"
+			     "write #1 hello from vactl\n"
+			     "read #1 16\n"
+			     "share #1\n"
+			     "alloc 4K 64K\n"
+			     "read #2 64\n"
+			     "stats\n"
+			     "free #1\n"
+			     "free #2\n"
+			     "stats\n"
+			     "quit\n"
+			     "alloc 4K\n"; /* after quit: never run */
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, script, &o, "--json", "session", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json session");
+	struct json_object *lines[16];
+	int n = vt_json_lines(o.out, lines, 16);
+	if (n != 11) {
+		vt_output_print("vactl --json session", &o);
+		fail_msg("%d result lines, expected 11 (quit has one too)", n);
+	}
+	for (int i = 0; i < n; i++)
+		if (!jbool(lines[i], "ok"))
+			fail_msg("line %d failed: %s", i, json_object_to_json_string(lines[i]));
+	assert_string_equal("alloc", jstr(lines[0], "cmd"));
+	assert_int_equal(1, ju64(lines[0], "index"));
+	assert_int_equal(64 * 1024, ju64(lines[0], "size"));
+	assert_int_equal(16, ju64(lines[1], "bytes"));
+	assert_string_equal("hello from vactl", jstr(lines[2], "text"));
+	assert_false(jbool(lines[2], "zero"));
+	assert_int_equal(VAD_TOKEN_LEN, strlen(jstr(lines[3], "token")));
+	assert_int_equal(2, ju64(lines[4], "index"));
+	assert_int_equal(PAGE, ju64(lines[4], "size"));
+	/* a fresh range reads as zeros */
+	assert_true(jbool(lines[5], "zero"));
+	assert_int_equal(64 * 1024 + PAGE, ju64(lines[6], "held_bytes"));
+	assert_string_equal("free", jstr(lines[7], "cmd"));
+	assert_int_equal(0, ju64(lines[9], "held_bytes"));
+	assert_string_equal("quit", jstr(lines[10], "cmd"));
+	for (int i = 0; i < n; i++)
+		json_object_put(lines[i]);
+	vt_output_free(&o);
+}
+
+static void test_session_errors_continue(void **state)
+{
+	struct vt_daemon *d = *state;
+	const char *script = "free 12345\n"	  /* never held: refused */
+			     "attach nonsense\n" /* bad token: refused */
+			     "alloc 4K\n"	  /* still works */
+			     "free #1\n";
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, script, &o, "--json", "session", NULL));
+	VT_ASSERT_EXIT(&o, 1, "vactl --json session with refused commands");
+	struct json_object *lines[8];
+	int n = vt_json_lines(o.out, lines, 8);
+	assert_int_equal(4, n);
+	assert_false(jbool(lines[0], "ok"));
+	assert_string_equal("ENOTHELD", jstr(lines[0], "error"));
+	assert_false(jbool(lines[1], "ok"));
+	assert_string_equal("ETOKEN", jstr(lines[1], "error"));
+	assert_true(jbool(lines[2], "ok"));
+	assert_true(jbool(lines[3], "ok"));
+	for (int i = 0; i < n; i++)
+		json_object_put(lines[i]);
+	vt_output_free(&o);
+
+	/* Malformed commands are usage errors (2), and outrank refusals. */
+	assert_int_equal(0, vt_vactl(d->socket_path, "free 12345\nfrobnicate\nalloc\n", &o,
+				     "session", NULL));
+	VT_ASSERT_EXIT(&o, 2, "vactl session with malformed commands");
+	vt_output_free(&o);
+}
+
+/* libvad writes and shares; a vactl session attaches and reads the same bytes. */
+static void test_session_attaches_libvad_range(void **state)
+{
+	struct vt_daemon *d = *state;
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "sharer", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
+	strcpy(p, "written by libvad");
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(c, vad_share(c, p, token));
+	char script[256];
+	snprintf(script, sizeof(script), "attach %s\nread #1 17\nwrite #1 VACTL\nfree #1\n", token);
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, script, &o, "--json", "session", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl session attach");
+	struct json_object *lines[8];
+	assert_int_equal(4, vt_json_lines(o.out, lines, 8));
+	assert_int_equal(PAGE, ju64(lines[0], "size"));
+	assert_string_equal("written by libvad", jstr(lines[1], "text"));
+	for (int i = 0; i < 4; i++)
+		json_object_put(lines[i]);
+	vt_output_free(&o);
+	/* vactl's write landed in the same memory */
+	assert_memory_equal("VACTL by libvad", p, 15);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+}
+
+/* vactl allocates, shares and holds; libvad attaches while vactl runs. */
+static void test_libvad_attaches_vactl_range(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_proc proc;
+	assert_int_equal(0, vt_proc_vactl(&proc, "--socket", d->socket_path, "--json", "session",
+					  NULL));
+	assert_int_equal(0, vt_proc_write(&proc, "alloc 8K\nwrite #1 from a vactl session\n"
+						 "share #1\n"));
+	struct json_object *alloc = vt_proc_read_json(&proc, READ_TIMEOUT);
+	struct json_object *wrote = vt_proc_read_json(&proc, READ_TIMEOUT);
+	struct json_object *share = vt_proc_read_json(&proc, READ_TIMEOUT);
+	assert_non_null(alloc);
+	assert_non_null(wrote);
+	assert_non_null(share);
+	char token[VAD_TOKEN_LEN + 1];
+	snprintf(token, sizeof(token), "%s", jstr(share, "token"));
+	uint64_t offset = ju64(alloc, "offset");
+
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "attacher", &c));
+	void *q;
+	size_t size;
+	VT_ASSERT_OK(c, vad_attach(c, token, &q, &size));
+	assert_int_equal(8192, size);
+	assert_string_equal("from a vactl session", (char *)q);
+	struct vad_range r;
+	VT_ASSERT_OK(c, vad_range_info(c, q, &r));
+	assert_int_equal(offset, r.offset);
+
+	/* vactl ends its session: the range stays, since libvad holds it now. */
+	assert_int_equal(0, vt_proc_finish(&proc, READ_TIMEOUT, NULL));
+	assert_string_equal("from a vactl session", (char *)q);
+	assert_int_equal(8192, vad_size(c, q));
+	VT_ASSERT_OK(c, vad_free(c, q));
+	vad_close(c);
+	json_object_put(alloc);
+	json_object_put(wrote);
+	json_object_put(share);
+}
+
+/* ---- admin commands ------------------------------------------------------------- */
+
+static void test_admin_as_root(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_output o;
+	static const char *const cmds[][2] = {
+		{ "purge", NULL }, { "purge", "small" }, { "check", NULL }, { "reload", NULL },
+		{ "clients", NULL },
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *argv[6] = { "--socket", d->socket_path, (char *)cmds[i][0],
+				  (char *)cmds[i][1], NULL };
+		assert_int_equal(0, vt_vactl_argv(argv, NULL, &o));
+		VT_ASSERT_EXIT(&o, 0, cmds[i][0]);
+		vt_output_free(&o);
+	}
+	struct json_object *j = VACTL_JSON(d, "check");
+	assert_true(jbool(j, "ok"));
+	json_object_put(j);
+	j = VACTL_JSON(d, "purge");
+	ju64(j, "released_bytes");
+	json_object_put(j);
+	j = VACTL_JSON(d, "reload");
+	assert_true(jbool(j, "reloaded"));
+	json_object_put(j);
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "purge", "nosuch", NULL));
+	VT_ASSERT_EXIT(&o, 1, "vactl purge nosuch");
+	vt_output_free(&o);
+}
+
+static void test_admin_as_nobody(void **state)
+{
+	struct vt_daemon *d = *state;
+	if (!vt_is_root()) {
+		print_message("skipped: switching to uid nobody needs root\n");
+		skip();
+	}
+	char bin[PATH_MAX];
+	snprintf(bin, sizeof(bin), "%s/vactl", vt_build_dir());
+	static const char *const admin[] = { "purge", "reload", "check", "clients" };
+	for (size_t i = 0; i < sizeof(admin) / sizeof(admin[0]); i++) {
+		char *argv[] = { bin, "--socket", d->socket_path, "--json", (char *)admin[i], NULL };
+		struct vt_output o;
+		assert_int_equal(0, vt_run_as_nobody(argv, NULL, vt_timeout_ms(20000), &o));
+		VT_ASSERT_EXIT(&o, 1, admin[i]);
+		struct json_object *j = vt_json_parse(o.out);
+		assert_non_null(j);
+		assert_string_equal("EPERM", jstr(j, "error"));
+		json_object_put(j);
+		vt_output_free(&o);
+	}
+	/* Read-only commands work for anyone who can reach the socket. */
+	char *argv[] = { bin, "--socket", d->socket_path, "--json", "status", NULL };
+	struct vt_output o;
+	assert_int_equal(0, vt_run_as_nobody(argv, NULL, vt_timeout_ms(20000), &o));
+	VT_ASSERT_EXIT(&o, 0, "status as nobody");
+	struct json_object *j = vt_json_parse(o.out);
+	assert_non_null(j);
+	assert_false(jbool(j, "admin"));
+	json_object_put(j);
+	vt_output_free(&o);
+}
+
+static void test_shared_daemon_stops(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_check_invariants(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* ---- the daemon dies under a session ------------------------------------------- */
+
+static void test_daemon_dies_mid_session(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	struct vt_proc proc;
+	assert_int_equal(0, vt_proc_vactl(&proc, "--socket", d->socket_path, "session", NULL));
+	assert_int_equal(0, vt_proc_write(&proc, "alloc 4K\n"));
+	char line[512];
+	assert_true(vt_proc_read_line(&proc, line, sizeof(line), READ_TIMEOUT) > 0);
+	assert_true(vt_contains(line, "#1"));
+	/* kill -9: no goodbye, the connection just breaks */
+	assert_int_equal(0, vt_daemon_signal(d, SIGKILL));
+	assert_int_equal(0, waitpid(d->pid, NULL, 0) == d->pid ? 0 : -1);
+	d->pid = 0;
+	assert_int_equal(0, vt_proc_write(&proc, "alloc 4K\nalloc 4K\n"));
+	struct vt_output o;
+	int code = vt_proc_finish(&proc, READ_TIMEOUT, &o);
+	if (code != 3) {
+		vt_output_print("vactl session after the daemon died", &o);
+		fail_msg("vactl session exited %d after the daemon died, expected 3", code);
+	}
+	vt_output_free(&o);
+	/* and a new vactl says the daemon is unreachable */
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "status", NULL));
+	VT_ASSERT_EXIT(&o, 3, "vactl status with the daemon dead");
+	vt_output_free(&o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest shared[] = {
+		cmocka_unit_test(test_status),
+		cmocka_unit_test(test_arenas),
+		cmocka_unit_test(test_stats_and_clients),
+		cmocka_unit_test(test_unreachable_socket),
+		cmocka_unit_test(test_usage_errors),
+		cmocka_unit_test(test_alloc_command),
+		cmocka_unit_test(test_session_script),
+		cmocka_unit_test(test_session_errors_continue),
+		cmocka_unit_test(test_session_attaches_libvad_range),
+		cmocka_unit_test(test_libvad_attaches_vactl_range),
+		cmocka_unit_test(test_admin_as_root),
+		cmocka_unit_test(test_admin_as_nobody),
+		cmocka_unit_test(test_shared_daemon_stops),
+	};
+	const struct CMUnitTest own[] = {
+		cmocka_unit_test_setup_teardown(test_daemon_dies_mid_session,
+						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	};
+	int failed = cmocka_run_group_tests_name("vactl", shared, group_setup, group_teardown);
+	failed += cmocka_run_group_tests_name("vactl, daemon killed", own, NULL, NULL);
+	return failed ? 1 : 0;
+}
