@@ -441,7 +441,7 @@ static int key_id_list(struct parse_state *ps, const char *key, const char *v, b
 			break;
 		}
 		if (groups) {
-			gid_t g;
+			gid_t g = 0;
 			if (lookup_gid(tok, &g)) {
 				ok = false;
 				fail_at(ps, ps->lineno, "%s: unknown group '%s'", key, tok);
@@ -449,7 +449,7 @@ static int key_id_list(struct parse_state *ps, const char *key, const char *v, b
 			}
 			ids[n++] = g;
 		} else {
-			uid_t u;
+			uid_t u = 0;
 			if (lookup_uid(tok, &u)) {
 				ok = false;
 				fail_at(ps, ps->lineno, "%s: unknown user '%s'", key, tok);

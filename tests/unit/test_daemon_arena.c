@@ -1,0 +1,351 @@
+/* test_daemon_arena.c - sealed sparse arenas, hole punching on reclaim, allow-lists. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "config.h"
+#include "log.h"
+
+#define ARENA_SIZE (64ull << 20)
+
+static struct vad_config cfg;
+
+static int setup(void **state)
+{
+	(void)state;
+	vad_config_defaults(&cfg);
+	cfg.nodes = 2;
+	vad_log_set_level(VAD_LOG_WARNING); /* keep expected notices out of the test output */
+	return 0;
+}
+
+static void conf_init(struct vad_arena_conf *c, const char *name, uint64_t size)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->size = size;
+	c->quantum = (uint64_t)sysconf(_SC_PAGESIZE);
+	c->allow_any = true;
+}
+
+static struct vad_arena *open_ok(const struct vad_arena_conf *c)
+{
+	struct vad_arena *a = NULL;
+	char err[512] = "";
+	if (vad_arena_open(c, &cfg, 3, &a, err, sizeof(err)) != 0)
+		fail_msg("vad_arena_open: %s", err);
+	assert_non_null(a);
+	assert_int_equal(a->index, 3);
+	assert_true(a->fd >= 0);
+	assert_non_null(a->vs);
+	return a;
+}
+
+static uint64_t allocated_bytes(int fd)
+{
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static void test_memfd_sealed_and_sparse(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "sealtest", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+
+	assert_string_equal(a->conf.name, "sealtest");
+	int seals = fcntl(a->fd, F_GET_SEALS);
+	assert_true(seals >= 0);
+	assert_true(seals & F_SEAL_SHRINK);
+	assert_true(seals & F_SEAL_GROW);
+	assert_true(seals & F_SEAL_SEAL);
+	assert_false(seals & F_SEAL_WRITE); /* clients must be able to write */
+
+	struct stat st;
+	assert_int_equal(fstat(a->fd, &st), 0);
+	assert_int_equal(st.st_size, (off_t)ARENA_SIZE);
+	assert_int_equal(allocated_bytes(a->fd), 0); /* sparse until touched */
+	assert_true(fcntl(a->fd, F_GETFD) & FD_CLOEXEC);
+
+	char link[128], path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	assert_true(n > 0);
+	link[n] = '\0';
+	assert_non_null(strstr(link, "memfd:vad:sealtest"));
+
+	/* the allocator got the daemon-wide node count and the arena's geometry */
+	struct va_stats vs;
+	va_get_stats(a->vs, &vs);
+	assert_int_equal(vs.size, ARENA_SIZE);
+	assert_int_equal(vs.quantum, c.quantum);
+	assert_int_equal(vs.nodes, 2);
+	assert_int_equal(a->punch_failures, 0);
+	vad_arena_close(a);
+}
+
+/* A client holds the same open file (passed by SCM_RIGHTS): it can neither shrink, grow
+ * nor unseal the arena. */
+static void test_client_cannot_resize(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "resize", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	int client = dup(a->fd);
+	assert_true(client >= 0);
+
+	errno = 0;
+	assert_int_equal(ftruncate(client, 4096), -1);
+	assert_int_equal(errno, EPERM);
+	errno = 0;
+	assert_int_equal(ftruncate(client, (off_t)ARENA_SIZE * 2), -1);
+	assert_int_equal(errno, EPERM);
+	errno = 0;
+	assert_int_equal(fallocate(client, 0, (off_t)ARENA_SIZE, 4096), -1);
+	assert_int_equal(errno, EPERM);
+	errno = 0;
+	assert_int_equal(fcntl(client, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	assert_int_equal(errno, EPERM);
+
+	struct stat st;
+	assert_int_equal(fstat(a->fd, &st), 0);
+	assert_int_equal(st.st_size, (off_t)ARENA_SIZE);
+	close(client);
+	vad_arena_close(a);
+}
+
+/* Allocate, write through a shared mapping, free, drain: the release callback punched the
+ * range out, so it reads zeros again and its memory went back to the system. */
+static void check_reclaim_zeroes(struct vad_arena *a)
+{
+	uint8_t *map = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	assert_true(map != MAP_FAILED);
+
+	uint64_t offs[8];
+	const uint64_t len = 256 * 1024;
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(va_alloc(a->vs, len, 0, NULL, &offs[i]), VA_OK);
+		assert_true(offs[i] + len <= ARENA_SIZE);
+		memset(map + offs[i], 0xA5, len);
+	}
+	assert_true(allocated_bytes(a->fd) >= 8 * len);
+
+	struct va_stats before;
+	va_get_stats(a->vs, &before);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	va_drain(a->vs);
+	struct va_stats after;
+	va_get_stats(a->vs, &after);
+	assert_true(after.release_calls > before.release_calls);
+	assert_true(after.released_bytes >= before.released_bytes + 8 * len);
+	assert_int_equal(after.lazy_bytes, 0);
+
+	for (int i = 0; i < 8; i++)
+		assert_true(all_zero(map + offs[i], len));
+	/* and the next allocations, wherever they land, start zeroed too */
+	for (int i = 0; i < 8; i++) {
+		uint64_t off;
+		assert_int_equal(va_alloc(a->vs, len, 0, NULL, &off), VA_OK);
+		assert_true(all_zero(map + off, len));
+		assert_int_equal(va_free(a->vs, off, NULL), VA_OK);
+	}
+	va_drain(a->vs);
+	munmap(map, ARENA_SIZE);
+}
+
+static void test_reclaim_punches_memfd(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "punch", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	check_reclaim_zeroes(a);
+	assert_int_equal(a->punch_failures, 0);
+	assert_int_equal(allocated_bytes(a->fd), 0); /* every page went back */
+	char msg[256];
+	assert_int_equal(va_check(a->vs, msg, sizeof(msg)), VA_OK);
+	vad_arena_close(a);
+}
+
+/* A directory backing: an unlinked file there (O_TMPFILE or mkstemp + unlink). */
+static void test_directory_backing(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/vad-test-arena-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct vad_arena_conf c;
+	conf_init(&c, "indir", ARENA_SIZE);
+	snprintf(c.backing, sizeof(c.backing), "%s", dir);
+	struct vad_arena *a = open_ok(&c);
+
+	struct stat st;
+	assert_int_equal(fstat(a->fd, &st), 0);
+	assert_int_equal(st.st_size, (off_t)ARENA_SIZE);
+	assert_int_equal(st.st_nlink, 0); /* nothing left behind in the directory */
+	assert_int_equal(rmdir(dir), 0);  /* so the directory is empty */
+
+	check_reclaim_zeroes(a);
+	assert_string_equal(a->conf.backing, dir);
+	vad_arena_close(a);
+}
+
+static void test_open_failures(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	struct vad_arena *a = (struct vad_arena *)1;
+	char err[512];
+
+	conf_init(&c, "nodir", ARENA_SIZE);
+	snprintf(c.backing, sizeof(c.backing), "/nonexistent-vad-test-dir");
+	assert_int_equal(vad_arena_open(&c, &cfg, 0, &a, err, sizeof(err)), -1);
+	assert_null(a);
+	assert_non_null(strstr(err, "arena nodir"));
+	assert_non_null(strstr(err, "/nonexistent-vad-test-dir"));
+
+	conf_init(&c, "odd", 5000);
+	assert_int_equal(vad_arena_open(&c, &cfg, 0, &a, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "arena odd"));
+
+	conf_init(&c, "zero", 0);
+	assert_int_equal(vad_arena_open(&c, &cfg, 0, &a, err, sizeof(err)), -1);
+
+	assert_int_equal(vad_arena_open(NULL, &cfg, 0, &a, err, sizeof(err)), -1);
+}
+
+/* A punch that fails is counted; the daemon keeps going. Simulated by swapping the arena's
+ * fd for a read-only one (fallocate: EBADF; the zeroing fallback cannot map it either). */
+static void test_punch_failure_counted(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "failing", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
+	int ro = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(ro >= 0);
+	int real = a->fd;
+	a->fd = ro;
+
+	/* expected in the output: one "punching a hole ... failed" error line */
+	uint64_t off;
+	assert_int_equal(va_alloc(a->vs, 65536, 0, NULL, &off), VA_OK);
+	assert_int_equal(va_free(a->vs, off, NULL), VA_OK);
+	va_drain(a->vs);
+	uint64_t failures = __atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED);
+	assert_true(failures >= 1);
+	assert_int_equal(va_alloc(a->vs, 65536, 0, NULL, &off), VA_OK);
+	assert_int_equal(va_free(a->vs, off, NULL), VA_OK);
+	va_drain(a->vs);
+	assert_true(__atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED) > failures);
+
+	a->fd = real;
+	close(ro);
+	vad_arena_close(a);
+}
+
+static void test_allow_lists(void **state)
+{
+	(void)state;
+	uid_t uids[] = { 1000, 1002 };
+	gid_t gids[] = { 50 };
+	struct vad_arena_conf c;
+	conf_init(&c, "private", 1u << 20);
+	c.allow_any = false;
+	c.allow_uids = uids;
+	c.n_allow_uids = 2;
+	c.allow_gids = gids;
+	c.n_allow_gids = 1;
+	struct vad_arena *a = open_ok(&c);
+	/* a deep copy: the caller's arrays may go away */
+	assert_ptr_not_equal(a->conf.allow_uids, uids);
+	uids[0] = 7777;
+	gids[0] = 7777;
+
+	gid_t g_with[] = { 7, 50 }, g_without[] = { 7, 8 };
+	assert_true(vad_arena_allows(a, 0, 0, NULL, 0)); /* root always */
+	assert_true(vad_arena_allows(a, 1000, 100, NULL, 0));
+	assert_true(vad_arena_allows(a, 1002, 100, g_without, 2));
+	assert_true(vad_arena_allows(a, 1001, 50, NULL, 0));	  /* primary group */
+	assert_true(vad_arena_allows(a, 1001, 100, g_with, 2));	  /* supplementary */
+	assert_false(vad_arena_allows(a, 1001, 100, g_without, 2));
+	assert_false(vad_arena_allows(a, 1001, 100, NULL, 0));
+	assert_false(vad_arena_allows(a, 7777, 7777, NULL, 0)); /* the copy did not change */
+	assert_false(vad_arena_allows(NULL, 0, 0, NULL, 0));
+	vad_arena_close(a);
+
+	/* only groups given: uids are not a free pass */
+	conf_init(&c, "groups", 1u << 20);
+	c.allow_any = false;
+	c.allow_gids = gids;
+	c.n_allow_gids = 1;
+	gids[0] = 50;
+	a = open_ok(&c);
+	assert_true(vad_arena_allows(a, 1000, 50, NULL, 0));
+	assert_false(vad_arena_allows(a, 1000, 51, NULL, 0));
+	vad_arena_close(a);
+
+	conf_init(&c, "open", 1u << 20);
+	a = open_ok(&c);
+	assert_true(vad_arena_allows(a, 12345, 12345, NULL, 0));
+	vad_arena_close(a);
+}
+
+/* An arena built from a parsed config, as the daemon does it. */
+static void test_from_config(void **state)
+{
+	(void)state;
+	struct vad_config parsed;
+	char err[256];
+	assert_int_equal(vad_config_load(NULL, &parsed, err, sizeof(err)), 0);
+	struct vad_arena *a = NULL;
+	assert_int_equal(vad_arena_open(&parsed.arenas[0], &parsed, 0, &a, err, sizeof(err)), 0);
+	vad_config_free(&parsed); /* the arena keeps its own copy */
+	assert_string_equal(a->conf.name, "default");
+	struct stat st;
+	assert_int_equal(fstat(a->fd, &st), 0);
+	assert_int_equal(st.st_size, (off_t)(4ull << 30));
+	assert_int_equal(allocated_bytes(a->fd), 0);
+	vad_arena_close(a);
+	vad_arena_close(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_memfd_sealed_and_sparse),
+		cmocka_unit_test(test_client_cannot_resize),
+		cmocka_unit_test(test_reclaim_punches_memfd),
+		cmocka_unit_test(test_directory_backing),
+		cmocka_unit_test(test_open_failures),
+		cmocka_unit_test(test_punch_failure_counted),
+		cmocka_unit_test(test_allow_lists),
+		cmocka_unit_test(test_from_config),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
