@@ -35,6 +35,22 @@ int vad_default_socket_path(char *buf, size_t len, char *err, size_t err_len)
 	return 0;
 }
 
+/* mkdir that accepts an existing directory, and only a directory. */
+static int make_dir(const char *dir, char *err, size_t len)
+{
+	struct stat st;
+	if (mkdir(dir, 0755) == 0)
+		return 0;
+	if (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		return 0;
+	if (errno == EEXIST)
+		snprintf(err, len, "cannot create directory %s: it exists and is not a directory",
+			 dir);
+	else
+		snprintf(err, len, "cannot create directory %s: %s", dir, strerror(errno));
+	return -1;
+}
+
 /* mkdir -p for the directories above path (0755: the socket's own mode guards access). */
 static int make_parent_dirs(const char *path, char *err, size_t len)
 {
@@ -48,17 +64,11 @@ static int make_parent_dirs(const char *path, char *err, size_t len)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-			snprintf(err, len, "cannot create directory %s: %s", dir, strerror(errno));
+		if (make_dir(dir, err, len))
 			return -1;
-		}
 		*p = '/';
 	}
-	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-		snprintf(err, len, "cannot create directory %s: %s", dir, strerror(errno));
-		return -1;
-	}
-	return 0;
+	return make_dir(dir, err, len);
 }
 
 /* Is a daemon answering on addr? 1 yes, 0 no (nothing there or a stale socket), -1 error. */
