@@ -1,5 +1,7 @@
 /* client.c - connecting to the daemon and turning libvad failures into exit codes. */
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
 #include "vactl.h"
 
@@ -70,7 +72,12 @@ static void report_text(const struct vactl_opts *o, int err, const char *sentenc
 int vactl_report(const struct vactl_opts *o, vad_client *c, int err)
 {
 	const char *sentence = c ? vad_last_error(c) : vad_strerror(err);
-	fprintf(stderr, "vactl: %s: %s\n", vactl_err_label(err), sentence);
+	const char *label = vactl_err_label(err);
+	/* The daemon's sentence often starts with the label already ("quota exceeded: ..."). */
+	if (strncasecmp(sentence, label, strlen(label)) == 0)
+		fprintf(stderr, "vactl: %s\n", sentence);
+	else
+		fprintf(stderr, "vactl: %s: %s\n", label, sentence);
 	report_text(o, err, sentence);
 	return vactl_exit_code(err);
 }

@@ -160,12 +160,15 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 	}
 	fflush(stdout);
 	if (holding) {
+		char how[96];
+		if (a.hold_forever)
+			snprintf(how, sizeof(how), "until interrupted (Ctrl-C, SIGTERM)");
+		else
+			snprintf(how, sizeof(how), "for %s (Ctrl-C to stop early)", a.hold_text);
 		fprintf(stderr,
-			"vactl: holding %zu range%s %s (Ctrl-C to stop early); they are freed when "
-			"vactl exits, since the daemon drops a session's ranges when it disconnects\n",
-			n, n == 1 ? "" : "s", a.hold_forever ? "until interrupted" : "for");
-		if (!a.hold_forever)
-			fprintf(stderr, "vactl: hold time %s\n", a.hold_text);
+			"vactl: holding %zu range%s %s; then vactl frees them and exits (the daemon "
+			"also drops a session's ranges when it disconnects)\n",
+			n, n == 1 ? "" : "s", how);
 		hold(&a);
 	}
 	err = vad_free_batch(c, n, ptrs);

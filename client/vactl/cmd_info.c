@@ -326,8 +326,11 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	       SZ(a->lazy_bytes), (unsigned long long)a->lazy_blocks);
 	printf("  pooled          %12s  in %llu blocks (reclaimed, kept in node pools)\n",
 	       SZ(a->pooled_bytes), (unsigned long long)a->pooled_blocks);
-	printf("  largest free    %12s  fragmentation %.1f%%\n", SZ(a->largest_free),
-	       100.0 * vactl_fragmentation(a->free_bytes, a->largest_free));
+	if (total)
+		printf("  largest free    %12s  (of any arena)\n", SZ(a->largest_free));
+	else
+		printf("  largest free    %12s  fragmentation %.1f%%\n", SZ(a->largest_free),
+		       100.0 * vactl_fragmentation(a->free_bytes, a->largest_free));
 	printf("  allocs %llu  frees %llu  fails %llu  pool hits %llu\n",
 	       (unsigned long long)a->allocs, (unsigned long long)a->frees,
 	       (unsigned long long)a->fails, (unsigned long long)a->pool_hits);
@@ -369,6 +372,7 @@ static int run_stats(struct vactl_opts *o, int argc, char **argv)
 		json_object *jt = vactl_json_arena_stats(&tot);
 		json_object_object_del(jt, "name");
 		json_object_object_del(jt, "quantum");
+		json_object_object_del(jt, "fragmentation");
 		json_object_object_add(j, "totals", jt);
 		vactl_json_print(j);
 	} else {

@@ -92,7 +92,7 @@ int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
 	char shorts[64];
 	snprintf(shorts, sizeof(shorts), ":h%s", short_opts ? short_opts : "");
 
-	optind = 1;
+	optind = 0; /* 0, not 1: makes glibc forget the global parse's permutation state */
 	opterr = 0;
 	int opt;
 	while ((opt = getopt_long(argc, argv, shorts, all, NULL)) != -1) {
