@@ -561,6 +561,8 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
 
 	char buf[PATH_MAX];
 	const char *v = unquote(value ? value : "", buf, sizeof(buf));
+	if (!*name)
+		return fail_at(ps, ps->lineno, "a value without a key name");
 
 	switch (ps->section) {
 	case SEC_NONE:
@@ -729,6 +731,8 @@ static char *line_reader(char *str, int num, void *stream)
 	ps->lineno++;
 
 	const char *p = ps->line;
+	if (ps->lineno == 1 && strncmp(p, "\xef\xbb\xbf", 3) == 0)
+		p += 3; /* a UTF-8 byte order mark, as some editors write */
 	while (*p == ' ' || *p == '\t')
 		p++;
 	size_t len = strlen(p);

@@ -235,6 +235,11 @@ static void test_spellings(void **state)
 	assert_int_equal(cfg.arenas[0].n_allow_gids, 1);
 	vad_config_free(&cfg);
 
+	/* a UTF-8 byte order mark before the first section */
+	load_ok("\xef\xbb\xbf[vad]\nworkers = 2\n", &cfg);
+	assert_int_equal(cfg.workers, 2);
+	vad_config_free(&cfg);
+
 	/* empty socket and stats_db mean "the standard path" */
 	load_ok("[vad]\nsocket =\nstats_db =\n", &cfg);
 	assert_string_equal(cfg.socket_path, "");
@@ -376,6 +381,8 @@ static void test_errors_vad_section(void **state)
 		 "duplicate key workers (first set at line 2)");
 	load_err("[vad]\n[vad]\n", 2, "duplicate section [vad] (first at line 1)");
 	load_err("[vad]\nthis line has no equals sign\n", 2, "syntax error");
+	load_err("[vad]\nworkers = 1\n[vad\n", 3, "syntax error");
+	load_err("[vad]\n= 5\n", 2, "without a key name");
 	load_err("[vad]\nsocket = relative.sock\n", 2, "absolute path");
 	load_err("[vad]\nsocket = /tmp/"
 		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
