@@ -34,6 +34,8 @@
 #define Q_READY	    0u
 #define Q_PENDING   1u
 #define Q_OWNED(t)  (2u + (unsigned)(t))
+#define Q_TRANSIT   0xffffu /* in the hand-off mailbox, between two owners */
+#define MAILBOX	    32
 
 struct stress_cfg {
 	const char *name;
@@ -61,6 +63,12 @@ struct shared {
 	atomic_uint_fast64_t walks, checks, lookups;
 	atomic_uint_fast64_t errors;
 	atomic_bool stop;
+	pthread_mutex_t mail_lock; /* hand-off mailbox: areas passed between workers */
+	struct {
+		uint64_t addr, size;
+	} mail[MAILBOX];
+	unsigned nmail;
+	atomic_uint_fast64_t handoffs, congruent, ranged;
 	pthread_mutex_t err_lock;
 	char first_error[640];
 };
@@ -125,7 +133,10 @@ static uint32_t qidx(struct shared *sh, uint64_t addr)
 
 static const char *state_name(uint32_t s)
 {
-	return s == Q_READY ? "released" : s == Q_PENDING ? "freed, not yet released" : "owned";
+	return s == Q_READY	? "released"
+	       : s == Q_PENDING ? "freed, not yet released"
+	       : s == Q_TRANSIT ? "being handed to another thread"
+				: "owned";
 }
 
 static void on_release(void *ctx, uint64_t start, uint64_t size)
@@ -165,7 +176,7 @@ static bool claim(struct shared *sh, unsigned t, uint64_t addr, uint64_t size)
 		uint32_t expect = Q_READY;
 
 		if (!atomic_compare_exchange_strong(&sh->qstate[q], &expect, Q_OWNED(t))) {
-			if (expect == Q_PENDING)
+			if (expect == Q_PENDING || expect == Q_TRANSIT)
 				report(sh,
 				       "thread %u got [0x%llx, +0x%llx) whose quantum 0x%llx was "
 				       "freed "
@@ -259,12 +270,180 @@ static bool free_held(struct shared *sh, unsigned t, struct held *h)
 	return true;
 }
 
+/* Move every quantum of [addr, +size) from state `from` to state `to` (all or report). */
+static bool move_state(struct shared *sh, unsigned t, uint64_t addr, uint64_t size, uint32_t from,
+		       uint32_t to)
+{
+	uint32_t q0 = qidx(sh, addr), n = (uint32_t)(size / sh->quantum);
+
+	for (uint32_t q = q0; q < q0 + n; q++) {
+		uint32_t expect = from;
+
+		if (!atomic_compare_exchange_strong(&sh->qstate[q], &expect, to)) {
+			report(
+			    sh,
+			    "thread %u: quantum 0x%llx of area [0x%llx, +0x%llx) is %s, expected "
+			    "%s",
+			    t, ULL(sh->base + (uint64_t)q * sh->quantum), ULL(addr), ULL(size),
+			    state_name(expect), state_name(from));
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Validate a fresh area and claim it; false (reported) if anything is wrong. */
+static bool accept(struct shared *sh, unsigned t, const char *what, uint64_t addr, uint64_t rsize,
+		   uint64_t align, uint64_t vstart, uint64_t vend)
+{
+	if (addr < sh->base || addr - sh->base > sh->size - rsize || addr % align ||
+	    addr < vstart || addr > vend || vend - addr < rsize) {
+		report(sh,
+		       "thread %u: %s returned [0x%llx, +0x%llx): not aligned to 0x%llx or outside "
+		       "the window [0x%llx, 0x%llx) or the space",
+		       t, what, ULL(addr), ULL(rsize), ULL(align), ULL(vstart), ULL(vend));
+		return false;
+	}
+	return claim(sh, t, addr, rsize);
+}
+
+/* One allocation: plain (mostly), windowed, or a congruent group. */
+static bool worker_alloc(struct worker *w, struct held *held, unsigned *nheld)
+{
+	struct shared *sh = w->sh;
+	uint64_t q = sh->quantum, x = rnd_below(&w->rng, 100), end = sh->base + sh->size;
+	unsigned t = w->id;
+	int rc;
+
+	if (x < 10 && *nheld + 3 <= sh->cfg->max_held) {
+		uint64_t off[3], sz[3], out[3] = {0}, align = q << rnd_below(&w->rng, 3);
+		unsigned n = 2 + (unsigned)rnd_below(&w->rng, 2);
+
+		for (unsigned i = 0; i < n; i++) {
+			off[i] = i ? off[i - 1] + sz[i - 1] + rnd_below(&w->rng, 3) * q : 0;
+			sz[i] = (1 + rnd_below(&w->rng, 4)) * q;
+		}
+		rc = va_alloc_congruent(sh->vs, off, sz, n, align, tag_of(sh, t), out);
+		if (rc == VA_ENOSPC) {
+			atomic_fetch_add(&sh->enospc, 1);
+			return true;
+		}
+		if (rc) {
+			report(sh, "thread %u: va_alloc_congruent(n=%u) returned %d (%s)", t, n, rc,
+			       va_strerror(rc));
+			return false;
+		}
+		atomic_fetch_add(&sh->congruent, 1);
+		for (unsigned i = 0; i < n; i++) {
+			if (out[i] != out[0] + off[i] || out[0] % align) {
+				report(
+				    sh,
+				    "thread %u: va_alloc_congruent area %u at 0x%llx, base 0x%llx, "
+				    "offset 0x%llx, align 0x%llx",
+				    t, i, ULL(out[i]), ULL(out[0]), ULL(off[i]), ULL(align));
+				return false;
+			}
+			if (!accept(sh, t, "va_alloc_congruent", out[i], sz[i], q, sh->base, end))
+				return false;
+			held[(*nheld)++] = (struct held){out[i], sz[i]};
+		}
+		return true;
+	}
+	{
+		uint64_t size = gen_size(&w->rng, q), align = 0, addr = 0, rsize;
+		uint64_t vstart = sh->base, vend = end;
+		bool ranged = x < 20;
+
+		if (rnd_below(&w->rng, 100) < 15)
+			align = q << (1 + rnd_below(&w->rng, 6));
+		rsize = (size + q - 1) / q * q;
+		if (ranged) {
+			vstart = sh->base + rnd_below(&w->rng, sh->size - rsize + 1);
+			vend = vstart + rsize + rnd_below(&w->rng, sh->size / 4);
+			if (vend > end)
+				vend = end;
+			rc =
+			    va_alloc_range(sh->vs, size, align, vstart, vend, tag_of(sh, t), &addr);
+			atomic_fetch_add(&sh->ranged, 1);
+		} else {
+			rc = va_alloc(sh->vs, size, align, tag_of(sh, t), &addr);
+		}
+		if (rc == VA_ENOSPC) {
+			atomic_fetch_add(&sh->enospc, 1);
+			return true;
+		}
+		if (rc) {
+			report(sh, "thread %u: va_alloc%s(0x%llx, 0x%llx) returned %d (%s)", t,
+			       ranged ? "_range" : "", ULL(size), ULL(align), rc, va_strerror(rc));
+			return false;
+		}
+		if (!accept(sh, t, ranged ? "va_alloc_range" : "va_alloc", addr, rsize,
+			    align ? align : q, vstart, vend))
+			return false;
+		held[(*nheld)++] = (struct held){addr, rsize};
+		return true;
+	}
+}
+
+/* Put one of our areas in the mailbox for another thread to adopt. */
+static bool worker_give(struct worker *w, struct held *held, unsigned *nheld)
+{
+	struct shared *sh = w->sh;
+	unsigned i = (unsigned)rnd_below(&w->rng, *nheld);
+	bool ok = true;
+
+	pthread_mutex_lock(&sh->mail_lock);
+	if (sh->nmail < MAILBOX) {
+		ok = move_state(sh, w->id, held[i].addr, held[i].size, Q_OWNED(w->id), Q_TRANSIT);
+		sh->mail[sh->nmail].addr = held[i].addr;
+		sh->mail[sh->nmail].size = held[i].size;
+		sh->nmail++;
+		held[i] = held[--*nheld];
+	}
+	pthread_mutex_unlock(&sh->mail_lock);
+	return ok;
+}
+
+/* Adopt an area from the mailbox: retag it (va_set_owner), then it is ours to free. */
+static bool worker_take(struct worker *w, struct held *held, unsigned *nheld)
+{
+	struct shared *sh = w->sh;
+	uint64_t addr, size;
+	unsigned t = w->id;
+	int rc;
+
+	pthread_mutex_lock(&sh->mail_lock);
+	if (!sh->nmail) {
+		pthread_mutex_unlock(&sh->mail_lock);
+		return true;
+	}
+	{
+		unsigned i = (unsigned)rnd_below(&w->rng, sh->nmail);
+
+		addr = sh->mail[i].addr;
+		size = sh->mail[i].size;
+		sh->mail[i] = sh->mail[--sh->nmail];
+	}
+	pthread_mutex_unlock(&sh->mail_lock);
+	rc = va_set_owner(sh->vs, addr, tag_of(sh, t));
+	if (rc) {
+		report(sh, "thread %u: va_set_owner(0x%llx) of a busy area returned %d (%s)", t,
+		       ULL(addr), rc, va_strerror(rc));
+		return false;
+	}
+	if (!move_state(sh, t, addr, size, Q_TRANSIT, Q_OWNED(t)) ||
+	    !lookup_own(sh, t, addr, size, &w->rng))
+		return false;
+	atomic_fetch_add(&sh->handoffs, 1);
+	held[(*nheld)++] = (struct held){addr, size};
+	return true;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct shared *sh = w->sh;
 	const struct stress_cfg *cfg = sh->cfg;
-	uint64_t q = sh->quantum;
 	struct held *held = calloc(cfg->max_held, sizeof(*held));
 	unsigned nheld = 0, t = w->id;
 
@@ -276,51 +455,31 @@ static void *worker_main(void *arg)
 		va_set_home_node(t);
 	for (unsigned it = 0; it < sh->iters && !atomic_load(&sh->errors); it++) {
 		uint64_t x = rnd_below(&w->rng, 100);
+		bool ok = true;
 
 		if (cfg->switch_home && rnd_below(&w->rng, 64) == 0)
 			va_set_home_node((unsigned)rnd_below(&w->rng, 2 * cfg->nodes));
-		if (nheld < cfg->max_held && (x < 50 || nheld == 0)) {
-			uint64_t size = gen_size(&w->rng, q), align = 0, addr = 0, rsize;
-			int rc;
-
-			if (rnd_below(&w->rng, 100) < 15)
-				align = q << (1 + rnd_below(&w->rng, 6));
-			rsize = (size + q - 1) / q * q;
-			rc = va_alloc(sh->vs, size, align, tag_of(sh, t), &addr);
-			if (rc == VA_ENOSPC) {
-				atomic_fetch_add(&sh->enospc, 1);
-				continue;
-			}
-			if (rc) {
-				report(sh, "thread %u: va_alloc(0x%llx, 0x%llx) returned %d (%s)",
-				       t, ULL(size), ULL(align), rc, va_strerror(rc));
-				break;
-			}
-			if (addr < sh->base || addr - sh->base > sh->size - rsize ||
-			    addr % (align ? align : q)) {
-				report(sh,
-				       "thread %u: va_alloc(0x%llx, 0x%llx) returned 0x%llx: "
-				       "misaligned "
-				       "or outside the space",
-				       t, ULL(size), ULL(align), ULL(addr));
-				break;
-			}
-			if (!claim(sh, t, addr, rsize))
-				break;
-			held[nheld++] = (struct held){addr, rsize};
-		} else if (x < 85) {
+		if (nheld + 3 <= cfg->max_held && (x < 50 || nheld == 0)) {
+			ok = worker_alloc(w, held, &nheld);
+		} else if (x < 80) {
 			unsigned i = (unsigned)rnd_below(&w->rng, nheld);
 
-			if (!lookup_own(sh, t, held[i].addr, held[i].size, &w->rng) ||
-			    !free_held(sh, t, &held[i]))
-				break;
-			held[i] = held[--nheld];
+			ok = lookup_own(sh, t, held[i].addr, held[i].size, &w->rng) &&
+			     free_held(sh, t, &held[i]);
+			if (ok)
+				held[i] = held[--nheld];
+		} else if (x < 84) {
+			ok = worker_give(w, held, &nheld);
+		} else if (x < 88) {
+			if (nheld < cfg->max_held)
+				ok = worker_take(w, held, &nheld);
 		} else {
 			unsigned i = (unsigned)rnd_below(&w->rng, nheld);
 
-			if (!lookup_own(sh, t, held[i].addr, held[i].size, &w->rng))
-				break;
+			ok = lookup_own(sh, t, held[i].addr, held[i].size, &w->rng);
 		}
+		if (!ok)
+			break;
 	}
 	while (nheld && free_held(sh, t, &held[nheld - 1]))
 		nheld--;
@@ -413,7 +572,7 @@ static int walk_block(void *ctx, const struct va_block_info *b)
 
 		if (b->kind == VA_BLOCK_BUSY)
 			/* not yet claimed, being freed, or claimed by the owner the lib records */
-			ok = s < 2 || tag_of(sh, s - 2) == b->owner;
+			ok = s < 2 || s == Q_TRANSIT || tag_of(sh, s - 2) == b->owner;
 		else if (b->kind == VA_BLOCK_LAZY)
 			ok = s == Q_READY || s == Q_PENDING;
 		else
@@ -428,7 +587,7 @@ static int walk_block(void *ctx, const struct va_block_info *b)
 							  : "pooled",
 			       ULL(b->start), ULL(b->size), b->owner,
 			       ULL(sh->base + (uint64_t)q * sh->quantum), state_name(s),
-			       s >= 2 ? " by another thread" : "");
+			       s >= 2 && s != Q_TRANSIT ? " by another thread" : "");
 			ws->bad = true;
 			return 1;
 		}
@@ -548,6 +707,7 @@ static void run_stress(void **state)
 	sh->size = (uint64_t)cfg->nq * cfg->quantum;
 	sh->iters = scaled(cfg->iters);
 	pthread_mutex_init(&sh->err_lock, NULL);
+	pthread_mutex_init(&sh->mail_lock, NULL);
 	sh->qstate = calloc(cfg->nq, sizeof(*sh->qstate));
 	assert_non_null(sh->qstate);
 	for (uint32_t i = 0; i < cfg->nq; i++)
@@ -581,6 +741,20 @@ static void run_stress(void **state)
 	pthread_join(th[cfg->workers], NULL);
 	pthread_join(checker, NULL);
 
+	/* areas still in the mailbox: free them on behalf of whoever gave them */
+	for (unsigned i = 0; i < sh->nmail && !atomic_load(&sh->errors); i++) {
+		void *owner = NULL;
+
+		if (!move_state(sh, MAX_THREADS, sh->mail[i].addr, sh->mail[i].size, Q_TRANSIT,
+				Q_PENDING))
+			break;
+		rc = va_free(sh->vs, sh->mail[i].addr, &owner);
+		if (rc || tag_index(sh, owner) < 0)
+			report(sh, "va_free(0x%llx) of a handed-off area returned %d owner %p",
+			       ULL(sh->mail[i].addr), rc, owner);
+		atomic_fetch_add(&sh->freed_bytes, sh->mail[i].size);
+	}
+
 	/* quiescent now: everything freed; drain and the space must be whole */
 	va_drain(sh->vs);
 	if (!atomic_load(&sh->errors)) {
@@ -593,12 +767,15 @@ static void run_stress(void **state)
 	va_get_stats(sh->vs, &st);
 	for (uint32_t i = 0; i < cfg->nq; i++)
 		unreleased += atomic_load(&sh->qstate[i]) != Q_READY;
-	print_message("%s: %u workers x %u iterations, nodes %u: %llu allocs, %llu ENOSPC, %llu "
-		      "pool hits, %llu drains, %llu releases, %llu walks, %llu lookups\n",
-		      cfg->name, cfg->workers, sh->iters, cfg->nodes, ULL(st.allocs),
-		      ULL(atomic_load(&sh->enospc)), ULL(st.pool_hits), ULL(st.drains),
-		      ULL(st.release_calls), ULL(atomic_load(&sh->walks)),
-		      ULL(atomic_load(&sh->lookups)));
+	print_message(
+	    "%s: %u workers x %u iterations, nodes %u: %llu allocs (%llu ranged, %llu "
+	    "congruent groups), %llu ENOSPC, %llu pool hits, %llu hand-offs, %llu drains, "
+	    "%llu releases, %llu walks, %llu lookups\n",
+	    cfg->name, cfg->workers, sh->iters, cfg->nodes, ULL(st.allocs),
+	    ULL(atomic_load(&sh->ranged)), ULL(atomic_load(&sh->congruent)),
+	    ULL(atomic_load(&sh->enospc)), ULL(st.pool_hits), ULL(atomic_load(&sh->handoffs)),
+	    ULL(st.drains), ULL(st.release_calls), ULL(atomic_load(&sh->walks)),
+	    ULL(atomic_load(&sh->lookups)));
 	va_destroy(sh->vs);
 
 	if (atomic_load(&sh->errors))
@@ -629,6 +806,7 @@ static void run_stress(void **state)
 			 ULL(st.release_calls));
 	free(sh->qstate);
 	pthread_mutex_destroy(&sh->err_lock);
+	pthread_mutex_destroy(&sh->mail_lock);
 	free(sh);
 }
 
@@ -641,7 +819,7 @@ static struct stress_cfg nodes4_workers6 = {
     .quantum = 4096,
     .lazy_max_q = 512,
     .idle_drain_ms = 1,
-    .iters = 60000,
+    .iters = 300000,
     .max_held = 64,
     .home_per_thread = true,
 };
@@ -656,7 +834,7 @@ static struct stress_cfg one_node_two_workers = {
     .pool_max_quanta = 64,
     .pool_depth = 16,
     .idle_drain_ms = 1,
-    .iters = 120000,
+    .iters = 600000,
     .max_held = 128,
     .home_per_thread = true,
 };
@@ -671,7 +849,7 @@ static struct stress_cfg nodes8_workers4 = {
     .pool_max_quanta = 32,
     .pool_depth = 8,
     .idle_drain_ms = 2,
-    .iters = 80000,
+    .iters = 400000,
     .max_held = 96,
     .switch_home = true,
 };
@@ -686,7 +864,7 @@ static struct stress_cfg small_space_pressure = {
     .pool_max_quanta = 16,
     .pool_depth = 4,
     .idle_drain_ms = 1,
-    .iters = 60000,
+    .iters = 300000,
     .max_held = 64,
     .home_per_thread = true,
 };
