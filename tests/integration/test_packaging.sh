@@ -413,6 +413,7 @@ if [ "$mode" = normal ]; then
 			fail "dpkg -i installs the three packages"
 		fi
 	else
+		: >"$tmp/out"
 		fail "lintian: no .changes file to check"
 	fi
 else

@@ -401,6 +401,19 @@ static void test_too_many_clients(void **state)
 		if (crc != 0)
 			fail_msg("client %d of max_clients 3: %d (%s)", i, crc, vad_strerror(crc));
 	}
+	/* On the wire: the daemon says EBUSY (unasked, id 0) and closes. */
+	struct vt_raw raw;
+	assert_int_equal(0, vt_raw_connect(&raw, d->socket_path));
+	Vad__Response *resp = NULL;
+	enum vt_raw_result res = vt_raw_recv(&raw, &resp, vt_timeout_ms(5000));
+	if (res != VT_RAW_RESPONSE)
+		fail_msg("connection past max_clients: no EBUSY frame (%s)",
+			 res == VT_RAW_CLOSED ? "closed silently" : "nothing at all");
+	assert_int_equal(VAD__ERROR__EBUSY, resp->error);
+	vt_raw_response_free(resp);
+	assert_true(vt_raw_wait_closed(&raw, vt_timeout_ms(5000)));
+	vt_raw_close(&raw);
+	/* Through libvad: vad_connect reports it as EBUSY with the daemon's sentence. */
 	vad_client *extra = NULL;
 	int rc = vad_connect(d->socket_path, "one-too-many", &extra);
 	if (rc != VAD_EBUSY)

@@ -1,0 +1,359 @@
+/*
+ * test_vad_cli.c - the daemon as a program: --version, --check-config on good and bad
+ * files (exit 1 and FILE:LINE), usage errors, SIGHUP reloading limits, SIGTERM with
+ * clients connected, kill -9 (clients see EGONE and keep their mappings; a new daemon
+ * takes over the stale socket), a second daemon refusing a live socket, and the stats
+ * database being written.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <sqlite3.h>
+
+#include "vtassert.h"
+
+#define PAGE 4096u
+#define RUN_TIMEOUT vt_timeout_ms(20000)
+
+/* Run BUILD/vad with args (NULL-terminated) and capture it. */
+static void run_vad(struct vt_output *o, ...)
+{
+	char bin[PATH_MAX];
+	snprintf(bin, sizeof(bin), "%s/vad", vt_build_dir());
+	char *argv[16];
+	int n = 0;
+	argv[n++] = bin;
+	va_list ap;
+	va_start(ap, o);
+	const char *a;
+	while ((a = va_arg(ap, const char *)) && n < 15)
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	assert_int_equal(0, vt_run(argv, NULL, RUN_TIMEOUT, o));
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(0, fclose(f));
+}
+
+/* ---- command line ------------------------------------------------------------- */
+
+static void test_version_and_usage(void **state)
+{
+	struct vt_output o;
+	run_vad(&o, "--version", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad --version");
+	assert_true(vt_contains(o.out, VAD_VERSION_STRING));
+	vt_output_free(&o);
+	run_vad(&o, "-V", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad -V");
+	assert_true(vt_contains(o.out, VAD_VERSION_STRING));
+	vt_output_free(&o);
+	run_vad(&o, "--help", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad --help");
+	assert_true(vt_contains(o.out, "--check-config"));
+	vt_output_free(&o);
+	run_vad(&o, "--no-such-option", NULL);
+	VT_ASSERT_EXIT(&o, 2, "vad --no-such-option");
+	assert_true(o.err[0] != '\0');
+	vt_output_free(&o);
+	run_vad(&o, "-c", NULL);
+	VT_ASSERT_EXIT(&o, 2, "vad -c (no file)");
+	vt_output_free(&o);
+}
+
+static void test_check_config_good(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_init(d));
+	assert_int_equal(0, vt_daemon_write_config(d, "quota_client = 64M\nlog_level = debug\n",
+						   "[arena default]\nsize = 1G\n\n"
+						   "[arena big]\nsize = 64G\nquantum = 2M\n"
+						   "allow_uids = root, 65534\n"));
+	struct vt_output o;
+	run_vad(&o, "-c", d->conf_path, "--check-config", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad --check-config (good)");
+	assert_true(vt_contains(o.out, "big"));
+	assert_true(vt_contains(o.out, "default"));
+	vt_output_free(&o);
+	/* --check-config does not start anything */
+	assert_int_equal(-1, access(d->socket_path, F_OK));
+}
+
+struct bad_config {
+	const char *text;
+	int line; /* where the mistake is */
+	const char *why;
+};
+
+static const struct bad_config bad_configs[] = {
+	{ "[vad]\nworkers = 2\nworkers_typo = 3\n", 3, "unknown key" },
+	{ "[vad]\n# comment\nworkers = banana\n", 3, "not a number" },
+	{ "[vad]\n\n[arena a]\nsize = 12Q\n", 4, "bad size unit" },
+	{ "[vad]\n[arena a]\nsize = 1G\nquantum = 12K\n", 4, "quantum not a power of two" },
+	{ "[vad]\nquota_client = -5\n", 2, "negative size" },
+	{ "[vad]\nstats_interval = soon\n", 2, "bad duration" },
+	{ "[vad]\nlog_level = chatty\n", 2, "unknown log level" },
+	{ "[vad]\n[arena a]\nsize = 1G\n[arena a]\nsize = 2G\n", 4, "duplicate arena" },
+	{ "[vad]\n[nonsense]\nx = 1\n", 2, "unknown section" },
+	{ "[vad]\n[arena a]\nsize = 1G\nallow_uids = no_such_user_xyz\n", 4, "unknown user" },
+	{ "[vad]\nsocket_mode = 999\n", 2, "bad octal mode" },
+};
+
+static void test_check_config_bad(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_init(d));
+	int failures = 0;
+	for (size_t i = 0; i < sizeof(bad_configs) / sizeof(bad_configs[0]); i++) {
+		const struct bad_config *b = &bad_configs[i];
+		write_file(d->conf_path, b->text);
+		struct vt_output o;
+		run_vad(&o, "-c", d->conf_path, "--check-config", NULL);
+		char where[PATH_MAX + 16];
+		snprintf(where, sizeof(where), "%s:%d", d->conf_path, b->line);
+		bool named = vt_contains(o.err, where) || vt_contains(o.out, where);
+		if (o.exit_code != 1 || !named) {
+			fprintf(stderr, "bad config %zu (%s), expected exit 1 and \"%s\":\n%s\n", i,
+				b->why, where, b->text);
+			vt_output_print("vad --check-config", &o);
+			failures++;
+		}
+		vt_output_free(&o);
+	}
+	assert_int_equal(0, failures);
+
+	/* A file that does not exist: exit 1, and the message names it. */
+	struct vt_output o;
+	run_vad(&o, "-c", "/nonexistent/vad.conf", "--check-config", NULL);
+	VT_ASSERT_EXIT(&o, 1, "vad --check-config on a missing file");
+	assert_true(vt_contains(o.err, "/nonexistent/vad.conf"));
+	vt_output_free(&o);
+
+	/* Starting (not just checking) with a bad config fails the same way. */
+	write_file(d->conf_path, bad_configs[1].text);
+	run_vad(&o, "-c", d->conf_path, "--foreground", NULL);
+	VT_ASSERT_EXIT(&o, 1, "vad with a bad config");
+	vt_output_free(&o);
+}
+
+/* ---- signals -------------------------------------------------------------------- */
+
+static const char *const small_arena = "[arena default]\nsize = 64M\n";
+
+/* Poll until an allocation of size succeeds (the reload is asynchronous). */
+static int alloc_eventually(vad_client *c, size_t size, void **out)
+{
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(5000) * 1000000u;
+	int rc;
+	while ((rc = vad_alloc(c, size, 0, out)) == VAD_EQUOTA && vt_now_ns() < deadline)
+		vt_sleep_ms(20);
+	return rc;
+}
+
+static void test_sighup_reloads_quota(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "quota_client = 1M\n", small_arena));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "reload", &c));
+	void *p1, *p2, *p3;
+	VT_ASSERT_OK(c, vad_alloc(c, 1024 * 1024, 0, &p1));
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc(c, PAGE, 0, &p2));
+
+	/* Raise the quota in the file and send SIGHUP. */
+	assert_int_equal(0, vt_daemon_write_config(d, "quota_client = 2M\n", small_arena));
+	assert_int_equal(0, vt_daemon_signal(d, SIGHUP));
+	int rc = alloc_eventually(c, PAGE, &p2);
+	if (rc != 0)
+		fail_msg("after SIGHUP with quota_client = 2M: %d (%s)", rc, vad_last_error(c));
+	/* The new limit, not no limit: 1M + 4K held, another 1M is too much. */
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc(c, 1024 * 1024, 0, &p3));
+
+	/* A broken file on SIGHUP: the daemon keeps running with the limits it has. */
+	write_file(d->conf_path, "[vad]\nquota_client = lots\n");
+	assert_int_equal(0, vt_daemon_signal(d, SIGHUP));
+	vt_sleep_ms(vt_timeout_ms(300));
+	assert_true(vt_daemon_alive(d));
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p3));
+	VT_ASSERT_OK(c, vad_free(c, p3));
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc(c, 1024 * 1024, 0, &p3));
+
+	/* vad_reload (the admin request) applies a lower quota at once; what is held stays. */
+	assert_int_equal(0, vt_daemon_write_config(d, "quota_client = 512K\n", small_arena));
+	char *detail = NULL;
+	VT_ASSERT_OK(c, vad_reload_detail(c, &detail));
+	assert_non_null(detail);
+	free(detail);
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc(c, PAGE, 0, &p3));
+	assert_true(vad_size(c, p1) >= 1024 * 1024);
+	VT_ASSERT_OK(c, vad_free(c, p1));
+	VT_ASSERT_OK(c, vad_free(c, p2));
+	VT_ASSERT_OK(c, vad_alloc(c, 256 * 1024, 0, &p3));
+	VT_ASSERT_OK(c, vad_free(c, p3));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static void test_sigterm_with_clients(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	vad_client *c[4];
+	void *p[4];
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(0, vt_connect(d, "doomed", &c[i]));
+		VT_ASSERT_OK(c[i], vad_alloc(c[i], 16 * PAGE, 0, &p[i]));
+		vt_fill_pattern(p[i], 16 * PAGE, (uint64_t)i);
+	}
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(c[0], vad_share(c[0], p[0], token));
+	/* SIGTERM with sessions, ranges and a share token alive: a clean exit 0. */
+	assert_int_equal(0, vt_daemon_stop(d));
+	assert_int_equal(-1, access(d->socket_path, F_OK)); /* it removed its socket */
+	for (int i = 0; i < 4; i++) {
+		void *q;
+		VT_ASSERT_ERR(c[i], VAD_EGONE, vad_alloc(c[i], PAGE, 0, &q));
+		/* the client's mapping outlives the daemon */
+		assert_true(vt_check_pattern(p[i], 16 * PAGE, (uint64_t)i) < 0);
+		vad_close(c[i]);
+	}
+}
+
+/* Number of tables in the SQLite file at path, or -1 if it cannot be read. */
+static int sqlite_tables(const char *path)
+{
+	sqlite3 *db;
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+		fprintf(stderr, "sqlite3_open %s: %s\n", path, sqlite3_errmsg(db));
+		sqlite3_close(db);
+		return -1;
+	}
+	sqlite3_stmt *st;
+	int n = -1;
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", -1,
+			       &st, NULL) == SQLITE_OK) {
+		if (sqlite3_step(st) == SQLITE_ROW)
+			n = sqlite3_column_int(st, 0);
+		sqlite3_finalize(st);
+	} else {
+		fprintf(stderr, "sqlite %s: %s\n", path, sqlite3_errmsg(db));
+	}
+	sqlite3_close(db);
+	return n;
+}
+
+static void test_stats_database_written(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "stats_interval = 200ms\n", NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "stats", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
+	/* A few intervals pass, then SIGTERM writes the final snapshot. */
+	vt_sleep_ms(vt_timeout_ms(700));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+	int fd = open(d->stats_db, O_RDONLY);
+	if (fd < 0)
+		fail_msg("no stats database at %s (stats_db in the config): %s", d->stats_db,
+			 strerror(errno));
+	char magic[16];
+	assert_int_equal(16, read(fd, magic, 16));
+	close(fd);
+	assert_memory_equal("SQLite format 3", magic, 16);
+	int tables = sqlite_tables(d->stats_db);
+	if (tables <= 0)
+		fail_msg("the stats database has no tables (%d)", tables);
+}
+
+static void test_sigkill_and_restart(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "survivor", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, 4 * PAGE, 0, &p));
+	vt_fill_pattern(p, 4 * PAGE, 5);
+
+	assert_int_equal(0, vt_daemon_signal(d, SIGKILL));
+	assert_int_equal(d->pid, waitpid(d->pid, NULL, 0));
+	d->pid = 0;
+	void *q;
+	VT_ASSERT_ERR(c, VAD_EGONE, vad_alloc(c, PAGE, 0, &q));
+	/* every later call says the same, nothing crashes */
+	VT_ASSERT_ERR(c, VAD_EGONE, vad_free(c, p));
+	struct vad_stats s;
+	VT_ASSERT_ERR(c, VAD_EGONE, vad_stats(c, &s));
+	assert_true(vt_check_pattern(p, 4 * PAGE, 5) < 0);
+	vad_close(c);
+
+	/* The stale socket file is still there; a new daemon takes it over. */
+	assert_int_equal(0, access(d->socket_path, F_OK));
+	assert_int_equal(0, vt_daemon_start(d));
+	assert_int_equal(0, vt_connect(d, "after-restart", &c));
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &q));
+	/* a fresh arena: nothing of the old daemon's ranges is busy */
+	VT_ASSERT_OK(c, vad_stats(c, &s));
+	assert_int_equal(PAGE, s.busy_bytes);
+	VT_ASSERT_OK(c, vad_free(c, q));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static void test_second_daemon_refused(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	/* Same config, same socket: the second one must not steal a live socket. */
+	struct vt_output o;
+	run_vad(&o, "-c", d->conf_path, "--foreground", NULL);
+	if (o.exit_code == 0 || o.exit_code == -1) {
+		vt_output_print("second vad", &o);
+		fail_msg("a second daemon on a live socket exited %d", o.exit_code);
+	}
+	assert_true(vt_contains(o.err, d->socket_path));
+	vt_output_free(&o);
+	/* The first one still serves on it. */
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "first", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_version_and_usage),
+		cmocka_unit_test_setup_teardown(test_check_config_good, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_check_config_bad, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_sighup_reloads_quota, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_sigterm_with_clients, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_stats_database_written, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_sigkill_and_restart, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_second_daemon_refused, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
