@@ -149,3 +149,4 @@ clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
+include packaging/install.mk
