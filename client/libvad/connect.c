@@ -72,9 +72,14 @@ static int say_hello(vad_client *c, const char *name)
 
 	Vad__Response *r;
 	int err = libvad_call(c, &req, &r, NULL);
-	if (err != VAD_OK)
+	if (err != VAD_OK) {
+		const char *why = libvad_dead_message(c);
+		if (why)
+			return libvad_failf(NULL, err, "the daemon at %s refused the connection: %s",
+					    c->socket_path, why);
 		return libvad_failf(NULL, err, "no hello reply from the daemon at %s: %s",
 				    c->socket_path, vad_strerror(err));
+	}
 	if (r->error != VAD__ERROR__OK) {
 		err = (int)r->error > 0 && (int)r->error <= VAD__ERROR__ENOHELLO ? -(int)r->error
 									     : VAD_EPROTO;

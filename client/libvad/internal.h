@@ -73,6 +73,7 @@ struct vad_client {
 	struct libvad_pending *pending; /* waiters, any order */
 	bool reading;			/* one waiter is the reader now */
 	int dead_err;			/* nonzero: the connection is unusable */
+	char *dead_msg;			/* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;			/* touched only by the reader */
 	size_t rlen, rcap;
 	int *fdq;			/* received fds not yet claimed, arrival order */
@@ -98,6 +99,10 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
  * *resp. Every failure is recorded for vad_last_error. */
 int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
 	       Vad__Response **resp, int *fd);
+
+/* The daemon's parting sentence (an unasked error reply before it closed), or NULL.
+ * Valid until vad_close. */
+const char *libvad_dead_message(vad_client *c);
 
 /* The VAD_E* code of a decoded response: the daemon's error (its sentence recorded for
  * vad_last_error), VAD_EPROTO if the result is not of the expected case, else VAD_OK.

@@ -139,6 +139,14 @@ static int read_some(vad_client *c)
 	return VAD_OK;
 }
 
+/* Daemon error codes are vad.Error values; libvad's are their negations. */
+static int code_from_wire(Vad__Error e)
+{
+	if ((int)e <= 0 || (int)e > VAD__ERROR__ENOHELLO)
+		return VAD_EPROTO;
+	return -(int)e;
+}
+
 /* Decode every whole frame in rbuf and deliver it. Called with c->lock held. */
 static int deliver_frames_locked(vad_client *c)
 {
@@ -159,6 +167,15 @@ static int deliver_frames_locked(vad_client *c)
 		off += VAD_FRAME_HEADER + len;
 		if (!r) {
 			err = VAD_EPROTO;
+			break;
+		}
+		if (r->id == 0 && r->error != VAD__ERROR__OK) {
+			/* Unasked (id 0): the daemon refuses the whole connection (EBUSY, a
+			 * broken frame) and is closing it. Every waiter gets its reason. */
+			err = code_from_wire(r->error);
+			if (!c->dead_msg && *r->message)
+				c->dead_msg = strdup(r->message);
+			vad__response__free_unpacked(r, NULL);
 			break;
 		}
 		int fd = -1;
@@ -227,14 +244,12 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 		free(frame);
 
 	pthread_mutex_lock(&c->lock);
-	if (serr != VAD_OK && !me.done) {
-		if (serr == VAD_EGONE) {
-			fail_all_locked(c, VAD_EGONE);
-		} else {
-			/* A partial frame may be on the wire: the stream is unusable. */
-			fail_all_locked(c, VAD_EPROTO);
-			me.err = serr;
-		}
+	/* A send that fails because the daemon hung up is not fatal yet: read what it said
+	 * before it left (an EBUSY reply, say); the reader fails every waiter at the end of
+	 * the stream. Any other send failure may leave a partial frame on the wire. */
+	if (serr != VAD_OK && serr != VAD_EGONE && !me.done) {
+		fail_all_locked(c, VAD_EPROTO);
+		me.err = serr;
 	}
 	while (!me.done) {
 		if (c->reading) {
@@ -275,14 +290,6 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 	return VAD_OK;
 }
 
-/* Daemon error codes are vad.Error values; libvad's are their negations. */
-static int code_from_wire(Vad__Error e)
-{
-	if ((int)e <= 0 || (int)e > VAD__ERROR__ENOHELLO)
-		return VAD_EPROTO;
-	return -(int)e;
-}
-
 int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect)
 {
 	if (r->error != VAD__ERROR__OK) {
@@ -299,13 +306,21 @@ int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__
 	return VAD_OK;
 }
 
+const char *libvad_dead_message(vad_client *c)
+{
+	pthread_mutex_lock(&c->lock);
+	const char *msg = c->dead_msg;
+	pthread_mutex_unlock(&c->lock);
+	return msg;
+}
+
 int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
 	       Vad__Response **resp, int *fd)
 {
 	Vad__Response *r;
 	int err = libvad_call(c, req, &r, fd);
 	if (err != VAD_OK)
-		return libvad_fail(c, err, NULL);
+		return libvad_fail(c, err, libvad_dead_message(c));
 	err = libvad_response_error(c, r, expect);
 	if (err != VAD_OK) {
 		vad__response__free_unpacked(r, NULL);
@@ -327,5 +342,7 @@ void libvad_transport_destroy(vad_client *c)
 	c->fdq_len = c->fdq_cap = 0;
 	free(c->rbuf);
 	c->rbuf = NULL;
+	free(c->dead_msg);
+	c->dead_msg = NULL;
 	c->rlen = c->rcap = 0;
 }
