@@ -37,7 +37,8 @@ struct mode {
 	uint64_t zone_q, lazy_max_q; /* 0 = library default */
 	unsigned pool_max_quanta, pool_depth, drain_chunk, idle_drain_ms;
 	bool no_pools, eager, no_thread;
-	unsigned ops; /* per seed, normal build */
+	bool pool_heavy; /* mostly 1..4-quantum requests, unaligned, unwindowed: the pool path */
+	unsigned ops;	 /* per seed, normal build */
 	unsigned nseeds;
 	uint64_t seeds[4];
 };
@@ -460,6 +461,8 @@ static uint64_t gen_size(struct run *r)
 {
 	uint64_t nq = r->m.nq, q = r->m.quantum, k, x = rnd_below(r, 100), size;
 
+	if (r->mode->pool_heavy && x < 95)
+		return (x < 80 ? 1 + rnd_below(r, 4) : 5 + rnd_below(r, 12)) * q;
 	if (x < 55)
 		k = 1 + rnd_below(r, 8);
 	else if (x < 80)
@@ -483,7 +486,7 @@ static uint64_t gen_align(struct run *r)
 	uint64_t q = r->m.quantum, x = rnd_below(r, 100);
 	unsigned lq = log2u64(r->m.nq);
 
-	if (x < 55)
+	if (x < 55 || (r->mode->pool_heavy && x < 90))
 		return 0;
 	if (x < 62)
 		return 1ULL << rnd_below(r, log2u64(q) + 1); /* raised to the quantum */
@@ -1011,7 +1014,7 @@ static void run_seed(const struct mode *md, uint64_t seed)
 		else if (x < 160 && !md->exact)
 			va_set_home_node((unsigned)rnd_below(r, 2 * md->nodes));
 		else if (want_alloc || !m->nareas)
-			op_alloc(r, rnd_below(r, 4) == 0);
+			op_alloc(r, rnd_below(r, md->pool_heavy ? 16 : 4) == 0);
 		else
 			op_free(r);
 		check_state(r);
@@ -1179,6 +1182,42 @@ static struct mode lazy_pooled_thread = {
     .seeds = {21, 22},
 };
 
+/* small requests over a small space with small pools: pool hits, refills, decay, full drains */
+static struct mode lazy_pool_heavy_sync = {
+    .name = "lazy_pool_heavy_sync",
+    .base = 0,
+    .quantum = 4096,
+    .nq = 2048,
+    .nodes = 4,
+    .zone_q = 4,
+    .lazy_max_q = 16,
+    .pool_max_quanta = 8,
+    .pool_depth = 16,
+    .drain_chunk = 1,
+    .no_thread = true,
+    .pool_heavy = true,
+    .ops = 20000,
+    .nseeds = 2,
+    .seeds = {31, 32},
+};
+static struct mode lazy_pool_heavy_thread = {
+    .name = "lazy_pool_heavy_thread",
+    .base = 64 * 4096,
+    .quantum = 4096,
+    .nq = 2048,
+    .nodes = 3,
+    .zone_q = 4,
+    .lazy_max_q = 16,
+    .pool_max_quanta = 8,
+    .pool_depth = 16,
+    .drain_chunk = 1,
+    .idle_drain_ms = 1,
+    .pool_heavy = true,
+    .ops = 20000,
+    .nseeds = 1,
+    .seeds = {41},
+};
+
 int main(void)
 {
 #define GROUP(m)                                                                                   \
@@ -1186,9 +1225,16 @@ int main(void)
 		.name = #m, .test_func = run_group, .initial_state = &(m)                          \
 	}
 	const struct CMUnitTest tests[] = {
-	    GROUP(exact_base0),	      GROUP(exact_offset_base),	      GROUP(exact_huge_quantum),
-	    GROUP(lazy_pooled_sync),  GROUP(lazy_default_pools_sync), GROUP(lazy_nopools_sync),
-	    GROUP(eager_pooled_sync), GROUP(lazy_pooled_thread),
+	    GROUP(exact_base0),
+	    GROUP(exact_offset_base),
+	    GROUP(exact_huge_quantum),
+	    GROUP(lazy_pooled_sync),
+	    GROUP(lazy_default_pools_sync),
+	    GROUP(lazy_nopools_sync),
+	    GROUP(eager_pooled_sync),
+	    GROUP(lazy_pooled_thread),
+	    GROUP(lazy_pool_heavy_sync),
+	    GROUP(lazy_pool_heavy_thread),
 	};
 
 	if (getenv("VA_TEST_FILTER"))
