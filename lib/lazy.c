@@ -8,9 +8,16 @@
  * frees; past 2 x lazy_max the freeing thread drains itself.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "va_internal.h"
+
+static unsigned log2_ceil_u64(uint64_t x)
+{
+	return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1);
+}
 
 /* Merge two start-sorted lists. */
 static struct va_block *merge_sorted(struct va_block *a, struct va_block *b)
@@ -59,6 +66,70 @@ static struct va_block *sort_by_start(struct va_block *list)
 	return list;
 }
 
+/* Make the scratch arrays hold n items (drain_lock held); false if memory is short. */
+static bool scratch_reserve(struct va_space *vs, size_t n)
+{
+	struct drain_item *a, *b;
+	size_t cap;
+
+	if (n <= vs->scratch_cap)
+		return true;
+	cap = vs->scratch_cap ? vs->scratch_cap : 1024;
+	while (cap < n)
+		cap *= 2;
+	a = realloc(vs->scratch, cap * sizeof(*a));
+	if (!a)
+		return false;
+	vs->scratch = a;
+	b = realloc(vs->scratch_tmp, cap * sizeof(*b));
+	if (!b)
+		return false;
+	vs->scratch_tmp = b;
+	vs->scratch_cap = cap;
+	return true;
+}
+
+#define RADIX_BITS 11
+#define RADIX_SIZE (1u << RADIX_BITS)
+
+/*
+ * LSD radix sort of the n scratch items by key (a quantum index, so only as many digits
+ * as the space has quanta), then link the blocks in that order. Linear and cache-friendly:
+ * a drain of many thousand blocks would spend most of its time in a comparison sort of
+ * the list.
+ */
+static struct va_block *sort_items(struct va_space *vs, size_t n)
+{
+	struct drain_item *src = vs->scratch, *dst = vs->scratch_tmp, *t;
+	unsigned bits = log2_ceil_u64(vs->size >> vs->qshift);
+	size_t count[RADIX_SIZE];
+	struct va_block *list = NULL;
+
+	for (unsigned shift = 0; shift < bits && n > 1; shift += RADIX_BITS) {
+		size_t sum = 0;
+
+		memset(count, 0, sizeof(count));
+		for (size_t k = 0; k < n; k++)
+			count[(src[k].key >> shift) & (RADIX_SIZE - 1)]++;
+		for (unsigned d = 0; d < RADIX_SIZE; d++) {
+			size_t c = count[d];
+
+			count[d] = sum;
+			sum += c;
+		}
+		for (size_t k = 0; k < n; k++)
+			dst[count[(src[k].key >> shift) & (RADIX_SIZE - 1)]++] = src[k];
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	for (size_t k = n; k-- > 0;) {
+		src[k].b->next = list;
+		list = src[k].b;
+	}
+	return list;
+}
+
 /* Merge a next-linked list into the free tree, at most drain_chunk blocks per lock hold. */
 static void merge_into_tree(struct va_space *vs, struct va_block *list, struct va_bag *bag)
 {
@@ -78,16 +149,21 @@ static void merge_into_tree(struct va_space *vs, struct va_block *list, struct v
 static void drain_pass(struct va_space *vs, bool full)
 {
 	struct va_block *list = NULL, *to_tree = NULL, *last = NULL, *decayed = NULL;
+	struct va_node *locked = NULL;
 	struct va_bag bag = {0};
 	uint64_t detached = 0;
+	size_t nitems = 0;
+	bool use_array = true;
 
-	/* 1. take every node's lazy list */
+	/* 1. take every node's lazy list; note each block's start in the scratch array */
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
-		struct va_block *h, *t;
+		struct va_block *h, *next;
+		uint64_t cnt;
 
 		va_lock(&n->lazy.lock);
 		h = n->lazy.head;
+		cnt = n->lazy.blocks;
 		detached += n->lazy.bytes;
 		n->lazy.head = NULL;
 		n->lazy.bytes = 0;
@@ -95,14 +171,37 @@ static void drain_pass(struct va_space *vs, bool full)
 		va_unlock(&n->lazy.lock);
 		if (!h)
 			continue;
-		for (t = h; t->next; t = t->next)
-			;
-		t->next = list;
-		list = h;
+		if (use_array && !scratch_reserve(vs, nitems + cnt)) {
+			/* no memory for the array: fall back to sorting the list */
+			use_array = false;
+			for (size_t k = 0; k < nitems; k++) {
+				vs->scratch[k].b->next = list;
+				list = vs->scratch[k].b;
+			}
+		}
+		for (struct va_block *b = h; b; b = next) {
+			next = b->next;
+			if (use_array && nitems < vs->scratch_cap) {
+				vs->scratch[nitems].key = (b->start - vs->base) >> vs->qshift;
+				vs->scratch[nitems].b = b;
+				nitems++;
+			} else {
+				b->next = list;
+				list = b;
+			}
+		}
+	}
+	if (use_array && !list) {
+		list = sort_items(vs, nitems);
+	} else {
+		for (size_t k = 0; use_array && k < nitems; k++) {
+			vs->scratch[k].b->next = list;
+			list = vs->scratch[k].b;
+		}
+		list = sort_by_start(list);
 	}
 
-	/* 2. sort, coalesce, release once per run (no allocator lock held) */
-	list = sort_by_start(list);
+	/* 2. coalesce, release once per run (no allocator lock held) */
 	for (struct va_block *b = list; b;) {
 		uint64_t start = b->start, end = b->end;
 		struct va_block *c = b->next;
@@ -143,12 +242,15 @@ static void drain_pass(struct va_space *vs, bool full)
 		b->next = NULL;
 		if (!full && q <= vs->pool_classes) {
 			struct va_node *hn = &vs->node[b->home % vs->nodes];
-			bool pooled;
 
-			va_lock(&hn->pool.lock);
-			pooled = pool_push(hn, b, (unsigned)q, vs->cfg.pool_depth, vs->quantum);
-			va_unlock(&hn->pool.lock);
-			if (pooled)
+			/* consecutive blocks mostly share a home: keep its pool locked */
+			if (locked != hn) {
+				if (locked)
+					va_unlock(&locked->pool.lock);
+				locked = hn;
+				va_lock(&hn->pool.lock);
+			}
+			if (pool_push(hn, b, (unsigned)q, vs->cfg.pool_depth, vs->quantum))
 				continue;
 		}
 		if (last && last->end == b->start) {
@@ -162,6 +264,8 @@ static void drain_pass(struct va_space *vs, bool full)
 			to_tree = b;
 		last = b;
 	}
+	if (locked)
+		va_unlock(&locked->pool.lock);
 	if (last)
 		last->next = decayed;
 	else

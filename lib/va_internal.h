@@ -106,6 +106,12 @@ struct va_node {
 	} stat __attribute__((aligned(VA_CACHELINE)));
 } __attribute__((aligned(VA_CACHELINE)));
 
+/* A block and its sort key (quantum index), for sorting a drain batch. */
+struct drain_item {
+	uint64_t key;
+	struct va_block *b;
+};
+
 struct va_space {
 	struct va_config cfg; /* with defaults filled in */
 	uint64_t base, end, size, quantum;
@@ -130,6 +136,8 @@ struct va_space {
 	/* drain: one at a time */
 	pthread_mutex_t drain_lock __attribute__((aligned(VA_CACHELINE)));
 	_Atomic uint64_t drains, released_bytes, release_calls;
+	struct drain_item *scratch, *scratch_tmp; /* sort buffers, kept between drains */
+	size_t scratch_cap;
 
 	/* background thread */
 	pthread_mutex_t ctl_lock;

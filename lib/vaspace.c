@@ -166,6 +166,8 @@ void va_destroy(struct va_space *vs)
 	}
 	pthread_mutex_destroy(&vs->free.lock);
 	pthread_mutex_destroy(&vs->drain_lock);
+	free(vs->scratch);
+	free(vs->scratch_tmp);
 	free(vs);
 }
 
