@@ -204,7 +204,7 @@ static void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_
 static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struct vad_arena *a,
 			 int rc, uint64_t size, uint64_t align, size_t i, size_t n)
 {
-	char b1[32], b2[32], which[48] = "";
+	char b1[32], b2[32], which[80] = "";
 	if (n > 1)
 		snprintf(which, sizeof(which), " (range %zu of %zu; none kept)", i + 1, n);
 	switch (rc) {
@@ -278,7 +278,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	uint64_t q = a->conf.quantum, total = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t size = m->n_sizes ? m->sizes[i] : m->size;
-		char which[48] = "";
+		char which[64] = "";
 		if (n > 1)
 			snprintf(which, sizeof(which), " (range %zu of %zu)", i + 1, n);
 		if (size == 0) {
