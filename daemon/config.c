@@ -250,8 +250,8 @@ static int key_count(struct parse_state *ps, const char *key, const char *v, uns
 	}
 	if (parse_uint(v, MAX_THREADS, &n))
 		return fail_at(ps, ps->lineno,
-			       "%s = %s: expected a number from 0 to %u or \"auto\" (0 and auto mean "
-			       "one per CPU)",
+			       "%s = %s: expected a number from 0 to %u or \"auto\" "
+			       "(0 and auto mean one per CPU)",
 			       key, v, MAX_THREADS);
 	*out = (unsigned)n;
 	return 1;
@@ -277,7 +277,8 @@ static int key_quota(struct parse_state *ps, const char *key, const char *v, uin
 		return 0;
 	if (*out == 0)
 		return fail_at(ps, ps->lineno,
-			       "%s = 0 would refuse every allocation; write \"unlimited\" for no limit",
+			       "%s = 0 would refuse every allocation; "
+			       "write \"unlimited\" for no limit",
 			       key);
 	return 1;
 }
@@ -335,7 +336,8 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 			mode = mode * 8 + (unsigned long)(*p - '0');
 		if (*p || p == v || p - v > 4 || mode > 0777)
 			return fail_at(ps, ps->lineno,
-				       "socket_mode = %s: not an octal permission mode like 0660", v);
+				       "socket_mode = %s: not an octal permission mode like 0660",
+				       v);
 		cfg->socket_mode = (mode_t)mode;
 		return 1;
 	}
@@ -396,7 +398,8 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 		int lvl = vad_log_level_from_name(v);
 		if (lvl < 0)
 			return fail_at(ps, ps->lineno,
-				       "log_level = %s: expected err, warning, notice, info or debug",
+				       "log_level = %s: expected err, warning, notice, info or "
+				       "debug",
 				       v);
 		cfg->log_level = lvl;
 		return 1;
@@ -494,8 +497,8 @@ static int handle_arena_key(struct parse_state *ps, enum arena_key k, const char
 		if (!key_size(ps, key, v, &a->size))
 			return 0;
 		if (a->size == 0 || a->size > MAX_ARENA_SIZE)
-			return fail_at(ps, ps->lineno, "size = %s: must be between 1 byte and 1 EiB",
-				       v);
+			return fail_at(ps, ps->lineno,
+				       "size = %s: must be between 1 byte and 1 EiB", v);
 		return 1;
 	case A_QUANTUM:
 		if (!key_size(ps, key, v, &a->quantum))
@@ -704,7 +707,8 @@ static void start_section(struct parse_state *ps, const char *inner, size_t len)
 		ps->section = SEC_VAD;
 		return;
 	}
-	if (strncasecmp(name, "arena", 5) == 0 && (name[5] == '\0' || isspace((unsigned char)name[5]))) {
+	if (strncasecmp(name, "arena", 5) == 0 &&
+	    (name[5] == '\0' || isspace((unsigned char)name[5]))) {
 		const char *arena = name + 5;
 		while (isspace((unsigned char)*arena))
 			arena++;

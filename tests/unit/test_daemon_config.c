@@ -385,8 +385,8 @@ static void test_errors_vad_section(void **state)
 	load_err("[vad]\n= 5\n", 2, "without a key name");
 	load_err("[vad]\nsocket = relative.sock\n", 2, "absolute path");
 	load_err("[vad]\nsocket = /tmp/"
-		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock\n",
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock\n",
 		 2, "path too long");
 	load_err("[vad]\nsocket_mode = 0999\n", 2, "not an octal permission mode");
 	load_err("[vad]\nsocket_mode = rw-rw----\n", 2, "not an octal permission mode");
