@@ -18,11 +18,13 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "vaspace.h"
@@ -494,7 +496,15 @@ static uint64_t gen_align(struct run *r)
 		return q;
 	if (x < 95)
 		return q << (1 + rnd_below(r, 6));
-	return q << (7 + rnd_below(r, lq > 9 ? lq - 9 : 1)); /* at most a quarter of the space */
+	if (x < 99)
+		return q << (7 + rnd_below(r, lq > 9 ? lq - 9
+						     : 1)); /* at most a quarter of the space */
+	/* beyond the space, up to 2^63: only an aligned space start (or none) can fit */
+	{
+		unsigned lo = log2u64(r->m.size) + 1;
+
+		return 1ULL << (lo + rnd_below(r, 64 - lo));
+	}
 }
 
 static uint64_t round_q(const struct run *r, uint64_t size)
@@ -595,6 +605,9 @@ static void op_alloc(struct run *r, bool ranged)
 		rc = va_alloc(r->vs, size, align, owner, &addr);
 	if (rc) {
 		r->failed_calls++;
+		/* an alignment larger than the space may be refused as "exceeds the space" */
+		if (rc == VA_EOVERFLOW && ralign > m->size)
+			return;
 		CHECK(r, rc == VA_ENOSPC, "returned %d (%s), expected 0 or VA_ENOSPC", rc,
 		      va_strerror(rc));
 		r->nospc++;
@@ -1062,6 +1075,85 @@ static void run_group(void **state)
 		run_seed(md, md->seeds[i]);
 }
 
+/* ---- teardown with everything outstanding --------------------------------------------- */
+
+struct destroy_probe {
+	atomic_uint_fast64_t calls;	    /* release callbacks so far */
+	atomic_uint_fast64_t after_destroy; /* ... after va_destroy returned */
+	atomic_bool destroyed;
+};
+
+static void on_release_probe(void *ctx, uint64_t start, uint64_t size)
+{
+	struct destroy_probe *p = ctx;
+
+	atomic_fetch_add(&p->calls, 1);
+	if (atomic_load(&p->destroyed))
+		atomic_fetch_add(&p->after_destroy, 1);
+}
+
+/*
+ * va_destroy with busy, lazy and pooled blocks and (in one case) the background thread
+ * running: no leak (ASan checks at exit), no release callback from inside va_destroy when
+ * there is no thread (lazy ranges are not released), none at all after it returns.
+ */
+static void destroy_outstanding(void **state)
+{
+	for (int with_thread = 0; with_thread < 2; with_thread++) {
+		static struct destroy_probe probe;
+		struct va_config cfg = {
+		    .size = 4096 * 4096,
+		    .nodes = 3,
+		    .lazy_max = 64 * 4096,
+		    .pool_max_quanta = 16,
+		    .idle_drain_ms = 1,
+		    .no_thread = !with_thread,
+		    .release = on_release_probe,
+		    .release_ctx = &probe,
+		};
+		struct va_space *vs = NULL;
+		uint64_t addrs[600], before, seed = 99;
+		struct va_stats st;
+		unsigned n = 0;
+
+		atomic_store(&probe.calls, 0);
+		atomic_store(&probe.after_destroy, 0);
+		atomic_store(&probe.destroyed, false);
+		assert_int_equal(va_create(&cfg, &vs), 0);
+		for (unsigned i = 0; i < 600; i++) {
+			uint64_t z = (seed += 0x9e3779b97f4a7c15ULL) >> 40;
+
+			va_set_home_node(i);
+			if (va_alloc(vs, (1 + z % 24) * 4096, 0, &probe, &addrs[n]) == 0)
+				n++;
+		}
+		/* free two thirds: some drain into pools and the tree, some stay lazy */
+		for (unsigned i = 1; i < n; i += 3)
+			assert_int_equal(va_free(vs, addrs[i], NULL), 0);
+		for (unsigned i = 0; i < 40; i++) { /* refill pools from the released blocks */
+			uint64_t a;
+
+			va_set_home_node(i);
+			va_alloc(vs, (1 + i % 4) * 4096, 0, &probe, &a);
+		}
+		for (unsigned i = 2; i < n; i += 3)
+			assert_int_equal(va_free(vs, addrs[i], NULL), 0);
+		va_get_stats(vs, &st);
+		print_message("destroy_outstanding (%s thread): busy %llu lazy %llu pooled %llu "
+			      "blocks\n",
+			      with_thread ? "with" : "no", ULL(st.busy_blocks), ULL(st.lazy_blocks),
+			      ULL(st.pooled_blocks));
+		before = atomic_load(&probe.calls);
+		va_destroy(vs);
+		atomic_store(&probe.destroyed, true);
+		if (!with_thread)
+			assert_int_equal(atomic_load(&probe.calls), before);
+		/* a release after va_destroy returned would be a use-after-free in the daemon */
+		usleep(20 * 1000);
+		assert_int_equal(atomic_load(&probe.after_destroy), 0);
+	}
+}
+
 #define MIB (1024ULL * 1024)
 
 /* exact mode: nodes = 1, no pools, eager, no thread */
@@ -1235,6 +1327,7 @@ int main(void)
 	    GROUP(lazy_pooled_thread),
 	    GROUP(lazy_pool_heavy_sync),
 	    GROUP(lazy_pool_heavy_thread),
+	    cmocka_unit_test(destroy_outstanding),
 	};
 
 	if (getenv("VA_TEST_FILTER"))
