@@ -38,4 +38,7 @@ int bench_lat_percentiles(struct bench_lat *ls, unsigned n, struct bench_pct *ou
 /* Monotonic clock in nanoseconds. */
 uint64_t bench_now_ns(void);
 
+/* CPU time of the whole process (all threads) in nanoseconds. */
+uint64_t bench_process_cpu_ns(void);
+
 #endif

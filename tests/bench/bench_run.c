@@ -109,7 +109,7 @@ int bench_run(const struct bench_params *p, struct bench_result *r)
 	pthread_barrier_t barrier;
 	struct worker *ws;
 	struct bench_lat *lats;
-	uint64_t setup_start = bench_now_ns(), first = UINT64_MAX, last = 0;
+	uint64_t setup_start = bench_now_ns(), first = UINT64_MAX, last = 0, cpu0;
 	unsigned started = 0;
 	void *h;
 	int rc;
@@ -188,8 +188,10 @@ int bench_run(const struct bench_params *p, struct bench_result *r)
 	if (r->error) /* workers see setup_rc or still run: make them skip the loop */
 		for (unsigned t = 0; t < p->threads; t++)
 			ws[t].setup_rc = ws[t].setup_rc ? ws[t].setup_rc : r->error;
+	cpu0 = bench_process_cpu_ns();
 	pthread_barrier_wait(&barrier); /* go */
 	pthread_barrier_wait(&barrier); /* stopped */
+	r->cpu_ns = bench_process_cpu_ns() - cpu0;
 	p->impl->counters(h, &after);
 	pthread_barrier_wait(&barrier); /* teardowns may start */
 	for (unsigned t = 0; t < p->threads; t++)
@@ -229,7 +231,7 @@ int bench_run(const struct bench_params *p, struct bench_result *r)
 		.pool_hits = after.pool_hits - before.pool_hits,
 	};
 	if (!r->error) {
-		char msg[256] = "";
+		char msg[200] = "";
 
 		if (p->impl->quiesce)
 			p->impl->quiesce(h);

@@ -30,6 +30,7 @@ struct bench_result {
 	uint64_t wall_ns;	/* first thread start to last thread end */
 	uint64_t thread_ns;	/* sum over threads of each one's loop time */
 	uint64_t setup_ns;	/* workload setup + held setup + drain */
+	uint64_t cpu_ns;	/* process CPU time over the loop, every thread (drain thread too) */
 	bool capped;		/* some thread hit max_seconds before its loops */
 	struct bench_pct pct;
 	struct bench_counters delta; /* counters over the measured loop */
