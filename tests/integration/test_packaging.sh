@@ -366,7 +366,7 @@ if [ "$mode" = normal ]; then
 		sh -c "packaging/build-deb '$debs' && ls '$debs'/vad_${version}_*.deb \
 		       '$debs'/libvad0_${version}_*.deb '$debs'/libvad-dev_${version}_*.deb"
 	if ls "$debs"/*.changes >/dev/null 2>&1; then
-		lintian --fail-on error --no-tag-display-limit "$debs"/*.changes >"$tmp/lintian" 2>&1
+		lintian --fail-on error --tag-display-limit 0 "$debs"/*.changes >"$tmp/lintian" 2>&1
 		lintian_rc=$?
 		echo "lintian: $(grep -c '^E:' "$tmp/lintian") errors, $(grep -c '^W:' \
 			"$tmp/lintian") warnings, $(grep -c '^I:' "$tmp/lintian") info"
