@@ -807,13 +807,19 @@ int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t 
 		.err_len = err_len,
 	};
 	ps.file = fopen(path, "re");
+	struct stat st;
+	if (ps.file && fstat(fileno(ps.file), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fclose(ps.file);
+		ps.file = NULL;
+		errno = EISDIR;
+	}
 	if (!ps.file) {
 		if (err && err_len)
 			snprintf(err, err_len, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	int rc = ini_parse_stream(line_reader, &ps, ini_handler_fn, &ps);
-	bool read_error = ferror(ps.file);
+	int read_errno = ferror(ps.file) ? errno : 0;
 	fclose(ps.file);
 	free(ps.line);
 
@@ -822,8 +828,8 @@ int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t 
 		fail_at(&ps, rc, "syntax error (expected [section], key = value or a comment)");
 	} else if (rc < 0 && !ps.failed) {
 		fail_at(&ps, ps.lineno, "inih failed (%d)", rc);
-	} else if (read_error && !ps.failed) {
-		fail_at(&ps, ps.lineno, "read error");
+	} else if (read_errno && !ps.failed) {
+		fail_at(&ps, ps.lineno + 1, "read error: %s", strerror(read_errno));
 	}
 	if (!ps.failed)
 		finish_arena(&ps);

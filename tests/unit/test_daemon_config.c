@@ -473,6 +473,9 @@ static void test_missing_file(void **state)
 	assert_string_equal(err, "/nonexistent-vad-test.conf: No such file or directory");
 	assert_null(cfg.arenas);
 	vad_config_free(&cfg);
+
+	assert_int_equal(vad_config_load("/tmp", &cfg, err, sizeof(err)), -1);
+	assert_string_equal(err, "/tmp: Is a directory");
 }
 
 /* Reloading is loading again: a second load into the same struct after free is clean. */
