@@ -148,7 +148,7 @@ static struct entry *entry_ref(struct session *s, const char *cmd, const char *r
 
 /* "OFFSET" or "#N" -> a pointer (and the entry if it is one of ours), or false. */
 static bool resolve(struct session *s, const char *cmd, const char *ref, void **ptr,
-		    struct entry **ent, int *idx)
+		    struct entry **ent, int *idx, uint64_t *offset)
 {
 	*ent = NULL;
 	*idx = 0;
@@ -158,6 +158,7 @@ static bool resolve(struct session *s, const char *cmd, const char *ref, void **
 			return false;
 		*ent = e;
 		*ptr = e->ptr;
+		*offset = e->offset;
 		return true;
 	}
 	uint64_t off;
@@ -170,6 +171,7 @@ static bool resolve(struct session *s, const char *cmd, const char *ref, void **
 			return false;
 		}
 	}
+	*offset = off;
 	const char *arena = s->arena ? s->arena : "";
 	for (size_t i = s->n; i-- > 0;) {
 		struct entry *e = &s->v[i];
@@ -221,7 +223,8 @@ static void cmd_free(struct session *s, char **args, int n)
 	void *p;
 	struct entry *e;
 	int idx;
-	if (!resolve(s, "free", args[0], &p, &e, &idx))
+	uint64_t off;
+	if (!resolve(s, "free", args[0], &p, &e, &idx, &off))
 		return;
 	int err = vad_free(s->c, p);
 	if (err)
@@ -238,8 +241,8 @@ static void cmd_free(struct session *s, char **args, int n)
 		vad_session_info(s->c, &si);
 		const char *arena = s->arena ? s->arena : si.default_arena;
 		vactl_json_add_str(j, "arena", arena);
-		vactl_json_add_u64(j, "offset", strtoull(args[0], NULL, 0));
-		say_ok(s, j, "freed arena=%s offset=%s", arena, args[0]);
+		vactl_json_add_u64(j, "offset", off);
+		say_ok(s, j, "freed arena=%s offset=%llu", arena, (unsigned long long)off);
 	}
 }
 
@@ -250,7 +253,8 @@ static void cmd_share(struct session *s, char **args, int n)
 	void *p;
 	struct entry *e;
 	int idx;
-	if (!resolve(s, "share", args[0], &p, &e, &idx))
+	uint64_t off;
+	if (!resolve(s, "share", args[0], &p, &e, &idx, &off))
 		return;
 	char token[VAD_TOKEN_LEN + 1];
 	int err = vad_share(s->c, p, token);
@@ -260,10 +264,11 @@ static void cmd_share(struct session *s, char **args, int n)
 	if (e)
 		json_object_object_add(j, "index", json_object_new_int(idx));
 	vactl_json_add_str(j, "token", token);
+	vactl_json_add_u64(j, "offset", off);
 	if (e)
 		say_ok(s, j, "#%d token=%s", idx, token);
 	else
-		say_ok(s, j, "%s token=%s", args[0], token);
+		say_ok(s, j, "offset=%llu token=%s", (unsigned long long)off, token);
 }
 
 static void cmd_attach(struct session *s, char **args, int n)
