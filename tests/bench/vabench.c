@@ -273,6 +273,23 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
+/* Write s as a JSON string literal (messages may quote the library's sentences). */
+static void put_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
 static void print_json(FILE *f, const struct bench_params *p, const struct bench_result *r,
 		       unsigned repeat)
 {
@@ -308,8 +325,10 @@ static void print_json(FILE *f, const struct bench_params *p, const struct bench
 			(unsigned long long)r->delta.pool_hits,
 			r->delta.allocs ? (double)r->delta.pool_hits / (double)r->delta.allocs : 0,
 			(unsigned long long)r->delta.drains);
-	if (r->error)
-		fprintf(f, ",\"error\":\"%s\"", r->errmsg); /* our own messages: no quotes in them */
+	if (r->error) {
+		fputs(",\"error\":", f);
+		put_json_string(f, r->errmsg);
+	}
 	fprintf(f, "}\n");
 	fflush(f);
 }
