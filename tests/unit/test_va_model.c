@@ -900,20 +900,21 @@ static void op_congruent(struct run *r)
 	struct refmodel *m = &r->m;
 	uint64_t q = m->quantum, offsets[4], sizes[4], out[4], align, base = 0;
 	unsigned n = 1 + (unsigned)rnd_below(r, 4);
+	bool big = rnd_below(r, 5) == 0; /* wide areas and gaps: more top-down backtracking */
 	void *owner = new_tag(r);
-	char desc[160];
+	char desc[200];
 	int len = 0, rc;
 	bool fit;
 
 	offsets[0] = 0;
 	for (unsigned i = 0; i < n; i++) {
 		if (i)
-			offsets[i] = offsets[i - 1] + sizes[i - 1] + rnd_below(r, 4) * q;
-		sizes[i] = (1 + rnd_below(r, 8)) * q;
+			offsets[i] = offsets[i - 1] + sizes[i - 1] + rnd_below(r, big ? 64 : 4) * q;
+		sizes[i] = (1 + rnd_below(r, big ? 64 : 8)) * q;
 		len += snprintf(desc + len, sizeof(desc) - (size_t)len, "%s+0x%llx:0x%llx",
 				i ? " " : "", ULL(offsets[i]), ULL(sizes[i]));
 	}
-	align = q << rnd_below(r, 5);
+	align = q << rnd_below(r, big ? 7 : 5);
 	snprintf(r->op, sizeof(r->op), "va_alloc_congruent(n=%u {%s}, align=0x%llx)", n, desc,
 		 ULL(align));
 	if (r->trace)
@@ -968,7 +969,7 @@ static unsigned scaled_ops(unsigned ops)
 
 static void run_seed(const struct mode *md, uint64_t seed)
 {
-	static const unsigned target_pct[4] = {30, 60, 90, 110};
+	static const unsigned target_pct[4] = {25, 50, 75, 95};
 	struct run *r = calloc(1, sizeof(*r));
 	struct va_config cfg;
 	unsigned ops = scaled_ops(md->ops);
@@ -1274,6 +1275,23 @@ static struct mode lazy_pooled_thread = {
     .seeds = {21, 22},
 };
 
+/* odd shapes: 5 nodes, 3-quantum zones, 8 KiB quantum */
+static struct mode lazy_odd_zones_sync = {
+    .name = "lazy_odd_zones_sync",
+    .base = 0,
+    .quantum = 8192,
+    .nq = 4096,
+    .nodes = 5,
+    .zone_q = 3,
+    .lazy_max_q = 48,
+    .pool_max_quanta = 12,
+    .pool_depth = 5,
+    .drain_chunk = 3,
+    .no_thread = true,
+    .ops = 20000,
+    .nseeds = 1,
+    .seeds = {51},
+};
 /* small requests over a small space with small pools: pool hits, refills, decay, full drains */
 static struct mode lazy_pool_heavy_sync = {
     .name = "lazy_pool_heavy_sync",
@@ -1327,6 +1345,7 @@ int main(void)
 	    GROUP(lazy_pooled_thread),
 	    GROUP(lazy_pool_heavy_sync),
 	    GROUP(lazy_pool_heavy_thread),
+	    GROUP(lazy_odd_zones_sync),
 	    cmocka_unit_test(destroy_outstanding),
 	};
 
