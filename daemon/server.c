@@ -44,7 +44,7 @@ struct conn {
 	struct worker *w;
 	struct vad_session *sess;
 	struct event *ev_read, *ev_write;
-	bool reading, writing, throttled;
+	bool reading, writing, throttled, lingering;
 	struct conn *prev, *next;
 };
 
@@ -162,9 +162,11 @@ static int conn_update(struct conn *c)
 			return -1;
 		}
 		set_event(c->ev_read, &c->reading, false, NULL);
-		if (!c->writing) {
+		if (!c->lingering) {
+			/* Its last replies get a deadline, also if a write was already waiting. */
 			struct timeval tv = { .tv_sec = CLOSE_LINGER_S };
 			set_event(c->ev_write, &c->writing, true, &tv);
+			c->lingering = true;
 		}
 		return 0;
 	}

@@ -8,7 +8,9 @@
 #include "handler.h"
 #include "log.h"
 
-#define IN_MIN (64u * 1024u)
+#define IN_START (16u * 1024u)	/* an idle session costs little */
+#define IN_BUSY (64u * 1024u)	/* a pipelining client gets reads this large */
+#define OUT_KEEP (64u * 1024u)	/* an empty output buffer larger than this is given back */
 
 struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_peer *peer)
 {
@@ -56,13 +58,24 @@ void vad_session_free(struct vad_session *s)
 
 /* ---- input ------------------------------------------------------------------------------ */
 
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 uint8_t *vad_session_input_space(struct vad_session *s, size_t *cap)
 {
-	size_t want = (size_t)vad_service_max_frame(s->svc) + VAD_FRAME_HEADER;
-	if (want < IN_MIN)
-		want = IN_MIN;
-	if (s->in_cap < want) {
-		/* First use, or max_frame grew by a reload. */
+	size_t max_cap = (size_t)vad_service_max_frame(s->svc) + VAD_FRAME_HEADER;
+	size_t want = s->in_cap ? s->in_cap : IN_START;
+	if (s->in_filled && want < IN_BUSY)
+		want = IN_BUSY; /* the last read filled the buffer: the client pipelines */
+	if (s->in_len >= VAD_FRAME_HEADER) {
+		/* Unhandled bytes start with a partial frame (process() keeps it at the front). */
+		size_t frame = (size_t)le32(s->in) + VAD_FRAME_HEADER;
+		if (frame <= max_cap && frame > want)
+			want = frame;
+	}
+	if (want > s->in_cap) {
 		uint8_t *n = realloc(s->in, want);
 		if (n) {
 			s->in = n;
@@ -76,6 +89,7 @@ uint8_t *vad_session_input_space(struct vad_session *s, size_t *cap)
 void vad_session_input_commit(struct vad_session *s, size_t n)
 {
 	s->in_len += n;
+	s->in_filled = s->in_len == s->in_cap;
 }
 
 /* ---- output ----------------------------------------------------------------------------- */
@@ -192,8 +206,15 @@ void vad_session_output_done(struct vad_session *s, size_t n)
 		s->marks_head++;
 	if (s->marks_head == s->n_marks)
 		s->marks_head = s->n_marks = 0;
-	if (s->out_head == s->out_len)
+	if (s->out_head == s->out_len) {
 		s->out_head = s->out_len = 0;
+		if (s->out_cap > OUT_KEEP) {
+			/* A burst is over: do not keep its buffer for the life of the session. */
+			free(s->out);
+			s->out = NULL;
+			s->out_cap = 0;
+		}
+	}
 }
 
 /* ---- frames ----------------------------------------------------------------------------- */
@@ -221,11 +242,6 @@ static void handle_frame(struct vad_session *s, const uint8_t *payload, size_t l
 	emit(s, &r);
 	vad_scratch_reset(&s->scratch);
 	s->requests++;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Answer a frame that breaks the stream, then let the connection close. */

@@ -43,6 +43,7 @@ struct vad_session {
 
 	uint8_t *in;		/* received bytes [0, in_len) not yet handled */
 	size_t in_len, in_cap;
+	bool in_filled;		/* the last read filled the buffer: grow it */
 
 	uint8_t *out;		/* reply bytes [out_head, out_len) not yet sent */
 	size_t out_head, out_len, out_cap;

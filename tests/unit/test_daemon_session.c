@@ -1181,6 +1181,41 @@ static void test_malformed_frames(void **state)
 	tc_free(e);
 }
 
+/* A frame larger than the idle input buffer, fed in pieces, arrives whole. */
+static void test_large_frame(void **state)
+{
+	(void)state;
+	struct tclient *c = tc_new_peer(1000, 1000, NULL, 0);
+	size_t name_len = 60000;
+	char *name = malloc(name_len + 1);
+	assert_non_null(name);
+	memset(name, 'n', name_len);
+	name[name_len] = '\0';
+	Vad__Hello h = VAD__HELLO__INIT;
+	h.name = name;
+	h.version = VAD_PROTOCOL_VERSION;
+	Vad__Request q = VAD__REQUEST__INIT;
+	q.id = 3;
+	q.op_case = VAD__REQUEST__OP_HELLO;
+	q.hello = &h;
+	uint8_t *buf = malloc(name_len + 64);
+	assert_non_null(buf);
+	size_t n = vad_frame_encode_request(&q, buf, name_len + 64);
+	assert_true(n > 60000 && n < 65536);
+	for (size_t i = 0; i < n; i += 1000) {
+		assert_false(tc_has_reply(c));
+		tc_send_bytes(c, buf + i, n - i < 1000 ? n - i : 1000);
+	}
+	Vad__Response *r = tc_recv(c);
+	expect_ok(r, VAD__RESPONSE__RESULT_HELLO);
+	assert_int_equal(r->id, 3);
+	done(r);
+	assert_int_equal(strlen(c->s->name), VAD_NAME_MAX);
+	free(buf);
+	free(name);
+	tc_free(c);
+}
+
 /* ---- tests: backpressure ------------------------------------------------------------------ */
 
 static void test_backpressure(void **state)
@@ -1369,6 +1404,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_admin_ops, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_reload, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_frames, setup_plain, teardown),
+		cmocka_unit_test_setup_teardown(test_large_frame, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_backpressure, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_full_batch, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup_plain, teardown),
