@@ -95,25 +95,25 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 	for (size_t i = 0; i < s->n_arenas; i++) {
 		Vad__ArenaStats *a = s->arenas[i];
 		d->arenas[i] = (struct vad_arena_stats){
-			.name = stash(&cursor, a->name),
-			.size = a->size,
-			.quantum = a->quantum,
-			.busy_bytes = a->busy_bytes,
-			.free_bytes = a->free_bytes,
-			.lazy_bytes = a->lazy_bytes,
-			.pooled_bytes = a->pooled_bytes,
-			.busy_blocks = a->busy_blocks,
-			.free_blocks = a->free_blocks,
-			.lazy_blocks = a->lazy_blocks,
-			.pooled_blocks = a->pooled_blocks,
-			.largest_free = a->largest_free,
-			.allocs = a->allocs,
-			.frees = a->frees,
-			.fails = a->fails,
-			.drains = a->drains,
-			.released_bytes = a->released_bytes,
-			.release_calls = a->release_calls,
-			.pool_hits = a->pool_hits,
+		    .name = stash(&cursor, a->name),
+		    .size = a->size,
+		    .quantum = a->quantum,
+		    .busy_bytes = a->busy_bytes,
+		    .free_bytes = a->free_bytes,
+		    .lazy_bytes = a->lazy_bytes,
+		    .pooled_bytes = a->pooled_bytes,
+		    .busy_blocks = a->busy_blocks,
+		    .free_blocks = a->free_blocks,
+		    .lazy_blocks = a->lazy_blocks,
+		    .pooled_blocks = a->pooled_blocks,
+		    .largest_free = a->largest_free,
+		    .allocs = a->allocs,
+		    .frees = a->frees,
+		    .fails = a->fails,
+		    .drains = a->drains,
+		    .released_bytes = a->released_bytes,
+		    .release_calls = a->release_calls,
+		    .pool_hits = a->pool_hits,
 		};
 	}
 	vad__response__free_unpacked(r, NULL);
@@ -146,11 +146,11 @@ int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n)
 	for (size_t i = 0; i < rep->n_arenas; i++) {
 		Vad__ArenaInfo *a = rep->arenas[i];
 		v[i] = (struct vad_arena_info){
-			.name = stash(&cursor, a->name),
-			.size = a->size,
-			.quantum = a->quantum,
-			.backing = stash(&cursor, a->backing),
-			.allowed = a->allowed,
+		    .name = stash(&cursor, a->name),
+		    .size = a->size,
+		    .quantum = a->quantum,
+		    .backing = stash(&cursor, a->backing),
+		    .allowed = a->allowed,
 		};
 	}
 	*n = rep->n_arenas;
@@ -184,16 +184,16 @@ int vad_clients(vad_client *c, struct vad_client_info **out, size_t *n)
 	for (size_t i = 0; i < rep->n_clients; i++) {
 		Vad__ClientInfo *ci = rep->clients[i];
 		v[i] = (struct vad_client_info){
-			.session_id = ci->session_id,
-			.pid = ci->pid,
-			.uid = ci->uid,
-			.gid = ci->gid,
-			.name = stash(&cursor, ci->name),
-			.held_bytes = ci->held_bytes,
-			.held_ranges = ci->held_ranges,
-			.allocs = ci->allocs,
-			.frees = ci->frees,
-			.connected_ms = ci->connected_ms,
+		    .session_id = ci->session_id,
+		    .pid = ci->pid,
+		    .uid = ci->uid,
+		    .gid = ci->gid,
+		    .name = stash(&cursor, ci->name),
+		    .held_bytes = ci->held_bytes,
+		    .held_ranges = ci->held_ranges,
+		    .allocs = ci->allocs,
+		    .frees = ci->frees,
+		    .connected_ms = ci->connected_ms,
 		};
 	}
 	*n = rep->n_clients;

@@ -45,8 +45,8 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 		if (fd >= 0)
 			close(fd);
 		vad__response__free_unpacked(r, NULL);
-		return libvad_failf(c, VAD_EPROTO, "the daemon's map reply for arena '%s' %s",
-				    name, fd < 0 ? "carried no file descriptor" : "is malformed");
+		return libvad_failf(c, VAD_EPROTO, "the daemon's map reply for arena '%s' %s", name,
+				    fd < 0 ? "carried no file descriptor" : "is malformed");
 	}
 	struct libvad_arena *a = calloc(1, sizeof(*a));
 	if (a)

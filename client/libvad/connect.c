@@ -38,7 +38,7 @@ static char *resolve_path(const char *arg)
 
 static int open_socket(vad_client *c)
 {
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if (strlen(c->socket_path) >= sizeof(addr.sun_path))
 		return libvad_failf(NULL, VAD_ECONNECT,
 				    "cannot connect to %s: the path is longer than %zu bytes",
@@ -56,8 +56,8 @@ static int open_socket(vad_client *c)
 		rc = connect(c->sock, (struct sockaddr *)&addr, sizeof(addr));
 	while (rc < 0 && errno == EINTR);
 	if (rc < 0)
-		return libvad_failf(NULL, VAD_ECONNECT, "cannot connect to %s: %s",
-				    c->socket_path, strerror(errno));
+		return libvad_failf(NULL, VAD_ECONNECT, "cannot connect to %s: %s", c->socket_path,
+				    strerror(errno));
 	return VAD_OK;
 }
 
@@ -75,14 +75,15 @@ static int say_hello(vad_client *c, const char *name)
 	if (err != VAD_OK) {
 		const char *why = libvad_dead_message(c);
 		if (why)
-			return libvad_failf(NULL, err, "the daemon at %s refused the connection: %s",
+			return libvad_failf(NULL, err,
+					    "the daemon at %s refused the connection: %s",
 					    c->socket_path, why);
 		return libvad_failf(NULL, err, "no hello reply from the daemon at %s: %s",
 				    c->socket_path, vad_strerror(err));
 	}
 	if (r->error != VAD__ERROR__OK) {
 		err = (int)r->error > 0 && (int)r->error <= VAD__ERROR__ENOHELLO ? -(int)r->error
-									     : VAD_EPROTO;
+										 : VAD_EPROTO;
 		libvad_failf(NULL, err, "the daemon at %s refused the connection: %s",
 			     c->socket_path, *r->message ? r->message : vad_strerror(err));
 		vad__response__free_unpacked(r, NULL);

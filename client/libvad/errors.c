@@ -11,7 +11,7 @@
 
 #include "internal.h"
 
-#define ERR_SLOTS 8
+#define ERR_SLOTS   8
 #define ERR_MSG_MAX 512
 
 struct err_slot {
@@ -26,27 +26,27 @@ static __thread uint64_t err_clock;
 #define CONNECT_GENERATION UINT64_MAX
 
 static const char *const sentences[] = {
-	[0] = "success",
-	[1] = "a malformed or missing argument",
-	[2] = "out of memory",
-	[3] = "cannot connect to the vad daemon (is it running?)",
-	[4] = "the daemon closed the connection",
-	[5] = "protocol error: an undecodable message or broken framing",
-	[6] = "client and daemon speak different protocol versions",
-	[7] = "the arena has no free range that large",
-	[8] = "a per-client or per-uid quota would be exceeded",
-	[9] = "not allowed (arena allow-list or admin operation)",
-	[10] = "no such arena",
-	[11] = "this client holds no reference to that range",
-	[12] = "unknown or malformed share token",
-	[13] = "size is 0 or too large for the arena",
-	[14] = "alignment is not a power of two or is too large",
-	[15] = "request larger than the daemon's maximum frame or batch",
-	[16] = "the daemon has too many clients",
-	[17] = "the daemon failed internally",
-	[18] = "mapping the arena into this process failed",
-	[19] = "the daemon does not know that operation",
-	[20] = "the first request must be hello",
+    [0] = "success",
+    [1] = "a malformed or missing argument",
+    [2] = "out of memory",
+    [3] = "cannot connect to the vad daemon (is it running?)",
+    [4] = "the daemon closed the connection",
+    [5] = "protocol error: an undecodable message or broken framing",
+    [6] = "client and daemon speak different protocol versions",
+    [7] = "the arena has no free range that large",
+    [8] = "a per-client or per-uid quota would be exceeded",
+    [9] = "not allowed (arena allow-list or admin operation)",
+    [10] = "no such arena",
+    [11] = "this client holds no reference to that range",
+    [12] = "unknown or malformed share token",
+    [13] = "size is 0 or too large for the arena",
+    [14] = "alignment is not a power of two or is too large",
+    [15] = "request larger than the daemon's maximum frame or batch",
+    [16] = "the daemon has too many clients",
+    [17] = "the daemon failed internally",
+    [18] = "mapping the arena into this process failed",
+    [19] = "the daemon does not know that operation",
+    [20] = "the first request must be hello",
 };
 
 const char *vad_strerror(int err)

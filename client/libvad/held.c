@@ -8,8 +8,7 @@
 
 #include "internal.h"
 
-int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset,
-		    uint64_t size)
+int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
 {
 	uintptr_t addr = (uintptr_t)(arena->base + offset);
 	struct libvad_held *h;

@@ -45,9 +45,9 @@ struct libvad_held {
 struct libvad_pending {
 	uint64_t id;
 	bool done;
-	int err;	    /* VAD_OK or a local failure (VAD_EGONE, VAD_EPROTO) */
+	int err;	     /* VAD_OK or a local failure (VAD_EGONE, VAD_EPROTO) */
 	Vad__Response *resp; /* owned by the waiter once done */
-	int fd;		    /* the arena fd that came with a MapArena reply, or -1 */
+	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
 	pthread_cond_t cond;
 	struct libvad_pending *next;
 };
@@ -76,7 +76,7 @@ struct vad_client {
 	char *dead_msg;			/* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;			/* touched only by the reader */
 	size_t rlen, rcap;
-	int *fdq;			/* received fds not yet claimed, arrival order */
+	int *fdq; /* received fds not yet claimed, arrival order */
 	size_t fdq_len, fdq_cap;
 
 	/* mappings and held ranges */
@@ -120,7 +120,7 @@ int libvad_fail(vad_client *c, int err, const char *msg);
 
 /* Like libvad_fail with a printf-style sentence. */
 int libvad_failf(vad_client *c, int err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* arenas.c */
 
@@ -136,8 +136,7 @@ void libvad_arenas_destroy(vad_client *c);
 /* held.c */
 
 /* Record one more reference to [offset, offset+size) of arena; VAD_ENOMEM on failure. */
-int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset,
-		    uint64_t size);
+int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size);
 
 /* Drop one reference to the range starting at addr (no-op if not recorded). */
 void libvad_held_drop(vad_client *c, uintptr_t addr);

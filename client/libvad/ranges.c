@@ -167,8 +167,9 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs)
 	for (size_t i = 0; i < n; i++) {
 		owner[i] = libvad_arena_find(c, ptrs[i]);
 		if (!owner[i]) {
-			err = libvad_failf(c, VAD_ENOTHELD,
-					   "pointer %zu of the batch is not inside any mapped arena", i);
+			err = libvad_failf(
+			    c, VAD_ENOTHELD,
+			    "pointer %zu of the batch is not inside any mapped arena", i);
 			goto out;
 		}
 	}
@@ -213,8 +214,8 @@ int vad_share(vad_client *c, void *ptr, char token[VAD_TOKEN_LEN + 1])
 	size_t len = strlen(r->share->token);
 	if (len == 0 || len > VAD_TOKEN_LEN) {
 		vad__response__free_unpacked(r, NULL);
-		return libvad_failf(c, VAD_EPROTO, "the daemon sent a share token of %zu characters",
-				    len);
+		return libvad_failf(c, VAD_EPROTO,
+				    "the daemon sent a share token of %zu characters", len);
 	}
 	memcpy(token, r->share->token, len + 1);
 	vad__response__free_unpacked(r, NULL);

@@ -155,7 +155,7 @@ static int deliver_frames_locked(vad_client *c)
 	for (;;) {
 		size_t len;
 		enum vad_frame_status st =
-			vad_frame_peek(c->rbuf + off, c->rlen - off, LIBVAD_RESPONSE_MAX, &len);
+		    vad_frame_peek(c->rbuf + off, c->rlen - off, LIBVAD_RESPONSE_MAX, &len);
 		if (st == VAD_FRAME_NEED_MORE)
 			break;
 		if (st != VAD_FRAME_READY) {
@@ -163,7 +163,7 @@ static int deliver_frames_locked(vad_client *c)
 			break;
 		}
 		Vad__Response *r =
-			vad__response__unpack(NULL, len, c->rbuf + off + VAD_FRAME_HEADER);
+		    vad__response__unpack(NULL, len, c->rbuf + off + VAD_FRAME_HEADER);
 		off += VAD_FRAME_HEADER + len;
 		if (!r) {
 			err = VAD_EPROTO;
@@ -204,7 +204,7 @@ static int deliver_frames_locked(vad_client *c)
 
 int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 {
-	struct libvad_pending me = { .fd = -1 };
+	struct libvad_pending me = {.fd = -1};
 	*resp = NULL;
 	if (fd)
 		*fd = -1;
@@ -295,7 +295,8 @@ int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__
 	if (r->error != VAD__ERROR__OK) {
 		int err = code_from_wire(r->error);
 		if (err == VAD_EPROTO && r->error != VAD__ERROR__EPROTO)
-			return libvad_failf(c, err, "the daemon answered with unknown error code %d: %s",
+			return libvad_failf(c, err,
+					    "the daemon answered with unknown error code %d: %s",
 					    (int)r->error, r->message);
 		return libvad_fail(c, err, r->message);
 	}

@@ -4,8 +4,8 @@
 
 #include "vactl.h"
 
-static int parse_operands(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
-			  char **argv, int max_args, int *first)
+static int parse_operands(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
+			  int max_args, int *first)
 {
 	int rc = vactl_parse_cmd(cmd, o, argc, argv, NULL, NULL, NULL, NULL, first);
 	if (rc != VACTL_EXIT_OK)
@@ -48,13 +48,13 @@ static int run_purge(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_purge = {
-	.name = "purge",
-	.args = "[ARENA]",
-	.summary = "reclaim lazy and pooled memory now (admin)",
-	.help = "Makes the daemon reclaim every freed-but-lazy range and empty its per-node\n"
-		"pools at once, in ARENA or in every arena. Admin only.\n"
-		"JSON: {arena (null = all), released_bytes}\n",
-	.run = run_purge,
+    .name = "purge",
+    .args = "[ARENA]",
+    .summary = "reclaim lazy and pooled memory now (admin)",
+    .help = "Makes the daemon reclaim every freed-but-lazy range and empty its per-node\n"
+	    "pools at once, in ARENA or in every arena. Admin only.\n"
+	    "JSON: {arena (null = all), released_bytes}\n",
+    .run = run_purge,
 };
 
 static int run_reload(struct vactl_opts *o, int argc, char **argv)
@@ -87,13 +87,13 @@ static int run_reload(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_reload = {
-	.name = "reload",
-	.args = "",
-	.summary = "re-read the configuration's limits, like SIGHUP (admin)",
-	.help = "Asks the daemon to re-read its config file and apply the reloadable limits\n"
-		"(quotas, max clients, max frame and batch, log level). Admin only.\n"
-		"JSON: {reloaded: true, detail}\n",
-	.run = run_reload,
+    .name = "reload",
+    .args = "",
+    .summary = "re-read the configuration's limits, like SIGHUP (admin)",
+    .help = "Asks the daemon to re-read its config file and apply the reloadable limits\n"
+	    "(quotas, max clients, max frame and batch, log level). Admin only.\n"
+	    "JSON: {reloaded: true, detail}\n",
+    .run = run_reload,
 };
 
 static int run_check(struct vactl_opts *o, int argc, char **argv)
@@ -130,12 +130,12 @@ static int run_check(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_check = {
-	.name = "check",
-	.args = "",
-	.summary = "check allocator invariants (admin; exit 4 if broken)",
-	.help = "Runs the allocator's invariant checker (tree order and colour, subtree maxima,\n"
-		"no overlap, busy + free + lazy + pooled = size) on every arena. Admin only.\n"
-		"Exits 0 when every arena is sound and 4 when any is not.\n"
-		"JSON: {ok, detail}\n",
-	.run = run_check,
+    .name = "check",
+    .args = "",
+    .summary = "check allocator invariants (admin; exit 4 if broken)",
+    .help = "Runs the allocator's invariant checker (tree order and colour, subtree maxima,\n"
+	    "no overlap, busy + free + lazy + pooled = size) on every arena. Admin only.\n"
+	    "Exits 0 when every arena is sound and 4 when any is not.\n"
+	    "JSON: {ok, detail}\n",
+    .run = run_check,
 };

@@ -69,7 +69,7 @@ static void hold(const struct alloc_args *a)
 	}
 	for (;;) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		struct timespec left = { end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec };
+		struct timespec left = {end.tv_sec - now.tv_sec, end.tv_nsec - now.tv_nsec};
 		if (left.tv_nsec < 0) {
 			left.tv_sec--;
 			left.tv_nsec += 1000000000L;
@@ -85,16 +85,16 @@ static void hold(const struct alloc_args *a)
 static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "arena", required_argument, NULL, OPT_ARENA },
-		{ "align", required_argument, NULL, OPT_ALIGN },
-		{ "share", no_argument, NULL, OPT_SHARE },
-		{ "hold", required_argument, NULL, OPT_HOLD },
-		{ 0 },
+	    {"arena", required_argument, NULL, OPT_ARENA},
+	    {"align", required_argument, NULL, OPT_ALIGN},
+	    {"share", no_argument, NULL, OPT_SHARE},
+	    {"hold", required_argument, NULL, OPT_HOLD},
+	    {0},
 	};
-	struct alloc_args a = { 0 };
+	struct alloc_args a = {0};
 	int first;
-	int rc = vactl_parse_cmd(&vactl_cmd_alloc, o, argc, argv, NULL, opts, on_alloc_opt, &a,
-				 &first);
+	int rc =
+	    vactl_parse_cmd(&vactl_cmd_alloc, o, argc, argv, NULL, opts, on_alloc_opt, &a, &first);
 	if (rc)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
 	size_t n = (size_t)(argc - first);
@@ -165,10 +165,11 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 			snprintf(how, sizeof(how), "until interrupted (Ctrl-C, SIGTERM)");
 		else
 			snprintf(how, sizeof(how), "for %s (Ctrl-C to stop early)", a.hold_text);
-		fprintf(stderr,
-			"vactl: holding %zu range%s %s; then vactl frees them and exits (the daemon "
-			"also drops a session's ranges when it disconnects)\n",
-			n, n == 1 ? "" : "s", how);
+		fprintf(
+		    stderr,
+		    "vactl: holding %zu range%s %s; then vactl frees them and exits (the daemon "
+		    "also drops a session's ranges when it disconnects)\n",
+		    n, n == 1 ? "" : "s", how);
 		hold(&a);
 	}
 	err = vad_free_batch(c, n, ptrs);
@@ -186,22 +187,22 @@ out:
 }
 
 const struct vactl_cmd vactl_cmd_alloc = {
-	.name = "alloc",
-	.args = "SIZE [SIZE...] [--arena A] [--align N] [--share] [--hold DURATION|forever]",
-	.summary = "allocate, print, optionally hold, then free ranges",
-	.help = "Allocates one range per SIZE in one all-or-nothing request and prints each\n"
-		"range's arena, offset and (rounded) size; --share also makes a share token per\n"
-		"range that another process can attach to (vactl session: attach TOKEN).\n"
-		"  --arena A      allocate in arena A (default: the daemon's default arena)\n"
-		"  --align N      alignment, a power of two (default: the arena's quantum)\n"
-		"  --share        print a share token per range\n"
-		"  --hold D       keep the ranges for D (10s, 5m, 2h) or 'forever' (until Ctrl-C,\n"
-		"                 SIGTERM or SIGHUP) before freeing them\n"
-		"The ranges are freed before vactl exits: the daemon drops every range a session\n"
-		"holds when the session disconnects, so nothing outlives vactl (tokens included).\n"
-		"JSON (printed before any hold): {ranges: [{arena, offset, size, requested,\n"
-		"token}], hold}\n",
-	.run = run_alloc,
+    .name = "alloc",
+    .args = "SIZE [SIZE...] [--arena A] [--align N] [--share] [--hold DURATION|forever]",
+    .summary = "allocate, print, optionally hold, then free ranges",
+    .help = "Allocates one range per SIZE in one all-or-nothing request and prints each\n"
+	    "range's arena, offset and (rounded) size; --share also makes a share token per\n"
+	    "range that another process can attach to (vactl session: attach TOKEN).\n"
+	    "  --arena A      allocate in arena A (default: the daemon's default arena)\n"
+	    "  --align N      alignment, a power of two (default: the arena's quantum)\n"
+	    "  --share        print a share token per range\n"
+	    "  --hold D       keep the ranges for D (10s, 5m, 2h) or 'forever' (until Ctrl-C,\n"
+	    "                 SIGTERM or SIGHUP) before freeing them\n"
+	    "The ranges are freed before vactl exits: the daemon drops every range a session\n"
+	    "holds when the session disconnects, so nothing outlives vactl (tokens included).\n"
+	    "JSON (printed before any hold): {ranges: [{arena, offset, size, requested,\n"
+	    "token}], hold}\n",
+    .run = run_alloc,
 };
 
 static int run_free(struct vactl_opts *o, int argc, char **argv)
@@ -219,11 +220,11 @@ static int run_free(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_free = {
-	.name = "free",
-	.args = "OFFSET|#N",
-	.summary = "explains why free works only in a session (exits 2)",
-	.help = "The daemon lets only a holder free a range, and each vactl command is a new\n"
-		"session that holds nothing, so this one-shot command cannot free anything.\n"
-		"Use 'vactl session' and its 'free OFFSET|#N' command instead. Always exits 2.\n",
-	.run = run_free,
+    .name = "free",
+    .args = "OFFSET|#N",
+    .summary = "explains why free works only in a session (exits 2)",
+    .help = "The daemon lets only a holder free a range, and each vactl command is a new\n"
+	    "session that holds nothing, so this one-shot command cannot free anything.\n"
+	    "Use 'vactl session' and its 'free OFFSET|#N' command instead. Always exits 2.\n",
+    .run = run_free,
 };

@@ -6,7 +6,7 @@
 
 #include "vactl.h"
 
-#define SZ(v) vactl_fmt_size((v), (char[32]){ 0 }, 32)
+#define SZ(v) vactl_fmt_size((v), (char[32]){0}, 32)
 
 /* Format an unsigned number into a compound-literal buffer. */
 static const char *num(char *buf, size_t len, uint64_t v)
@@ -14,14 +14,14 @@ static const char *num(char *buf, size_t len, uint64_t v)
 	snprintf(buf, len, "%llu", (unsigned long long)v);
 	return buf;
 }
-#define N(v) num((char[32]){ 0 }, 32, (v))
+#define N(v) num((char[32]){0}, 32, (v))
 
 static const char *pct(char *buf, size_t len, uint64_t part, uint64_t whole)
 {
 	snprintf(buf, len, "%.1f%%", whole ? 100.0 * (double)part / (double)whole : 0.0);
 	return buf;
 }
-#define PCT(p, w) pct((char[16]){ 0 }, 16, (p), (w))
+#define PCT(p, w) pct((char[16]){0}, 16, (p), (w))
 
 /* Parse no options beyond the common ones and accept at most max_args operands. */
 static int simple_parse(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
@@ -90,13 +90,13 @@ static int run_status(struct vactl_opts *o, int argc, char **argv)
 		       d->clients, d->clients == 1 ? "" : "s", (unsigned long long)d->requests,
 		       (unsigned long long)d->shares, d->shares == 1 ? "" : "s");
 		printf("this session: id %llu%s; default arena '%s'\n",
-		       (unsigned long long)s.session_id, s.admin ? ", admin" : "",
-		       s.default_arena);
+		       (unsigned long long)s.session_id, s.admin ? ", admin" : "", s.default_arena);
 		for (size_t i = 0; i < d->n_arenas; i++) {
 			const struct vad_arena_stats *a = &d->arenas[i];
-			printf("  %-12s %9s  busy %9s (%5s)  free %9s  lazy %9s  largest free %9s\n",
-			       a->name, SZ(a->size), SZ(a->busy_bytes), PCT(a->busy_bytes, a->size),
-			       SZ(a->free_bytes), SZ(a->lazy_bytes), SZ(a->largest_free));
+			printf(
+			    "  %-12s %9s  busy %9s (%5s)  free %9s  lazy %9s  largest free %9s\n",
+			    a->name, SZ(a->size), SZ(a->busy_bytes), PCT(a->busy_bytes, a->size),
+			    SZ(a->free_bytes), SZ(a->lazy_bytes), SZ(a->largest_free));
 		}
 	}
 	free(d);
@@ -105,16 +105,16 @@ static int run_status(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_status = {
-	.name = "status",
-	.args = "",
-	.summary = "daemon version, uptime, clients and one line per arena",
-	.help = "Connects, asks for statistics and prints the daemon's version and uptime, the\n"
-		"number of connected sessions (vactl's own included), and each arena's size,\n"
-		"busy, free and lazy bytes and largest free block.\n"
-		"JSON: {server, socket, protocol_version, uptime_ms, clients, requests, shares,\n"
-		"session_id, admin, default_arena, arenas: [{name, size, busy_bytes, free_bytes,\n"
-		"lazy_bytes, pooled_bytes, largest_free}]}\n",
-	.run = run_status,
+    .name = "status",
+    .args = "",
+    .summary = "daemon version, uptime, clients and one line per arena",
+    .help = "Connects, asks for statistics and prints the daemon's version and uptime, the\n"
+	    "number of connected sessions (vactl's own included), and each arena's size,\n"
+	    "busy, free and lazy bytes and largest free block.\n"
+	    "JSON: {server, socket, protocol_version, uptime_ms, clients, requests, shares,\n"
+	    "session_id, admin, default_arena, arenas: [{name, size, busy_bytes, free_bytes,\n"
+	    "lazy_bytes, pooled_bytes, largest_free}]}\n",
+    .run = run_status,
 };
 
 /* ---- arenas ----------------------------------------------------------------------- */
@@ -145,9 +145,8 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 		return rc;
 	}
 	json_object *arr = o->json ? json_object_new_array() : NULL;
-	static const char *const heads[] = { "NAME",   "SIZE",	 "QUANTUM", "BACKING",
-					     "BUSY",   "FREE",	 "LAZY",    "POOLED",
-					     "LARGEST FREE", "FRAG" };
+	static const char *const heads[] = {"NAME", "SIZE", "QUANTUM", "BACKING",      "BUSY",
+					    "FREE", "LAZY", "POOLED",  "LARGEST FREE", "FRAG"};
 	struct vactl_table *t = o->json ? NULL : vactl_table_new(10, heads);
 	for (size_t i = 0; i < d->n_arenas; i++) {
 		const struct vad_arena_stats *a = &d->arenas[i];
@@ -175,9 +174,9 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 			char fr[16];
 			snprintf(fr, sizeof(fr), "%.1f%%", 100.0 * frag);
 			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum),
-					ai ? ai->backing : "?", SZ(a->busy_bytes), SZ(a->free_bytes),
-					SZ(a->lazy_bytes), SZ(a->pooled_bytes), SZ(a->largest_free),
-					fr);
+					ai ? ai->backing : "?", SZ(a->busy_bytes),
+					SZ(a->free_bytes), SZ(a->lazy_bytes), SZ(a->pooled_bytes),
+					SZ(a->largest_free), fr);
 		}
 	}
 	if (arr) {
@@ -196,15 +195,15 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_arenas = {
-	.name = "arenas",
-	.args = "",
-	.summary = "arenas: size, quantum, backing, occupancy, fragmentation",
-	.help = "Lists the arenas this peer may use with their occupancy. FRAG is the share of\n"
-		"free space outside the largest free block (0% = one contiguous hole).\n"
-		"JSON: {arenas: [{name, size, quantum, backing, allowed, busy_bytes, free_bytes,\n"
-		"lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]}; backing and\n"
-		"allowed are null when the daemon does not list arenas to this peer.\n",
-	.run = run_arenas,
+    .name = "arenas",
+    .args = "",
+    .summary = "arenas: size, quantum, backing, occupancy, fragmentation",
+    .help = "Lists the arenas this peer may use with their occupancy. FRAG is the share of\n"
+	    "free space outside the largest free block (0% = one contiguous hole).\n"
+	    "JSON: {arenas: [{name, size, quantum, backing, allowed, busy_bytes, free_bytes,\n"
+	    "lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]}; backing and\n"
+	    "allowed are null when the daemon does not list arenas to this peer.\n",
+    .run = run_arenas,
 };
 
 /* ---- clients ---------------------------------------------------------------------- */
@@ -242,18 +241,17 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 			vactl_json_add_u64(jc, "allocs", v[i].allocs);
 			vactl_json_add_u64(jc, "frees", v[i].frees);
 			vactl_json_add_u64(jc, "connected_ms", v[i].connected_ms);
-			json_object_object_add(jc, "self",
-					       json_object_new_boolean(v[i].session_id ==
-								       s.session_id));
+			json_object_object_add(
+			    jc, "self", json_object_new_boolean(v[i].session_id == s.session_id));
 			json_object_array_add(arr, jc);
 		}
 		json_object *j = json_object_new_object();
 		json_object_object_add(j, "clients", arr);
 		vactl_json_print(j);
 	} else {
-		static const char *const heads[] = { "SESSION", "PID",	  "UID",    "NAME",
-						     "HELD",	"RANGES", "ALLOCS", "FREES",
-						     "CONNECTED" };
+		static const char *const heads[] = {"SESSION", "PID",	"UID",
+						    "NAME",    "HELD",	"RANGES",
+						    "ALLOCS",  "FREES", "CONNECTED"};
 		struct vactl_table *t = vactl_table_new(9, heads);
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
@@ -262,7 +260,8 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 			char sess[40], age[48], dur[32];
 			snprintf(sess, sizeof(sess), "%llu%s", (unsigned long long)v[i].session_id,
 				 v[i].session_id == s.session_id ? "*" : "");
-			uint64_t since = now_ms > v[i].connected_ms ? now_ms - v[i].connected_ms : 0;
+			uint64_t since =
+			    now_ms > v[i].connected_ms ? now_ms - v[i].connected_ms : 0;
 			snprintf(age, sizeof(age), "%s ago",
 				 vactl_fmt_duration(since, dur, sizeof(dur)));
 			vactl_table_row(t, sess, N(v[i].pid), N(v[i].uid), v[i].name,
@@ -278,13 +277,13 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_clients = {
-	.name = "clients",
-	.args = "",
-	.summary = "connected sessions and what they hold (admin)",
-	.help = "Lists every connected session, vactl's own marked with '*'. Admin only.\n"
-		"JSON: {clients: [{session_id, pid, uid, gid, name, held_bytes, held_ranges,\n"
-		"allocs, frees, connected_ms (epoch ms), self}]}\n",
-	.run = run_clients,
+    .name = "clients",
+    .args = "",
+    .summary = "connected sessions and what they hold (admin)",
+    .help = "Lists every connected session, vactl's own marked with '*'. Admin only.\n"
+	    "JSON: {clients: [{session_id, pid, uid, gid, name, held_bytes, held_ranges,\n"
+	    "allocs, frees, connected_ms (epoch ms), self}]}\n",
+    .run = run_clients,
 };
 
 /* ---- stats ------------------------------------------------------------------------ */
@@ -355,7 +354,7 @@ static int run_stats(struct vactl_opts *o, int argc, char **argv)
 		vad_close(c);
 		return rc;
 	}
-	struct vad_arena_stats tot = { .name = "total" };
+	struct vad_arena_stats tot = {.name = "total"};
 	for (size_t i = 0; i < d->n_arenas; i++)
 		add_totals(&tot, &d->arenas[i]);
 	tot.quantum = 0;
@@ -391,16 +390,16 @@ static int run_stats(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_stats = {
-	.name = "stats",
-	.args = "[ARENA]",
-	.summary = "every allocator counter per arena, plus totals",
-	.help = "Prints every statistic the daemon keeps for each arena (or only ARENA):\n"
-		"busy/free/lazy/pooled bytes and blocks, largest free block, allocs, frees,\n"
-		"fails, drains, released bytes, release calls, pool hits.\n"
-		"JSON: {uptime_ms, clients, requests, shares, arenas: [{name, size, quantum,\n"
-		"busy_bytes, free_bytes, lazy_bytes, pooled_bytes, busy_blocks, free_blocks,\n"
-		"lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails, drains,\n"
-		"released_bytes, release_calls, pool_hits, fragmentation}], totals: {the same\n"
-		"summed, without name and quantum; largest_free is the maximum}}\n",
-	.run = run_stats,
+    .name = "stats",
+    .args = "[ARENA]",
+    .summary = "every allocator counter per arena, plus totals",
+    .help = "Prints every statistic the daemon keeps for each arena (or only ARENA):\n"
+	    "busy/free/lazy/pooled bytes and blocks, largest free block, allocs, frees,\n"
+	    "fails, drains, released bytes, release calls, pool hits.\n"
+	    "JSON: {uptime_ms, clients, requests, shares, arenas: [{name, size, quantum,\n"
+	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, busy_blocks, free_blocks,\n"
+	    "lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails, drains,\n"
+	    "released_bytes, release_calls, pool_hits, fragmentation}], totals: {the same\n"
+	    "summed, without name and quantum; largest_free is the maximum}}\n",
+    .run = run_stats,
 };

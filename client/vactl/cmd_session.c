@@ -31,13 +31,13 @@ struct session {
 static void note_exit(struct session *s, int code)
 {
 	/* 3 (daemon gone) outranks 2 (usage), which outranks 1 (refused). */
-	static const int rank[] = { 0, 1, 2, 3, 0 };
+	static const int rank[] = {0, 1, 2, 3, 0};
 	if (rank[code] > rank[s->worst])
 		s->worst = code;
 }
 
 static void say_ok(struct session *s, json_object *j, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void say_ok(struct session *s, json_object *j, const char *fmt, ...)
 {
 	if (s->o->json) {
@@ -62,7 +62,7 @@ static json_object *result(const char *cmd)
 }
 
 static void say_usage(struct session *s, const char *cmd, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void say_usage(struct session *s, const char *cmd, const char *fmt, ...)
 {
 	char msg[512];
@@ -116,7 +116,7 @@ static int add_entry(struct session *s, void *ptr)
 	struct vad_range r;
 	if (vad_range_info(s->c, ptr, &r) != VAD_OK)
 		return -1;
-	s->v[s->n++] = (struct entry){ ptr, r.arena, r.offset, r.size, true };
+	s->v[s->n++] = (struct entry){ptr, r.arena, r.offset, r.size, true};
 	return (int)s->n;
 }
 
@@ -398,7 +398,7 @@ static void cmd_sleep(struct session *s, char **args, int n)
 	uint64_t ms;
 	if (n != 1 || vactl_parse_duration(args[0], &ms) < 0)
 		return say_usage(s, "sleep", "sleep SECONDS (or 250ms, 2m)");
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 	json_object *j = result("sleep");
@@ -466,13 +466,13 @@ static int on_session_opt(int opt, const char *arg, void *ctx)
 static int run_session(struct vactl_opts *o, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "arena", required_argument, NULL, OPT_ARENA },
-		{ 0 },
+	    {"arena", required_argument, NULL, OPT_ARENA},
+	    {0},
 	};
-	struct session s = { .o = o };
+	struct session s = {.o = o};
 	int first;
-	int rc = vactl_parse_cmd(&vactl_cmd_session, o, argc, argv, NULL, opts, on_session_opt,
-				 &s, &first);
+	int rc = vactl_parse_cmd(&vactl_cmd_session, o, argc, argv, NULL, opts, on_session_opt, &s,
+				 &first);
 	if (rc)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
 	if (first < argc)
@@ -496,33 +496,34 @@ static int run_session(struct vactl_opts *o, int argc, char **argv)
 }
 
 const struct vactl_cmd vactl_cmd_session = {
-	.name = "session",
-	.args = "[--arena A]",
-	.summary = "run commands from stdin, one result line each",
-	.help = "Reads one command per line from stdin and prints one result line for each,\n"
-		"so a person or a test can drive a multi-step session:\n"
-		"  alloc SIZE [ALIGN]     allocate (in --arena A, else the default arena)\n"
-		"  free OFFSET|#N         free a range (#N = the Nth range this session got by\n"
-		"                         alloc or attach; OFFSET = an offset in the arena)\n"
-		"  share OFFSET|#N        make a share token for a range\n"
-		"  attach TOKEN           take a reference to a shared range (a new #N)\n"
-		"  write #N TEXT          copy TEXT (the rest of the line) to the range's start,\n"
-		"                         then a NUL if the range has room\n"
-		"  read #N [LEN]          show the range's first LEN bytes (default 256) as text\n"
-		"                         up to the first NUL, and whether they are all zero\n"
-		"  stats                  totals over the arenas and this session's holdings\n"
-		"  sleep SECONDS          wait (also 250ms, 2m)\n"
-		"  quit                   end the session (so does end of input)\n"
-		"Blank lines and lines starting with '#' are ignored. Errors do not stop the\n"
-		"session; they print 'error: CMD: LABEL: SENTENCE'. Everything this session holds\n"
-		"is freed by the daemon when the session ends.\n"
-		"Human output: '#1 arena=default offset=0 size=4096', 'freed #1 ...',\n"
-		"'#1 token=...', 'wrote 5 bytes to #1', '#1 text=\"hello\" zero=no', 'busy_bytes=...'.\n"
-		"JSON lines: {cmd, ok: true, ...} with index, arena, offset, size (alloc, attach,\n"
-		"free), token (share), bytes (write), length, text, zero (read), the vad_stats\n"
-		"fields (stats), ms (sleep); or {cmd, ok: false, error: NAME|\"usage\", code,\n"
-		"message}.\n"
-		"Exit status: the worst failure seen: 3 (daemon unreachable, stops the session) >\n"
-		"2 (a malformed command) > 1 (a refused command) > 0.\n",
-	.run = run_session,
+    .name = "session",
+    .args = "[--arena A]",
+    .summary = "run commands from stdin, one result line each",
+    .help =
+	"Reads one command per line from stdin and prints one result line for each,\n"
+	"so a person or a test can drive a multi-step session:\n"
+	"  alloc SIZE [ALIGN]     allocate (in --arena A, else the default arena)\n"
+	"  free OFFSET|#N         free a range (#N = the Nth range this session got by\n"
+	"                         alloc or attach; OFFSET = an offset in the arena)\n"
+	"  share OFFSET|#N        make a share token for a range\n"
+	"  attach TOKEN           take a reference to a shared range (a new #N)\n"
+	"  write #N TEXT          copy TEXT (the rest of the line) to the range's start,\n"
+	"                         then a NUL if the range has room\n"
+	"  read #N [LEN]          show the range's first LEN bytes (default 256) as text\n"
+	"                         up to the first NUL, and whether they are all zero\n"
+	"  stats                  totals over the arenas and this session's holdings\n"
+	"  sleep SECONDS          wait (also 250ms, 2m)\n"
+	"  quit                   end the session (so does end of input)\n"
+	"Blank lines and lines starting with '#' are ignored. Errors do not stop the\n"
+	"session; they print 'error: CMD: LABEL: SENTENCE'. Everything this session holds\n"
+	"is freed by the daemon when the session ends.\n"
+	"Human output: '#1 arena=default offset=0 size=4096', 'freed #1 ...',\n"
+	"'#1 token=...', 'wrote 5 bytes to #1', '#1 text=\"hello\" zero=no', 'busy_bytes=...'.\n"
+	"JSON lines: {cmd, ok: true, ...} with index, arena, offset, size (alloc, attach,\n"
+	"free), token (share), bytes (write), length, text, zero (read), the vad_stats\n"
+	"fields (stats), ms (sleep); or {cmd, ok: false, error: NAME|\"usage\", code,\n"
+	"message}.\n"
+	"Exit status: the worst failure seen: 3 (daemon unreachable, stops the session) >\n"
+	"2 (a malformed command) > 1 (a refused command) > 0.\n",
+    .run = run_session,
 };

@@ -7,9 +7,8 @@
 #include "vactl.h"
 
 static const struct vactl_cmd *const commands[] = {
-	&vactl_cmd_status, &vactl_cmd_arenas, &vactl_cmd_clients, &vactl_cmd_stats,
-	&vactl_cmd_purge,  &vactl_cmd_reload, &vactl_cmd_check,	  &vactl_cmd_alloc,
-	&vactl_cmd_free,   &vactl_cmd_session,
+    &vactl_cmd_status, &vactl_cmd_arenas, &vactl_cmd_clients, &vactl_cmd_stats, &vactl_cmd_purge,
+    &vactl_cmd_reload, &vactl_cmd_check,  &vactl_cmd_alloc,   &vactl_cmd_free,	&vactl_cmd_session,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -27,23 +26,24 @@ static void print_help(FILE *f)
 		else
 			fprintf(f, "  %-30s %s\n", head, commands[i]->summary);
 	}
-	fprintf(f,
-		"\nOptions (before or after the command):\n"
-		"  --socket PATH   the daemon's socket; default $VAD_SOCKET, else\n"
-		"                  $XDG_RUNTIME_DIR/vad.sock if it exists, else /run/vad/vad.sock\n"
-		"  --json          machine output: one JSON document on stdout (session: one JSON\n"
-		"                  object per line); keys are snake_case, sizes are integer bytes\n"
-		"  -h, --help      this help; vactl COMMAND --help explains one command\n"
-		"  -V, --version   print vactl's version\n"
-		"\nSizes accept binary units: 4096, 4K, 1.5M, 64G (K = 1024). Durations: 250ms,\n"
-		"10s, 5m, 2h, 1d; a bare number is seconds.\n"
-		"\nExit status:\n"
-		"  0  success\n"
-		"  1  the daemon refused the request (its reason is printed on stderr)\n"
-		"  2  usage error\n"
-		"  3  cannot reach the daemon (not running, wrong socket, or it went away)\n"
-		"  4  check found broken allocator invariants\n"
-		"With --json, failures also print {\"error\": NAME, \"code\": N, \"message\": ...}.\n");
+	fprintf(
+	    f,
+	    "\nOptions (before or after the command):\n"
+	    "  --socket PATH   the daemon's socket; default $VAD_SOCKET, else\n"
+	    "                  $XDG_RUNTIME_DIR/vad.sock if it exists, else /run/vad/vad.sock\n"
+	    "  --json          machine output: one JSON document on stdout (session: one JSON\n"
+	    "                  object per line); keys are snake_case, sizes are integer bytes\n"
+	    "  -h, --help      this help; vactl COMMAND --help explains one command\n"
+	    "  -V, --version   print vactl's version\n"
+	    "\nSizes accept binary units: 4096, 4K, 1.5M, 64G (K = 1024). Durations: 250ms,\n"
+	    "10s, 5m, 2h, 1d; a bare number is seconds.\n"
+	    "\nExit status:\n"
+	    "  0  success\n"
+	    "  1  the daemon refused the request (its reason is printed on stderr)\n"
+	    "  2  usage error\n"
+	    "  3  cannot reach the daemon (not running, wrong socket, or it went away)\n"
+	    "  4  check found broken allocator invariants\n"
+	    "With --json, failures also print {\"error\": NAME, \"code\": N, \"message\": ...}.\n");
 }
 
 static void print_cmd_help(const struct vactl_cmd *cmd)
@@ -73,13 +73,12 @@ enum { OPT_SOCKET = 0x1000, OPT_JSON };
 
 int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
 		    const char *short_opts, const struct option *long_opts,
-		    int (*on_opt)(int opt, const char *arg, void *ctx), void *ctx,
-		    int *first_arg)
+		    int (*on_opt)(int opt, const char *arg, void *ctx), void *ctx, int *first_arg)
 {
 	static const struct option common[] = {
-		{ "socket", required_argument, NULL, OPT_SOCKET },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "help", no_argument, NULL, 'h' },
+	    {"socket", required_argument, NULL, OPT_SOCKET},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"help", no_argument, NULL, 'h'},
 	};
 	size_t n_extra = 0;
 	while (long_opts && long_opts[n_extra].name)
@@ -109,7 +108,8 @@ int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
 		case '?':
 			return vactl_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
 		case ':':
-			return vactl_usage_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+			return vactl_usage_error(cmd, "option '%s' needs a value",
+						 argv[optind - 1]);
 		default: {
 			int rc = on_opt ? on_opt(opt, optarg, ctx) : VACTL_EXIT_USAGE;
 			if (rc != VACTL_EXIT_OK)
@@ -124,13 +124,13 @@ int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
 int main(int argc, char **argv)
 {
 	static const struct option globals[] = {
-		{ "socket", required_argument, NULL, OPT_SOCKET },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ 0 },
+	    {"socket", required_argument, NULL, OPT_SOCKET},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {0},
 	};
-	struct vactl_opts o = { 0 };
+	struct vactl_opts o = {0};
 	opterr = 0;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "+:hV", globals, NULL)) != -1) {
@@ -148,7 +148,8 @@ int main(int argc, char **argv)
 			printf("vactl %s (libvad %s)\n", VAD_VERSION_STRING, VAD_VERSION_STRING);
 			return VACTL_EXIT_OK;
 		case ':':
-			return vactl_usage_error(NULL, "option '%s' needs a value", argv[optind - 1]);
+			return vactl_usage_error(NULL, "option '%s' needs a value",
+						 argv[optind - 1]);
 		default:
 			return vactl_usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
 		}

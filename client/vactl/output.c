@@ -84,9 +84,8 @@ void vactl_table_print(struct vactl_table *t)
 
 void vactl_json_print(json_object *obj)
 {
-	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY |
-							 JSON_C_TO_STRING_SPACED |
-							 JSON_C_TO_STRING_NOSLASHESCAPE));
+	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+						     JSON_C_TO_STRING_NOSLASHESCAPE));
 	fflush(stdout);
 	json_object_put(obj);
 }
@@ -94,7 +93,7 @@ void vactl_json_print(json_object *obj)
 void vactl_json_line(json_object *obj)
 {
 	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
-							 JSON_C_TO_STRING_NOSLASHESCAPE));
+						     JSON_C_TO_STRING_NOSLASHESCAPE));
 	fflush(stdout);
 	json_object_put(obj);
 }
@@ -143,8 +142,8 @@ json_object *vactl_json_arena_stats(const struct vad_arena_stats *a)
 	vactl_json_add_u64(o, "released_bytes", a->released_bytes);
 	vactl_json_add_u64(o, "release_calls", a->release_calls);
 	vactl_json_add_u64(o, "pool_hits", a->pool_hits);
-	json_object_object_add(o, "fragmentation",
-			       json_object_new_double(vactl_fragmentation(a->free_bytes,
-									  a->largest_free)));
+	json_object_object_add(
+	    o, "fragmentation",
+	    json_object_new_double(vactl_fragmentation(a->free_bytes, a->largest_free)));
 	return o;
 }

@@ -93,7 +93,7 @@ int vactl_parse_duration(const char *s, uint64_t *ms)
 
 const char *vactl_fmt_size(uint64_t bytes, char *buf, size_t len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	if (bytes < 1024) {
 		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
 		return buf;

@@ -39,8 +39,8 @@ struct vactl_cmd {
 };
 
 extern const struct vactl_cmd vactl_cmd_status, vactl_cmd_arenas, vactl_cmd_clients,
-	vactl_cmd_stats, vactl_cmd_purge, vactl_cmd_reload, vactl_cmd_check, vactl_cmd_alloc,
-	vactl_cmd_free, vactl_cmd_session;
+    vactl_cmd_stats, vactl_cmd_purge, vactl_cmd_reload, vactl_cmd_check, vactl_cmd_alloc,
+    vactl_cmd_free, vactl_cmd_session;
 
 /* main.c */
 
@@ -50,12 +50,11 @@ extern const struct vactl_cmd vactl_cmd_status, vactl_cmd_arenas, vactl_cmd_clie
  * Returns -1 when --help was printed (the caller exits 0), else an exit code. */
 int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
 		    const char *short_opts, const struct option *long_opts,
-		    int (*on_opt)(int opt, const char *arg, void *ctx), void *ctx,
-		    int *first_arg);
+		    int (*on_opt)(int opt, const char *arg, void *ctx), void *ctx, int *first_arg);
 
 /* Print "vactl: MSG" and the command's usage hint to stderr; returns VACTL_EXIT_USAGE. */
 int vactl_usage_error(const struct vactl_cmd *cmd, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 /* client.c */
 

@@ -9,7 +9,7 @@
 
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	      4096u
 #define SMALL_QUANTUM (64u * 1024u)
 
 static const char *const arenas_conf = "[arena default]\n"
@@ -120,16 +120,16 @@ static void test_batches_across_arenas(void **state)
 	/* A batch that fails part-way: the daemon frees in order up to the refused range,
 	 * and libvad's table follows it. */
 	VT_ASSERT_OK(c, vad_alloc_batch(c, 3, sizes, 0, v));
-	void *partial[3] = { v[0], v[0], v[1] };
+	void *partial[3] = {v[0], v[0], v[1]};
 	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_free_batch(c, 3, partial));
 	assert_int_equal(0, vad_size(c, v[0]));
 	assert_int_equal(sizes[1], vad_size(c, v[1]));
 	VT_ASSERT_OK(c, vad_stats(c, &st));
 	assert_int_equal(2, st.held_ranges);
-	void *rest[2] = { v[1], v[2] };
+	void *rest[2] = {v[1], v[2]};
 	VT_ASSERT_OK(c, vad_free_batch(c, 2, rest));
 	/* All or nothing: a batch that cannot be served leaves nothing behind. */
-	size_t huge[2] = { PAGE, 1u << 30 };
+	size_t huge[2] = {PAGE, 1u << 30};
 	VT_ASSERT_ERR(c, VAD_ESIZE, vad_alloc_batch(c, 2, huge, 0, v));
 	VT_ASSERT_OK(c, vad_stats(c, &st));
 	assert_int_equal(0, st.held_ranges);
@@ -161,7 +161,7 @@ static void test_first_map_raced_by_threads(void **state)
 	pthread_t t[THREADS];
 	struct racer r[THREADS];
 	for (int i = 0; i < THREADS; i++) {
-		r[i] = (struct racer){ c, i % 2 ? "small" : NULL, NULL, 0 };
+		r[i] = (struct racer){c, i % 2 ? "small" : NULL, NULL, 0};
 		assert_int_equal(0, pthread_create(&t[i], NULL, race_first_map, &r[i]));
 	}
 	for (int i = 0; i < THREADS; i++)
@@ -323,12 +323,12 @@ static void test_daemon_goes_away(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pointers_and_bookkeeping),
-		cmocka_unit_test(test_batches_across_arenas),
-		cmocka_unit_test(test_first_map_raced_by_threads),
-		cmocka_unit_test(test_typed_introspection),
-		cmocka_unit_test(test_close_leaves_nothing),
-		cmocka_unit_test(test_daemon_goes_away),
+	    cmocka_unit_test(test_pointers_and_bookkeeping),
+	    cmocka_unit_test(test_batches_across_arenas),
+	    cmocka_unit_test(test_first_map_raced_by_threads),
+	    cmocka_unit_test(test_typed_introspection),
+	    cmocka_unit_test(test_close_leaves_nothing),
+	    cmocka_unit_test(test_daemon_goes_away),
 	};
 	return cmocka_run_group_tests_name("libvad against vad", tests, group_setup,
 					   group_teardown);

@@ -26,10 +26,10 @@
 #include "vad.h"
 
 #define ARENA_SIZE (16u << 20)
-#define QUANTUM 4096u
-#define DIE_SIZE 0xDEAD000u /* an Alloc of this size makes the fake hang up */
-#define MAX_HOLDS 4096
-#define MAX_CONNS 64
+#define QUANTUM	   4096u
+#define DIE_SIZE   0xDEAD000u /* an Alloc of this size makes the fake hang up */
+#define MAX_HOLDS  4096
+#define MAX_CONNS  64
 
 /* ---- the fake daemon ------------------------------------------------------------------ */
 
@@ -85,8 +85,7 @@ static void set_error(Vad__Response *r, Vad__Error e, const char *msg)
 }
 
 /* Build the reply to one request. Returns the fd to attach (or -1), or -2 to hang up. */
-static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response *r,
-		  void *scratch)
+static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response *r, void *scratch)
 {
 	/* scratch holds every sub-message this reply needs (one request at a time). */
 	struct {
@@ -156,8 +155,8 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		for (size_t i = 0; i < n; i++) {
 			s->offs[i] = fa->next;
 			fa->next += s->sizes[i];
-			f->holds[f->n_holds++] = (struct hold){ conn, (unsigned)ai, s->offs[i],
-								s->sizes[i] };
+			f->holds[f->n_holds++] =
+			    (struct hold){conn, (unsigned)ai, s->offs[i], s->sizes[i]};
 		}
 		s->alloc.arena = (char *)fa->name;
 		s->alloc.n_offsets = s->alloc.n_sizes = n;
@@ -372,9 +371,10 @@ static void *serve(void *arg)
 			break;
 		rlen += (size_t)n;
 		size_t off = 0, nreq = 0, plen;
-		while (nreq < BATCH && vad_frame_peek(rbuf + off, rlen - off, sizeof(rbuf), &plen) ==
-					       VAD_FRAME_READY) {
-			reqs[nreq] = vad__request__unpack(NULL, plen, rbuf + off + VAD_FRAME_HEADER);
+		while (nreq < BATCH && vad_frame_peek(rbuf + off, rlen - off, sizeof(rbuf),
+						      &plen) == VAD_FRAME_READY) {
+			reqs[nreq] =
+			    vad__request__unpack(NULL, plen, rbuf + off + VAD_FRAME_HEADER);
 			off += VAD_FRAME_HEADER + plen;
 			if (reqs[nreq])
 				nreq++;
@@ -424,7 +424,7 @@ static void *accept_loop(void *arg)
 			close(fd);
 			continue;
 		}
-		*ca = (struct conn_arg){ f, fd, f->n_conns };
+		*ca = (struct conn_arg){f, fd, f->n_conns};
 		f->conn_fds[f->n_conns] = fd;
 		f->live_conns++;
 		pthread_create(&f->conn_threads[f->n_conns], NULL, serve, ca);
@@ -442,7 +442,7 @@ static struct fake *fake_start(uint32_t hello_version)
 	snprintf(f->dir, sizeof(f->dir), "/tmp/libvad-fake-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/vad.sock", f->dir);
-	static const char *const names[] = { "default", "second" };
+	static const char *const names[] = {"default", "second"};
 	for (int i = 0; i < 2; i++) {
 		f->arenas[i].name = names[i];
 		f->arenas[i].fd = memfd_create(names[i], MFD_CLOEXEC);
@@ -450,7 +450,7 @@ static struct fake *fake_start(uint32_t hello_version)
 		assert_int_equal(ftruncate(f->arenas[i].fd, ARENA_SIZE), 0);
 	}
 	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", f->path);
 	assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
 	assert_int_equal(listen(f->listen_fd, 64), 0);
@@ -553,7 +553,7 @@ static void test_alloc_write_free(void **state)
 	assert_int_equal(vad_free(c, q), VAD_OK);
 
 	/* Batches, across two arenas. */
-	size_t sizes[3] = { 4096, 1, 3 * 4096 };
+	size_t sizes[3] = {4096, 1, 3 * 4096};
 	void *v[3];
 	assert_int_equal(vad_alloc_batch(c, 3, sizes, 0, v), VAD_OK);
 	assert_int_equal(vad_size(c, v[2]), 3 * 4096);
@@ -561,14 +561,14 @@ static void test_alloc_write_free(void **state)
 	assert_int_equal(vad_alloc_batch_in(c, "second", 2, sizes, 0, w), VAD_OK);
 	assert_int_equal(vad_range_info(c, w[1], &r), VAD_OK);
 	assert_string_equal(r.arena, "second");
-	void *all[5] = { v[0], w[0], v[1], w[1], v[2] };
+	void *all[5] = {v[0], w[0], v[1], w[1], v[2]};
 	assert_int_equal(vad_free_batch(c, 5, all), VAD_OK);
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(vad_size(c, all[i]), 0);
 
 	/* A partial batch free: the first range is freed, the second refused. */
 	assert_int_equal(vad_alloc_batch(c, 2, sizes, 0, v), VAD_OK);
-	void *mixed[2] = { v[0], v[0] };
+	void *mixed[2] = {v[0], v[0]};
 	assert_int_equal(vad_free_batch(c, 2, mixed), VAD_ENOTHELD);
 	assert_int_equal(vad_size(c, v[0]), 0);
 	assert_int_equal(vad_size(c, v[1]), 4096);
@@ -714,7 +714,7 @@ static void test_pipelined_threads(void **state)
 	/* Bump allocation never reuses: stay inside two 16 MiB arenas. */
 	int iters = scaled(150);
 	for (int i = 0; i < THREADS; i++) {
-		w[i] = (struct worker){ c, i + 1, iters, 0 };
+		w[i] = (struct worker){c, i + 1, iters, 0};
 		pthread_create(&t[i], NULL, pipeline_worker, &w[i]);
 	}
 	for (int i = 0; i < THREADS; i++) {
@@ -757,7 +757,7 @@ static void test_connection_dies(void **state)
 	pthread_t t[THREADS];
 	struct doomed d[THREADS];
 	for (int i = 0; i < THREADS; i++) {
-		d[i] = (struct doomed){ c, 0 };
+		d[i] = (struct doomed){c, 0};
 		pthread_create(&t[i], NULL, doomed_worker, &d[i]);
 	}
 	void *z;
@@ -792,14 +792,10 @@ static void test_strerror(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_strerror),
-		cmocka_unit_test(test_connect_refused),
-		cmocka_unit_test(test_version_mismatch),
-		cmocka_unit_test(test_alloc_write_free),
-		cmocka_unit_test(test_share_attach),
-		cmocka_unit_test(test_admin_calls),
-		cmocka_unit_test(test_pipelined_threads),
-		cmocka_unit_test(test_connection_dies),
+	    cmocka_unit_test(test_strerror),	      cmocka_unit_test(test_connect_refused),
+	    cmocka_unit_test(test_version_mismatch),  cmocka_unit_test(test_alloc_write_free),
+	    cmocka_unit_test(test_share_attach),      cmocka_unit_test(test_admin_calls),
+	    cmocka_unit_test(test_pipelined_threads), cmocka_unit_test(test_connection_dies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
