@@ -49,6 +49,7 @@ struct stress_cfg {
 	unsigned max_held;    /* areas a worker holds at most */
 	bool home_per_thread; /* va_set_home_node(t) (else the library's round robin) */
 	bool switch_home;     /* workers hop between home nodes */
+	bool eager, no_thread, no_pools;
 };
 
 struct shared {
@@ -679,9 +680,9 @@ static unsigned scaled(unsigned iters)
 	const char *mode = getenv("VAD_TEST_MODE");
 
 	if (mode && !strcmp(mode, "asan"))
-		return iters / 4;
+		return iters / 2;
 	if (mode && !strcmp(mode, "tsan"))
-		return iters / 20;
+		return iters / 10;
 	return iters;
 }
 
@@ -722,6 +723,9 @@ static void run_stress(void **state)
 	vc.pool_max_quanta = cfg->pool_max_quanta;
 	vc.pool_depth = cfg->pool_depth;
 	vc.idle_drain_ms = cfg->idle_drain_ms;
+	vc.eager = cfg->eager;
+	vc.no_thread = cfg->no_thread;
+	vc.no_pools = cfg->no_pools;
 	vc.release = on_release;
 	vc.release_ctx = sh;
 	rc = va_create(&vc, &sh->vs);
@@ -869,6 +873,37 @@ static struct stress_cfg small_space_pressure = {
     .home_per_thread = true,
 };
 
+/* eager frees (release under the drain lock, at once) racing pooled allocations */
+static struct stress_cfg eager_workers4 = {
+    .name = "eager_workers4",
+    .workers = 4,
+    .nodes = 2,
+    .nq = 8192,
+    .quantum = 4096,
+    .pool_max_quanta = 16,
+    .pool_depth = 8,
+    .iters = 150000,
+    .max_held = 96,
+    .home_per_thread = true,
+    .eager = true,
+    .no_thread = true,
+};
+/* no background thread: only the freeing path and failed allocations drain */
+static struct stress_cfg sync_drains_workers4 = {
+    .name = "sync_drains_workers4",
+    .workers = 4,
+    .nodes = 3,
+    .nq = 4096,
+    .quantum = 4096,
+    .lazy_max_q = 32,
+    .pool_max_quanta = 8,
+    .pool_depth = 8,
+    .iters = 200000,
+    .max_held = 64,
+    .switch_home = true,
+    .no_thread = true,
+};
+
 int main(void)
 {
 #define STRESS(c)                                                                                  \
@@ -876,10 +911,9 @@ int main(void)
 		.name = #c, .test_func = run_stress, .initial_state = &(c)                         \
 	}
 	const struct CMUnitTest tests[] = {
-	    STRESS(nodes4_workers6),
-	    STRESS(one_node_two_workers),
-	    STRESS(nodes8_workers4),
-	    STRESS(small_space_pressure),
+	    STRESS(nodes4_workers6), STRESS(one_node_two_workers),
+	    STRESS(nodes8_workers4), STRESS(small_space_pressure),
+	    STRESS(eager_workers4),  STRESS(sync_drains_workers4),
 	};
 
 	if (getenv("VA_TEST_FILTER"))
