@@ -100,10 +100,11 @@ static struct vad_arena *use_arena(struct vad_session *s, const char *name, unsi
 		return NULL;
 	}
 	if (!s->allowed[*index]) {
-		vad_reply_error(r, VAD__ERROR__EPERM,
-				"arena '%s' does not allow uid %u (gid %u); its allow_uids/allow_gids "
-				"in vad.conf decide who may use it",
-				a->conf.name, (unsigned)s->peer.uid, (unsigned)s->peer.gid);
+		vad_reply_error(
+		    r, VAD__ERROR__EPERM,
+		    "arena '%s' does not allow uid %u (gid %u); its allow_uids/allow_gids "
+		    "in vad.conf decide who may use it",
+		    a->conf.name, (unsigned)s->peer.uid, (unsigned)s->peer.gid);
 		return NULL;
 	}
 	return a;
@@ -122,7 +123,8 @@ static void quota_error(struct vad_session *s, struct vad_reply *r, enum vad_quo
 	else
 		vad_reply_error(r, VAD__ERROR__EQUOTA,
 				"quota exceeded: uid %u holds %s of %s; this request needs %s more",
-				(unsigned)s->peer.uid, SZ(h, held), SZ(q, l.quota_uid), SZ(w, want));
+				(unsigned)s->peer.uid, SZ(h, held), SZ(q, l.quota_uid),
+				SZ(w, want));
 }
 
 static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
@@ -130,13 +132,15 @@ static bool admin_allowed(struct vad_session *s, const char *op, struct vad_repl
 	if (s->admin)
 		return true;
 	if (s->svc->has_admin_group)
-		vad_reply_error(r, VAD__ERROR__EPERM, "admin operation '%s' needs root or group '%s'",
-				op, s->svc->admin_group);
-	else
 		vad_reply_error(r, VAD__ERROR__EPERM,
-				"admin operation '%s' needs root or the daemon's user (uid %u); set "
-				"admin_group in vad.conf to allow a group",
-				op, (unsigned)s->svc->daemon_uid);
+				"admin operation '%s' needs root or group '%s'", op,
+				s->svc->admin_group);
+	else
+		vad_reply_error(
+		    r, VAD__ERROR__EPERM,
+		    "admin operation '%s' needs root or the daemon's user (uid %u); set "
+		    "admin_group in vad.conf to allow a group",
+		    op, (unsigned)s->svc->daemon_uid);
 	log_info("session %llu (pid %d, uid %u, '%s'): refused admin operation '%s'",
 		 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->name, op);
 	return false;
@@ -282,7 +286,8 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		if (n > 1)
 			snprintf(which, sizeof(which), " (range %zu of %zu)", i + 1, n);
 		if (size == 0) {
-			vad_reply_error(r, VAD__ERROR__ESIZE, "size 0 cannot be allocated%s", which);
+			vad_reply_error(r, VAD__ERROR__ESIZE, "size 0 cannot be allocated%s",
+					which);
 			return;
 		}
 		if (size > a->conf.size) {
@@ -302,7 +307,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 
 	uint64_t held;
 	enum vad_quota_kind qk =
-		vad_registry_reserve(&s->holder, total, l.quota_client, l.quota_uid, &held);
+	    vad_registry_reserve(&s->holder, total, l.quota_client, l.quota_uid, &held);
 	if (qk != VAD_QUOTA_OK) {
 		quota_error(s, r, qk, held, total);
 		return;
@@ -356,7 +361,8 @@ static void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_re
 	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
 	if (!a) {
 		vad_reply_error(r, VAD__ERROR__ENOARENA,
-				"no arena named '%.64s'; 'vactl arenas' lists the arenas", m->arena);
+				"no arena named '%.64s'; 'vactl arenas' lists the arenas",
+				m->arena);
 		return;
 	}
 	struct vad_limits l = vad_service_limits(s->svc);
@@ -383,12 +389,14 @@ static void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_re
 	if (i < m->n_offsets) {
 		if (m->n_offsets > 1)
 			vad_reply_error(r, VAD__ERROR__ENOTHELD,
-					"range 0x%" PRIx64 " in arena '%s' is not held by this client "
+					"range 0x%" PRIx64
+					" in arena '%s' is not held by this client "
 					"(freed %zu of %zu; the rest were not tried)",
 					m->offsets[i], a->conf.name, i, m->n_offsets);
 		else
 			vad_reply_error(r, VAD__ERROR__ENOTHELD,
-					"range 0x%" PRIx64 " in arena '%s' is not held by this client",
+					"range 0x%" PRIx64
+					" in arena '%s' is not held by this client",
 					m->offsets[i], a->conf.name);
 	}
 	fr->freed = (uint32_t)i;
@@ -423,20 +431,23 @@ static void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_
 	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
 	if (!a) {
 		vad_reply_error(r, VAD__ERROR__ENOARENA,
-				"no arena named '%.64s'; 'vactl arenas' lists the arenas", m->arena);
+				"no arena named '%.64s'; 'vactl arenas' lists the arenas",
+				m->arena);
 		return;
 	}
 	int rc = vad_registry_share(s->svc->reg, &s->holder, ai, m->offset, r->token);
 	if (rc == -1) {
 		vad_reply_error(r, VAD__ERROR__ENOTHELD,
-				"range 0x%" PRIx64 " in arena '%s' is not held by this client; only "
+				"range 0x%" PRIx64
+				" in arena '%s' is not held by this client; only "
 				"a holder can share it",
 				m->offset, a->conf.name);
 		return;
 	}
 	if (rc < 0) {
-		vad_reply_error(r, VAD__ERROR__EINTERNAL,
-				"could not make a share token (no randomness or memory); try again");
+		vad_reply_error(
+		    r, VAD__ERROR__EINTERNAL,
+		    "could not make a share token (no randomness or memory); try again");
 		return;
 	}
 	vad__share_reply__init(&r->u.share);
@@ -449,9 +460,8 @@ static void handle_attach(struct vad_session *s, const Vad__Attach *m, struct va
 {
 	struct vad_limits l = vad_service_limits(s->svc);
 	struct vad_attach_result res;
-	enum vad_attach_status st = vad_registry_attach(s->svc->reg, &s->holder, m->token,
-							s->allowed, l.quota_client, l.quota_uid,
-							&res);
+	enum vad_attach_status st = vad_registry_attach(
+	    s->svc->reg, &s->holder, m->token, s->allowed, l.quota_client, l.quota_uid, &res);
 	switch (st) {
 	case VAD_ATTACH_OK:
 		break;
@@ -634,7 +644,7 @@ static void handle_clients(struct vad_session *s, struct vad_reply *r)
 {
 	if (!admin_allowed(s, "clients", r))
 		return;
-	struct clients_ctx c = { .s = s };
+	struct clients_ctx c = {.s = s};
 	size_t max = vad_service_max_frame(s->svc);
 	c.budget = max > 256 ? max - 256 : 0; /* room for the response's own fields */
 	vad_registry_for_each_holder(s->svc->reg, collect_client, &c);

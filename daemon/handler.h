@@ -28,10 +28,10 @@ struct vad_reply {
 		Vad__ReloadReply reload;
 		Vad__CheckReply check;
 	} u;
-	Vad__ArenaInfo info;			/* map_arena's arena */
-	int fd;					/* >= 0: send this fd with the reply */
+	Vad__ArenaInfo info; /* map_arena's arena */
+	int fd;		     /* >= 0: send this fd with the reply */
 	char token[VAD_TOKEN_CHARS + 1];
-	char text[1024];			/* message or detail sentence */
+	char text[1024]; /* message or detail sentence */
 };
 
 /* Start a reply for request id: OK, no result, no fd. */
@@ -39,7 +39,7 @@ void vad_reply_init(struct vad_reply *r, uint64_t id);
 
 /* Make r an error reply with a sentence (printf format). */
 void vad_reply_error(struct vad_reply *r, Vad__Error code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Handle one decoded request of a session (hello checked by the caller). */
 void vad_handle_request(struct vad_session *s, const Vad__Request *req, struct vad_reply *r);

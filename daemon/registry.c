@@ -57,7 +57,8 @@ void vad_registry_free(struct vad_registry *reg)
 	/* Holders are gone, so no range remains; free any leftovers defensively. */
 	for (size_t i = 0; i < reg->n_arenas; i++) {
 		struct vad_range *r, *tmp;
-		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp) {
+		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp)
+		{
 			HASH_DEL(reg->arenas[i].ranges, r);
 			free(r);
 		}
@@ -65,7 +66,8 @@ void vad_registry_free(struct vad_registry *reg)
 	}
 	HASH_CLEAR(hh, reg->tokens);
 	struct vad_uid_usage *u, *utmp;
-	HASH_ITER(hh, reg->uids, u, utmp) {
+	HASH_ITER(hh, reg->uids, u, utmp)
+	{
 		HASH_DEL(reg->uids, u);
 		free(u);
 	}
@@ -189,8 +191,7 @@ static void trim_caches(struct vad_holder *h)
 /* ---- quotas ---------------------------------------------------------------------------- */
 
 enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes,
-					 uint64_t quota_client, uint64_t quota_uid,
-					 uint64_t *held)
+					 uint64_t quota_client, uint64_t quota_uid, uint64_t *held)
 {
 	uint64_t mine = load64(&h->held_bytes);
 	if (quota_client && (bytes > quota_client || mine > quota_client - bytes)) {
@@ -275,7 +276,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 
 struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)
 {
-	struct vad_hold_key key = { .arena = arena, .offset = offset };
+	struct vad_hold_key key = {.arena = arena, .offset = offset};
 	struct vad_hold *o;
 	HASH_FIND(hh, h->holds, &key, sizeof(key), o);
 	return o;
@@ -341,7 +342,8 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 {
 	struct vad_hold *o, *tmp;
-	HASH_ITER(hh, h->holds, o, tmp) {
+	HASH_ITER(hh, h->holds, o, tmp)
+	{
 		drop_hold(reg, h, o, o->count);
 	}
 	HASH_CLEAR(hh, h->holds);
@@ -561,7 +563,8 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 		struct vad_registry_arena *a = &reg->arenas[i];
 		uint64_t refs = 0, bytes = 0;
 		struct vad_range *r, *tmp;
-		HASH_ITER(hh, a->ranges, r, tmp) {
+		HASH_ITER(hh, a->ranges, r, tmp)
+		{
 			r->check_refs = 0;
 			if (r->refs == 0 || r->arena != i) {
 				snprintf(msg, msg_len,
@@ -598,15 +601,17 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 		uint64_t refs = 0, bytes = 0;
 		struct vad_hold *o, *tmp;
 		holders++;
-		HASH_ITER(hh, h->holds, o, tmp) {
+		HASH_ITER(hh, h->holds, o, tmp)
+		{
 			struct vad_range *r = NULL;
 			if (o->key.arena < reg->n_arenas)
 				HASH_FIND(hh, reg->arenas[o->key.arena].ranges, &o->key.offset,
 					  sizeof(o->key.offset), r);
 			if (!r || r != o->range || o->count == 0) {
 				snprintf(msg, msg_len,
-					 "a session holds %" PRIu64 " references to range 0x%" PRIx64
-					 " of arena %" PRIu64 " that the registry does not know",
+					 "a session holds %" PRIu64
+					 " references to range 0x%" PRIx64 " of arena %" PRIu64
+					 " that the registry does not know",
 					 o->count, o->key.offset, o->key.arena);
 				return -1;
 			}
@@ -622,7 +627,8 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 			return -1;
 		}
 		if (__atomic_load_n(&h->uid->held, __ATOMIC_RELAXED) < bytes) {
-			snprintf(msg, msg_len, "uid %u is charged less than one of its sessions holds",
+			snprintf(msg, msg_len,
+				 "uid %u is charged less than one of its sessions holds",
 				 (unsigned)h->uid->uid);
 			return -1;
 		}
@@ -635,7 +641,8 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 
 	for (size_t i = 0; i < reg->n_arenas; i++) {
 		struct vad_range *r, *tmp;
-		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp) {
+		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp)
+		{
 			if (r->check_refs != r->refs) {
 				snprintf(msg, msg_len,
 					 "range 0x%" PRIx64 " of arena %zu counts %" PRIu64
@@ -648,7 +655,8 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 
 	uint64_t tokens = 0;
 	struct vad_token_entry *t, *ttmp;
-	HASH_ITER(hh, reg->tokens, t, ttmp) {
+	HASH_ITER(hh, reg->tokens, t, ttmp)
+	{
 		struct vad_range *r = t->range, *found = NULL;
 		tokens++;
 		if (r->arena < reg->n_arenas)

@@ -38,7 +38,7 @@ struct vad_range {
 	uint64_t size;	 /* rounded to the arena quantum */
 	uint64_t refs;	 /* references over all sessions (arena lock) */
 	unsigned arena;
-	bool has_token;	 /* token lock */
+	bool has_token;	     /* token lock */
 	uint64_t check_refs; /* consistency check scratch (all locks held) */
 	struct vad_token_entry tok;
 	UT_hash_handle hh;
@@ -63,18 +63,18 @@ struct vad_hold {
 /* Bytes held by every session of one uid. */
 struct vad_uid_usage {
 	uid_t uid;
-	uint64_t held; /* atomic */
+	uint64_t held;	/* atomic */
 	unsigned users; /* uid_lock */
 	UT_hash_handle hh;
 };
 
 /* One session's holdings. */
 struct vad_holder {
-	struct vad_hold *holds;	 /* written by the owner thread under the entry's arena lock */
-	uint64_t held_bytes;	 /* atomic; sum of count * size */
-	uint64_t held_refs;	 /* atomic; sum of count */
+	struct vad_hold *holds; /* written by the owner thread under the entry's arena lock */
+	uint64_t held_bytes;	/* atomic; sum of count * size */
+	uint64_t held_refs;	/* atomic; sum of count */
 	struct vad_uid_usage *uid;
-	void *owner;		 /* the session, for listings */
+	void *owner;			/* the session, for listings */
 	struct vad_holder *prev, *next; /* holders_lock */
 	struct vad_range *range_cache;
 	unsigned n_range_cache;
@@ -122,8 +122,7 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h);
 /* Reserve bytes against the quotas (0 = unlimited) before allocating or attaching. On
  * refusal returns which quota and stores what is held now in *held. */
 enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes,
-					 uint64_t quota_client, uint64_t quota_uid,
-					 uint64_t *held);
+					 uint64_t quota_client, uint64_t quota_uid, uint64_t *held);
 
 /* Give back a reservation that was not used. */
 void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes);

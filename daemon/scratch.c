@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #define FIRST_CHUNK (4u * 1024u)
-#define KEEP_MAX (64u * 1024u) /* never keep more than this between requests */
+#define KEEP_MAX    (64u * 1024u) /* never keep more than this between requests */
 
 struct vad_scratch_chunk {
 	struct vad_scratch_chunk *next;

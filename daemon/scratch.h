@@ -13,7 +13,7 @@
 struct vad_scratch_chunk;
 
 struct vad_scratch {
-	ProtobufCAllocator pb; /* hand &pb to protobuf-c */
+	ProtobufCAllocator pb;		  /* hand &pb to protobuf-c */
 	struct vad_scratch_chunk *chunks; /* newest first */
 	size_t used_total;		  /* bytes handed out since the last reset */
 };

@@ -32,10 +32,10 @@
 #include "service.h"
 #include "session.h"
 
-#define ACCEPT_BURST 64		/* accepts per listener wake-up, so signals are not starved */
-#define CLOSE_LINGER_S 5	/* a closing connection gets this long to take its last replies */
-#define ACCEPT_PAUSE_MS 100	/* back-off when out of fds */
-#define MAX_WORKERS 256
+#define ACCEPT_BURST	64  /* accepts per listener wake-up, so signals are not starved */
+#define CLOSE_LINGER_S	5   /* a closing connection gets this long to take its last replies */
+#define ACCEPT_PAUSE_MS 100 /* back-off when out of fds */
+#define MAX_WORKERS	256
 
 struct worker;
 
@@ -164,7 +164,7 @@ static int conn_update(struct conn *c)
 		set_event(c->ev_read, &c->reading, false, NULL);
 		if (!c->lingering) {
 			/* Its last replies get a deadline, also if a write was already waiting. */
-			struct timeval tv = { .tv_sec = CLOSE_LINGER_S };
+			struct timeval tv = {.tv_sec = CLOSE_LINGER_S};
 			set_event(c->ev_write, &c->writing, true, &tv);
 			c->lingering = true;
 		}
@@ -329,7 +329,7 @@ static void worker_push(struct worker *w, struct pending_conn *p)
 
 static void pause_accepting(struct vad_server *s)
 {
-	struct timeval tv = { .tv_sec = 0, .tv_usec = ACCEPT_PAUSE_MS * 1000 };
+	struct timeval tv = {.tv_sec = 0, .tv_usec = ACCEPT_PAUSE_MS * 1000};
 	if (s->listening) {
 		event_del(s->ev_listen);
 		s->listening = false;
@@ -365,7 +365,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		char err[256];
 		if (!p) {
 			log_err("out of memory accepting a client");
-			refuse(fd, VAD__ERROR__ENOMEM, "the daemon is out of memory; try again later");
+			refuse(fd, VAD__ERROR__ENOMEM,
+			       "the daemon is out of memory; try again later");
 			continue;
 		}
 		if (vad_peer_from_socket(fd, &p->peer, err, sizeof(err)) < 0) {
@@ -379,10 +380,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		if (max && n >= max) {
 			__atomic_sub_fetch(&s->svc->clients, 1, __ATOMIC_RELAXED);
 			char msg[160];
-			snprintf(msg, sizeof(msg),
-				 "the daemon already serves max_clients %u clients; try again later "
-				 "or raise max_clients in vad.conf",
-				 max);
+			snprintf(
+			    msg, sizeof(msg),
+			    "the daemon already serves max_clients %u clients; try again later "
+			    "or raise max_clients in vad.conf",
+			    max);
 			log_info("refusing pid %d (uid %u): %u clients connected (max_clients %u)",
 				 (int)p->peer.pid, (unsigned)p->peer.uid, n, max);
 			refuse(fd, VAD__ERROR__EBUSY, msg);
@@ -469,9 +471,8 @@ static void free_server(struct vad_server *s)
 		pthread_mutex_destroy(&w->lock);
 	}
 	free(s->workers);
-	struct event *evs[] = { s->ev_listen, s->ev_resume, s->ev_stop,
-				s->ev_tick, s->ev_sig[0], s->ev_sig[1],
-				s->ev_sig[2] };
+	struct event *evs[] = {s->ev_listen, s->ev_resume, s->ev_stop,	s->ev_tick,
+			       s->ev_sig[0], s->ev_sig[1], s->ev_sig[2]};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -485,6 +486,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 {
 	*out = NULL;
 	pthread_once(&evthread_once, evthread_setup);
+	signal(SIGPIPE, SIG_IGN); /* sends use MSG_NOSIGNAL; this covers anything else */
 	if (evthread_rc != 0) {
 		snprintf(err, err_len, "libevent has no pthreads support (evthread_use_pthreads)");
 		return -1;
@@ -520,7 +522,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->ev_resume = evtimer_new(s->base, on_resume, s);
 	s->ev_stop = event_new(s->base, -1, 0, on_stop, s);
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
-	const int sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+	const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
 	for (int i = 0; i < 3; i++) {
 		s->ev_sig[i] = evsignal_new(s->base, sigs[i], on_signal, s);
 		if (!s->ev_sig[i])
@@ -564,8 +566,8 @@ int vad_server_run(struct vad_server *s)
 		uint64_t tick_us = 5000000;
 		if (s->watchdog && s->watchdog_usec / 2 < tick_us)
 			tick_us = s->watchdog_usec / 2;
-		struct timeval tv = { .tv_sec = (time_t)(tick_us / 1000000),
-				      .tv_usec = (suseconds_t)(tick_us % 1000000) };
+		struct timeval tv = {.tv_sec = (time_t)(tick_us / 1000000),
+				     .tv_usec = (suseconds_t)(tick_us % 1000000)};
 		if (getenv("NOTIFY_SOCKET"))
 			event_add(s->ev_tick, &tv);
 		sd_notifyf(0, "READY=1\nSTATUS=listening with %u workers", s->n_workers);

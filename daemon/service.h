@@ -39,7 +39,7 @@ struct vad_service {
 	uid_t daemon_uid;
 	bool has_admin_group;
 	gid_t admin_gid;
-	char admin_group[64];	  /* its name, for refusals */
+	char admin_group[64]; /* its name, for refusals */
 	char config_path[PATH_MAX];
 	uint64_t start_ms;	  /* CLOCK_MONOTONIC */
 	uint64_t requests;	  /* atomic: requests handled */

@@ -8,9 +8,9 @@
 #include "handler.h"
 #include "log.h"
 
-#define IN_START (16u * 1024u)	/* an idle session costs little */
-#define IN_BUSY (64u * 1024u)	/* a pipelining client gets reads this large */
-#define OUT_KEEP (64u * 1024u)	/* an empty output buffer larger than this is given back */
+#define IN_START (16u * 1024u) /* an idle session costs little */
+#define IN_BUSY	 (64u * 1024u) /* a pipelining client gets reads this large */
+#define OUT_KEEP (64u * 1024u) /* an empty output buffer larger than this is given back */
 
 struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_peer *peer)
 {
@@ -271,10 +271,11 @@ void vad_session_process(struct vad_session *s)
 		if (st == VAD_FRAME_NEED_MORE)
 			break;
 		if (st == VAD_FRAME_TOO_BIG) {
-			broken_framing(s, VAD__ERROR__ETOOBIG,
-				       "a frame of %u bytes exceeds max_frame %u; the daemon cannot "
-				       "find the next frame and closes the connection",
-				       le32(s->in + pos), max);
+			broken_framing(
+			    s, VAD__ERROR__ETOOBIG,
+			    "a frame of %u bytes exceeds max_frame %u; the daemon cannot "
+			    "find the next frame and closes the connection",
+			    le32(s->in + pos), max);
 			break;
 		}
 		if (st == VAD_FRAME_EMPTY) {

@@ -34,20 +34,20 @@ struct vad_session {
 	char name[VAD_NAME_MAX + 1]; /* set once by hello, under the registry's holders_lock */
 	bool hello_done;
 	bool admin;
-	bool closing;	/* framing is broken: send what is pending, then close */
-	bool *allowed;	/* per arena: may this peer use it */
+	bool closing;  /* framing is broken: send what is pending, then close */
+	bool *allowed; /* per arena: may this peer use it */
 	struct vad_holder holder;
-	uint64_t allocs, frees;	/* atomic: ranges allocated / freed by this session */
+	uint64_t allocs, frees; /* atomic: ranges allocated / freed by this session */
 	uint64_t requests;	/* handled by this session */
 	uint64_t connected_ms;	/* epoch */
 
-	uint8_t *in;		/* received bytes [0, in_len) not yet handled */
+	uint8_t *in; /* received bytes [0, in_len) not yet handled */
 	size_t in_len, in_cap;
-	bool in_filled;		/* the last read filled the buffer: grow it */
+	bool in_filled; /* the last read filled the buffer: grow it */
 
-	uint8_t *out;		/* reply bytes [out_head, out_len) not yet sent */
+	uint8_t *out; /* reply bytes [out_head, out_len) not yet sent */
 	size_t out_head, out_len, out_cap;
-	uint64_t out_sent;	/* bytes sent since the start: stream position of out_head */
+	uint64_t out_sent;	   /* bytes sent since the start: stream position of out_head */
 	struct vad_fd_mark *marks; /* [marks_head, n_marks) in stream order */
 	size_t marks_head, n_marks, marks_cap;
 

@@ -11,7 +11,7 @@
 /* Set by uthash when an add could not allocate its table; reset it before each add. */
 extern __thread bool vad_hash_oom;
 
-#define HASH_NONFATAL_OOM 1
+#define HASH_NONFATAL_OOM	 1
 #define uthash_nonfatal_oom(obj) (vad_hash_oom = true)
 #include <uthash.h>
 

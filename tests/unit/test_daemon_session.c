@@ -24,13 +24,13 @@
 #include "service.h"
 #include "session.h"
 
-#define MiB (1024ull * 1024ull)
+#define MiB	     (1024ull * 1024ull)
 #define DEFAULT_SIZE (64 * MiB)
 #define PRIVATE_SIZE (16 * MiB)
-#define PRIVATE_UID 12345
-#define ADMIN_GID 4242
+#define PRIVATE_UID  12345
+#define ADMIN_GID    4242
 
-static const uid_t private_uids[] = { PRIVATE_UID };
+static const uid_t private_uids[] = {PRIVATE_UID};
 
 struct fixture {
 	struct vad_config cfg;
@@ -132,8 +132,11 @@ static struct tclient *tc_new_peer(uid_t uid, gid_t gid, const gid_t *groups, si
 {
 	struct tclient *c = calloc(1, sizeof(*c));
 	assert_non_null(c);
-	struct vad_peer p = { .pid = 4000 + (pid_t)uid, .uid = uid, .gid = gid,
-			      .groups = (gid_t *)groups, .n_groups = n_groups };
+	struct vad_peer p = {.pid = 4000 + (pid_t)uid,
+			     .uid = uid,
+			     .gid = gid,
+			     .groups = (gid_t *)groups,
+			     .n_groups = n_groups};
 	c->s = vad_session_new(fx->svc, &p);
 	assert_non_null(c->s);
 	c->next_id = 1;
@@ -506,7 +509,7 @@ static void test_alloc_free(void **state)
 	for (int i = 0; i < 5; i++)
 		for (int j = i + 1; j < 5; j++)
 			assert_true(five[i] != five[j]);
-	const uint64_t sizes[3] = { 1, 4097, 3 * 4096 };
+	const uint64_t sizes[3] = {1, 4097, 3 * 4096};
 	r = do_alloc(c, NULL, 0, 0, 0, sizes, 3);
 	expect_ok(r, VAD__RESPONSE__RESULT_ALLOC);
 	assert_int_equal(r->alloc->n_offsets, 3);
@@ -534,11 +537,11 @@ static void test_alloc_errors(void **state)
 	r = expect_error(do_alloc(c, NULL, DEFAULT_SIZE + 1, 0, 0, NULL, 0), VAD__ERROR__ESIZE);
 	assert_non_null(strstr(r->message, "exceeds arena 'default'"));
 	done(r);
-	const uint64_t with_zero[2] = { 4096, 0 };
+	const uint64_t with_zero[2] = {4096, 0};
 	r = expect_error(do_alloc(c, NULL, 0, 0, 0, with_zero, 2), VAD__ERROR__ESIZE);
 	assert_non_null(strstr(r->message, "range 2 of 2"));
 	done(r);
-	const uint64_t too_much[2] = { 40 * MiB, 40 * MiB };
+	const uint64_t too_much[2] = {40 * MiB, 40 * MiB};
 	r = expect_error(do_alloc(c, NULL, 0, 0, 0, too_much, 2), VAD__ERROR__ESIZE);
 	done(r);
 	r = expect_error(do_alloc(c, NULL, 4096, 3, 0, NULL, 0), VAD__ERROR__EALIGN);
@@ -565,7 +568,7 @@ static void test_alloc_errors(void **state)
 	assert_int_equal(held_bytes(c), 40 * MiB);
 
 	/* All or nothing: the third range cannot fit, so the first two are given back. */
-	const uint64_t batch[3] = { 1 * MiB, 1 * MiB, 23 * MiB };
+	const uint64_t batch[3] = {1 * MiB, 1 * MiB, 23 * MiB};
 	r = expect_error(do_alloc(c, NULL, 0, 0, 0, batch, 3), VAD__ERROR__ENOSPC);
 	assert_non_null(strstr(r->message, "range 3 of 3"));
 	done(r);
@@ -594,7 +597,7 @@ static void test_free_batch_and_errors(void **state)
 	memcpy(offs, r->alloc->offsets, sizeof(offs));
 	done(r);
 
-	uint64_t mixed[3] = { offs[0], 60 * MiB, offs[2] };
+	uint64_t mixed[3] = {offs[0], 60 * MiB, offs[2]};
 	r = expect_error(do_free(c, NULL, mixed, 3), VAD__ERROR__ENOTHELD);
 	assert_int_equal(r->result_case, VAD__RESPONSE__RESULT_FREE);
 	assert_int_equal(r->free->freed, 1);
@@ -609,10 +612,10 @@ static void test_free_batch_and_errors(void **state)
 	r = expect_error(do_free(c, "private", &offs[1], 1), VAD__ERROR__ENOTHELD);
 	assert_non_null(strstr(r->message, "arena 'private'"));
 	done(r);
-	uint64_t many[65] = { 0 };
+	uint64_t many[65] = {0};
 	r = expect_error(do_free(c, NULL, many, 65), VAD__ERROR__ETOOBIG);
 	done(r);
-	uint64_t rest[2] = { offs[1], offs[2] };
+	uint64_t rest[2] = {offs[1], offs[2]};
 	r = do_free(c, NULL, rest, 2);
 	expect_ok(r, VAD__RESPONSE__RESULT_FREE);
 	assert_int_equal(r->free->freed, 2);
@@ -650,8 +653,8 @@ static void test_share_attach_refcount(void **state)
 	share_ok(a, NULL, off, again);
 	assert_string_equal(tok, again); /* one token per range */
 	for (int i = 0; i < 32; i++)
-		assert_non_null(strchr("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-				       tok[i]));
+		assert_non_null(strchr(
+		    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", tok[i]));
 
 	Vad__Response *r = do_stats(a, NULL);
 	expect_ok(r, VAD__RESPONSE__RESULT_STATS);
@@ -678,7 +681,7 @@ static void test_share_attach_refcount(void **state)
 	r = expect_error(do_free(a, NULL, &off, 1), VAD__ERROR__ENOTHELD);
 	done(r);
 	assert_int_equal(busy_bytes(0), 3 * 4096); /* b still holds it */
-	r = do_attach(c, tok); /* the token lives as long as the range */
+	r = do_attach(c, tok);			   /* the token lives as long as the range */
 	expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
 	done(r);
 	free_ok(b, NULL, off);
@@ -789,7 +792,8 @@ static void test_quotas(void **state)
 	struct tclient *a = tc_hello(1000, 1000, "encoder");
 	uint64_t off = alloc_one(a, NULL, 1 * MiB);
 	Vad__Response *r = expect_error(do_alloc(a, NULL, 4096, 0, 0, NULL, 0), VAD__ERROR__EQUOTA);
-	assert_non_null(strstr(r->message, "quota exceeded: client 'encoder' holds 1.0 MiB of 1.0 MiB"));
+	assert_non_null(
+	    strstr(r->message, "quota exceeded: client 'encoder' holds 1.0 MiB of 1.0 MiB"));
 	done(r);
 
 	/* Same uid, another session: the uid quota (1.5 MiB) binds first. */
@@ -954,9 +958,9 @@ static void test_admin_refused(void **state)
 {
 	(void)state;
 	struct tclient *c = tc_hello(1000, 1000, "user");
-	const Vad__Request__OpCase ops[] = { VAD__REQUEST__OP_CLIENTS, VAD__REQUEST__OP_PURGE,
-					     VAD__REQUEST__OP_RELOAD, VAD__REQUEST__OP_CHECK };
-	const char *names[] = { "clients", "purge", "reload", "check" };
+	const Vad__Request__OpCase ops[] = {VAD__REQUEST__OP_CLIENTS, VAD__REQUEST__OP_PURGE,
+					    VAD__REQUEST__OP_RELOAD, VAD__REQUEST__OP_CHECK};
+	const char *names[] = {"clients", "purge", "reload", "check"};
 	for (int i = 0; i < 4; i++) {
 		Vad__Response *r = expect_error(do_simple(c, ops[i]), VAD__ERROR__EPERM);
 		char want[96];
@@ -967,7 +971,7 @@ static void test_admin_refused(void **state)
 	tc_free(c);
 
 	/* A member of admin_group, by a supplementary group, may. */
-	const gid_t groups[] = { 27, ADMIN_GID };
+	const gid_t groups[] = {27, ADMIN_GID};
 	struct tclient *m = tc_new_peer(1000, 1000, groups, 2);
 	Vad__Response *r = do_hello(m, "member", VAD_PROTOCOL_VERSION);
 	expect_ok(r, VAD__RESPONSE__RESULT_HELLO);
@@ -1065,7 +1069,8 @@ static void write_file(const char *path, const char *text)
 static void test_reload(void **state)
 {
 	(void)state;
-	snprintf(fx->conf_path, sizeof(fx->conf_path), "/tmp/vad-test-reload-%d.conf", (int)getpid());
+	snprintf(fx->conf_path, sizeof(fx->conf_path), "/tmp/vad-test-reload-%d.conf",
+		 (int)getpid());
 	write_file(fx->conf_path, "[vad]\nmax_batch = 8\nquota_client = 64K\nmax_frame = 128K\n"
 				  "log_level = err\n[arena default]\nsize = 64M\n");
 	snprintf(fx->svc->config_path, sizeof(fx->svc->config_path), "%s", fx->conf_path);
@@ -1111,7 +1116,7 @@ static void test_malformed_frames(void **state)
 	Vad__Response *r;
 
 	/* Undecodable protobuf: an error reply, and the connection stays usable. */
-	uint8_t junk[12] = { 0 };
+	uint8_t junk[12] = {0};
 	put_le32(junk, 8);
 	memset(junk + 4, 0xff, 8);
 	tc_send_bytes(c, junk, sizeof(junk));
@@ -1125,7 +1130,7 @@ static void test_malformed_frames(void **state)
 	none.id = 77;
 	r = expect_error(tc_call(c, &none), VAD__ERROR__EUNSUPPORTED);
 	done(r);
-	uint8_t future[] = { 0, 0, 0, 0, 0x08, 0x05, 0xf8, 0x06, 0x01 }; /* id 5, field 111 */
+	uint8_t future[] = {0, 0, 0, 0, 0x08, 0x05, 0xf8, 0x06, 0x01}; /* id 5, field 111 */
 	put_le32(future, sizeof(future) - 4);
 	tc_send_bytes(c, future, sizeof(future));
 	r = expect_error(tc_recv(c), VAD__ERROR__EUNSUPPORTED);
@@ -1150,7 +1155,7 @@ static void test_malformed_frames(void **state)
 	done(r);
 
 	/* An empty frame breaks the framing: EPROTO, then the session closes. */
-	uint8_t empty[4] = { 0 };
+	uint8_t empty[4] = {0};
 	tc_send_bytes(c, empty, 4);
 	r = expect_error(tc_recv(c), VAD__ERROR__EPROTO);
 	done(r);
@@ -1159,7 +1164,8 @@ static void test_malformed_frames(void **state)
 	assert_int_equal(vad_session_feed(c->s, buf, n), 0); /* nothing more is read */
 	tc_free(c);
 
-	/* A frame over max_frame: ETOOBIG naming both sizes, then close; what follows is dropped. */
+	/* A frame over max_frame: ETOOBIG naming both sizes, then close; what follows is dropped.
+	 */
 	struct tclient *d = tc_hello(1000, 1000, "big");
 	uint8_t big[4 + 16];
 	put_le32(big, 1u << 20);
@@ -1297,7 +1303,7 @@ struct thread_arg {
 static void *session_thread(void *p)
 {
 	struct thread_arg *t = p;
-	struct vad_peer peer = { .pid = 1, .uid = 1000 + t->index, .gid = 1000 };
+	struct vad_peer peer = {.pid = 1, .uid = 1000 + t->index, .gid = 1000};
 	struct vad_session *s = vad_session_new(fx->svc, &peer);
 	if (!s) {
 		t->failures++;
@@ -1332,7 +1338,8 @@ static void *session_thread(void *p)
 		struct vad_hold *o, *tmp;
 		uint64_t offs[8];
 		size_t k = 0;
-		HASH_ITER(hh, s->holder.holds, o, tmp) {
+		HASH_ITER(hh, s->holder.holds, o, tmp)
+		{
 			if (k < 8)
 				offs[k++] = o->key.offset;
 		}
@@ -1389,25 +1396,25 @@ static void test_threads(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_hello_first, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_alloc_free, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_alloc_errors, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_free_batch_and_errors, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_share_attach_refcount, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_share_attach_errors, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_disconnect_drops_references, setup_plain,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_quotas, setup_quota, teardown),
-		cmocka_unit_test_setup_teardown(test_map_arena_fd, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_stats_and_arenas, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_admin_refused, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_admin_ops, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_reload, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_malformed_frames, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_large_frame, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_backpressure, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_full_batch, setup_plain, teardown),
-		cmocka_unit_test_setup_teardown(test_threads, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_hello_first, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_alloc_free, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_alloc_errors, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_free_batch_and_errors, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_share_attach_refcount, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_share_attach_errors, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_disconnect_drops_references, setup_plain,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_quotas, setup_quota, teardown),
+	    cmocka_unit_test_setup_teardown(test_map_arena_fd, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_stats_and_arenas, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_admin_refused, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_admin_ops, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_reload, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_malformed_frames, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_large_frame, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_backpressure, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_full_batch, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_threads, setup_plain, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
