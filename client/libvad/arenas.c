@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -47,6 +48,14 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 		vad__response__free_unpacked(r, NULL);
 		return libvad_failf(c, VAD_EPROTO, "the daemon's map reply for arena '%s' %s", name,
 				    fd < 0 ? "carried no file descriptor" : "is malformed");
+	}
+	/* The fd must be that arena's file: one too small would SIGBUS us on access. */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < info->size) {
+		close(fd);
+		vad__response__free_unpacked(r, NULL);
+		return libvad_failf(c, VAD_EPROTO,
+				    "the file passed for arena '%s' is smaller than the arena", name);
 	}
 	struct libvad_arena *a = calloc(1, sizeof(*a));
 	if (a)
