@@ -72,8 +72,12 @@ asan) san=asan; san_flags="-fsanitize=address,undefined -fno-omit-frame-pointer"
 tsan) san=tsan; san_flags="-fsanitize=thread" ;;
 *) san=""; san_flags="" ;;
 esac
+# Install what the build tree holds: -o keeps make from relinking the installed artifacts
+# (a missing one fails the install instead of being built here).
+make_cmd="make --no-print-directory $make_files O=$build SAN=$san -o $build/vad -o $build/vactl \
+	-o $build/libvad.a -o $build/libvad.so.0.1.0"
 # shellcheck disable=SC2086
-mk() { make --no-print-directory $make_files O="$build" SAN="$san" "$@"; }
+mk() { $make_cmd "$@"; }
 
 version=$(sed -n 's/^#define VAD_VERSION_STRING "\(.*\)"/\1/p' client/vad.h)
 
@@ -288,11 +292,11 @@ fi
 # ---- install again, uninstall ----------------------------------------------------------------
 echo "# edited by the operator" >>"$dest/etc/vad/vad.conf"
 check "make install again keeps an edited /etc/vad/vad.conf" \
-	sh -c "make --no-print-directory $make_files O='$build' SAN='$san' install \
+	sh -c "$make_cmd install \
 	       DESTDIR='$dest' PREFIX=/usr/local && tail -n 1 '$dest/etc/vad/vad.conf' |
 	       grep -qx '# edited by the operator'"
 check "make uninstall removes every installed file but the edited vad.conf" \
-	sh -c "make --no-print-directory $make_files O='$build' SAN='$san' uninstall \
+	sh -c "$make_cmd uninstall \
 	       DESTDIR='$dest' PREFIX=/usr/local && [ -z \"\$(find '$dest' \( -type f -o -type l \) \
 	       ! -path '$dest/etc/vad/vad.conf')\" ] && [ -e '$dest/etc/vad/vad.conf' ]"
 
@@ -338,7 +342,7 @@ check "systemd-tmpfiles --root creates /run/vad (0755) and /var/lib/vad (0750) o
 	       [ \"\$(stat -c '%u %a' '$dest2/run/vad')\" = \"\$uid 755\" ] &&
 	       [ \"\$(stat -c '%u %a' '$dest2/var/lib/vad')\" = \"\$uid 750\" ]"
 check "make uninstall (PREFIX=/usr) removes everything, the unedited vad.conf too" \
-	sh -c "make --no-print-directory $make_files O='$build' SAN='$san' uninstall \
+	sh -c "$make_cmd uninstall \
 	       DESTDIR='$dest2' PREFIX=/usr DEB_HOST_MULTIARCH='$triplet' &&
 	       left=\$(find '$dest2' \( -type f -o -type l \) \( ! -path '$dest2/etc/*' -o \
 	          -path '$dest2/etc/vad/*' \)) && echo \"left: \$left\" && [ -z \"\$left\" ]"
@@ -358,6 +362,23 @@ install_deb_tools() {
 		  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
 			--no-install-recommends debhelper lintian fakeroot; }
 }
+purge_packages() { # purge_packages FILELIST: dpkg -P, then no file of FILELIST may remain
+	dpkg -P libvad-dev vad libvad0 || return 1
+	for p in libvad-dev vad libvad0; do
+		if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'installed'; then
+			echo "still installed: $p"
+			return 1
+		fi
+	done
+	left=0
+	while read -r f; do
+		if [ ! -d "$f" ] && { [ -e "$f" ] || [ -L "$f" ]; }; then
+			echo "left behind: $f"
+			left=1
+		fi
+	done <"$1"
+	[ "$left" -eq 0 ] && [ ! -e /etc/vad ] && [ ! -e /var/lib/vad ]
+}
 if [ "$mode" = normal ]; then
 	check "debhelper, lintian and fakeroot are installed (apt-get when missing)" \
 		install_deb_tools
@@ -366,7 +387,7 @@ if [ "$mode" = normal ]; then
 		sh -c "packaging/build-deb '$debs' && ls '$debs'/vad_${version}_*.deb \
 		       '$debs'/libvad0_${version}_*.deb '$debs'/libvad-dev_${version}_*.deb"
 	if ls "$debs"/*.changes >/dev/null 2>&1; then
-		lintian --fail-on error --tag-display-limit 0 "$debs"/*.changes >"$tmp/lintian" 2>&1
+		lintian -I --fail-on error --tag-display-limit 0 "$debs"/*.changes >"$tmp/lintian" 2>&1
 		lintian_rc=$?
 		echo "lintian: $(grep -c '^E:' "$tmp/lintian") errors, $(grep -c '^W:' \
 			"$tmp/lintian") warnings, $(grep -c '^I:' "$tmp/lintian") info"
@@ -384,11 +405,15 @@ if [ "$mode" = normal ]; then
 				was_installed="$was_installed $p"
 			fi
 		done
-		if dpkg -i "$debs"/*.deb >"$tmp/out" 2>&1; then
+		if dpkg -i "$debs"/vad_${version}_*.deb "$debs"/libvad0_${version}_*.deb \
+			"$debs"/libvad-dev_${version}_*.deb >"$tmp/out" 2>&1; then
 			pass "dpkg -i installs the three packages"
 			# Packages that were not there before the test are purged at the end.
 			[ -z "$was_installed" ] && installed_debs="libvad-dev vad libvad0"
-			check "the package created the vad system user" id vad
+			# The user stays after a purge (policy), the directories do not: check both.
+			check "postinst created user vad, /var/lib/vad and /run/vad owned by vad" \
+				sh -c "id vad && [ \"\$(stat -c %U /var/lib/vad)\" = vad ] &&
+				       [ \"\$(stat -c %U /run/vad)\" = vad ]"
 			check "packaged vad and vactl run" \
 				sh -c "/usr/sbin/vad --version | grep -qx 'vad $version' && vactl --version"
 			check "packaged units verify in place" \
@@ -404,10 +429,7 @@ if [ "$mode" = normal ]; then
 				dpkg -L vad libvad0 libvad-dev >"$tmp/pkgfiles" 2>/dev/null
 				installed_debs=""
 				check "dpkg -P purges them and leaves none of their files" \
-					sh -c "dpkg -P libvad-dev vad libvad0 &&
-					       while read -r f; do [ -d \"\$f\" ] && continue;
-					       [ -e \"\$f\" ] && { echo \"left: \$f\"; exit 1; }; done \
-					       <'$tmp/pkgfiles'; true"
+					purge_packages "$tmp/pkgfiles"
 			fi
 		else
 			fail "dpkg -i installs the three packages"
