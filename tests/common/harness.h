@@ -98,6 +98,10 @@ bool vt_daemon_log_contains(const struct vt_daemon *d, const char *needle);
 /* Number of open file descriptors of pid (from /proc/PID/fd), or -1. */
 int vt_fd_count(pid_t pid);
 
+/* Bytes of memory actually allocated (st_blocks) behind the daemon's memfd arenas, found
+ * through /proc/PID/fd; -1 if none can be read. Shows whether freed memory went back. */
+int64_t vt_arena_resident_bytes(const struct vt_daemon *d);
+
 /* cmocka test fixtures. vt_fixture_daemon_setup: *state becomes a started vt_daemon
  * with the default config. vt_fixture_blank_setup: *state becomes a zeroed vt_daemon
  * the test sets up itself (its own config). The teardown destroys either. */

@@ -437,6 +437,93 @@ static void test_too_many_clients(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+static void test_arena_full(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, "[arena default]\nsize = 1M\n"));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "filler", &c));
+	void *half1, *half2, *p;
+	VT_ASSERT_OK(c, vad_alloc(c, 512 * 1024, 0, &half1));
+	VT_ASSERT_OK(c, vad_alloc(c, 512 * 1024, 0, &half2));
+	VT_ASSERT_ERR(c, VAD_ENOSPC, vad_alloc(c, PAGE, 0, &p));
+	assert_true(vad_last_error(c)[0] != '\0');
+	/* Free half: a range that fits comes back (the allocation drains the lazy list
+	 * itself when it finds no room); one larger than what is free still does not. */
+	VT_ASSERT_OK(c, vad_free(c, half1));
+	VT_ASSERT_ERR(c, VAD_ENOSPC, vad_alloc(c, 768 * 1024, 0, &p));
+	VT_ASSERT_OK(c, vad_alloc(c, 512 * 1024, 0, &p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	VT_ASSERT_OK(c, vad_free(c, half2));
+	/* All of it again, in one piece. */
+	VT_ASSERT_OK(c, vad_alloc(c, 1024 * 1024, 0, &p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	struct vad_stats s;
+	VT_ASSERT_OK(c, vad_stats(c, &s));
+	assert_true(s.fails >= 2);
+	vad_close(c);
+	assert_int_equal(0, vt_check_invariants(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static void test_default_max_batch(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "batcher", &c));
+	enum { MAX = 1024 }; /* the documented default of max_batch */
+	size_t *sizes = calloc(MAX + 1, sizeof(*sizes));
+	void **ptrs = calloc(MAX + 1, sizeof(*ptrs));
+	assert_non_null(sizes);
+	assert_non_null(ptrs);
+	for (size_t i = 0; i <= MAX; i++)
+		sizes[i] = PAGE * (1 + i % 4);
+	VT_ASSERT_ERR(c, VAD_ETOOBIG, vad_alloc_batch(c, MAX + 1, sizes, 0, ptrs));
+	VT_ASSERT_OK(c, vad_alloc_batch(c, MAX, sizes, 0, ptrs));
+	for (size_t i = 0; i < MAX; i++)
+		*(uint64_t *)ptrs[i] = i;
+	for (size_t i = 0; i < MAX; i++)
+		assert_int_equal(i, *(uint64_t *)ptrs[i]);
+	struct vad_stats s;
+	VT_ASSERT_OK(c, vad_stats(c, &s));
+	assert_int_equal(MAX, s.held_ranges);
+	VT_ASSERT_OK(c, vad_free_batch(c, MAX, ptrs));
+	VT_ASSERT_OK(c, vad_stats(c, &s));
+	assert_int_equal(0, s.held_ranges);
+	free(sizes);
+	free(ptrs);
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static void nobody_purges(const struct vt_daemon *d)
+{
+	vad_client *c;
+	int rc = vad_connect(d->socket_path, "nobody-admin", &c);
+	VT_CHILD_CHECK(rc == 0, "vad_connect as nobody: %s", vad_last_error(NULL));
+	struct vad_session s;
+	rc = vad_session_info(c, &s);
+	VT_CHILD_CHECK(rc == 0 && s.admin, "a member of admin_group is not an admin");
+	uint64_t released;
+	rc = vad_purge(c, &released);
+	VT_CHILD_CHECK(rc == 0, "purge as admin_group member: %d (%s)", rc, vad_last_error(c));
+	vad_close(c);
+}
+
+static void test_admin_group(void **state)
+{
+	struct vt_daemon *d = *state;
+	if (!vt_is_root()) {
+		print_message("skipped: switching to uid nobody needs root\n");
+		skip();
+	}
+	/* nobody's primary group is 65534 (nogroup) */
+	assert_int_equal(0, vt_daemon_setup(d, "admin_group = 65534\n", NULL));
+	assert_int_equal(0, run_as_nobody(d, nobody_purges));
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
@@ -456,6 +543,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_quota_uid, vt_fixture_blank_setup,
 						vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_too_many_clients, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_arena_full, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_default_max_batch, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_admin_group, vt_fixture_blank_setup,
 						vt_fixture_daemon_teardown),
 	};
 	int failed = cmocka_run_group_tests_name("shared daemon", shared, group_setup,

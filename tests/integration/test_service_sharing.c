@@ -388,6 +388,54 @@ static void test_killed_client_ranges_return(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+/* ---- freed memory goes back to the system ------------------------------------------ */
+
+#define BIG (32u * 1024 * 1024)
+
+/* Poll the arena's allocated blocks until they are at most want bytes. */
+static int64_t wait_resident_at_most(const struct vt_daemon *d, int64_t want, int timeout_ms)
+{
+	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	int64_t r;
+	while ((r = vt_arena_resident_bytes(d)) > want && vt_now_ns() < deadline)
+		vt_sleep_ms(20);
+	return r;
+}
+
+static void test_freed_memory_returns_to_system(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	int64_t base = vt_arena_resident_bytes(d);
+	if (base < 0)
+		fail_msg("cannot find the daemon's memfd arena in /proc/%d/fd", (int)d->pid);
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "big", &c));
+
+	/* With an explicit purge. */
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, BIG, 0, &p));
+	memset(p, 0x11, BIG);
+	assert_true(vt_arena_resident_bytes(d) >= base + BIG);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	assert_int_equal(0, vt_purge(d));
+	int64_t after = vt_arena_resident_bytes(d);
+	if (after > base)
+		fail_msg("after free and purge the arena still uses %lld bytes (%lld before)",
+			 (long long)after, (long long)base);
+
+	/* Without one: the idle drain gives it back by itself. */
+	VT_ASSERT_OK(c, vad_alloc(c, BIG, 0, &p));
+	memset(p, 0x22, BIG);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	after = wait_resident_at_most(d, base, vt_timeout_ms(10000));
+	if (after > base)
+		fail_msg("%lld bytes still allocated %d ms after the free (idle drain)",
+			 (long long)(after - base), vt_timeout_ms(10000));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -396,6 +444,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_whole_arena_reuse_reads_zero,
 						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_purged_range_reuse_reads_zero,
+						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_freed_memory_returns_to_system,
 						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_killed_client_ranges_return,
 						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
