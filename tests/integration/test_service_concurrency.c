@@ -423,6 +423,79 @@ static void test_share_while_freeing(void **state)
 	assert_back_to_baseline(d, base.busy_bytes);
 }
 
+/* Connections come and go by the hundred: afterwards the daemon has exactly the
+ * sessions and descriptors it had before. */
+struct churn {
+	const char *socket_path;
+	int rounds;
+	char error[256];
+};
+
+static void *churn_run(void *arg)
+{
+	struct churn *ch = arg;
+	for (int i = 0; i < ch->rounds; i++) {
+		vad_client *c;
+		int rc = vad_connect(ch->socket_path, "churn", &c);
+		if (rc != 0) {
+			snprintf(ch->error, sizeof(ch->error), "round %d: vad_connect: %d %s", i, rc,
+				 vad_last_error(NULL));
+			return NULL;
+		}
+		void *p;
+		rc = vad_alloc(c, PAGE, 0, &p);
+		if (rc != 0) {
+			snprintf(ch->error, sizeof(ch->error), "round %d: vad_alloc: %d %s", i, rc,
+				 vad_last_error(c));
+			vad_close(c);
+			return NULL;
+		}
+		*(volatile int *)p = i;
+		/* every other client leaves without freeing: the daemon frees for it */
+		if (i % 2)
+			vad_free(c, p);
+		vad_close(c);
+	}
+	return NULL;
+}
+
+static int quiet_fd_count(const struct vt_daemon *d)
+{
+	int best = vt_fd_count(d->pid);
+	for (int i = 0; i < 30; i++) {
+		vt_sleep_ms(10);
+		int n = vt_fd_count(d->pid);
+		if (n >= 0 && n < best)
+			best = n;
+	}
+	return best;
+}
+
+static void test_connection_churn(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vad_stats base;
+	assert_int_equal(0, vt_wait_busy(d, 0, 1, vt_timeout_ms(2000), &base));
+	int base_fds = quiet_fd_count(d);
+	assert_true(base_fds > 0);
+	enum { N = 4 };
+	struct churn ch[N];
+	pthread_t t[N];
+	for (int i = 0; i < N; i++) {
+		ch[i] = (struct churn){ .socket_path = d->socket_path, .rounds = vt_scale(150) };
+		assert_int_equal(0, pthread_create(&t[i], NULL, churn_run, &ch[i]));
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < N; i++)
+		if (ch[i].error[0])
+			fail_msg("%s", ch[i].error);
+	assert_back_to_baseline(d, base.busy_bytes);
+	int fds = vt_wait_fds(d, base_fds, vt_timeout_ms(2000));
+	if (fds > base_fds)
+		fail_msg("daemon has %d descriptors after the churn, %d before", fds, base_fds);
+}
+
 static void test_daemon_stops_cleanly(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -436,6 +509,7 @@ int main(void)
 		cmocka_unit_test(test_many_connections_in_threads),
 		cmocka_unit_test(test_many_processes),
 		cmocka_unit_test(test_share_while_freeing),
+		cmocka_unit_test(test_connection_churn),
 		cmocka_unit_test(test_daemon_stops_cleanly),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

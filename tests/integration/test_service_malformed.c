@@ -6,6 +6,9 @@
  * gets an error or is dropped, a bystander client keeps working, and at the end the
  * daemon holds no extra bytes and no extra file descriptors.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -455,6 +458,61 @@ static void test_map_arena_passes_fd(void **state)
 	assert_bystander_ok(m);
 }
 
+/* A client that sends without ever reading its replies: the daemon stops reading from it
+ * (bounded buffering) instead of queueing replies without limit, and serves others. */
+static void test_client_that_never_reads(void **state)
+{
+	struct malformed *m = *state;
+	struct vt_raw r;
+	raw_open(m, &r, true);
+	int fl = fcntl(r.fd, F_GETFL);
+	assert_int_equal(0, fcntl(r.fd, F_SETFL, fl | O_NONBLOCK));
+	/* One frame: free of an offset never held, answered by an error sentence that is
+	 * several times longer than the request. */
+	uint64_t off = 1;
+	Vad__Request req = VAD__REQUEST__INIT;
+	Vad__Free fr = VAD__FREE__INIT;
+	fr.n_offsets = 1;
+	fr.offsets = &off;
+	req.id = 1;
+	req.op_case = VAD__REQUEST__OP_FREE;
+	req.free = &fr;
+	uint8_t frame[64];
+	size_t flen = vad_frame_encode_request(&req, frame, sizeof(frame));
+	assert_true(flen > 0);
+	enum { CHUNK_FRAMES = 1024 };
+	uint8_t *chunk = malloc(flen * CHUNK_FRAMES);
+	assert_non_null(chunk);
+	for (int i = 0; i < CHUNK_FRAMES; i++)
+		memcpy(chunk + (size_t)i * flen, frame, flen);
+	const size_t cap = 64u << 20;
+	size_t sent = 0, pos = 0;
+	bool blocked = false;
+	while (sent < cap && !blocked) {
+		ssize_t w = send(r.fd, chunk + pos, flen * CHUNK_FRAMES - pos, MSG_NOSIGNAL);
+		if (w > 0) {
+			sent += (size_t)w;
+			pos = (pos + (size_t)w) % (flen * CHUNK_FRAMES);
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			fail_msg("send after %zu bytes: %s", sent, strerror(errno));
+		/* Full: is the daemon still draining it? */
+		struct pollfd p = { .fd = r.fd, .events = POLLOUT };
+		blocked = poll(&p, 1, vt_timeout_ms(500)) == 0;
+	}
+	free(chunk);
+	print_message("the daemon stopped reading after %zu bytes of requests\n", sent);
+	if (!blocked)
+		fail_msg("the daemon kept reading %zu bytes of requests whose replies were never "
+			 "read: unbounded buffering", sent);
+	/* Meanwhile everyone else is served. */
+	assert_bystander_ok(m);
+	assert_true(vt_daemon_alive(&m->d));
+	vt_raw_close(&r);
+	assert_bystander_ok(m);
+}
+
 /* ---- nothing leaked ------------------------------------------------------------- */
 
 static void test_nothing_leaked(void **state)
@@ -492,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_pipelined_burst),
 		cmocka_unit_test(test_vanish_with_replies_unread),
 		cmocka_unit_test(test_map_arena_passes_fd),
+		cmocka_unit_test(test_client_that_never_reads),
 		cmocka_unit_test(test_nothing_leaked),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

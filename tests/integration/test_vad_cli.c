@@ -336,6 +336,38 @@ static void test_second_daemon_refused(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+static void nobody_cannot_connect(const struct vt_daemon *d)
+{
+	vad_client *c;
+	int rc = vad_connect(d->socket_path, "nobody", &c);
+	VT_CHILD_CHECK(rc == VAD_ECONNECT, "nobody connected to a 0600 root socket (rc %d)", rc);
+	VT_CHILD_CHECK(vt_contains(vad_last_error(NULL), d->socket_path),
+		       "the sentence \"%s\" does not name the socket", vad_last_error(NULL));
+}
+
+static void test_socket_mode(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "socket_mode = 0600\n", NULL));
+	struct stat st;
+	assert_int_equal(0, stat(d->socket_path, &st));
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(0600, st.st_mode & 0777);
+	if (vt_is_root()) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			VT_CHILD_CHECK(vt_become_nobody() == 0, "cannot drop privileges");
+			nobody_cannot_connect(d);
+			_exit(0);
+		}
+		assert_int_equal(0, vt_wait_child(pid, RUN_TIMEOUT));
+	} else {
+		print_message("not root: skipping the nobody half\n");
+	}
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +383,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stats_database_written, vt_fixture_blank_setup,
 						vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_sigkill_and_restart, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_socket_mode, vt_fixture_blank_setup,
 						vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_second_daemon_refused, vt_fixture_blank_setup,
 						vt_fixture_daemon_teardown),
