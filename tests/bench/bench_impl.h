@@ -83,8 +83,8 @@ int bench_check_congruent(uint64_t quantum, uint64_t space_size, const uint64_t 
  * (the start of the highest busy run that overlaps [s, e)). Finds the highest base
  * aligned to align with every area free, or returns VA_ENOSPC.
  */
-int bench_congruent_search(void *h, bool (*conflict)(void *h, uint64_t s, uint64_t e,
-						     uint64_t *new_end),
+int bench_congruent_search(void *h,
+			   bool (*conflict)(void *h, uint64_t s, uint64_t e, uint64_t *new_end),
 			   uint64_t vstart, uint64_t vend, const uint64_t *offs,
 			   const uint64_t *sizes, unsigned n, uint64_t align, uint64_t *base);
 

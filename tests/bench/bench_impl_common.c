@@ -6,11 +6,7 @@
 #include "bench_impl.h"
 
 const struct bench_impl_ops *const bench_impls[] = {
-	&bench_impl_vaspace,
-	&bench_impl_globallock,
-	&bench_impl_busywalk,
-	&bench_impl_listfit,
-	NULL,
+    &bench_impl_vaspace, &bench_impl_globallock, &bench_impl_busywalk, &bench_impl_listfit, NULL,
 };
 
 const struct bench_impl_ops *bench_impl_find(const char *name)
@@ -60,8 +56,8 @@ int bench_check_congruent(uint64_t quantum, uint64_t space_size, const uint64_t 
 	return VA_OK;
 }
 
-int bench_congruent_search(void *h, bool (*conflict)(void *h, uint64_t s, uint64_t e,
-						     uint64_t *new_end),
+int bench_congruent_search(void *h,
+			   bool (*conflict)(void *h, uint64_t s, uint64_t e, uint64_t *new_end),
 			   uint64_t vstart, uint64_t vend, const uint64_t *offs,
 			   const uint64_t *sizes, unsigned n, uint64_t align, uint64_t *base_out)
 {

@@ -94,8 +94,7 @@ void bench_rb_insert(struct bench_rb_root *root, struct bench_rb_node *parent,
 	root->node->red = false;
 }
 
-static void transplant(struct bench_rb_root *root, struct bench_rb_node *u,
-		       struct bench_rb_node *v)
+static void transplant(struct bench_rb_root *root, struct bench_rb_node *u, struct bench_rb_node *v)
 {
 	set_child(root, u->parent, u, v);
 	if (v)

@@ -21,7 +21,7 @@ struct bench_rb_root {
 	struct bench_rb_node *node;
 };
 
-#define bench_rb_entry(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define bench_rb_entry(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Put node at *link (a NULL child pointer of parent, or the root pointer) and rebalance. */
 void bench_rb_insert(struct bench_rb_root *root, struct bench_rb_node *parent,

@@ -103,7 +103,9 @@ static int make_held(const struct bench_params *p, void *h, char *msg, size_t ms
 int bench_run(const struct bench_params *p, struct bench_result *r)
 {
 	struct bench_space_cfg cfg = {
-		.base = p->base, .size = p->space_size, .quantum = p->quantum,
+	    .base = p->base,
+	    .size = p->space_size,
+	    .quantum = p->quantum,
 	};
 	struct bench_counters before, after;
 	pthread_barrier_t barrier;
@@ -139,9 +141,13 @@ int bench_run(const struct bench_params *p, struct bench_result *r)
 		w->p = p;
 		w->barrier = &barrier;
 		w->ctx = (struct bench_wctx){
-			.ops = p->impl, .h = h, .quantum = p->quantum, .tid = t,
-			.ncpus = p->ncpus, .loops = p->loops,
-			.rng = (p->seed + 1) * 0x9e3779b97f4a7c15ull + t * 0x632be59bd9b4e019ull,
+		    .ops = p->impl,
+		    .h = h,
+		    .quantum = p->quantum,
+		    .tid = t,
+		    .ncpus = p->ncpus,
+		    .loops = p->loops,
+		    .rng = (p->seed + 1) * 0x9e3779b97f4a7c15ull + t * 0x632be59bd9b4e019ull,
 		};
 		if (bench_lat_init(&w->lat, LAT_CAP, w->ctx.rng)) {
 			snprintf(r->errmsg, sizeof(r->errmsg), "no memory for latency samples");
@@ -221,14 +227,14 @@ int bench_run(const struct bench_params *p, struct bench_result *r)
 		snprintf(r->errmsg, sizeof(r->errmsg), "no memory for percentiles");
 	}
 	r->delta = (struct bench_counters){
-		.has_va = after.has_va,
-		.allocs = after.allocs - before.allocs,
-		.frees = after.frees - before.frees,
-		.fails = after.fails - before.fails,
-		.drains = after.drains - before.drains,
-		.release_calls = after.release_calls - before.release_calls,
-		.released_bytes = after.released_bytes - before.released_bytes,
-		.pool_hits = after.pool_hits - before.pool_hits,
+	    .has_va = after.has_va,
+	    .allocs = after.allocs - before.allocs,
+	    .frees = after.frees - before.frees,
+	    .fails = after.fails - before.fails,
+	    .drains = after.drains - before.drains,
+	    .release_calls = after.release_calls - before.release_calls,
+	    .released_bytes = after.released_bytes - before.released_bytes,
+	    .pool_hits = after.pool_hits - before.pool_hits,
 	};
 	if (!r->error) {
 		char msg[200] = "";

@@ -89,13 +89,13 @@ struct st_run {
 	char where[160];
 };
 
-#define FAIL(r, ...)                                                                      \
-	do {                                                                              \
-		fprintf(stderr, "selftest %s (%s) %s: ", (r)->impl->name,                 \
-			(r)->exact ? "exact" : "bench config", (r)->where);               \
-		fprintf(stderr, __VA_ARGS__);                                             \
-		fputc('\n', stderr);                                                      \
-		return -1;                                                                \
+#define FAIL(r, ...)                                                                               \
+	do {                                                                                       \
+		fprintf(stderr, "selftest %s (%s) %s: ", (r)->impl->name,                          \
+			(r)->exact ? "exact" : "bench config", (r)->where);                        \
+		fprintf(stderr, __VA_ARGS__);                                                      \
+		fputc('\n', stderr);                                                               \
+		return -1;                                                                         \
 	} while (0)
 
 static int step_alloc(struct st_run *r)
@@ -128,7 +128,7 @@ static int step_alloc(struct st_run *r)
 		     (long long)want);
 	mark(&r->o, q, n, 1);
 	if (r->nlive < ST_MAXLIVE)
-		r->live[r->nlive++] = (struct live){ addr, n };
+		r->live[r->nlive++] = (struct live){addr, n};
 	return 0;
 }
 
@@ -190,7 +190,7 @@ static int step_congruent(struct st_run *r)
 			FAIL(r, "group %u overlaps a live area", g);
 		mark(&r->o, bq + offq[g], szq[g], 1);
 		if (r->nlive < ST_MAXLIVE)
-			r->live[r->nlive++] = (struct live){ out[g], szq[g] };
+			r->live[r->nlive++] = (struct live){out[g], szq[g]};
 		else if (r->impl->free(r->h, out[g]) == VA_OK) /* no room to track it */
 			mark(&r->o, bq + offq[g], szq[g], 0);
 	}
@@ -231,8 +231,10 @@ static int step_errors(struct st_run *r)
 static int run_single(const struct bench_impl_ops *impl, bool exact, uint64_t seed)
 {
 	struct bench_space_cfg cfg = {
-		.base = ST_BASE, .size = ST_QUANTA * ST_QUANTUM, .quantum = ST_QUANTUM,
-		.exact = exact,
+	    .base = ST_BASE,
+	    .size = ST_QUANTA * ST_QUANTUM,
+	    .quantum = ST_QUANTUM,
+	    .exact = exact,
 	};
 	struct st_run *r = calloc(1, sizeof(*r));
 	char msg[256] = "";
@@ -321,14 +323,15 @@ static void *mt_worker(void *p)
 				if (q + i >= MT_QUANTA ||
 				    !atomic_compare_exchange_strong(&sh->owner[q + i], &expect,
 								    (unsigned char)(a->tid + 1))) {
-					fprintf(stderr,
-						"selftest %s threads: quantum %llu handed out twice\n",
-						sh->impl->name, (unsigned long long)(q + i));
+					fprintf(
+					    stderr,
+					    "selftest %s threads: quantum %llu handed out twice\n",
+					    sh->impl->name, (unsigned long long)(q + i));
 					atomic_store(&sh->failed, 1);
 					return NULL;
 				}
 			}
-			live[nlive++] = (struct live){ addr, n };
+			live[nlive++] = (struct live){addr, n};
 		} else {
 			unsigned i = (unsigned)((x >> 8) % nlive);
 			uint64_t q = (live[i].addr - ST_BASE) / ST_QUANTUM;
@@ -337,7 +340,8 @@ static void *mt_worker(void *p)
 			for (uint64_t k = 0; k < live[i].quanta; k++)
 				atomic_store(&sh->owner[q + k], 0);
 			if (sh->impl->free(sh->h, live[i].addr)) {
-				fprintf(stderr, "selftest %s threads: free failed\n", sh->impl->name);
+				fprintf(stderr, "selftest %s threads: free failed\n",
+					sh->impl->name);
 				atomic_store(&sh->failed, 1);
 				return NULL;
 			}
@@ -350,7 +354,9 @@ static void *mt_worker(void *p)
 static int run_threads(const struct bench_impl_ops *impl)
 {
 	struct bench_space_cfg cfg = {
-		.base = ST_BASE, .size = (uint64_t)MT_QUANTA * ST_QUANTUM, .quantum = ST_QUANTUM,
+	    .base = ST_BASE,
+	    .size = (uint64_t)MT_QUANTA * ST_QUANTUM,
+	    .quantum = ST_QUANTUM,
 	};
 	struct mt_shared *sh = calloc(1, sizeof(*sh));
 	struct mt_arg args[2];
@@ -364,7 +370,7 @@ static int run_threads(const struct bench_impl_ops *impl)
 	}
 	sh->impl = impl;
 	for (unsigned t = 0; t < 2; t++) {
-		args[t] = (struct mt_arg){ sh, t };
+		args[t] = (struct mt_arg){sh, t};
 		pthread_create(&th[t], NULL, mt_worker, &args[t]);
 	}
 	for (unsigned t = 0; t < 2; t++)

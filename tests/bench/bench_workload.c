@@ -235,7 +235,7 @@ static void free_state(struct bench_wctx *c)
  * of pcpu_get_vm_areas calls, and every top-down search walks down past the live sets
  * above it, so 35000 live sets would measure a situation the kernel never sees.
  */
-#define CONGRUENT_BATCH 64
+#define CONGRUENT_BATCH	 64
 #define CONGRUENT_GROUPS 4
 
 struct congruent_state {
@@ -279,8 +279,8 @@ static void congruent_op(struct bench_wctx *c, uint64_t i)
 		offs[g] = g * 2 * u;
 		sizes[g] = u;
 	}
-	if (c->ops->alloc_congruent(c->h, offs, sizes, CONGRUENT_GROUPS, align,
-				    st->sets[slot]) == VA_OK)
+	if (c->ops->alloc_congruent(c->h, offs, sizes, CONGRUENT_GROUPS, align, st->sets[slot]) ==
+	    VA_OK)
 		st->live[slot] = true;
 	else
 		c->fails++;
@@ -303,39 +303,48 @@ static void congruent_teardown(struct bench_wctx *c)
 }
 
 static const struct bench_workload wl_fix_size = {
-	"fix_size", "alloc/free 1 quantum", NULL, fix_size_op, NULL,
+    "fix_size", "alloc/free 1 quantum", NULL, fix_size_op, NULL,
 };
 static const struct bench_workload wl_full_fit = {
-	"full_fit", "1-quantum holes between held areas; alloc/free 1 quantum",
-	full_fit_setup, full_fit_op, free_held,
+    "full_fit",	    "1-quantum holes between held areas; alloc/free 1 quantum",
+    full_fit_setup, full_fit_op,
+    free_held,
 };
 static const struct bench_workload wl_long_busy_list = {
-	"long_busy_list", "15000 held 1-quantum areas; alloc 100 + 1, free both",
-	long_busy_list_setup, long_busy_list_op, free_held,
+    "long_busy_list",
+    "15000 held 1-quantum areas; alloc 100 + 1, free both",
+    long_busy_list_setup,
+    long_busy_list_op,
+    free_held,
 };
 static const struct bench_workload wl_random_size = {
-	"random_size", "alloc/free 1..100 quanta", NULL, random_size_op, NULL,
+    "random_size", "alloc/free 1..100 quanta", NULL, random_size_op, NULL,
 };
 static const struct bench_workload wl_fix_align = {
-	"fix_align", "alloc/free 5 quanta aligned to 8 quanta", NULL, fix_align_op, NULL,
+    "fix_align", "alloc/free 5 quanta aligned to 8 quanta", NULL, fix_align_op, NULL,
 };
 static const struct bench_workload wl_random_size_align = {
-	"random_size_align", "1..10 quanta aligned to 1 << (rnd % 23) bytes", NULL,
-	random_size_align_op, NULL,
+    "random_size_align",
+    "1..10 quanta aligned to 1 << (rnd % 23) bytes",
+    NULL,
+    random_size_align_op,
+    NULL,
 };
 static const struct bench_workload wl_align_shift = {
-	"align_shift", "1 quantum aligned to 1 << 0..63 (fails expected)", align_shift_setup,
-	align_shift_op, free_state,
+    "align_shift",     "1 quantum aligned to 1 << 0..63 (fails expected)",
+    align_shift_setup, align_shift_op,
+    free_state,
 };
 static const struct bench_workload wl_congruent = {
-	"congruent", "pcpu_get_vm_areas: 4 congruent groups, top-down, in batches",
-	congruent_setup, congruent_op, congruent_teardown,
+    "congruent",	"pcpu_get_vm_areas: 4 congruent groups, top-down, in batches",
+    congruent_setup,	congruent_op,
+    congruent_teardown,
 };
 
 const struct bench_workload *const bench_workloads[] = {
-	&wl_fix_size,	     &wl_full_fit,	    &wl_long_busy_list, &wl_random_size,
-	&wl_fix_align,	     &wl_random_size_align, &wl_align_shift,	&wl_congruent,
-	NULL,
+    &wl_fix_size,    &wl_full_fit,  &wl_long_busy_list,
+    &wl_random_size, &wl_fix_align, &wl_random_size_align,
+    &wl_align_shift, &wl_congruent, NULL,
 };
 
 const struct bench_workload *bench_workload_find(const char *name)

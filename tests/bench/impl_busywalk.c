@@ -136,7 +136,7 @@ static int find_gap(struct busywalk *bw, uint64_t size, uint64_t align, bool use
 	/* A more permissive request than the cached one invalidates the cache. */
 	if (!use_cache || !bw->free_cache || size < bw->cached_hole_size ||
 	    vstart < bw->cached_vstart || align < bw->cached_align) {
-nocache:
+	nocache:
 		bw->cached_hole_size = 0;
 		bw->free_cache = NULL;
 	}
@@ -305,8 +305,8 @@ static int bw_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 
 	if (align == 0)
 		align = bw->quantum;
-	rc = bench_check_congruent(bw->quantum, bw->vend - bw->vstart, offs, sizes, n, align,
-				   &span);
+	rc =
+	    bench_check_congruent(bw->quantum, bw->vend - bw->vstart, offs, sizes, n, align, &span);
 	if (rc)
 		return rc;
 	if (!out)
@@ -363,7 +363,8 @@ static int bw_check(void *h, char *msg, size_t msg_len)
 		struct bw_area *a = rb_area(n);
 
 		if (a->start < prev_end || a->end <= a->start || a->end > bw->vend) {
-			snprintf(msg, msg_len, "busywalk: area [%#llx, %#llx) overlaps or is out of range",
+			snprintf(msg, msg_len,
+				 "busywalk: area [%#llx, %#llx) overlaps or is out of range",
 				 (unsigned long long)a->start, (unsigned long long)a->end);
 			rc = VA_ECORRUPT;
 		}
@@ -385,21 +386,21 @@ static void bw_counters(void *h, struct bench_counters *out)
 
 	pthread_mutex_lock(&bw->lock);
 	*out = (struct bench_counters){
-		.allocs = bw->allocs,
-		.frees = bw->frees,
-		.fails = bw->fails,
+	    .allocs = bw->allocs,
+	    .frees = bw->frees,
+	    .fails = bw->fails,
 	};
 	pthread_mutex_unlock(&bw->lock);
 }
 
 const struct bench_impl_ops bench_impl_busywalk = {
-	.name = "busywalk",
-	.desc = "2010 busy-area tree walked from a cached hole (free_vmap_cache), eager free",
-	.create = bw_create,
-	.destroy = bw_destroy,
-	.alloc = bw_alloc,
-	.free = bw_free,
-	.alloc_congruent = bw_alloc_congruent,
-	.check = bw_check,
-	.counters = bw_counters,
+    .name = "busywalk",
+    .desc = "2010 busy-area tree walked from a cached hole (free_vmap_cache), eager free",
+    .create = bw_create,
+    .destroy = bw_destroy,
+    .alloc = bw_alloc,
+    .free = bw_free,
+    .alloc_congruent = bw_alloc_congruent,
+    .check = bw_check,
+    .counters = bw_counters,
 };

@@ -397,8 +397,8 @@ static int lf_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 
 	if (align == 0)
 		align = lf->quantum;
-	rc = bench_check_congruent(lf->quantum, lf->vend - lf->vstart, offs, sizes, n, align,
-				   &span);
+	rc =
+	    bench_check_congruent(lf->quantum, lf->vend - lf->vstart, offs, sizes, n, align, &span);
 	if (rc)
 		return rc;
 	if (!out)
@@ -483,21 +483,21 @@ static void lf_counters(void *h, struct bench_counters *out)
 
 	pthread_mutex_lock(&lf->lock);
 	*out = (struct bench_counters){
-		.allocs = lf->allocs,
-		.frees = lf->frees,
-		.fails = lf->fails,
+	    .allocs = lf->allocs,
+	    .frees = lf->frees,
+	    .fails = lf->fails,
 	};
 	pthread_mutex_unlock(&lf->lock);
 }
 
 const struct bench_impl_ops bench_impl_listfit = {
-	.name = "listfit",
-	.desc = "2018 RFC: first-fit walk of an address-ordered free list (with its marker)",
-	.create = lf_create,
-	.destroy = lf_destroy,
-	.alloc = lf_alloc,
-	.free = lf_free,
-	.alloc_congruent = lf_alloc_congruent,
-	.check = lf_check,
-	.counters = lf_counters,
+    .name = "listfit",
+    .desc = "2018 RFC: first-fit walk of an address-ordered free list (with its marker)",
+    .create = lf_create,
+    .destroy = lf_destroy,
+    .alloc = lf_alloc,
+    .free = lf_free,
+    .alloc_congruent = lf_alloc_congruent,
+    .check = lf_check,
+    .counters = lf_counters,
 };

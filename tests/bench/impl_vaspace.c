@@ -28,10 +28,10 @@ static int create_with(const struct bench_space_cfg *cfg, bool global, void **ou
 {
 	struct vs_handle *vh = calloc(1, sizeof(*vh));
 	struct va_config vc = {
-		.base = cfg->base,
-		.size = cfg->size,
-		.quantum = cfg->quantum,
-		.release = count_release,
+	    .base = cfg->base,
+	    .size = cfg->size,
+	    .quantum = cfg->quantum,
+	    .release = count_release,
 	};
 	int rc;
 
@@ -113,42 +113,42 @@ static void vs_counters(void *h, struct bench_counters *out)
 
 	va_get_stats(vh->vs, &st);
 	*out = (struct bench_counters){
-		.has_va = true,
-		.allocs = st.allocs,
-		.frees = st.frees,
-		.fails = st.fails,
-		.drains = st.drains,
-		/* counted by our own callback: an independent reading of st.release_calls */
-		.release_calls = atomic_load_explicit(&vh->release_calls, memory_order_relaxed),
-		.released_bytes = st.released_bytes,
-		.pool_hits = st.pool_hits,
+	    .has_va = true,
+	    .allocs = st.allocs,
+	    .frees = st.frees,
+	    .fails = st.fails,
+	    .drains = st.drains,
+	    /* counted by our own callback: an independent reading of st.release_calls */
+	    .release_calls = atomic_load_explicit(&vh->release_calls, memory_order_relaxed),
+	    .released_bytes = st.released_bytes,
+	    .pool_hits = st.pool_hits,
 	};
 }
 
 const struct bench_impl_ops bench_impl_vaspace = {
-	.name = "vaspace",
-	.desc = "the product: nodes per CPU, pools, lazy reclaim, background drain",
-	.create = vs_create,
-	.destroy = vs_destroy,
-	.alloc = vs_alloc,
-	.free = vs_free,
-	.alloc_congruent = vs_alloc_congruent,
-	.thread_start = vs_thread_start,
-	.quiesce = vs_quiesce,
-	.check = vs_check,
-	.counters = vs_counters,
+    .name = "vaspace",
+    .desc = "the product: nodes per CPU, pools, lazy reclaim, background drain",
+    .create = vs_create,
+    .destroy = vs_destroy,
+    .alloc = vs_alloc,
+    .free = vs_free,
+    .alloc_congruent = vs_alloc_congruent,
+    .thread_start = vs_thread_start,
+    .quiesce = vs_quiesce,
+    .check = vs_check,
+    .counters = vs_counters,
 };
 
 const struct bench_impl_ops bench_impl_globallock = {
-	.name = "globallock",
-	.desc = "the product's free tree under its one lock: nodes = 1, no pools",
-	.create = gl_create,
-	.destroy = vs_destroy,
-	.alloc = vs_alloc,
-	.free = vs_free,
-	.alloc_congruent = vs_alloc_congruent,
-	.thread_start = vs_thread_start,
-	.quiesce = vs_quiesce,
-	.check = vs_check,
-	.counters = vs_counters,
+    .name = "globallock",
+    .desc = "the product's free tree under its one lock: nodes = 1, no pools",
+    .create = gl_create,
+    .destroy = vs_destroy,
+    .alloc = vs_alloc,
+    .free = vs_free,
+    .alloc_congruent = vs_alloc_congruent,
+    .thread_start = vs_thread_start,
+    .quiesce = vs_quiesce,
+    .check = vs_check,
+    .counters = vs_counters,
 };

@@ -33,25 +33,26 @@ struct options {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: vabench [options]\n"
-		"  --workload LIST    comma-separated workloads (default: all)\n"
-		"  --impl LIST        comma-separated implementations (default: all)\n"
-		"  --threads LIST     worker threads, released together (default: 1)\n"
-		"  --held LIST        live areas kept through the loop, holes between (default: 0)\n"
-		"  --loops N          loop iterations per thread (default: 1000000)\n"
-		"  --max-seconds S    stop a thread's loop after S seconds, 0 = never (default: 2)\n"
-		"  --quantum BYTES    allocation unit (default: 4K)\n"
-		"  --space-size BYTES size of the space (default: 1T)\n"
-		"  --base BYTES       first address (default: the space size)\n"
-		"  --sample-every K   time one op in K for percentiles (default: 8)\n"
-		"  --seed N           random seed (default: 1)\n"
-		"  --repeat N         run each combination N times, report the fastest (default: 1)\n"
-		"  --json             JSON lines on stdout, the table on stderr\n"
-		"  --out FILE         also append the JSON lines to FILE\n"
-		"  --selftest         check every implementation against a reference, then exit\n"
-		"  --list             list workloads and implementations\n"
-		"Sizes take K, M, G, T suffixes (powers of 1024).\n");
+	fprintf(
+	    f,
+	    "usage: vabench [options]\n"
+	    "  --workload LIST    comma-separated workloads (default: all)\n"
+	    "  --impl LIST        comma-separated implementations (default: all)\n"
+	    "  --threads LIST     worker threads, released together (default: 1)\n"
+	    "  --held LIST        live areas kept through the loop, holes between (default: 0)\n"
+	    "  --loops N          loop iterations per thread (default: 1000000)\n"
+	    "  --max-seconds S    stop a thread's loop after S seconds, 0 = never (default: 2)\n"
+	    "  --quantum BYTES    allocation unit (default: 4K)\n"
+	    "  --space-size BYTES size of the space (default: 1T)\n"
+	    "  --base BYTES       first address (default: the space size)\n"
+	    "  --sample-every K   time one op in K for percentiles (default: 8)\n"
+	    "  --seed N           random seed (default: 1)\n"
+	    "  --repeat N         run each combination N times, report the fastest (default: 1)\n"
+	    "  --json             JSON lines on stdout, the table on stderr\n"
+	    "  --out FILE         also append the JSON lines to FILE\n"
+	    "  --selftest         check every implementation against a reference, then exit\n"
+	    "  --list             list workloads and implementations\n"
+	    "Sizes take K, M, G, T suffixes (powers of 1024).\n");
 }
 
 static void list_all(void)
@@ -78,11 +79,28 @@ static int parse_u64(const char *s, uint64_t *out)
 	if (errno)
 		return -1;
 	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end || (shift && v > (~0ull >> shift)))
 		return -1;
@@ -148,30 +166,44 @@ static int add_held(const char *s, unsigned i, void *ctx)
 }
 
 enum {
-	OPT_WORKLOAD = 256, OPT_IMPL, OPT_THREADS, OPT_HELD, OPT_LOOPS, OPT_MAXSEC,
-	OPT_QUANTUM, OPT_SPACE, OPT_BASE, OPT_SAMPLE, OPT_SEED, OPT_REPEAT, OPT_JSON, OPT_OUT,
-	OPT_SELFTEST, OPT_LIST, OPT_HELP,
+	OPT_WORKLOAD = 256,
+	OPT_IMPL,
+	OPT_THREADS,
+	OPT_HELD,
+	OPT_LOOPS,
+	OPT_MAXSEC,
+	OPT_QUANTUM,
+	OPT_SPACE,
+	OPT_BASE,
+	OPT_SAMPLE,
+	OPT_SEED,
+	OPT_REPEAT,
+	OPT_JSON,
+	OPT_OUT,
+	OPT_SELFTEST,
+	OPT_LIST,
+	OPT_HELP,
 };
 
 static const struct option long_opts[] = {
-	{ "workload", required_argument, NULL, OPT_WORKLOAD },
-	{ "impl", required_argument, NULL, OPT_IMPL },
-	{ "threads", required_argument, NULL, OPT_THREADS },
-	{ "held", required_argument, NULL, OPT_HELD },
-	{ "loops", required_argument, NULL, OPT_LOOPS },
-	{ "max-seconds", required_argument, NULL, OPT_MAXSEC },
-	{ "quantum", required_argument, NULL, OPT_QUANTUM },
-	{ "space-size", required_argument, NULL, OPT_SPACE },
-	{ "base", required_argument, NULL, OPT_BASE },
-	{ "sample-every", required_argument, NULL, OPT_SAMPLE },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "repeat", required_argument, NULL, OPT_REPEAT },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "out", required_argument, NULL, OPT_OUT },
-	{ "selftest", no_argument, NULL, OPT_SELFTEST },
-	{ "list", no_argument, NULL, OPT_LIST },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ NULL, 0, NULL, 0 },
+    {"workload", required_argument, NULL, OPT_WORKLOAD},
+    {"impl", required_argument, NULL, OPT_IMPL},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"held", required_argument, NULL, OPT_HELD},
+    {"loops", required_argument, NULL, OPT_LOOPS},
+    {"max-seconds", required_argument, NULL, OPT_MAXSEC},
+    {"quantum", required_argument, NULL, OPT_QUANTUM},
+    {"space-size", required_argument, NULL, OPT_SPACE},
+    {"base", required_argument, NULL, OPT_BASE},
+    {"sample-every", required_argument, NULL, OPT_SAMPLE},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"selftest", no_argument, NULL, OPT_SELFTEST},
+    {"list", no_argument, NULL, OPT_LIST},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
 };
 
 /* Returns 0 to run, 1 to exit successfully (help, list), 2 on a usage error. */
@@ -300,7 +332,8 @@ static void print_json(FILE *f, const struct bench_params *p, const struct bench
 	fprintf(f,
 		"{\"workload\":\"%s\",\"impl\":\"%s\",\"threads\":%u,\"held\":%llu,"
 		"\"loops\":%llu,\"ops\":%llu,\"fails\":%llu,\"seconds\":%.6f,"
-		"\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,\"ops_per_sec\":%.0f,\"p50_ns\":%llu,\"p99_ns\":%llu,"
+		"\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,\"ops_per_sec\":%.0f,\"p50_ns\":%llu,"
+		"\"p99_ns\":%llu,"
 		"\"p999_ns\":%llu,\"max_ns\":%llu,\"samples\":%llu,\"sample_every\":%u,"
 		"\"capped\":%s,\"repeat\":%u,\"setup_seconds\":%.3f,\"quantum\":%llu,"
 		"\"space_size\":%llu",
@@ -310,8 +343,8 @@ static void print_json(FILE *f, const struct bench_params *p, const struct bench
 		r->ops ? (double)r->cpu_ns / (double)r->ops : 0, ops_per_sec,
 		(unsigned long long)r->pct.p50, (unsigned long long)r->pct.p99,
 		(unsigned long long)r->pct.p999, (unsigned long long)r->pct.max,
-		(unsigned long long)r->pct.count, p->sample_every, r->capped ? "true" : "false", repeat,
-		(double)r->setup_ns / 1e9, (unsigned long long)p->quantum,
+		(unsigned long long)r->pct.count, p->sample_every, r->capped ? "true" : "false",
+		repeat, (double)r->setup_ns / 1e9, (unsigned long long)p->quantum,
 		(unsigned long long)p->space_size);
 	if (r->delta.has_va)
 		fprintf(f,
@@ -320,7 +353,8 @@ static void print_json(FILE *f, const struct bench_params *p, const struct bench
 			"\"pool_hit_ratio\":%.4f,\"drains\":%llu",
 			(unsigned long long)r->delta.allocs, (unsigned long long)r->delta.frees,
 			(unsigned long long)r->delta.release_calls,
-			r->delta.frees ? (double)r->delta.release_calls / (double)r->delta.frees : 0,
+			r->delta.frees ? (double)r->delta.release_calls / (double)r->delta.frees
+				       : 0,
 			(unsigned long long)r->delta.released_bytes,
 			(unsigned long long)r->delta.pool_hits,
 			r->delta.allocs ? (double)r->delta.pool_hits / (double)r->delta.allocs : 0,
@@ -349,19 +383,21 @@ static void print_row(FILE *f, const struct bench_params *p, const struct bench_
 	if (r->error)
 		snprintf(notes, sizeof(notes), "ERROR: %s", r->errmsg);
 	else if (r->delta.has_va)
-		snprintf(notes, sizeof(notes), "%srelease/free %.3f pool %.0f%% drains %llu",
-			 r->capped ? "capped " : "",
-			 r->delta.frees ? (double)r->delta.release_calls / (double)r->delta.frees : 0,
-			 r->delta.allocs ? 100.0 * (double)r->delta.pool_hits / (double)r->delta.allocs
-					 : 0,
-			 (unsigned long long)r->delta.drains);
+		snprintf(
+		    notes, sizeof(notes), "%srelease/free %.3f pool %.0f%% drains %llu",
+		    r->capped ? "capped " : "",
+		    r->delta.frees ? (double)r->delta.release_calls / (double)r->delta.frees : 0,
+		    r->delta.allocs ? 100.0 * (double)r->delta.pool_hits / (double)r->delta.allocs
+				    : 0,
+		    (unsigned long long)r->delta.drains);
 	else if (r->capped)
 		snprintf(notes, sizeof(notes), "capped at %.1f s", p->max_seconds);
 	fprintf(f, "%-18s %-10s %3u %8llu %9llu %10.1f %10.1f %9.3f %9llu %9llu %7llu  %s\n",
 		p->wl->name, p->impl->name, p->threads, (unsigned long long)p->held,
 		(unsigned long long)r->ops, ns_per_op,
-		r->ops ? (double)r->cpu_ns / (double)r->ops : 0, mops, (unsigned long long)r->pct.p50,
-		(unsigned long long)r->pct.p99, (unsigned long long)r->fails, notes);
+		r->ops ? (double)r->cpu_ns / (double)r->ops : 0, mops,
+		(unsigned long long)r->pct.p50, (unsigned long long)r->pct.p99,
+		(unsigned long long)r->fails, notes);
 	fflush(f);
 }
 
@@ -391,8 +427,13 @@ static int run_best(const struct bench_params *p, unsigned repeat, struct bench_
 int main(int argc, char **argv)
 {
 	struct options o = {
-		.loops = 1000000, .quantum = 4096, .space_size = 1ull << 40, .seed = 1,
-		.max_seconds = 2.0, .sample_every = 8, .repeat = 1,
+	    .loops = 1000000,
+	    .quantum = 4096,
+	    .space_size = 1ull << 40,
+	    .seed = 1,
+	    .max_seconds = 2.0,
+	    .sample_every = 8,
+	    .repeat = 1,
 	};
 	FILE *table, *out = NULL;
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -418,8 +459,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	table = o.json ? stderr : stdout;
-	fprintf(table, "vabench: quantum %llu, space [%#llx, +%#llx), %llu loops per thread, "
-		       "cap %.1f s per run, %ld CPUs\n",
+	fprintf(table,
+		"vabench: quantum %llu, space [%#llx, +%#llx), %llu loops per thread, "
+		"cap %.1f s per run, %ld CPUs\n",
 		(unsigned long long)o.quantum, (unsigned long long)o.base,
 		(unsigned long long)o.space_size, (unsigned long long)o.loops, o.max_seconds,
 		ncpus);
@@ -429,13 +471,18 @@ int main(int argc, char **argv)
 			for (unsigned hd = 0; hd < o.nheld; hd++)
 				for (unsigned i = 0; i < o.nimpl; i++) {
 					struct bench_params p = {
-						.wl = o.wls[w], .impl = o.impls[i],
-						.threads = o.threads[t], .held = o.held[hd],
-						.loops = o.loops, .base = o.base,
-						.space_size = o.space_size, .quantum = o.quantum,
-						.max_seconds = o.max_seconds,
-						.sample_every = o.sample_every, .seed = o.seed,
-						.ncpus = ncpus > 0 ? (unsigned)ncpus : 1,
+					    .wl = o.wls[w],
+					    .impl = o.impls[i],
+					    .threads = o.threads[t],
+					    .held = o.held[hd],
+					    .loops = o.loops,
+					    .base = o.base,
+					    .space_size = o.space_size,
+					    .quantum = o.quantum,
+					    .max_seconds = o.max_seconds,
+					    .sample_every = o.sample_every,
+					    .seed = o.seed,
+					    .ncpus = ncpus > 0 ? (unsigned)ncpus : 1,
 					};
 					struct bench_result r, best;
 
