@@ -313,6 +313,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		return;
 	}
 
+	uint64_t t0 = vad_now_ns();
 	size_t done = 0;
 	int rc = 0;
 	for (; done < n; done++) {
@@ -342,6 +343,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		alloc_failed(s, r, a, rc, done < n ? sizes[done] : total, align, done, n);
 		return;
 	}
+	vad_latency_record(&s->svc->alloc_latency[ai], vad_now_ns() - t0);
 	__atomic_add_fetch(&s->allocs, n, __ATOMIC_RELAXED);
 
 	Vad__AllocReply *ar = &r->u.alloc;
@@ -692,6 +694,10 @@ static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_
 	char b[32];
 	log_notice("purge by '%s' (uid %u): released %s", s->name, (unsigned)s->peer.uid,
 		   SZ(b, released));
+	char detail[128];
+	snprintf(detail, sizeof(detail), "by '%s' (uid %u): released %" PRIu64 " bytes", s->name,
+		 (unsigned)s->peer.uid, released);
+	vad_service_event(svc, "purge", detail);
 	vad__purge_reply__init(&r->u.purge);
 	r->u.purge.released_bytes = released;
 	r->resp.result_case = VAD__RESPONSE__RESULT_PURGE;
@@ -705,10 +711,12 @@ static void handle_reload(struct vad_session *s, struct vad_reply *r)
 	char detail[sizeof(r->text)];
 	if (vad_service_reload(s->svc, detail, sizeof(detail)) < 0) {
 		log_warn("reload by '%s' (uid %u): %s", s->name, (unsigned)s->peer.uid, detail);
+		vad_service_event(s->svc, "reload-failed", detail);
 		vad_reply_error(r, VAD__ERROR__EINVAL, "%s", detail);
 		return;
 	}
 	log_notice("reload by '%s' (uid %u): %s", s->name, (unsigned)s->peer.uid, detail);
+	vad_service_event(s->svc, "reload", detail);
 	memcpy(r->text, detail, sizeof(detail));
 	vad__reload_reply__init(&r->u.reload);
 	r->u.reload.detail = r->text;

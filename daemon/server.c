@@ -31,6 +31,7 @@
 #include "peer.h"
 #include "service.h"
 #include "session.h"
+#include "stats.h"
 
 #define ACCEPT_BURST	64  /* accepts per listener wake-up, so signals are not starved */
 #define CLOSE_LINGER_S	5   /* a closing connection gets this long to take its last replies */
@@ -81,6 +82,9 @@ struct vad_server {
 	bool watchdog;
 	uint64_t watchdog_usec;
 	uint64_t refused_busy;
+	char stats_db[PATH_MAX];
+	uint64_t stats_interval_ms, stats_retention_ms;
+	struct vad_stats_writer *stats;
 };
 
 /* ---- connections (worker thread) -------------------------------------------------------- */
@@ -309,6 +313,7 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	va_set_home_node(w->index);
+	vad_latency_set_shard(w->index);
 	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
 	return NULL;
 }
@@ -417,10 +422,13 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	if (sig == SIGHUP) {
 		char detail[1024];
 		sd_notify(0, "RELOADING=1");
-		if (vad_service_reload(s->svc, detail, sizeof(detail)) == 0)
+		if (vad_service_reload(s->svc, detail, sizeof(detail)) == 0) {
 			log_notice("SIGHUP: %s", detail);
-		else
+			vad_service_event(s->svc, "reload", detail);
+		} else {
 			log_warn("SIGHUP: %s", detail);
+			vad_service_event(s->svc, "reload-failed", detail);
+		}
 		sd_notify(0, "READY=1");
 		return;
 	}
@@ -522,10 +530,12 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->ev_resume = evtimer_new(s->base, on_resume, s);
 	s->ev_stop = event_new(s->base, -1, 0, on_stop, s);
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+	/* Catch signals from now on: one arriving before vad_server_run waits in the base
+	 * instead of killing the process with its default action. */
 	const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
 	for (int i = 0; i < 3; i++) {
 		s->ev_sig[i] = evsignal_new(s->base, sigs[i], on_signal, s);
-		if (!s->ev_sig[i])
+		if (!s->ev_sig[i] || event_add(s->ev_sig[i], NULL) < 0)
 			goto nomem;
 	}
 	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick)
@@ -536,6 +546,9 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		free_server(s);
 		return -1;
 	}
+	snprintf(s->stats_db, sizeof(s->stats_db), "%s", cfg->stats_db);
+	s->stats_interval_ms = cfg->stats_interval_ms;
+	s->stats_retention_ms = cfg->stats_retention_ms;
 	*out = s;
 	return 0;
 nomem:
@@ -557,9 +570,13 @@ int vad_server_run(struct vad_server *s)
 		}
 		s->workers[i].started = true;
 	}
+	if (rc == 0 && s->stats_db[0]) {
+		char err[PATH_MAX + 256];
+		if (vad_stats_start(s->svc, s->stats_db, s->stats_interval_ms,
+				    s->stats_retention_ms, &s->stats, err, sizeof(err)) < 0)
+			log_warn("running without stats: %s", err);
+	}
 	if (rc == 0) {
-		for (int i = 0; i < 3; i++)
-			event_add(s->ev_sig[i], NULL);
 		event_add(s->ev_listen, NULL);
 		s->listening = true;
 		s->watchdog = sd_watchdog_enabled(0, &s->watchdog_usec) > 0;
@@ -585,6 +602,10 @@ int vad_server_run(struct vad_server *s)
 		event_del(s->ev_sig[i]);
 	event_del(s->ev_tick);
 	event_del(s->ev_resume);
+
+	/* The final snapshot still sees the sessions of this moment. */
+	vad_stats_stop(s->stats);
+	s->stats = NULL;
 
 	for (unsigned i = 0; i < s->n_workers; i++) {
 		struct worker *w = &s->workers[i];

@@ -73,12 +73,16 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 			svc->default_arena = (unsigned)i;
 	}
 	svc->reg = vad_registry_new(svc->spaces, n_arenas);
-	if (!svc->reg) {
+	svc->alloc_latency = aligned_alloc(64, n_arenas * sizeof(*svc->alloc_latency));
+	if (!svc->reg || !svc->alloc_latency) {
 		snprintf(err, err_len, "out of memory creating the registry");
+		vad_registry_free(svc->reg);
+		free(svc->alloc_latency);
 		free(svc->spaces);
 		free(svc);
 		return -1;
 	}
+	memset(svc->alloc_latency, 0, n_arenas * sizeof(*svc->alloc_latency));
 	set_limits(svc, cfg);
 	svc->daemon_uid = geteuid();
 	svc->has_admin_group = cfg->has_admin_group;
@@ -96,6 +100,8 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	svc->start_ms = clock_ms(CLOCK_MONOTONIC);
 	svc->next_session_id = 1;
 	pthread_mutex_init(&svc->reload_lock, NULL);
+	pthread_mutex_init(&svc->events_lock, NULL);
+	svc->events_tail = &svc->events;
 	*out = svc;
 	return 0;
 }
@@ -105,10 +111,58 @@ void vad_service_destroy(struct vad_service *svc)
 	if (!svc)
 		return;
 	vad_registry_free(svc->reg);
+	free(svc->alloc_latency);
 	close_arenas(svc->arenas, svc->n_arenas);
 	free(svc->spaces);
 	pthread_mutex_destroy(&svc->reload_lock);
+	vad_events_free(svc->events);
+	pthread_mutex_destroy(&svc->events_lock);
 	free(svc);
+}
+
+#define EVENTS_MAX 1024
+
+void vad_service_event(struct vad_service *svc, const char *kind, const char *detail)
+{
+	struct vad_event *e = calloc(1, sizeof(*e));
+	if (!e)
+		return;
+	e->ts_ms = vad_realtime_ms();
+	snprintf(e->kind, sizeof(e->kind), "%s", kind);
+	e->detail = detail ? strdup(detail) : NULL;
+	struct vad_event *dropped = NULL;
+	pthread_mutex_lock(&svc->events_lock);
+	*svc->events_tail = e;
+	svc->events_tail = &e->next;
+	if (++svc->n_events > EVENTS_MAX) {
+		dropped = svc->events;
+		svc->events = dropped->next;
+		dropped->next = NULL;
+		svc->n_events--;
+	}
+	pthread_mutex_unlock(&svc->events_lock);
+	vad_events_free(dropped);
+}
+
+struct vad_event *vad_service_take_events(struct vad_service *svc)
+{
+	pthread_mutex_lock(&svc->events_lock);
+	struct vad_event *list = svc->events;
+	svc->events = NULL;
+	svc->events_tail = &svc->events;
+	svc->n_events = 0;
+	pthread_mutex_unlock(&svc->events_lock);
+	return list;
+}
+
+void vad_events_free(struct vad_event *e)
+{
+	while (e) {
+		struct vad_event *next = e->next;
+		free(e->detail);
+		free(e);
+		e = next;
+	}
 }
 
 struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, unsigned *index)

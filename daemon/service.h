@@ -15,6 +15,7 @@
 
 #include "arena.h"
 #include "config.h"
+#include "latency.h"
 #include "registry.h"
 
 /* The daemon version reported by hello. */
@@ -29,13 +30,22 @@ struct vad_limits {
 	uint64_t quota_uid;    /* 0 = unlimited */
 };
 
+/* Something worth a row in the stats database's event table. */
+struct vad_event {
+	uint64_t ts_ms;
+	char kind[32];
+	char *detail; /* may be NULL */
+	struct vad_event *next;
+};
+
 struct vad_service {
 	struct vad_arena **arenas;
 	size_t n_arenas;
 	unsigned default_arena; /* the one named "default", else the first */
 	struct va_space **spaces;
 	struct vad_registry *reg;
-	struct vad_limits limits; /* atomics */
+	struct vad_latency *alloc_latency; /* per arena: alloc request latency */
+	struct vad_limits limits;	   /* atomics */
 	uid_t daemon_uid;
 	bool has_admin_group;
 	gid_t admin_gid;
@@ -46,6 +56,10 @@ struct vad_service {
 	unsigned clients;	  /* atomic: connected sessions */
 	uint64_t next_session_id; /* atomic */
 	pthread_mutex_t reload_lock;
+	pthread_mutex_t events_lock;
+	struct vad_event *events,
+	    **events_tail; /* oldest first, until the stats thread takes them */
+	unsigned n_events;
 };
 
 /* Build the service over opened arenas; on success it owns the array and each arena, on
@@ -62,6 +76,16 @@ struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, u
 /* Re-read config_path and apply its reloadable limits and log level. Returns 0 with a summary
  * in detail, or -1 with the file:line reason (the old limits stay). Thread-safe. */
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len);
+
+/* Queue an event (start, stop, reload, ...) for the stats database; thread-safe, bounded
+ * (the oldest are dropped when nobody takes them). */
+void vad_service_event(struct vad_service *svc, const char *kind, const char *detail);
+
+/* Take every queued event, oldest first (free with vad_events_free). */
+struct vad_event *vad_service_take_events(struct vad_service *svc);
+
+/* Free a list of events. */
+void vad_events_free(struct vad_event *e);
 
 /* Milliseconds since the service was created. */
 uint64_t vad_service_uptime_ms(const struct vad_service *svc);

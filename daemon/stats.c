@@ -1,0 +1,487 @@
+/* stats.c - SQLite snapshots of the running service on their own thread; see stats.h. */
+#include "stats.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "latency.h"
+#include "log.h"
+#include "registry.h"
+#include "session.h"
+
+#define SCHEMA_VERSION "1"
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS snapshot(id INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL,"
+    " uptime_ms INTEGER, clients INTEGER, requests INTEGER, shares INTEGER,"
+    " final INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS snapshot_ts ON snapshot(ts_ms);"
+    "CREATE TABLE IF NOT EXISTS arena_snapshot(snapshot_id INTEGER NOT NULL,"
+    " arena TEXT NOT NULL, size INTEGER, quantum INTEGER, busy_bytes INTEGER,"
+    " free_bytes INTEGER, lazy_bytes INTEGER, pooled_bytes INTEGER, busy_blocks INTEGER,"
+    " free_blocks INTEGER, lazy_blocks INTEGER, pooled_blocks INTEGER, largest_free INTEGER,"
+    " fragmentation REAL, allocs INTEGER, frees INTEGER, fails INTEGER, drains INTEGER,"
+    " released_bytes INTEGER, release_calls INTEGER, pool_hits INTEGER,"
+    " punch_failures INTEGER, interval_allocs INTEGER, alloc_p50_ns INTEGER,"
+    " alloc_p90_ns INTEGER, alloc_p99_ns INTEGER, alloc_p999_ns INTEGER,"
+    " PRIMARY KEY(snapshot_id, arena));"
+    "CREATE TABLE IF NOT EXISTS session_snapshot(snapshot_id INTEGER NOT NULL,"
+    " session_id INTEGER NOT NULL, pid INTEGER, uid INTEGER, gid INTEGER, name TEXT,"
+    " held_bytes INTEGER, held_ranges INTEGER, allocs INTEGER, frees INTEGER,"
+    " connected_ms INTEGER, PRIMARY KEY(snapshot_id, session_id));"
+    "CREATE TABLE IF NOT EXISTS event(id INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL,"
+    " kind TEXT NOT NULL, detail TEXT);"
+    "CREATE INDEX IF NOT EXISTS event_ts ON event(ts_ms);"
+    "CREATE TABLE IF NOT EXISTS lifetime(name TEXT PRIMARY KEY, allocs INTEGER,"
+    " frees INTEGER, fails INTEGER, drains INTEGER, released_bytes INTEGER,"
+    " requests INTEGER, starts INTEGER, updated_ms INTEGER);";
+
+/* Counters of earlier runs, added to this run's. */
+struct lifetime_base {
+	uint64_t allocs, frees, fails, drains, released_bytes, requests, starts;
+};
+
+struct session_row {
+	uint64_t session_id, held_bytes, held_ranges, allocs, frees, connected_ms;
+	uint32_t pid, uid, gid;
+	char name[VAD_NAME_MAX + 1];
+};
+
+struct vad_stats_writer {
+	struct vad_service *svc;
+	sqlite3 *db;
+	char path[PATH_MAX];
+	uint64_t interval_ms, retention_ms;
+	struct lifetime_base *arena_base; /* per arena */
+	struct lifetime_base vad_base;
+	struct vad_latency_sum *prev_latency; /* per arena, at the last snapshot */
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t lock; /* stopping */
+	pthread_cond_t wake;
+	bool stopping;
+	bool failing; /* the last write failed (log once per streak) */
+};
+
+/* ---- small SQLite helpers --------------------------------------------------------------- */
+
+static int exec(struct vad_stats_writer *w, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(w->db, sql, NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		log_warn("stats: %s: %s", w->path, msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void bind_u64(sqlite3_stmt *st, int i, uint64_t v)
+{
+	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+}
+
+/* Bind a list of integers from 1, run the statement and reset it. */
+static int run(struct vad_stats_writer *w, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE) {
+		if (!w->failing)
+			log_warn("stats: writing %s failed: %s", w->path, sqlite3_errmsg(w->db));
+		return -1;
+	}
+	return 0;
+}
+
+static sqlite3_stmt *prepare(struct vad_stats_writer *w, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+	if (sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_warn("stats: %s: %s", w->path, sqlite3_errmsg(w->db));
+		return NULL;
+	}
+	return st;
+}
+
+/* ---- snapshot ---------------------------------------------------------------------------- */
+
+struct session_list {
+	struct session_row *rows;
+	size_t n, cap;
+};
+
+/* Called with holders_lock held: copy, write later. */
+static void collect_session(void *arg, struct vad_holder *h)
+{
+	struct session_list *l = arg;
+	struct vad_session *s = h->owner;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 32;
+		struct session_row *rows = realloc(l->rows, cap * sizeof(*rows));
+		if (!rows)
+			return; /* a snapshot without some sessions beats none */
+		l->rows = rows;
+		l->cap = cap;
+	}
+	struct session_row *r = &l->rows[l->n++];
+	r->session_id = s->id;
+	r->pid = (uint32_t)s->peer.pid;
+	r->uid = (uint32_t)s->peer.uid;
+	r->gid = (uint32_t)s->peer.gid;
+	memcpy(r->name, s->name, sizeof(r->name));
+	r->held_bytes = __atomic_load_n(&h->held_bytes, __ATOMIC_RELAXED);
+	r->held_ranges = __atomic_load_n(&h->held_refs, __ATOMIC_RELAXED);
+	r->allocs = __atomic_load_n(&s->allocs, __ATOMIC_RELAXED);
+	r->frees = __atomic_load_n(&s->frees, __ATOMIC_RELAXED);
+	r->connected_ms = s->connected_ms;
+}
+
+static int write_arena(struct vad_stats_writer *w, sqlite3_stmt *st, sqlite3_stmt *life,
+		       int64_t snap, size_t i, uint64_t now_ms)
+{
+	struct vad_arena *a = w->svc->arenas[i];
+	struct va_stats vs;
+	va_get_stats(a->vs, &vs);
+	struct vad_latency_sum lat;
+	vad_latency_sum(&w->svc->alloc_latency[i], &lat);
+	uint64_t n_allocs;
+	uint64_t p50 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.50, &n_allocs);
+	uint64_t p90 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.90, NULL);
+	uint64_t p99 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.99, NULL);
+	uint64_t p999 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.999, NULL);
+	w->prev_latency[i] = lat;
+	double frag = vs.free_bytes ? 1.0 - (double)vs.largest_free / (double)vs.free_bytes : 0.0;
+
+	int k = 1;
+	sqlite3_bind_int64(st, k++, snap);
+	sqlite3_bind_text(st, k++, a->conf.name, -1, SQLITE_STATIC);
+	const uint64_t v[] = {vs.size,	      vs.quantum,	vs.busy_bytes,	vs.free_bytes,
+			      vs.lazy_bytes,  vs.pooled_bytes,	vs.busy_blocks, vs.free_blocks,
+			      vs.lazy_blocks, vs.pooled_blocks, vs.largest_free};
+	for (size_t j = 0; j < sizeof(v) / sizeof(v[0]); j++)
+		bind_u64(st, k++, v[j]);
+	sqlite3_bind_double(st, k++, frag);
+	const uint64_t c[] = {vs.allocs,
+			      vs.frees,
+			      vs.fails,
+			      vs.drains,
+			      vs.released_bytes,
+			      vs.release_calls,
+			      vs.pool_hits,
+			      __atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED),
+			      n_allocs,
+			      p50,
+			      p90,
+			      p99,
+			      p999};
+	for (size_t j = 0; j < sizeof(c) / sizeof(c[0]); j++)
+		bind_u64(st, k++, c[j]);
+	if (run(w, st) < 0)
+		return -1;
+
+	const struct lifetime_base *b = &w->arena_base[i];
+	k = 1;
+	sqlite3_bind_text(life, k++, a->conf.name, -1, SQLITE_STATIC);
+	bind_u64(life, k++, b->allocs + vs.allocs);
+	bind_u64(life, k++, b->frees + vs.frees);
+	bind_u64(life, k++, b->fails + vs.fails);
+	bind_u64(life, k++, b->drains + vs.drains);
+	bind_u64(life, k++, b->released_bytes + vs.released_bytes);
+	bind_u64(life, k++, 0);
+	bind_u64(life, k++, 0);
+	bind_u64(life, k++, now_ms);
+	return run(w, life);
+}
+
+static int write_snapshot(struct vad_stats_writer *w, bool final)
+{
+	struct vad_service *svc = w->svc;
+	struct session_list sessions = {0};
+	vad_registry_for_each_holder(svc->reg, collect_session, &sessions);
+	struct vad_event *events = vad_service_take_events(svc);
+	uint64_t now = vad_realtime_ms();
+	uint64_t requests = __atomic_load_n(&svc->requests, __ATOMIC_RELAXED);
+	int rc = -1;
+
+	sqlite3_stmt *snap = prepare(w, "INSERT INTO snapshot(ts_ms, uptime_ms, clients, requests,"
+					" shares, final) VALUES(?,?,?,?,?,?)");
+	sqlite3_stmt *arena =
+	    prepare(w, "INSERT INTO arena_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?,?,"
+		       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+	sqlite3_stmt *sess =
+	    prepare(w, "INSERT INTO session_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+	sqlite3_stmt *ev = prepare(w, "INSERT INTO event(ts_ms, kind, detail) VALUES(?,?,?)");
+	sqlite3_stmt *life =
+	    prepare(w, "INSERT OR REPLACE INTO lifetime VALUES(?,?,?,?,?,?,?,?,?)");
+	sqlite3_stmt *prune[4] = {
+	    prepare(w, "DELETE FROM arena_snapshot WHERE snapshot_id IN"
+		       " (SELECT id FROM snapshot WHERE ts_ms < ?)"),
+	    prepare(w, "DELETE FROM session_snapshot WHERE snapshot_id IN"
+		       " (SELECT id FROM snapshot WHERE ts_ms < ?)"),
+	    prepare(w, "DELETE FROM snapshot WHERE ts_ms < ?"),
+	    prepare(w, "DELETE FROM event WHERE ts_ms < ?"),
+	};
+	if (!snap || !arena || !sess || !ev || !life || !prune[0] || !prune[1] || !prune[2] ||
+	    !prune[3])
+		goto out;
+	if (exec(w, "BEGIN IMMEDIATE") < 0)
+		goto out;
+
+	bind_u64(snap, 1, now);
+	bind_u64(snap, 2, vad_service_uptime_ms(svc));
+	bind_u64(snap, 3, __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED));
+	bind_u64(snap, 4, requests);
+	bind_u64(snap, 5, vad_registry_tokens(svc->reg));
+	sqlite3_bind_int(snap, 6, final ? 1 : 0);
+	if (run(w, snap) < 0)
+		goto rollback;
+	int64_t id = sqlite3_last_insert_rowid(w->db);
+
+	for (size_t i = 0; i < svc->n_arenas; i++)
+		if (write_arena(w, arena, life, id, i, now) < 0)
+			goto rollback;
+	for (size_t i = 0; i < sessions.n; i++) {
+		const struct session_row *r = &sessions.rows[i];
+		sqlite3_bind_int64(sess, 1, id);
+		bind_u64(sess, 2, r->session_id);
+		bind_u64(sess, 3, r->pid);
+		bind_u64(sess, 4, r->uid);
+		bind_u64(sess, 5, r->gid);
+		sqlite3_bind_text(sess, 6, r->name, -1, SQLITE_STATIC);
+		bind_u64(sess, 7, r->held_bytes);
+		bind_u64(sess, 8, r->held_ranges);
+		bind_u64(sess, 9, r->allocs);
+		bind_u64(sess, 10, r->frees);
+		bind_u64(sess, 11, r->connected_ms);
+		if (run(w, sess) < 0)
+			goto rollback;
+	}
+	for (struct vad_event *e = events; e; e = e->next) {
+		bind_u64(ev, 1, e->ts_ms);
+		sqlite3_bind_text(ev, 2, e->kind, -1, SQLITE_STATIC);
+		if (e->detail)
+			sqlite3_bind_text(ev, 3, e->detail, -1, SQLITE_STATIC);
+		if (run(w, ev) < 0)
+			goto rollback;
+	}
+	sqlite3_bind_text(life, 1, "vad", -1, SQLITE_STATIC);
+	for (int k = 2; k <= 6; k++)
+		bind_u64(life, k, 0);
+	bind_u64(life, 7, w->vad_base.requests + requests);
+	bind_u64(life, 8, w->vad_base.starts + 1);
+	bind_u64(life, 9, now);
+	if (run(w, life) < 0)
+		goto rollback;
+	if (w->retention_ms && now > w->retention_ms) {
+		for (int k = 0; k < 4; k++) {
+			bind_u64(prune[k], 1, now - w->retention_ms);
+			if (run(w, prune[k]) < 0)
+				goto rollback;
+		}
+	}
+	if (exec(w, "COMMIT") < 0)
+		goto rollback;
+	rc = 0;
+	goto out;
+rollback:
+	sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+	sqlite3_finalize(snap);
+	sqlite3_finalize(arena);
+	sqlite3_finalize(sess);
+	sqlite3_finalize(ev);
+	sqlite3_finalize(life);
+	for (int k = 0; k < 4; k++)
+		sqlite3_finalize(prune[k]);
+	free(sessions.rows);
+	vad_events_free(events);
+	if (rc == 0 && w->failing)
+		log_notice("stats: writing %s works again", w->path);
+	w->failing = rc != 0;
+	return rc;
+}
+
+/* ---- thread ------------------------------------------------------------------------------ */
+
+static void *stats_main(void *arg)
+{
+	struct vad_stats_writer *w = arg;
+	pthread_mutex_lock(&w->lock);
+	while (!w->stopping) {
+		struct timespec deadline;
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		deadline.tv_sec += (time_t)(w->interval_ms / 1000);
+		deadline.tv_nsec += (long)(w->interval_ms % 1000) * 1000000L;
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+		int rc = 0;
+		while (!w->stopping && rc != ETIMEDOUT)
+			rc = pthread_cond_timedwait(&w->wake, &w->lock, &deadline);
+		if (w->stopping)
+			break;
+		pthread_mutex_unlock(&w->lock);
+		write_snapshot(w, false);
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+static int check_schema(struct vad_stats_writer *w, char *err, size_t err_len)
+{
+	sqlite3_stmt *st = prepare(w, "SELECT value FROM meta WHERE key = 'schema_version'");
+	if (!st) {
+		snprintf(err, err_len, "%s: %s", w->path, sqlite3_errmsg(w->db));
+		return -1;
+	}
+	int rc = 0;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		const char *v = (const char *)sqlite3_column_text(st, 0);
+		if (!v || strcmp(v, SCHEMA_VERSION) != 0) {
+			snprintf(err, err_len,
+				 "%s has stats schema version %s but this vad writes version %s; "
+				 "move the old file away",
+				 w->path, v ? v : "(none)", SCHEMA_VERSION);
+			rc = -1;
+		}
+	} else if (exec(w, "INSERT INTO meta VALUES('schema_version', '" SCHEMA_VERSION "')") < 0) {
+		snprintf(err, err_len, "%s: cannot write its schema version", w->path);
+		rc = -1;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static void load_lifetime(struct vad_stats_writer *w)
+{
+	sqlite3_stmt *st = prepare(w, "SELECT name, allocs, frees, fails, drains, released_bytes,"
+				      " requests, starts FROM lifetime");
+	if (!st)
+		return;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(st, 0);
+		struct lifetime_base *b = NULL;
+		if (name && strcmp(name, "vad") == 0)
+			b = &w->vad_base;
+		for (size_t i = 0; !b && name && i < w->svc->n_arenas; i++)
+			if (strcmp(name, w->svc->arenas[i]->conf.name) == 0)
+				b = &w->arena_base[i];
+		if (!b)
+			continue; /* an arena that is no longer configured */
+		b->allocs = (uint64_t)sqlite3_column_int64(st, 1);
+		b->frees = (uint64_t)sqlite3_column_int64(st, 2);
+		b->fails = (uint64_t)sqlite3_column_int64(st, 3);
+		b->drains = (uint64_t)sqlite3_column_int64(st, 4);
+		b->released_bytes = (uint64_t)sqlite3_column_int64(st, 5);
+		b->requests = (uint64_t)sqlite3_column_int64(st, 6);
+		b->starts = (uint64_t)sqlite3_column_int64(st, 7);
+	}
+	sqlite3_finalize(st);
+}
+
+static void free_writer(struct vad_stats_writer *w)
+{
+	if (w->db)
+		sqlite3_close(w->db);
+	free(w->arena_base);
+	free(w->prev_latency);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->wake);
+	free(w);
+}
+
+int vad_stats_start(struct vad_service *svc, const char *path, uint64_t interval_ms,
+		    uint64_t retention_ms, struct vad_stats_writer **out, char *err, size_t err_len)
+{
+	*out = NULL;
+	struct vad_stats_writer *w = calloc(1, sizeof(*w));
+	if (!w) {
+		snprintf(err, err_len, "out of memory starting the stats thread");
+		return -1;
+	}
+	w->svc = svc;
+	snprintf(w->path, sizeof(w->path), "%s", path);
+	w->interval_ms = interval_ms ? interval_ms : 10000;
+	w->retention_ms = retention_ms;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	w->arena_base = calloc(svc->n_arenas, sizeof(*w->arena_base));
+	w->prev_latency = calloc(svc->n_arenas, sizeof(*w->prev_latency));
+	if (!w->arena_base || !w->prev_latency) {
+		snprintf(err, err_len, "out of memory starting the stats thread");
+		free_writer(w);
+		return -1;
+	}
+	int rc = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, err_len, "cannot open the stats database %s: %s", path,
+			 w->db ? sqlite3_errmsg(w->db) : sqlite3_errstr(rc));
+		free_writer(w);
+		return -1;
+	}
+	sqlite3_busy_timeout(w->db, 2000); /* a reader such as vactl history may hold it */
+	if (exec(w, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 ||
+	    exec(w, schema_sql) < 0) {
+		snprintf(err, err_len, "cannot set up the stats database %s: %s", path,
+			 sqlite3_errmsg(w->db));
+		free_writer(w);
+		return -1;
+	}
+	if (check_schema(w, err, err_len) < 0) {
+		free_writer(w);
+		return -1;
+	}
+	load_lifetime(w);
+	for (size_t i = 0; i < svc->n_arenas; i++)
+		vad_latency_sum(&svc->alloc_latency[i], &w->prev_latency[i]);
+	char detail[64];
+	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
+		 (unsigned long long)w->vad_base.starts + 1);
+	vad_service_event(svc, "start", detail);
+	write_snapshot(w, false); /* the start is on disk at once */
+
+	int e = pthread_create(&w->thread, NULL, stats_main, w);
+	if (e) {
+		snprintf(err, err_len, "cannot start the stats thread: %s", strerror(e));
+		free_writer(w);
+		return -1;
+	}
+	w->thread_started = true;
+	*out = w;
+	return 0;
+}
+
+void vad_stats_stop(struct vad_stats_writer *w)
+{
+	if (!w)
+		return;
+	if (w->thread_started) {
+		pthread_mutex_lock(&w->lock);
+		w->stopping = true;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
+	}
+	vad_service_event(w->svc, "stop", NULL);
+	if (write_snapshot(w, true) == 0)
+		log_info("stats: final snapshot written to %s", w->path);
+	free_writer(w);
+}
