@@ -34,25 +34,25 @@ struct options {
 static void usage(FILE *f)
 {
 	fprintf(
-	    f,
-	    "usage: vabench [options]\n"
-	    "  --workload LIST    comma-separated workloads (default: all)\n"
-	    "  --impl LIST        comma-separated implementations (default: all)\n"
-	    "  --threads LIST     worker threads, released together (default: 1)\n"
-	    "  --held LIST        live areas kept through the loop, holes between (default: 0)\n"
-	    "  --loops N          loop iterations per thread (default: 1000000)\n"
-	    "  --max-seconds S    stop a thread's loop after S seconds, 0 = never (default: 2)\n"
-	    "  --quantum BYTES    allocation unit (default: 4K)\n"
-	    "  --space-size BYTES size of the space (default: 1T)\n"
-	    "  --base BYTES       first address (default: the space size)\n"
-	    "  --sample-every K   time one op in K for percentiles (default: 8)\n"
-	    "  --seed N           random seed (default: 1)\n"
-	    "  --repeat N         run each combination N times, report the fastest (default: 1)\n"
-	    "  --json             JSON lines on stdout, the table on stderr\n"
-	    "  --out FILE         also append the JSON lines to FILE\n"
-	    "  --selftest         check every implementation against a reference, then exit\n"
-	    "  --list             list workloads and implementations\n"
-	    "Sizes take K, M, G, T suffixes (powers of 1024).\n");
+	    f, "usage: vabench [options]\n"
+	       "  --workload LIST    comma-separated workloads (default: all)\n"
+	       "  --impl LIST        comma-separated implementations (default: all)\n"
+	       "  --threads LIST     worker threads, released together (default: 1)\n"
+	       "  --held LIST        live areas kept through the loop, holes between (default: 0)\n"
+	       "  --loops N          loop iterations per thread (default: 1000000)\n"
+	       "  --max-seconds S    stop a thread's loop after S seconds, 0 = never (default: 2)\n"
+	       "  --quantum BYTES    allocation unit (default: 4K)\n"
+	       "  --space-size BYTES size of the space (default: 1T)\n"
+	       "  --base BYTES       first address (default: the space size)\n"
+	       "  --sample-every K   time one op in K for percentiles (default: 8)\n"
+	       "  --seed N           random seed (default: 1)\n"
+	       "  --repeat N         run the whole matrix N times, interleaved; report each\n"
+	       "                     combination's fastest run (default: 1)\n"
+	       "  --json             JSON lines on stdout, the table on stderr\n"
+	       "  --out FILE         also append the JSON lines to FILE\n"
+	       "  --selftest         check every implementation against a reference, then exit\n"
+	       "  --list             list workloads and implementations\n"
+	       "Sizes take K, M, G, T suffixes (powers of 1024).\n");
 }
 
 static void list_all(void)
@@ -406,22 +406,47 @@ static double throughput(const struct bench_result *r)
 	return r->wall_ns ? (double)r->ops / (double)r->wall_ns : 0;
 }
 
-/* Run p repeat times; *best is the run with the highest throughput, or the first failed
- * run. Returns 0, or -1 if a run failed. */
-static int run_best(const struct bench_params *p, unsigned repeat, struct bench_result *scratch,
-		    struct bench_result *best)
+/* One combination of the run matrix and the fastest of its repetitions so far. */
+struct combo {
+	struct bench_params p;
+	struct bench_result best;
+	bool failed;
+};
+
+/*
+ * Run every combination `repeat` times, interleaved (all combinations, then all again),
+ * so a change of machine load during the run hits every implementation alike; keep the
+ * repetition with the highest throughput (a failed one is kept and not rerun). Results
+ * are printed during the last pass. Returns 0, or 1 if some run failed.
+ */
+static int run_matrix(struct combo *cs, size_t n, unsigned repeat, bool json, FILE *table,
+		      FILE *out)
 {
-	if (bench_run(p, best))
-		return -1;
-	for (unsigned i = 1; i < repeat; i++) {
-		if (bench_run(p, scratch)) {
-			*best = *scratch;
-			return -1;
+	struct bench_result r;
+	int status = 0;
+
+	for (unsigned rep = 0; rep < repeat; rep++)
+		for (size_t i = 0; i < n; i++) {
+			struct combo *c = &cs[i];
+
+			if (!c->failed) {
+				if (bench_run(&c->p, &r)) {
+					c->best = r;
+					c->failed = true;
+					status = 1;
+				} else if (rep == 0 || throughput(&r) > throughput(&c->best)) {
+					c->best = r;
+				}
+			}
+			if (rep + 1 < repeat)
+				continue;
+			print_row(table, &c->p, &c->best);
+			if (json)
+				print_json(stdout, &c->p, &c->best, repeat);
+			if (out)
+				print_json(out, &c->p, &c->best, repeat);
 		}
-		if (throughput(scratch) > throughput(best))
-			*best = *scratch;
-	}
-	return 0;
+	return status;
 }
 
 int main(int argc, char **argv)
@@ -437,7 +462,9 @@ int main(int argc, char **argv)
 	};
 	FILE *table, *out = NULL;
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int rc, status = 0;
+	struct combo *cs;
+	size_t ncombos, k = 0;
+	int rc, status;
 
 	rc = parse_args(argc, argv, &o);
 	if (rc)
@@ -466,11 +493,17 @@ int main(int argc, char **argv)
 		(unsigned long long)o.space_size, (unsigned long long)o.loops, o.max_seconds,
 		ncpus);
 	print_header(table);
+	ncombos = (size_t)o.nwl * o.nthreads * o.nheld * o.nimpl;
+	cs = calloc(ncombos, sizeof(*cs));
+	if (!cs) {
+		fprintf(stderr, "vabench: no memory for %zu combinations\n", ncombos);
+		return 2;
+	}
 	for (unsigned w = 0; w < o.nwl; w++)
 		for (unsigned t = 0; t < o.nthreads; t++)
 			for (unsigned hd = 0; hd < o.nheld; hd++)
-				for (unsigned i = 0; i < o.nimpl; i++) {
-					struct bench_params p = {
+				for (unsigned i = 0; i < o.nimpl; i++)
+					cs[k++].p = (struct bench_params){
 					    .wl = o.wls[w],
 					    .impl = o.impls[i],
 					    .threads = o.threads[t],
@@ -484,16 +517,8 @@ int main(int argc, char **argv)
 					    .seed = o.seed,
 					    .ncpus = ncpus > 0 ? (unsigned)ncpus : 1,
 					};
-					struct bench_result r, best;
-
-					if (run_best(&p, o.repeat, &r, &best))
-						status = 1;
-					print_row(table, &p, &best);
-					if (o.json)
-						print_json(stdout, &p, &best, o.repeat);
-					if (out)
-						print_json(out, &p, &best, o.repeat);
-				}
+	status = run_matrix(cs, ncombos, o.repeat, o.json, table, out);
+	free(cs);
 	if (out)
 		fclose(out);
 	return status;
