@@ -1,0 +1,290 @@
+/*
+ * test_daemon_stats.c - the stats database (schema, snapshots, sessions, events, lifetime
+ * counters across restarts, pruning, refusals) and the latency histograms behind it.
+ * Snapshots are taken at start and at stop, so nothing here depends on timing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "arena.h"
+#include "config.h"
+#include "frame.h"
+#include "latency.h"
+#include "log.h"
+#include "service.h"
+#include "session.h"
+#include "stats.h"
+
+#define HOUR_MS (3600ull * 1000ull)
+
+static char db_path[128];
+
+static struct vad_service *new_service(void)
+{
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	cfg.nodes = 1;
+	const char *names[2] = {"default", "second"};
+	struct vad_arena **arenas = calloc(2, sizeof(*arenas));
+	assert_non_null(arenas);
+	char err[512] = "";
+	for (unsigned i = 0; i < 2; i++) {
+		struct vad_arena_conf c;
+		memset(&c, 0, sizeof(c));
+		snprintf(c.name, sizeof(c.name), "%s", names[i]);
+		c.size = 16ull << 20;
+		c.quantum = 4096;
+		c.allow_any = true;
+		if (vad_arena_open(&c, &cfg, i, &arenas[i], err, sizeof(err)) != 0)
+			fail_msg("vad_arena_open: %s", err);
+	}
+	struct vad_service *svc;
+	if (vad_service_create(&cfg, arenas, 2, &svc, err, sizeof(err)) != 0)
+		fail_msg("vad_service_create: %s", err);
+	return svc;
+}
+
+static void feed(struct vad_session *s, Vad__Request *req)
+{
+	uint8_t buf[512];
+	size_t n = vad_frame_encode_request(req, buf, sizeof(buf));
+	assert_true(n > 0);
+	assert_int_equal(vad_session_feed(s, buf, n), n);
+	vad_session_output_done(s, vad_session_output_pending(s));
+}
+
+/* A session that says hello as name and allocates n ranges of the default arena. */
+static struct vad_session *session_with_allocs(struct vad_service *svc, const char *name, int n)
+{
+	struct vad_peer p = {.pid = 77, .uid = 1000, .gid = 1000};
+	struct vad_session *s = vad_session_new(svc, &p);
+	assert_non_null(s);
+	Vad__Hello h = VAD__HELLO__INIT;
+	h.name = (char *)name;
+	h.version = VAD_PROTOCOL_VERSION;
+	Vad__Request q = VAD__REQUEST__INIT;
+	q.op_case = VAD__REQUEST__OP_HELLO;
+	q.hello = &h;
+	feed(s, &q);
+	for (int i = 0; i < n; i++) {
+		Vad__Alloc a = VAD__ALLOC__INIT;
+		a.arena = (char *)"";
+		a.size = 4096;
+		Vad__Request r = VAD__REQUEST__INIT;
+		r.op_case = VAD__REQUEST__OP_ALLOC;
+		r.alloc = &a;
+		feed(s, &r);
+	}
+	assert_int_equal(__atomic_load_n(&s->allocs, __ATOMIC_RELAXED), n);
+	return s;
+}
+
+static sqlite3 *open_db(void)
+{
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	return db;
+}
+
+static int64_t query_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	int64_t v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	vad_log_set_level(VAD_LOG_ERR);
+	snprintf(db_path, sizeof(db_path), "/tmp/vad-test-stats-%d.db", (int)getpid());
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char p[160];
+	unlink(db_path);
+	snprintf(p, sizeof(p), "%s-wal", db_path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", db_path);
+	unlink(p);
+	return 0;
+}
+
+/* ---- latency ----------------------------------------------------------------------------- */
+
+static void test_latency_quantiles(void **state)
+{
+	(void)state;
+	struct vad_latency *l = aligned_alloc(64, sizeof(*l));
+	assert_non_null(l);
+	memset(l, 0, sizeof(*l));
+	struct vad_latency_sum before, now;
+	vad_latency_sum(l, &before);
+	assert_int_equal(vad_latency_quantile(&before, NULL, 0.5, NULL), 0);
+
+	vad_latency_set_shard(3);
+	for (int i = 0; i < 1000; i++)
+		vad_latency_record(l, 100);
+	for (int i = 0; i < 10; i++)
+		vad_latency_record(l, 10000);
+	vad_latency_record(l, 2);
+	vad_latency_sum(l, &now);
+	uint64_t n;
+	uint64_t p50 = vad_latency_quantile(&now, &before, 0.5, &n);
+	assert_int_equal(n, 1011);
+	assert_true(p50 >= 96 && p50 < 112); /* 100 lies in [96, 112) */
+	uint64_t p999 = vad_latency_quantile(&now, &before, 0.999, NULL);
+	assert_true(p999 >= 8192 && p999 < 12288);
+	assert_int_equal(vad_latency_quantile(&now, &before, 0.0001, NULL), 2);
+
+	/* Only what happened since "before" counts. */
+	vad_latency_sum(l, &before);
+	vad_latency_set_shard(5);
+	vad_latency_record(l, 1u << 20);
+	vad_latency_sum(l, &now);
+	uint64_t p = vad_latency_quantile(&now, &before, 0.5, &n);
+	assert_int_equal(n, 1);
+	assert_true(p >= (1u << 20) && p < (5u << 18));
+	free(l);
+}
+
+/* ---- stats database ---------------------------------------------------------------------- */
+
+static void test_snapshots_and_lifetime(void **state)
+{
+	(void)state;
+	/* First run: 5 allocations, one session alive at shutdown. */
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w;
+	char err[512];
+	if (vad_stats_start(svc, db_path, HOUR_MS, 30 * 24 * HOUR_MS, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start: %s", err);
+	struct vad_session *s = session_with_allocs(svc, "writer", 5);
+	vad_service_event(svc, "reload", "limits changed");
+	vad_stats_stop(w);
+	vad_session_free(s);
+	vad_service_destroy(svc);
+
+	sqlite3 *db = open_db();
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot"), 2);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot WHERE final = 1"), 1);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot"), 4);
+	assert_int_equal(query_int(db, "SELECT busy_bytes FROM arena_snapshot a JOIN snapshot s"
+				       " ON a.snapshot_id = s.id WHERE s.final = 1 AND"
+				       " a.arena = 'default'"),
+			 5 * 4096);
+	assert_int_equal(query_int(db, "SELECT interval_allocs FROM arena_snapshot a JOIN snapshot"
+				       " s ON a.snapshot_id = s.id WHERE s.final = 1 AND"
+				       " a.arena = 'default'"),
+			 5);
+	assert_true(
+	    query_int(db, "SELECT alloc_p50_ns FROM arena_snapshot a JOIN snapshot s ON"
+			  " a.snapshot_id = s.id WHERE s.final = 1 AND a.arena = 'default'") > 0);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session_snapshot WHERE name ="
+				       " 'writer' AND held_bytes = 20480 AND allocs = 5"),
+			 1);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM event WHERE kind = 'start'"), 1);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM event WHERE kind = 'stop'"), 1);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM event WHERE kind = 'reload' AND"
+				       " detail = 'limits changed'"),
+			 1);
+	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 5);
+	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 1);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	sqlite3_close(db);
+
+	/* Second run on the same file: lifetime counters go on from where they were. */
+	svc = new_service();
+	if (vad_stats_start(svc, db_path, HOUR_MS, 30 * 24 * HOUR_MS, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start: %s", err);
+	s = session_with_allocs(svc, "again", 3);
+	vad_session_free(s);
+	vad_stats_stop(w);
+	vad_service_destroy(svc);
+
+	db = open_db();
+	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 8);
+	assert_int_equal(query_int(db, "SELECT frees FROM lifetime WHERE name = 'default'"), 3);
+	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 2);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot"), 4);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM event WHERE kind = 'start'"), 2);
+	sqlite3_close(db);
+
+	/* Third run keeping 1 ms: the older runs' rows are pruned. */
+	usleep(5000);
+	svc = new_service();
+	if (vad_stats_start(svc, db_path, HOUR_MS, 1, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start: %s", err);
+	usleep(5000);
+	vad_stats_stop(w);
+	vad_service_destroy(svc);
+	db = open_db();
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot"), 1);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot"), 2);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session_snapshot"), 0);
+	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 3);
+	sqlite3_close(db);
+}
+
+static void test_refusals(void **state)
+{
+	(void)state;
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w = NULL;
+	char err[512] = "";
+	assert_int_equal(vad_stats_start(svc, "/nonexistent-dir/x/stats.db", HOUR_MS, HOUR_MS, &w,
+					 err, sizeof(err)),
+			 -1);
+	assert_null(w);
+	assert_non_null(strstr(err, "/nonexistent-dir/x/stats.db"));
+
+	/* A database from a future vad is left alone. */
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(db,
+			 "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+			 "INSERT INTO meta VALUES('schema_version', '99');",
+			 NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "version 99"));
+
+	/* Not a database at all. */
+	teardown(NULL);
+	FILE *f = fopen(db_path, "w");
+	assert_non_null(f);
+	fputs("this is not an SQLite file, just some text long enough to have a header........", f);
+	fclose(f);
+	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, db_path));
+	vad_service_destroy(svc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_latency_quantiles),
+	    cmocka_unit_test_setup_teardown(test_snapshots_and_lifetime, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
