@@ -9,39 +9,31 @@
 
 void va_freeze(struct va_space *vs)
 {
-	va_lock(&vs->drain_lock);
 	va_lock(&vs->free.lock);
 	for (unsigned i = 0; i < vs->nodes; i++)
-		va_lock(&vs->node[i].pool.lock);
-	for (unsigned i = 0; i < vs->nodes; i++)
-		va_lock(&vs->node[i].busy.lock);
-	for (unsigned i = 0; i < vs->nodes; i++)
-		va_lock(&vs->node[i].lazy.lock);
+		va_lock(&vs->node[i].lock);
+	va_lock(&vs->inflight.lock);
 }
 
 void va_thaw(struct va_space *vs)
 {
+	va_unlock(&vs->inflight.lock);
 	for (unsigned i = vs->nodes; i-- > 0;)
-		va_unlock(&vs->node[i].lazy.lock);
-	for (unsigned i = vs->nodes; i-- > 0;)
-		va_unlock(&vs->node[i].busy.lock);
-	for (unsigned i = vs->nodes; i-- > 0;)
-		va_unlock(&vs->node[i].pool.lock);
+		va_unlock(&vs->node[i].lock);
 	va_unlock(&vs->free.lock);
-	va_unlock(&vs->drain_lock);
 }
 
 /* ---- walk ------------------------------------------------------------------------------- */
 
-static int emit(int (*fn)(void *, const struct va_block_info *), void *ctx,
-		const struct va_block *b, enum va_block_kind kind, unsigned node)
+static int emit(int (*fn)(void *, const struct va_block_info *), void *ctx, uint64_t start,
+		uint64_t end, enum va_block_kind kind, unsigned node, void *owner)
 {
 	struct va_block_info info = {
-		.start = b->start,
-		.size = blk_size(b),
+		.start = start,
+		.size = end - start,
 		.kind = kind,
 		.node = node,
-		.owner = kind == VA_BLOCK_BUSY ? b->owner : NULL,
+		.owner = kind == VA_BLOCK_BUSY ? owner : NULL,
 	};
 
 	return fn(ctx, &info);
@@ -50,25 +42,40 @@ static int emit(int (*fn)(void *, const struct va_block_info *), void *ctx,
 static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_block_info *),
 		       void *ctx)
 {
+	struct va_inflight *in = &vs->inflight;
 	int rc;
 
 	for (struct va_block *b = vs->free.tree.head.next; b != &vs->free.tree.head; b = b->next)
-		if ((rc = emit(fn, ctx, b, VA_BLOCK_FREE, 0)))
+		if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_FREE, 0, NULL)))
 			return rc;
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
 
-		for (struct rb_node *r = rb_first(&n->busy.root); r; r = rb_next(r))
-			if ((rc = emit(fn, ctx, rb_entry(r, struct va_block, rb), VA_BLOCK_BUSY, i)))
+		for (struct rb_node *r = rb_first(&n->busy); r; r = rb_next(r)) {
+			struct va_block *b = rb_entry(r, struct va_block, rb);
+
+			if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_BUSY, i, b->owner)))
 				return rc;
-		for (struct va_block *b = n->lazy.head; b; b = b->next)
-			if ((rc = emit(fn, ctx, b, VA_BLOCK_LAZY, i)))
+		}
+		for (uint32_t k = 0; k < n->lazy_len; k++)
+			if ((rc = emit(fn, ctx, n->lazy[k].start, n->lazy[k].end, VA_BLOCK_LAZY, i,
+				       NULL)))
 				return rc;
 		for (unsigned c = 0; c < vs->pool_classes; c++)
-			for (struct va_block *b = n->pool.classes[c].head; b; b = b->next)
-				if ((rc = emit(fn, ctx, b, VA_BLOCK_POOLED, i)))
+			for (struct va_block *b = n->pool[c].head; b; b = b->next)
+				if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_POOLED, i, NULL)))
 					return rc;
 	}
+	/* a drain batch or eager frees being released: still lazy */
+	for (size_t k = 0; k < in->n; k++)
+		if (!(in->items[k].flags & LI_PLACED) &&
+		    (rc = emit(fn, ctx, in->items[k].start, in->items[k].end, VA_BLOCK_LAZY,
+			       va_node_of(vs, in->items[k].start), NULL)))
+			return rc;
+	for (struct va_block *b = in->eager; b; b = b->next)
+		if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_LAZY, va_node_of(vs, b->start),
+			       NULL)))
+			return rc;
 	return 0;
 }
 
@@ -115,25 +122,30 @@ static int fail(struct checker *c, const char *fmt, ...)
 
 static const char *const kind_name[] = {"busy", "free", "lazy", "pooled"};
 
-/* Record one block; checks what every block must satisfy. */
-static int add_range(struct checker *c, const struct va_block *b, unsigned kind)
+/* Record one range; checks what every block must satisfy. */
+static int add_span(struct checker *c, uint64_t start, uint64_t end, unsigned kind)
 {
 	struct va_space *vs = c->vs;
 
 	if (c->n == c->cap)
 		return fail(c, "more %s blocks than the counters say (a list loops or counts are off)",
 			    kind_name[kind]);
-	if (b->start >= b->end || b->start < vs->base || b->end > vs->end)
+	if (start >= end || start < vs->base || end > vs->end)
 		return fail(c, "%s block [0x%llx, 0x%llx) is empty or outside the space",
-			    kind_name[kind], (unsigned long long)b->start, (unsigned long long)b->end);
-	if (b->start % vs->quantum || b->end % vs->quantum)
+			    kind_name[kind], (unsigned long long)start, (unsigned long long)end);
+	if (start % vs->quantum || end % vs->quantum)
 		return fail(c, "%s block [0x%llx, 0x%llx) is not quantum-aligned", kind_name[kind],
-			    (unsigned long long)b->start, (unsigned long long)b->end);
-	c->r[c->n].start = b->start;
-	c->r[c->n].end = b->end;
+			    (unsigned long long)start, (unsigned long long)end);
+	c->r[c->n].start = start;
+	c->r[c->n].end = end;
 	c->r[c->n].kind = kind;
 	c->n++;
 	return 0;
+}
+
+static int add_range(struct checker *c, const struct va_block *b, unsigned kind)
+{
+	return add_span(c, b->start, b->end, kind);
 }
 
 static int check_busy(struct checker *c, unsigned i)
@@ -144,11 +156,11 @@ static int check_busy(struct checker *c, unsigned i)
 	uint64_t bytes = 0, blocks = 0;
 	const struct va_block *prev = NULL;
 
-	if (n->busy.root.node && n->busy.root.node->red)
+	if (n->busy.node && n->busy.node->red)
 		return fail(c, "node %u: busy tree root is red", i);
-	if (rb_validate(n->busy.root.node, NULL, &why) < 0)
+	if (rb_validate(n->busy.node, NULL, &why) < 0)
 		return fail(c, "node %u: busy tree: %s", i, why);
-	for (struct rb_node *r = rb_first(&n->busy.root); r; r = rb_next(r)) {
+	for (struct rb_node *r = rb_first(&n->busy); r; r = rb_next(r)) {
 		struct va_block *b = rb_entry(r, struct va_block, rb);
 
 		if (b->state != VA_ST_BUSY)
@@ -165,31 +177,71 @@ static int check_busy(struct checker *c, unsigned i)
 		blocks++;
 		prev = b;
 	}
-	if (bytes != n->busy.bytes || blocks != n->busy.blocks)
+	if (bytes != n->busy_bytes || blocks != n->busy_blocks)
 		return fail(c, "node %u: busy counters (%llu bytes, %llu blocks) != tree (%llu, %llu)",
-			    i, (unsigned long long)n->busy.bytes, (unsigned long long)n->busy.blocks,
+			    i, (unsigned long long)n->busy_bytes, (unsigned long long)n->busy_blocks,
 			    (unsigned long long)bytes, (unsigned long long)blocks);
 	return 0;
+}
+
+/* One lazy item: its object must agree with it and be marked lazy. */
+static int check_item(struct checker *c, const struct lazy_item *it, const char *where)
+{
+	if (!it->b || it->b->state != VA_ST_LAZY)
+		return fail(c, "%s: lazy block 0x%llx has no object or it is not marked lazy", where,
+			    (unsigned long long)it->start);
+	if (it->b->start != it->start || it->b->end != it->end)
+		return fail(c, "%s: lazy block 0x%llx disagrees with its object", where,
+			    (unsigned long long)it->start);
+	return add_span(c, it->start, it->end, VA_BLOCK_LAZY);
 }
 
 static int check_lazy(struct checker *c, unsigned i)
 {
 	struct va_node *n = &c->vs->node[i];
+	uint64_t bytes = 0;
+
+	if (n->lazy_len > n->lazy_cap)
+		return fail(c, "node %u: lazy array overflows", i);
+	for (uint32_t k = 0; k < n->lazy_len; k++) {
+		const struct lazy_item *it = &n->lazy[k];
+
+		if (va_node_of(c->vs, it->start) != i)
+			return fail(c, "lazy block 0x%llx is on node %u, not its address's node",
+				    (unsigned long long)it->start, i);
+		if (check_item(c, it, "lazy array"))
+			return -1;
+		bytes += it->end - it->start;
+	}
+	if (bytes != n->lazy_bytes || n->lazy_unflushed > n->lazy_bytes)
+		return fail(c, "node %u: lazy counters do not match the array", i);
+	return 0;
+}
+
+/* The drain batch and eager frees being released. */
+static int check_inflight(struct checker *c)
+{
+	struct va_inflight *in = &c->vs->inflight;
 	uint64_t bytes = 0, blocks = 0;
 
-	for (struct va_block *b = n->lazy.head; b; b = b->next) {
-		if (b->state != VA_ST_LAZY)
-			return fail(c, "node %u: a block on the lazy list is not marked lazy", i);
-		if (va_node_of(c->vs, b->start) != i)
-			return fail(c, "lazy block 0x%llx is on node %u, not its address's node",
-				    (unsigned long long)b->start, i);
+	for (size_t k = 0; k < in->n; k++) {
+		if (in->items[k].flags & LI_PLACED)
+			continue;
+		if (check_item(c, &in->items[k], "drain batch"))
+			return -1;
+		bytes += in->items[k].end - in->items[k].start;
+		blocks++;
+	}
+	for (struct va_block *b = in->eager; b; b = b->next) {
+		if (b->state != VA_ST_LAZY || (b->next && b->next->prev != b))
+			return fail(c, "the eager in-flight list is inconsistent");
 		if (add_range(c, b, VA_BLOCK_LAZY))
 			return -1;
 		bytes += blk_size(b);
 		blocks++;
 	}
-	if (bytes != n->lazy.bytes || blocks != n->lazy.blocks)
-		return fail(c, "node %u: lazy counters do not match the list", i);
+	if (bytes != in->bytes || blocks != in->blocks)
+		return fail(c, "in-flight counters do not match the blocks being released");
 	return 0;
 }
 
@@ -202,7 +254,7 @@ static int check_pools(struct checker *c, unsigned i)
 	for (unsigned k = 0; k < vs->pool_classes; k++) {
 		uint32_t count = 0;
 
-		for (struct va_block *b = n->pool.classes[k].head; b; b = b->next) {
+		for (struct va_block *b = n->pool[k].head; b; b = b->next) {
 			if (b->state != VA_ST_POOLED)
 				return fail(c, "node %u: a pooled block is not marked pooled", i);
 			if (blk_size(b) != (uint64_t)(k + 1) * vs->quantum)
@@ -213,13 +265,13 @@ static int check_pools(struct checker *c, unsigned i)
 			count++;
 			bytes += blk_size(b);
 		}
-		if (count != n->pool.classes[k].count)
+		if (count != n->pool[k].count)
 			return fail(c, "node %u: pool class %u count is wrong", i, k + 1);
 		if (count > vs->cfg.pool_depth)
 			return fail(c, "node %u: pool class %u is deeper than pool_depth", i, k + 1);
 		blocks += count;
 	}
-	if (bytes != n->pool.bytes || blocks != n->pool.blocks)
+	if (bytes != n->pool_bytes || blocks != n->pool_blocks)
 		return fail(c, "node %u: pool counters do not match the pools", i);
 	return 0;
 }
@@ -245,6 +297,8 @@ static int check_frozen(struct checker *c)
 	for (unsigned i = 0; i < vs->nodes; i++)
 		if (check_busy(c, i) || check_lazy(c, i) || check_pools(c, i))
 			return -1;
+	if (check_inflight(c))
+		return -1;
 	qsort(c->r, c->n, sizeof(*c->r), cmp_range);
 	for (size_t k = 0; k < c->n; k++) {
 		if (k && c->r[k - 1].end > c->r[k].start)
@@ -264,10 +318,10 @@ static int check_frozen(struct checker *c)
 /* Block count by the counters (frozen). */
 static size_t counted_blocks(struct va_space *vs)
 {
-	size_t n = vs->free.tree.blocks;
+	size_t n = vs->free.tree.blocks + vs->inflight.blocks;
 
 	for (unsigned i = 0; i < vs->nodes; i++)
-		n += vs->node[i].busy.blocks + vs->node[i].lazy.blocks + vs->node[i].pool.blocks;
+		n += vs->node[i].busy_blocks + vs->node[i].lazy_len + vs->node[i].pool_blocks;
 	return n;
 }
 

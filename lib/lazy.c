@@ -1,9 +1,12 @@
 /*
- * lazy.c - lazy reclaim (seeds 000 and 002): frees wait on per-node lazy lists; a drain
- * takes every list, sorts by address, coalesces adjacent ranges, calls the release
- * callback once per coalesced run outside every allocator lock, then hands each block to
- * its home node's pool (if the class has room) or merges it into the free tree in chunks
- * of drain_chunk blocks per free-tree lock hold. Pools decay by a quarter per drain.
+ * lazy.c - lazy reclaim (seeds 000 and 002). A free appends {start, end, object, home} to
+ * its node's dense lazy array. A drain copies every node's array (and, unless it is full,
+ * a quarter of every pool, which decays back to the tree) into one batch, radix-sorts it
+ * by address, calls the release callback once per coalesced run of freed blocks with no
+ * allocator lock held, then hands each block to its home node's pool (if the class has
+ * room) or merges it into the free tree, drain_chunk blocks per free-tree lock hold. Only
+ * the placing step touches the block objects, once each. While it runs the batch is
+ * visible to va_walk/va_check as lazy blocks (struct va_inflight).
  * The background thread drains when woken past lazy_max and after idle_drain_ms without
  * frees; past 2 x lazy_max the freeing thread drains itself.
  */
@@ -14,62 +17,42 @@
 
 #include "va_internal.h"
 
-static unsigned log2_ceil_u64(uint64_t x)
-{
-	return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1);
-}
+/* The space this thread is draining, so a release callback cannot start a nested drain. */
+static __thread const struct va_space *tls_draining;
 
-/* Merge two start-sorted lists. */
-static struct va_block *merge_sorted(struct va_block *a, struct va_block *b)
+bool lazy_reserve(struct va_node *n)
 {
-	struct va_block head, *t = &head;
+	while (n->lazy_len == n->lazy_cap) {
+		uint32_t want = n->lazy_cap ? n->lazy_cap * 2 : 256;
+		struct lazy_item *p, *old;
 
-	while (a && b) {
-		if (a->start <= b->start) {
-			t->next = a;
-			a = a->next;
-		} else {
-			t->next = b;
-			b = b->next;
+		if (want <= n->lazy_cap)
+			return false;
+		va_unlock(&n->lock);
+		p = malloc(want * sizeof(*p));
+		va_lock(&n->lock);
+		if (!p)
+			return false;
+		old = p;
+		if (n->lazy_cap < want) {
+			if (n->lazy_len)
+				memcpy(p, n->lazy, n->lazy_len * sizeof(*p));
+			old = n->lazy;
+			n->lazy = p;
+			n->lazy_cap = want;
 		}
-		t = t->next;
+		va_unlock(&n->lock);
+		free(old);
+		va_lock(&n->lock);
 	}
-	t->next = a ? a : b;
-	return head.next;
+	return true;
 }
 
-/* Bottom-up merge sort of a next-linked list by start; no allocation, O(n log n). */
-static struct va_block *sort_by_start(struct va_block *list)
+/* Grow the batch arrays to n items (drain_lock held, no other lock). The checker reads the
+ * batch, so the new array is swapped in under inflight.lock. */
+static bool batch_reserve(struct va_space *vs, size_t n)
 {
-	struct va_block *bins[64] = {0};
-	int top = 0;
-
-	while (list) {
-		struct va_block *one = list;
-		int i;
-
-		list = list->next;
-		one->next = NULL;
-		for (i = 0; i < 64 && bins[i]; i++) {
-			one = merge_sorted(bins[i], one);
-			bins[i] = NULL;
-		}
-		if (i == 64)
-			i = 63;
-		bins[i] = one;
-		if (i >= top)
-			top = i + 1;
-	}
-	for (int i = 0; i < top; i++)
-		if (bins[i])
-			list = merge_sorted(bins[i], list);
-	return list;
-}
-
-/* Make the scratch arrays hold n items (drain_lock held); false if memory is short. */
-static bool scratch_reserve(struct va_space *vs, size_t n)
-{
-	struct drain_item *a, *b;
+	struct lazy_item *a, *t, *old;
 	size_t cap;
 
 	if (n <= vs->scratch_cap)
@@ -77,40 +60,132 @@ static bool scratch_reserve(struct va_space *vs, size_t n)
 	cap = vs->scratch_cap ? vs->scratch_cap : 1024;
 	while (cap < n)
 		cap *= 2;
-	a = realloc(vs->scratch, cap * sizeof(*a));
-	if (!a)
+	a = malloc(cap * sizeof(*a));
+	t = malloc(cap * sizeof(*t));
+	if (!a || !t) {
+		free(a);
+		free(t);
 		return false;
-	vs->scratch = a;
-	b = realloc(vs->scratch_tmp, cap * sizeof(*b));
-	if (!b)
-		return false;
-	vs->scratch_tmp = b;
+	}
+	va_lock(&vs->inflight.lock);
+	if (vs->inflight.n)
+		memcpy(a, vs->inflight.items, vs->inflight.n * sizeof(*a));
+	old = vs->inflight.items;
+	vs->inflight.items = a;
+	va_unlock(&vs->inflight.lock);
+	free(old);
+	free(vs->scratch_tmp);
+	vs->scratch_tmp = t;
 	vs->scratch_cap = cap;
 	return true;
+}
+
+/* Move every node's lazy array into the batch; returns the bytes lazy_total counted. A node
+ * whose items do not fit (no memory) keeps them for the next drain. */
+static uint64_t detach_lazy(struct va_space *vs)
+{
+	struct va_inflight *in = &vs->inflight;
+	uint64_t flushed = 0;
+
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		struct va_node *n = &vs->node[i];
+		bool room = true;
+
+		va_lock(&n->lock);
+		while (room && n->lazy_len > vs->scratch_cap - in->n) {
+			size_t want = in->n + n->lazy_len + n->lazy_len / 2;
+
+			va_unlock(&n->lock);
+			room = batch_reserve(vs, want);
+			va_lock(&n->lock);
+		}
+		if (room && n->lazy_len) {
+			va_lock(&in->lock);
+			memcpy(&in->items[in->n], n->lazy, n->lazy_len * sizeof(*n->lazy));
+			in->n += n->lazy_len;
+			in->bytes += n->lazy_bytes;
+			in->blocks += n->lazy_len;
+			va_unlock(&in->lock);
+			flushed += n->lazy_bytes - n->lazy_unflushed;
+			n->lazy_len = 0;
+			n->lazy_bytes = 0;
+			n->lazy_unflushed = 0;
+		}
+		va_unlock(&n->lock);
+	}
+	return flushed;
+}
+
+/* Move the decaying part of every pool (all of it if full) into the batch, bound for the
+ * tree; these blocks were released before they were pooled. */
+static void detach_decay(struct va_space *vs, bool full)
+{
+	struct va_inflight *in = &vs->inflight;
+
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		struct va_node *n = &vs->node[i];
+		struct va_block *d, *next;
+		bool room = true;
+
+		va_lock(&n->lock);
+		while (room && n->pool_blocks > vs->scratch_cap - in->n) {
+			size_t want = in->n + n->pool_blocks;
+
+			va_unlock(&n->lock);
+			room = batch_reserve(vs, want);
+			va_lock(&n->lock);
+		}
+		d = room && n->pool_blocks ? pool_take_decay(n, vs->pool_classes, full, vs->quantum)
+					   : NULL;
+		if (d) {
+			va_lock(&in->lock);
+			for (; d; d = next) {
+				next = d->next;
+				d->state = VA_ST_LAZY;
+				in->items[in->n++] = (struct lazy_item){
+					.start = d->start, .end = d->end, .b = d, .home = d->home,
+					.flags = LI_RELEASED | LI_TO_TREE};
+				in->bytes += blk_size(d);
+				in->blocks++;
+			}
+			va_unlock(&in->lock);
+		}
+		va_unlock(&n->lock);
+	}
+}
+
+static unsigned log2_ceil_u64(uint64_t x)
+{
+	return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1);
 }
 
 #define RADIX_BITS 11
 #define RADIX_SIZE (1u << RADIX_BITS)
 
 /*
- * LSD radix sort of the n scratch items by key (a quantum index, so only as many digits
- * as the space has quanta), then link the blocks in that order. Linear and cache-friendly:
- * a drain of many thousand blocks would spend most of its time in a comparison sort of
- * the list.
+ * LSD radix sort of the batch by quantum index (only as many digits as the space has
+ * quanta): linear and sequential in memory, where a comparison sort of a list of block
+ * objects would take a cache miss per step.
  */
-static struct va_block *sort_items(struct va_space *vs, size_t n)
+static void sort_batch(struct va_space *vs)
 {
-	struct drain_item *src = vs->scratch, *dst = vs->scratch_tmp, *t;
+	struct va_inflight *in = &vs->inflight;
 	unsigned bits = log2_ceil_u64(vs->size >> vs->qshift);
-	size_t count[RADIX_SIZE];
-	struct va_block *list = NULL;
+	struct lazy_item *src, *dst, *t;
+	size_t count[RADIX_SIZE], n = in->n;
 
-	for (unsigned shift = 0; shift < bits && n > 1; shift += RADIX_BITS) {
+	if (n < 2)
+		return;
+	va_lock(&in->lock);
+	src = in->items;
+	dst = vs->scratch_tmp;
+	for (unsigned shift = 0; shift < bits; shift += RADIX_BITS) {
+		unsigned s = vs->qshift + shift;
 		size_t sum = 0;
 
 		memset(count, 0, sizeof(count));
 		for (size_t k = 0; k < n; k++)
-			count[(src[k].key >> shift) & (RADIX_SIZE - 1)]++;
+			count[((src[k].start - vs->base) >> s) & (RADIX_SIZE - 1)]++;
 		for (unsigned d = 0; d < RADIX_SIZE; d++) {
 			size_t c = count[d];
 
@@ -118,172 +193,179 @@ static struct va_block *sort_items(struct va_space *vs, size_t n)
 			sum += c;
 		}
 		for (size_t k = 0; k < n; k++)
-			dst[count[(src[k].key >> shift) & (RADIX_SIZE - 1)]++] = src[k];
+			dst[count[((src[k].start - vs->base) >> s) & (RADIX_SIZE - 1)]++] = src[k];
 		t = src;
 		src = dst;
 		dst = t;
 	}
-	for (size_t k = n; k-- > 0;) {
-		src[k].b->next = list;
-		list = src[k].b;
-	}
-	return list;
+	in->items = src;
+	vs->scratch_tmp = dst;
+	va_unlock(&in->lock);
 }
 
-/* Merge a next-linked list into the free tree, at most drain_chunk blocks per lock hold. */
-static void merge_into_tree(struct va_space *vs, struct va_block *list, struct va_bag *bag)
+/* One release callback per run of adjacent freed blocks, no allocator lock held. The batch
+ * is not changed meanwhile (the checker may read it too). */
+static void release_batch(struct va_space *vs)
 {
-	while (list) {
-		va_lock(&vs->free.lock);
-		for (unsigned k = 0; list && k < vs->cfg.drain_chunk; k++) {
-			struct va_block *b = list;
+	const struct lazy_item *it = vs->inflight.items;
+	size_t n = vs->inflight.n;
 
-			list = list->next;
-			ft_insert(&vs->free.tree, b, bag);
+	for (size_t k = 0; k < n;) {
+		uint64_t start, end;
+
+		if (it[k].flags & LI_RELEASED) {
+			k++;
+			continue;
 		}
+		start = it[k].start;
+		end = it[k].end;
+		for (k++; k < n && !(it[k].flags & LI_RELEASED) && it[k].start == end; k++)
+			end = it[k].end;
+		if (vs->cfg.release)
+			vs->cfg.release(vs->cfg.release_ctx, start, end - start);
+		atomic_fetch_add_explicit(&vs->released_bytes, end - start, memory_order_relaxed);
+		atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+	}
+}
+
+/* Released blocks of a pooled size go to their home pool while the class has room. */
+static void place_in_pools(struct va_space *vs)
+{
+	struct va_inflight *in = &vs->inflight;
+	struct va_node *locked = NULL;
+	unsigned held = 0;
+
+	for (size_t k = 0; k < in->n; k++) {
+		struct lazy_item *it = &in->items[k];
+		uint64_t size = it->end - it->start, q = size >> vs->qshift;
+		struct va_node *hn;
+
+		if ((it->flags & LI_TO_TREE) || q > vs->pool_classes)
+			continue;
+		if (k + 8 < in->n)
+			__builtin_prefetch(in->items[k + 8].b, 1);
+		hn = &vs->node[it->home % vs->nodes];
+		if (locked != hn || held >= vs->cfg.drain_chunk) {
+			if (locked) {
+				va_unlock(&in->lock);
+				va_unlock(&locked->lock);
+			}
+			locked = hn;
+			held = 0;
+			va_lock(&hn->lock);
+			va_lock(&in->lock);
+		}
+		held++;
+		if (pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum)) {
+			it->flags |= LI_PLACED;
+			in->bytes -= size;
+			in->blocks--;
+		} else {
+			it->flags |= LI_TO_TREE;
+		}
+	}
+	if (locked) {
+		va_unlock(&in->lock);
+		va_unlock(&locked->lock);
+	}
+}
+
+/* Everything not pooled merges into the free tree: adjacent blocks become one (the first
+ * object takes the run, the others are spare), drain_chunk blocks per lock hold. */
+static void place_in_tree(struct va_space *vs, struct va_bag *bag)
+{
+	struct va_inflight *in = &vs->inflight;
+	size_t k = 0, n = in->n;
+
+	while (k < n) {
+		size_t k0;
+
+		while (k < n && (in->items[k].flags & LI_PLACED))
+			k++;
+		if (k == n)
+			break;
+		k0 = k;
+		va_lock(&vs->free.lock);
+		va_lock(&in->lock);
+		for (unsigned cnt = 0; k < n && cnt < vs->cfg.drain_chunk;) {
+			struct lazy_item *it = &in->items[k];
+			struct va_block *b0;
+			uint64_t start, end, blocks = 1;
+
+			if (it->flags & LI_PLACED) {
+				k++;
+				continue;
+			}
+			if (k + 4 < n)
+				__builtin_prefetch(in->items[k + 4].b, 1);
+			b0 = it->b;
+			start = it->start;
+			end = it->end;
+			it->flags |= LI_PLACED;
+			for (k++, cnt++; k < n && cnt < vs->cfg.drain_chunk &&
+					 !(in->items[k].flags & LI_PLACED) && in->items[k].start == end;
+			     k++, cnt++) {
+				end = in->items[k].end;
+				in->items[k].flags |= LI_PLACED | LI_EXTRA;
+				blocks++;
+			}
+			b0->start = start;
+			b0->end = end;
+			in->bytes -= end - start;
+			in->blocks -= blocks;
+			ft_insert(&vs->free.tree, b0, bag);
+		}
+		va_unlock(&in->lock);
 		va_unlock(&vs->free.lock);
+		/* the objects of merged blocks become spares, outside the locks */
+		for (size_t j = k0; j < k; j++)
+			if (in->items[j].flags & LI_EXTRA)
+				bag_give(bag, in->items[j].b);
 	}
 }
 
 /* One drain pass; drain_lock held. */
 static void drain_pass(struct va_space *vs, bool full)
 {
-	struct va_block *list = NULL, *to_tree = NULL, *last = NULL, *decayed = NULL;
-	struct va_node *locked = NULL;
 	struct va_bag bag = {0};
-	uint64_t detached = 0;
-	size_t nitems = 0;
-	bool use_array = true;
+	uint64_t flushed;
 
-	/* 1. take every node's lazy list; note each block's start in the scratch array */
-	for (unsigned i = 0; i < vs->nodes; i++) {
-		struct va_node *n = &vs->node[i];
-		struct va_block *h, *next;
-		uint64_t cnt;
-
-		va_lock(&n->lazy.lock);
-		h = n->lazy.head;
-		cnt = n->lazy.blocks;
-		detached += n->lazy.bytes;
-		n->lazy.head = NULL;
-		n->lazy.bytes = 0;
-		n->lazy.blocks = 0;
-		va_unlock(&n->lazy.lock);
-		if (!h)
-			continue;
-		if (use_array && !scratch_reserve(vs, nitems + cnt)) {
-			/* no memory for the array: fall back to sorting the list */
-			use_array = false;
-			for (size_t k = 0; k < nitems; k++) {
-				vs->scratch[k].b->next = list;
-				list = vs->scratch[k].b;
-			}
-		}
-		for (struct va_block *b = h; b; b = next) {
-			next = b->next;
-			if (use_array && nitems < vs->scratch_cap) {
-				vs->scratch[nitems].key = (b->start - vs->base) >> vs->qshift;
-				vs->scratch[nitems].b = b;
-				nitems++;
-			} else {
-				b->next = list;
-				list = b;
-			}
-		}
-	}
-	if (use_array && !list) {
-		list = sort_items(vs, nitems);
-	} else {
-		for (size_t k = 0; use_array && k < nitems; k++) {
-			vs->scratch[k].b->next = list;
-			list = vs->scratch[k].b;
-		}
-		list = sort_by_start(list);
-	}
-
-	/* 2. coalesce, release once per run (no allocator lock held) */
-	for (struct va_block *b = list; b;) {
-		uint64_t start = b->start, end = b->end;
-		struct va_block *c = b->next;
-
-		while (c && c->start == end) {
-			end = c->end;
-			c = c->next;
-		}
-		if (vs->cfg.release)
-			vs->cfg.release(vs->cfg.release_ctx, start, end - start);
-		atomic_fetch_add_explicit(&vs->released_bytes, end - start, memory_order_relaxed);
-		atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
-		b = c;
-	}
-
-	/* 3. pools decay (or empty, when full) */
-	for (unsigned i = 0; vs->pool_classes && i < vs->nodes; i++) {
-		struct va_node *n = &vs->node[i];
-		struct va_block *d, *next;
-
-		va_lock(&n->pool.lock);
-		d = pool_take_decay(n, vs->pool_classes, full, vs->quantum);
-		va_unlock(&n->pool.lock);
-		for (; d; d = next) {
-			next = d->next;
-			d->next = decayed;
-			decayed = d;
-		}
-	}
-
-	/* 4. released blocks go to their home pool if there is room, else toward the tree;
-	 * adjacent tree-bound blocks are joined now, outside the lock */
-	while (list) {
-		struct va_block *b = list;
-		uint64_t q = blk_size(b) >> vs->qshift;
-
-		list = list->next;
-		b->next = NULL;
-		if (!full && q <= vs->pool_classes) {
-			struct va_node *hn = &vs->node[b->home % vs->nodes];
-
-			/* consecutive blocks mostly share a home: keep its pool locked */
-			if (locked != hn) {
-				if (locked)
-					va_unlock(&locked->pool.lock);
-				locked = hn;
-				va_lock(&hn->pool.lock);
-			}
-			if (pool_push(hn, b, (unsigned)q, vs->cfg.pool_depth, vs->quantum))
-				continue;
-		}
-		if (last && last->end == b->start) {
-			last->end = b->end;
-			bag_give(&bag, b);
-			continue;
-		}
-		if (last)
-			last->next = b;
-		else
-			to_tree = b;
-		last = b;
-	}
-	if (locked)
-		va_unlock(&locked->pool.lock);
-	if (last)
-		last->next = decayed;
-	else
-		to_tree = decayed;
-
-	/* 5. merge into the free tree in bounded chunks */
-	merge_into_tree(vs, to_tree, &bag);
-
-	atomic_fetch_sub_explicit(&vs->lazy_total, detached, memory_order_relaxed);
+	flushed = detach_lazy(vs);
+	if (vs->pool_classes)
+		detach_decay(vs, full);
+	sort_batch(vs);
+	release_batch(vs);
+	if (vs->pool_classes && !full)
+		place_in_pools(vs);
+	place_in_tree(vs, &bag);
+	va_lock(&vs->inflight.lock);
+	vs->inflight.n = 0;
+	va_unlock(&vs->inflight.lock);
+	atomic_fetch_sub_explicit(&vs->lazy_total, flushed, memory_order_relaxed);
 	atomic_fetch_add_explicit(&vs->drains, 1, memory_order_relaxed);
 	objcache_return(&bag);
 }
 
+/* Run one pass unless this thread is already draining vs (a release callback). */
+static void drain_guarded(struct va_space *vs, bool full, bool only_if_over)
+{
+	const struct va_space *outer = tls_draining;
+
+	if (outer == vs)
+		return;
+	va_lock(&vs->drain_lock);
+	if (!only_if_over ||
+	    atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) > vs->cfg.lazy_max) {
+		tls_draining = vs;
+		drain_pass(vs, full);
+		tls_draining = outer;
+	}
+	va_unlock(&vs->drain_lock);
+}
+
 void lazy_drain(struct va_space *vs, bool full)
 {
-	va_lock(&vs->drain_lock);
-	drain_pass(vs, full);
-	va_unlock(&vs->drain_lock);
+	drain_guarded(vs, full, false);
 }
 
 void lazy_after_free(struct va_space *vs, uint64_t lazy_now)
@@ -294,10 +376,7 @@ void lazy_after_free(struct va_space *vs, uint64_t lazy_now)
 		return;
 	if (lazy_now - max > max) {
 		/* the freeing thread drains itself; another drain may have done it meanwhile */
-		va_lock(&vs->drain_lock);
-		if (atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) > max)
-			drain_pass(vs, false);
-		va_unlock(&vs->drain_lock);
+		drain_guarded(vs, false, true);
 		return;
 	}
 	if (vs->has_thread && !atomic_exchange_explicit(&vs->kick, true, memory_order_acq_rel)) {
@@ -313,19 +392,23 @@ static uint64_t total_frees(struct va_space *vs)
 {
 	uint64_t f = 0;
 
-	for (unsigned i = 0; i < vs->nodes; i++)
-		f += atomic_load_explicit(&vs->node[i].stat.frees, memory_order_relaxed);
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		va_lock(&vs->node[i].lock);
+		f += vs->node[i].frees;
+		va_unlock(&vs->node[i].lock);
+	}
 	return f;
 }
 
+/* Anything for an idle drain to do: lazy blocks, or pools to decay. */
 static bool has_leftovers(struct va_space *vs)
 {
-	bool any = atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) != 0;
+	bool any = false;
 
-	for (unsigned i = 0; !any && vs->pool_classes && i < vs->nodes; i++) {
-		va_lock(&vs->node[i].pool.lock);
-		any = vs->node[i].pool.blocks != 0;
-		va_unlock(&vs->node[i].pool.lock);
+	for (unsigned i = 0; !any && i < vs->nodes; i++) {
+		va_lock(&vs->node[i].lock);
+		any = vs->node[i].lazy_len || vs->node[i].pool_blocks;
+		va_unlock(&vs->node[i].lock);
 	}
 	return any;
 }

@@ -3,6 +3,7 @@
  * by exact size class; the thread's home node. Callers hold the lock each function names.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "va_internal.h"
 
@@ -46,18 +47,16 @@ unsigned va_home_node(const struct va_space *vs)
 
 int node_init(struct va_node *n, unsigned pool_classes)
 {
-	n->busy.root.node = NULL;
-	n->lazy.head = NULL;
-	n->pool.classes = NULL;
+	memset(n, 0, sizeof(*n));
+	n->refill_cursor = UINT64_MAX;
 	if (pool_classes) {
-		n->pool.classes = calloc(pool_classes, sizeof(*n->pool.classes));
-		if (!n->pool.classes)
+		n->pool = calloc(pool_classes, sizeof(*n->pool));
+		if (!n->pool)
 			return VA_ENOMEM;
 	}
-	if (va_mutex_init(&n->busy.lock) || va_mutex_init(&n->lazy.lock) ||
-	    va_mutex_init(&n->pool.lock)) {
-		free(n->pool.classes);
-		n->pool.classes = NULL;
+	if (va_mutex_init(&n->lock)) {
+		free(n->pool);
+		n->pool = NULL;
 		return VA_ENOMEM;
 	}
 	return 0;
@@ -86,26 +85,27 @@ static void free_list(struct va_block *b)
 
 void node_destroy(struct va_node *n, unsigned pool_classes)
 {
-	free_subtree(n->busy.root.node);
-	n->busy.root.node = NULL;
-	free_list(n->lazy.head);
-	n->lazy.head = NULL;
-	if (n->pool.classes) {
+	free_subtree(n->busy.node);
+	n->busy.node = NULL;
+	for (uint32_t i = 0; i < n->lazy_len; i++)
+		free(n->lazy[i].b);
+	free(n->lazy);
+	n->lazy = NULL;
+	n->lazy_len = n->lazy_cap = 0;
+	if (n->pool) {
 		for (unsigned i = 0; i < pool_classes; i++)
-			free_list(n->pool.classes[i].head);
-		free(n->pool.classes);
-		n->pool.classes = NULL;
+			free_list(n->pool[i].head);
+		free(n->pool);
+		n->pool = NULL;
 	}
-	pthread_mutex_destroy(&n->busy.lock);
-	pthread_mutex_destroy(&n->lazy.lock);
-	pthread_mutex_destroy(&n->pool.lock);
+	pthread_mutex_destroy(&n->lock);
 }
 
 /* ---- busy trees ------------------------------------------------------------------------- */
 
 void busy_insert(struct va_node *n, struct va_block *b)
 {
-	struct rb_node **link = &n->busy.root.node, *parent = NULL;
+	struct rb_node **link = &n->busy.node, *parent = NULL;
 
 	while (*link) {
 		parent = *link;
@@ -116,21 +116,21 @@ void busy_insert(struct va_node *n, struct va_block *b)
 	}
 	b->state = VA_ST_BUSY;
 	rb_link(&b->rb, parent, link);
-	rb_insert_fixup(&n->busy.root, &b->rb, NULL);
-	n->busy.bytes += blk_size(b);
-	n->busy.blocks++;
+	rb_insert_fixup(&n->busy, &b->rb, NULL);
+	n->busy_bytes += blk_size(b);
+	n->busy_blocks++;
 }
 
 void busy_remove(struct va_node *n, struct va_block *b)
 {
-	rb_erase(&n->busy.root, &b->rb, NULL);
-	n->busy.bytes -= blk_size(b);
-	n->busy.blocks--;
+	rb_erase(&n->busy, &b->rb, NULL);
+	n->busy_bytes -= blk_size(b);
+	n->busy_blocks--;
 }
 
 struct va_block *busy_find(struct va_node *n, uint64_t addr)
 {
-	struct rb_node *rn = n->busy.root.node;
+	struct rb_node *rn = n->busy.node;
 
 	while (rn) {
 		struct va_block *b = rb_entry(rn, struct va_block, rb);
@@ -147,7 +147,7 @@ struct va_block *busy_find(struct va_node *n, uint64_t addr)
 
 struct va_block *busy_floor(struct va_node *n, uint64_t addr)
 {
-	struct rb_node *rn = n->busy.root.node;
+	struct rb_node *rn = n->busy.node;
 	struct va_block *best = NULL;
 
 	while (rn) {
@@ -171,7 +171,7 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 		struct va_block *b;
 		bool hit = false;
 
-		va_lock(&n->busy.lock);
+		va_lock(&n->lock);
 		b = busy_floor(n, addr);
 		if (b && addr < b->end) {
 			out->start = b->start;
@@ -180,7 +180,7 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 			out->node = k;
 			hit = true;
 		}
-		va_unlock(&n->busy.lock);
+		va_unlock(&n->lock);
 		if (hit)
 			return true;
 	}
@@ -191,21 +191,21 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 
 struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum)
 {
-	struct va_pool_class *pc = &n->pool.classes[q - 1];
+	struct va_pool_class *pc = &n->pool[q - 1];
 	struct va_block *b = pc->head;
 
 	if (!b)
 		return NULL;
 	pc->head = b->next;
 	pc->count--;
-	n->pool.bytes -= (uint64_t)q * quantum;
-	n->pool.blocks--;
+	n->pool_bytes -= (uint64_t)q * quantum;
+	n->pool_blocks--;
 	return b;
 }
 
 bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum)
 {
-	struct va_pool_class *pc = &n->pool.classes[q - 1];
+	struct va_pool_class *pc = &n->pool[q - 1];
 
 	if (pc->count >= depth)
 		return false;
@@ -213,8 +213,8 @@ bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth
 	b->next = pc->head;
 	pc->head = b;
 	pc->count++;
-	n->pool.bytes += (uint64_t)q * quantum;
-	n->pool.blocks++;
+	n->pool_bytes += (uint64_t)q * quantum;
+	n->pool_blocks++;
 	return true;
 }
 
@@ -223,7 +223,7 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
 	struct va_block *out = NULL;
 
 	for (unsigned i = 0; i < classes; i++) {
-		struct va_pool_class *pc = &n->pool.classes[i];
+		struct va_pool_class *pc = &n->pool[i];
 		uint32_t take, keep;
 		struct va_block **cut, *tail;
 
@@ -238,8 +238,8 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
 		tail = *cut;
 		*cut = NULL;
 		pc->count = keep;
-		n->pool.bytes -= (uint64_t)take * (i + 1) * quantum;
-		n->pool.blocks -= take;
+		n->pool_bytes -= (uint64_t)take * (i + 1) * quantum;
+		n->pool_blocks -= take;
 		while (tail) {
 			struct va_block *next = tail->next;
 

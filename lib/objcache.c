@@ -12,7 +12,7 @@
 
 #define TLS_CAP 64	 /* objects a thread keeps */
 #define DEPOT_BATCH 32	 /* objects moved between a thread and the depot at once */
-#define DEPOT_CAP 16384	 /* objects the depot keeps; beyond this they are freed */
+#define DEPOT_CAP (1u << 18) /* objects the depot keeps (20 MiB); beyond this they are freed */
 
 static __thread struct va_bag tls_cache;
 static __thread bool tls_registered;
@@ -101,7 +101,17 @@ void objcache_return(struct va_bag *bag)
 	bag_move(&tls_cache, bag, TLS_CAP > tls_cache.n ? TLS_CAP - tls_cache.n : 0);
 	if (bag->n) {
 		pthread_mutex_lock(&depot_lock);
-		bag_move(&depot, bag, DEPOT_CAP > depot.n ? DEPOT_CAP - depot.n : 0);
+		if (depot.n + bag->n <= DEPOT_CAP) {
+			/* splice the whole bag: no object is touched */
+			bag->tail->next = depot.head;
+			if (!depot.head)
+				depot.tail = bag->tail;
+			depot.head = bag->head;
+			depot.n += bag->n;
+			*bag = (struct va_bag){0};
+		} else {
+			bag_move(&depot, bag, DEPOT_CAP > depot.n ? DEPOT_CAP - depot.n : 0);
+		}
 		pthread_mutex_unlock(&depot_lock);
 		free_all(bag);
 	}

@@ -2,10 +2,10 @@
  * va_internal.h - data structures shared by the libvaspace source files.
  *
  * A block object (struct va_block) describes one range [start, end) and sits in exactly
- * one place at a time: the free tree, a node's busy tree, a node's lazy list, a node's
- * pool, or a caller's hands (allocation or drain in progress, always under the lock that
- * va_walk/va_check also take, so they never see a block missing). See vaspace.c for the
- * lock order.
+ * one place at a time: the free tree, a node's busy tree, a node's lazy array, a node's
+ * pool, or the in-flight table (a drain batch or an eager free being released). It moves
+ * only while the locks of both places are held, so va_walk/va_check, which take every
+ * lock, never see a block missing. See vaspace.c for the lock order.
  */
 #ifndef VA_INTERNAL_H
 #define VA_INTERNAL_H
@@ -34,7 +34,7 @@ struct va_block {
 	struct rb_node rb;	       /* free tree or busy tree */
 	uint64_t start, end;	       /* [start, end) */
 	uint64_t subtree_max;	       /* free tree: largest block size in this subtree */
-	struct va_block *next, *prev;  /* free list (address order); lazy/pool/spare: next only */
+	struct va_block *next, *prev;  /* free list (address order), eager in-flight list; pool/spare: next */
 	void *owner;		       /* busy: the caller's tag */
 	uint32_t home;		       /* node whose thread allocated it (its pool after reclaim) */
 	uint32_t state;		       /* enum va_state, for the checker and the free path */
@@ -45,9 +45,9 @@ static inline uint64_t blk_size(const struct va_block *b)
 	return b->end - b->start;
 }
 
-/* A caller-owned list of spare block objects (see objcache.c). */
+/* A caller-owned list of spare block objects (see objcache.c); tail allows O(1) splicing. */
 struct va_bag {
-	struct va_block *head;
+	struct va_block *head, *tail;
 	unsigned n;
 };
 
@@ -57,6 +57,8 @@ static inline struct va_block *bag_take(struct va_bag *bag)
 
 	if (b) {
 		bag->head = b->next;
+		if (!bag->head)
+			bag->tail = NULL;
 		bag->n--;
 	}
 	return b;
@@ -66,6 +68,8 @@ static inline void bag_give(struct va_bag *bag, struct va_block *b)
 {
 	b->state = VA_ST_SPARE;
 	b->next = bag->head;
+	if (!bag->head)
+		bag->tail = b;
 	bag->head = b;
 	bag->n++;
 }
@@ -83,33 +87,43 @@ struct va_pool_class {
 	uint32_t count;
 };
 
-/* A node: busy tree, lazy list and pools, each under its own lock on its own cache line. */
+/* A freed block waiting for release: on a node's lazy array, or in a drain's batch. The
+ * range is copied here so a drain can sort, coalesce and release without touching the
+ * block objects (one cache miss each) until it places them. */
+enum { LI_RELEASED = 1, LI_TO_TREE = 2, LI_PLACED = 4, LI_EXTRA = 8 };
+struct lazy_item {
+	uint64_t start, end;
+	struct va_block *b;
+	uint32_t home;	/* b->home, so placing needs no object read */
+	uint32_t flags; /* LI_*: in a drain batch */
+};
+
+/*
+ * A node: busy areas found by address, lazy frees of those areas, pools of ready blocks
+ * for the threads whose home it is, and counters, all under one lock so a pool hit and a
+ * free each take one lock. Aligned so two nodes never share a cache line.
+ */
 struct va_node {
-	struct {
-		pthread_mutex_t lock;
-		struct rb_root root;
-		uint64_t bytes, blocks;
-	} busy __attribute__((aligned(VA_CACHELINE)));
-	struct {
-		pthread_mutex_t lock;
-		struct va_block *head;
-		uint64_t bytes, blocks;
-	} lazy __attribute__((aligned(VA_CACHELINE)));
-	struct {
-		pthread_mutex_t lock;
-		struct va_pool_class *classes; /* pool_max_quanta entries */
-		uint64_t bytes, blocks;
-	} pool __attribute__((aligned(VA_CACHELINE)));
-	/* counters bumped by threads whose home is this node */
-	struct {
-		_Atomic uint64_t allocs, frees, fails, pool_hits;
-	} stat __attribute__((aligned(VA_CACHELINE)));
+	pthread_mutex_t lock;
+	struct rb_root busy;
+	uint64_t busy_bytes, busy_blocks;
+	struct lazy_item *lazy; /* dense array, grown outside the lock */
+	uint32_t lazy_len, lazy_cap;
+	uint64_t lazy_bytes;
+	uint64_t lazy_unflushed; /* lazy bytes not yet added to vs->lazy_total */
+	struct va_pool_class *pool; /* pool_classes entries */
+	uint64_t pool_bytes, pool_blocks;
+	uint64_t allocs, frees, pool_hits;
+	uint64_t refill_cursor; /* under free.lock: where this node's next pool refill goes */
 } __attribute__((aligned(VA_CACHELINE)));
 
-/* A block and its sort key (quantum index), for sorting a drain batch. */
-struct drain_item {
-	uint64_t key;
-	struct va_block *b;
+/* A drain's batch and eager frees being released: visible to va_walk/va_check as lazy. */
+struct va_inflight {
+	pthread_mutex_t lock;
+	struct lazy_item *items; /* the drain batch (drain_lock owner writes it) */
+	size_t n;
+	uint64_t bytes, blocks;	  /* not yet placed, plus eager blocks */
+	struct va_block *eager;	  /* eager frees being released (next/prev list) */
 };
 
 struct va_space {
@@ -118,10 +132,12 @@ struct va_space {
 	unsigned qshift;      /* log2(quantum) */
 	unsigned nodes;
 	uint64_t zone;
-	unsigned zone_shift;  /* log2(zone) if zone is a power of two, else 0 */
+	unsigned zone_shift;  /* log2(zone) if zone is a power of two */
 	bool zone_pow2;
 	unsigned pool_classes;  /* pool size classes per node; 0 when pools are off */
 	unsigned nodes_ready;   /* nodes initialised (for teardown after a failed create) */
+	uint64_t lazy_flush;    /* per-node batch of lazy bytes added to lazy_total at once */
+	uint64_t affinity_span; /* zone * nodes: distance between two zones of one node; 0 = off */
 
 	struct {
 		pthread_mutex_t lock;
@@ -130,14 +146,16 @@ struct va_space {
 
 	struct va_node *node; /* nodes entries */
 
-	/* lazy bytes over all nodes: decides when to drain */
+	/* lazy bytes over all nodes (in per-node batches): decides when to drain */
 	_Atomic uint64_t lazy_total __attribute__((aligned(VA_CACHELINE)));
 
 	/* drain: one at a time */
 	pthread_mutex_t drain_lock __attribute__((aligned(VA_CACHELINE)));
-	_Atomic uint64_t drains, released_bytes, release_calls;
-	struct drain_item *scratch, *scratch_tmp; /* sort buffers, kept between drains */
-	size_t scratch_cap;
+	struct lazy_item *scratch_tmp; /* radix sort buffer (drain_lock) */
+	size_t scratch_cap;	       /* capacity of inflight.items and scratch_tmp */
+	_Atomic uint64_t drains, released_bytes, release_calls, fails;
+
+	struct va_inflight inflight __attribute__((aligned(VA_CACHELINE)));
 
 	/* background thread */
 	pthread_mutex_t ctl_lock;
@@ -222,37 +240,37 @@ static inline uint64_t ft_largest(const struct va_freetree *ft)
 /* Check tree and list invariants; 0 or -1 with a sentence in msg. */
 int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len);
 
-/* ---- node.c: busy trees and pools (callers hold the named lock) ----------------------- */
+/* ---- node.c: busy trees and pools (callers hold the node's lock) ------------------------ */
 
-/* Initialise / tear down a node's locks, trees, lists and pool array. */
+/* Initialise / tear down a node's lock, tree, lazy array and pool array. */
 int node_init(struct va_node *n, unsigned pool_classes);
 void node_destroy(struct va_node *n, unsigned pool_classes);
 
-/* busy.lock held: insert b (keyed by start). */
+/* Insert b (keyed by start). */
 void busy_insert(struct va_node *n, struct va_block *b);
 
-/* busy.lock held: remove b. */
+/* Remove b. */
 void busy_remove(struct va_node *n, struct va_block *b);
 
-/* busy.lock held: busy block starting exactly at addr, or NULL. */
+/* Busy block starting exactly at addr, or NULL. */
 struct va_block *busy_find(struct va_node *n, uint64_t addr);
 
-/* busy.lock held: busy block with the greatest start <= addr, or NULL. */
+/* Busy block with the greatest start <= addr, or NULL. */
 struct va_block *busy_floor(struct va_node *n, uint64_t addr);
 
-/* Busy block containing addr in any node (each node locked in turn), copied to *out.
- * home is tried first. Returns true if found. */
+/* Busy block containing addr in any node (each node locked in turn, first one first),
+ * copied to *out. Returns true if found. */
 bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct va_area *out);
 
-/* pool.lock held: pop a block of q quanta (1..pool_max) or NULL. */
+/* Pop a block of q quanta (1..pool_classes) or NULL. */
 struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum);
 
-/* pool.lock held: push b (size q quanta) if its class has room; false if full. */
+/* Push b (size q quanta) if its class has room; false if full. */
 bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth,
 	       uint64_t quantum);
 
-/* pool.lock held: detach the oldest ceil(count / 4) blocks of every class, or all of them
- * if full; returns them as a list (next-linked). */
+/* Detach the oldest ceil(count / 4) blocks of every class, or all of them if full;
+ * returns them as a next-linked list. */
 struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
 				 uint64_t quantum);
 
@@ -260,11 +278,16 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
 
 /* Drain: release every lazy block (one callback per coalesced run) and merge it into the
  * pools or the free tree; full also empties the pools; else they decay by a quarter.
- * Call with no lock held; waits for a drain already running. */
+ * Call with no lock held; waits for a drain already running. A drain asked for from a
+ * release callback of the same space returns at once (the outer drain is running). */
 void lazy_drain(struct va_space *vs, bool full);
 
-/* After a lazy free of bytes: wake the background thread or drain synchronously. */
+/* After lazy bytes reached lazy_total (now): wake the background thread or drain here. */
 void lazy_after_free(struct va_space *vs, uint64_t lazy_now);
+
+/* Make room for one more item on n's lazy array. Called and returns with n->lock held;
+ * may drop it meanwhile to grow the array. False if memory is short. */
+bool lazy_reserve(struct va_node *n);
 
 /* Start / stop the background drain thread. */
 int lazy_thread_start(struct va_space *vs);

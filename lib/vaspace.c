@@ -3,18 +3,17 @@
  * fit, congruent groups), free, lookup, owner tags, stats.
  *
  * Lock order (outermost first). A thread holding a lock may take only locks below it;
- * where several locks of one kind are held (only va_freeze) they go by ascending node:
- *   1. drain_lock          one drain at a time; eager frees; va_walk and va_check
- *   2. free.lock           the free tree
- *   3. node[i].pool.lock   a node's pools
- *   4. node[i].busy.lock   a node's busy tree
- *   5. node[i].lazy.lock   a node's lazy list
+ * several node locks are taken by ascending index (or with trylock):
+ *   1. drain_lock        one drain at a time (held across the release callbacks of a drain)
+ *   2. free.lock         the free tree
+ *   3. node[i].lock      a node's busy tree, lazy array, pools and counters
+ *   4. inflight.lock     blocks being released (a drain batch, eager frees)
  * Leaves, never held while taking another lock: ctl_lock (background thread control) and
- * the object depot lock (objcache.c). The release callback runs with only drain_lock held.
+ * the object depot lock (objcache.c). No allocator lock is held while the release callback
+ * runs (drain_lock is not an allocator lock: nothing but drains takes it).
  *
- * A block moves between structures only while the locks of both ends are held (nested in
- * the order above) or while drain_lock is held, so va_walk/va_check, which take every lock,
- * always see each byte of the space exactly once.
+ * A block moves between structures only while the locks of both ends are held, so
+ * va_walk/va_check, which take locks 2-4, see each byte of the space exactly once.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -103,9 +102,21 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	if (classes > vs->size / vs->quantum)
 		classes = (unsigned)(vs->size / vs->quantum);
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
+	/* lazy bytes reach the shared counter in per-node batches (one shared cache line
+	 * write per batch, not per free); small enough that thresholds stay within
+	 * lazy_max / 8 */
+	vs->lazy_flush = vs->cfg.lazy_max / (8ull * vs->nodes);
+	if (vs->lazy_flush > (1u << 20))
+		vs->lazy_flush = 1u << 20;
+	if (vs->lazy_flush < vs->quantum)
+		vs->lazy_flush = vs->quantum;
+	if (!vs->pool_classes ||
+	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
+		vs->affinity_span = 0;
 
 	ft_init(&vs->free.tree);
-	if (va_mutex_init(&vs->free.lock) || va_mutex_init(&vs->drain_lock)) {
+	if (va_mutex_init(&vs->free.lock) || va_mutex_init(&vs->drain_lock) ||
+	    va_mutex_init(&vs->inflight.lock)) {
 		free(vs);
 		return VA_ENOMEM;
 	}
@@ -166,68 +177,169 @@ void va_destroy(struct va_space *vs)
 	}
 	pthread_mutex_destroy(&vs->free.lock);
 	pthread_mutex_destroy(&vs->drain_lock);
-	free(vs->scratch);
+	pthread_mutex_destroy(&vs->inflight.lock);
+	free(vs->inflight.items);
 	free(vs->scratch_tmp);
 	free(vs);
 }
 
 /* ---- allocation ----------------------------------------------------------------------- */
 
-static inline void stat_add(_Atomic uint64_t *c, uint64_t v)
-{
-	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
-}
-
-/* Number of blocks one pool miss carves for a class of q quanta (including the caller's). */
+/* Blocks one pool miss carves for a class of q quanta, the caller's included: about 64
+ * quanta, at most 16 blocks and pool_depth + 1, and all inside one zone. */
 static unsigned refill_count(const struct va_space *vs, unsigned q)
 {
+	uint64_t per_zone = vs->zone / ((uint64_t)q << vs->qshift);
 	unsigned n = 64 / q;
 
 	if (n > 16)
 		n = 16;
 	if (n > vs->cfg.pool_depth + 1)
 		n = vs->cfg.pool_depth + 1;
+	if (vs->affinity_span && n > per_zone)
+		n = (unsigned)per_zone;
 	return n ? n : 1;
 }
 
-/* Pool fast path: pop a ready block of q quanta from the home pool; no free-tree lock. */
+/*
+ * Pool fast path: pop a ready block of q quanta from the home pool and enter it in its
+ * address's busy tree. Pool blocks mostly lie in the home node's own zones (see
+ * refill_pool), so this is one lock. Another node's lock is taken in ascending order or
+ * tried; if a lower node is busy the block goes back and the caller takes the slow path.
+ */
 static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void *owner,
 			    uint64_t *out)
 {
 	struct va_node *hn = &vs->node[home], *bn;
 	struct va_block *b;
+	unsigned j;
 
-	va_lock(&hn->pool.lock);
+	va_lock(&hn->lock);
 	b = pool_pop(hn, q, vs->quantum);
 	if (!b) {
-		va_unlock(&hn->pool.lock);
+		va_unlock(&hn->lock);
 		return false;
 	}
 	b->owner = owner;
 	b->home = home;
-	bn = &vs->node[va_node_of(vs, b->start)];
-	va_lock(&bn->busy.lock);
-	busy_insert(bn, b);
-	va_unlock(&bn->busy.lock);
-	va_unlock(&hn->pool.lock);
+	j = va_node_of(vs, b->start);
+	if (j == home) {
+		busy_insert(hn, b);
+	} else {
+		bn = &vs->node[j];
+		if (j > home) {
+			va_lock(&bn->lock);
+		} else if (pthread_mutex_trylock(&bn->lock)) {
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
+			va_unlock(&hn->lock);
+			return false;
+		}
+		busy_insert(bn, b);
+		va_unlock(&bn->lock);
+	}
+	hn->pool_hits++;
+	hn->allocs++;
+	va_unlock(&hn->lock);
 	*out = b->start;
-	stat_add(&hn->stat.pool_hits, 1);
-	stat_add(&hn->stat.allocs, 1);
 	return true;
 }
 
-/* Carve up to count more blocks of size from the start of free block b into the home pool
+/* Where a refill of count blocks of size for node home goes (free.lock held): right after
+ * the node's last refill if that zone still has room, else at the start of the lowest
+ * zone of the node inside a free block big enough to hold one wherever it starts.
+ * Returns the free block and sets *addr and *count, or NULL. */
+static struct va_block *refill_spot(struct va_space *vs, unsigned home, uint64_t size,
+				    unsigned *count, uint64_t *addr)
+{
+	struct va_node *hn = &vs->node[home];
+	uint64_t cur = hn->refill_cursor, span = vs->affinity_span, z, k;
+	struct va_fit_req req;
+	struct va_block *b;
+
+	if (cur >= vs->base && cur < vs->end && va_node_of(vs, cur) == home) {
+		uint64_t zend = cur - cur % vs->zone + vs->zone;
+		uint64_t fit = (zend - cur) / size;
+
+		if (fit > *count)
+			fit = *count;
+		b = fit ? ft_floor(&vs->free.tree, cur) : NULL;
+		while (b && fit && b->end < cur + fit * size)
+			fit--;
+		if (b && fit && b->end > cur) {
+			*count = (unsigned)fit;
+			*addr = cur;
+			return b;
+		}
+	}
+	req.size = *count * size + span - vs->quantum;
+	req.align = vs->quantum;
+	req.vstart = vs->base;
+	req.vend = vs->end;
+	if (req.size > vs->size)
+		return NULL;
+	b = ft_lowest_fit(&vs->free.tree, &req, &z);
+	if (!b)
+		return NULL;
+	/* the first zone start at or above b->start that belongs to home */
+	z = b->start % vs->zone ? b->start - b->start % vs->zone + vs->zone : b->start;
+	k = (z / vs->zone) % vs->nodes;
+	z += ((home + vs->nodes - k) % vs->nodes) * vs->zone;
+	if (z < b->start || z + *count * size > b->end)
+		return NULL;
+	*addr = z;
+	return b;
+}
+
+/*
+ * A pool miss: carve a run of blocks in one of the home node's zones; the caller gets the
+ * first, the home pool the rest (free.lock held, bag holds count + 1 objects). Returns the
+ * caller's block, or NULL when no zone of the node has room.
+ */
+static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t size,
+				    unsigned count, struct va_bag *bag)
+{
+	struct va_node *hn = &vs->node[home];
+	unsigned q = (unsigned)(size >> vs->qshift), room;
+	struct va_block *b, *first;
+	uint64_t a;
+
+	b = refill_spot(vs, home, size, &count, &a);
+	if (!b)
+		return NULL;
+	first = ft_carve(&vs->free.tree, b, a, count * size, bag);
+	if (!first)
+		return NULL;
+	first->end = a + size;
+	hn->refill_cursor = a + count * size;
+	va_lock(&hn->lock);
+	room = vs->cfg.pool_depth - hn->pool[q - 1].count;
+	for (unsigned i = count; i-- > 1;) {
+		struct va_block *p = bag_take(bag);
+
+		p->start = a + i * size;
+		p->end = p->start + size;
+		p->owner = NULL;
+		p->home = home;
+		if (!room || !pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum)) {
+			ft_insert(&vs->free.tree, p, bag); /* pool full meanwhile: give it back */
+			continue;
+		}
+		room--;
+	}
+	va_unlock(&hn->lock);
+	return first;
+}
+
+/* Carve up to count blocks of size from the start of free block b into the home pool
  * (free.lock held). Stops when b is used up or the pool class is full. */
-static void refill_pool(struct va_space *vs, struct va_block *b, uint64_t size, unsigned count,
-			unsigned home, struct va_bag *bag)
+static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size, unsigned count,
+			 unsigned home, struct va_bag *bag)
 {
 	struct va_node *hn = &vs->node[home];
 	unsigned q = (unsigned)(size >> vs->qshift);
-	struct va_pool_class *pc;
 
-	va_lock(&hn->pool.lock);
-	pc = &hn->pool.classes[q - 1];
-	while (count-- && pc->count < vs->cfg.pool_depth && blk_size(b) >= size) {
+	va_lock(&hn->lock);
+	while (count-- && hn->pool[q - 1].count < vs->cfg.pool_depth && blk_size(b) >= size) {
 		struct va_block *p = ft_carve(&vs->free.tree, b, b->start, size, bag);
 
 		if (!p)
@@ -238,42 +350,48 @@ static void refill_pool(struct va_space *vs, struct va_block *b, uint64_t size, 
 		if (p == b)
 			break; /* full fit: b itself went to the pool */
 	}
-	va_unlock(&hn->pool.lock);
+	va_unlock(&hn->lock);
 }
 
-/* Lowest first fit in the free tree; with refill > 1 also fills the home pool. */
+/* Lowest first fit in the free tree; refill > 1 means a pool miss that refills the pool. */
 static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, unsigned home,
 			   unsigned refill, void *owner, uint64_t *out)
 {
 	struct va_bag bag = {0};
-	struct va_block *b, *nb;
+	struct va_block *nb = NULL, *b;
 	struct va_node *bn;
 	uint64_t a;
 	int rc;
 
-	rc = objcache_fill(&bag, 2 + (refill > 1 ? refill - 1 : 0));
+	rc = objcache_fill(&bag, refill > 1 ? refill + 1 : 2);
 	if (rc)
 		return rc;
 	va_lock(&vs->free.lock);
-	b = ft_lowest_fit(&vs->free.tree, req, &a);
-	if (!b) {
-		va_unlock(&vs->free.lock);
-		objcache_return(&bag);
-		return VA_ENOSPC;
+	if (refill > 1 && vs->affinity_span)
+		nb = refill_pool(vs, home, req->size, refill, &bag);
+	if (!nb) {
+		b = ft_lowest_fit(&vs->free.tree, req, &a);
+		if (!b) {
+			va_unlock(&vs->free.lock);
+			objcache_return(&bag);
+			return VA_ENOSPC;
+		}
+		nb = ft_carve(&vs->free.tree, b, a, req->size, &bag);
+		/* no zone of the home node has room (a small space): refill from what follows */
+		if (refill > 1 && nb != b && b->start == a + req->size)
+			refill_after(vs, b, req->size, refill - 1, home, &bag);
 	}
-	nb = ft_carve(&vs->free.tree, b, a, req->size, &bag);
+	a = nb->start;
 	nb->owner = owner;
 	nb->home = home;
-	if (refill > 1 && nb != b && b->start == a + req->size)
-		refill_pool(vs, b, req->size, refill - 1, home, &bag);
 	bn = &vs->node[va_node_of(vs, a)];
-	va_lock(&bn->busy.lock);
+	va_lock(&bn->lock);
 	busy_insert(bn, nb);
-	va_unlock(&bn->busy.lock);
+	bn->allocs++;
+	va_unlock(&bn->lock);
 	va_unlock(&vs->free.lock);
 	objcache_return(&bag);
 	*out = a;
-	stat_add(&vs->node[home].stat.allocs, 1);
 	return 0;
 }
 
@@ -330,7 +448,7 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 		if (attempt == 0)
 			lazy_drain(vs, true);
 	}
-	stat_add(&vs->node[home].stat.fails, 1);
+	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
 	return VA_ENOSPC;
 }
 
@@ -447,14 +565,14 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 
 				nb->owner = owner;
 				nb->home = home;
-				va_lock(&bn->busy.lock);
+				va_lock(&bn->lock);
 				busy_insert(bn, nb);
-				va_unlock(&bn->busy.lock);
+				bn->allocs++;
+				va_unlock(&bn->lock);
 				out_addrs[i] = a;
 			}
 			va_unlock(&vs->free.lock);
 			objcache_return(&bag);
-			stat_add(&vs->node[home].stat.allocs, n);
 			return 0;
 		}
 		va_unlock(&vs->free.lock);
@@ -462,7 +580,7 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 		if (attempt == 0)
 			lazy_drain(vs, true);
 	}
-	stat_add(&vs->node[home].stat.fails, 1);
+	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
 	return VA_ENOSPC;
 }
 
@@ -478,38 +596,59 @@ static int classify_miss(struct va_space *vs, uint64_t addr, unsigned k)
 	return VA_EDOUBLEFREE;
 }
 
-/* Eager free: release and merge now. drain_lock keeps the block visible to the checker
- * while it is between the busy tree and the free tree. */
-static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out, unsigned home)
+/* Eager free: release and merge now. While it is released the block sits on the in-flight
+ * list, so the checker still sees it, and no lock is held during the callback. */
+static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 {
 	unsigned k = va_node_of(vs, addr);
 	struct va_node *n = &vs->node[k];
 	struct va_bag bag = {0};
 	struct va_block *b;
+	uint64_t size;
 
-	va_lock(&vs->drain_lock);
-	va_lock(&n->busy.lock);
+	va_lock(&n->lock);
 	b = busy_find(n, addr);
 	if (!b) {
-		va_unlock(&n->busy.lock);
-		va_unlock(&vs->drain_lock);
+		va_unlock(&n->lock);
 		return classify_miss(vs, addr, k);
 	}
 	busy_remove(n, b);
-	va_unlock(&n->busy.lock);
+	n->frees++;
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
+	b->state = VA_ST_LAZY;
+	size = blk_size(b);
+	va_lock(&vs->inflight.lock);
+	b->prev = NULL;
+	b->next = vs->inflight.eager;
+	if (b->next)
+		b->next->prev = b;
+	vs->inflight.eager = b;
+	vs->inflight.bytes += size;
+	vs->inflight.blocks++;
+	va_unlock(&vs->inflight.lock);
+	va_unlock(&n->lock);
+
 	if (vs->cfg.release)
-		vs->cfg.release(vs->cfg.release_ctx, b->start, blk_size(b));
-	stat_add(&vs->released_bytes, blk_size(b));
-	stat_add(&vs->release_calls, 1);
+		vs->cfg.release(vs->cfg.release_ctx, b->start, size);
+	atomic_fetch_add_explicit(&vs->released_bytes, size, memory_order_relaxed);
+	atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+
 	va_lock(&vs->free.lock);
+	va_lock(&vs->inflight.lock);
+	if (b->prev)
+		b->prev->next = b->next;
+	else
+		vs->inflight.eager = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	vs->inflight.bytes -= size;
+	vs->inflight.blocks--;
+	va_unlock(&vs->inflight.lock);
 	ft_insert(&vs->free.tree, b, &bag);
 	va_unlock(&vs->free.lock);
-	va_unlock(&vs->drain_lock);
 	objcache_return(&bag);
-	stat_add(&vs->node[home].stat.frees, 1);
 	return 0;
 }
 
@@ -517,40 +656,55 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 {
 	struct va_node *n;
 	struct va_block *b;
-	uint64_t size, now;
-	unsigned k, home;
+	uint64_t size, flush = 0;
+	unsigned k;
 
 	if (!vs)
 		return VA_EINVAL;
 	if (addr < vs->base || addr >= vs->end)
 		return VA_ERANGE;
-	home = va_home_node(vs);
 	if (vs->cfg.eager)
-		return free_eager(vs, addr, owner_out, home);
+		return free_eager(vs, addr, owner_out);
 	k = va_node_of(vs, addr);
 	n = &vs->node[k];
-	va_lock(&n->busy.lock);
+	va_lock(&n->lock);
 	b = busy_find(n, addr);
 	if (!b) {
-		va_unlock(&n->busy.lock);
+		va_unlock(&n->lock);
 		return classify_miss(vs, addr, k);
+	}
+	if (n->lazy_len == n->lazy_cap) {
+		if (!lazy_reserve(n)) {
+			/* no memory for the lazy array: release this one now */
+			va_unlock(&n->lock);
+			return free_eager(vs, addr, owner_out);
+		}
+		b = busy_find(n, addr); /* the lock was dropped: look again */
+		if (!b) {
+			va_unlock(&n->lock);
+			return classify_miss(vs, addr, k);
+		}
 	}
 	busy_remove(n, b);
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
-	size = blk_size(b);
-	va_lock(&n->lazy.lock);
 	b->state = VA_ST_LAZY;
-	b->next = n->lazy.head;
-	n->lazy.head = b;
-	n->lazy.bytes += size;
-	n->lazy.blocks++;
-	va_unlock(&n->lazy.lock);
-	va_unlock(&n->busy.lock);
-	stat_add(&vs->node[home].stat.frees, 1);
-	now = atomic_fetch_add_explicit(&vs->lazy_total, size, memory_order_relaxed) + size;
-	lazy_after_free(vs, now);
+	size = blk_size(b);
+	n->lazy[n->lazy_len++] = (struct lazy_item){
+		.start = b->start, .end = b->end, .b = b, .home = b->home};
+	n->lazy_bytes += size;
+	n->frees++;
+	n->lazy_unflushed += size;
+	if (n->lazy_unflushed >= vs->lazy_flush) {
+		flush = n->lazy_unflushed;
+		n->lazy_unflushed = 0;
+	}
+	va_unlock(&n->lock);
+	if (flush)
+		lazy_after_free(vs, atomic_fetch_add_explicit(&vs->lazy_total, flush,
+							      memory_order_relaxed) +
+					    flush);
 	return 0;
 }
 
@@ -577,11 +731,11 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner)
 		return VA_ERANGE;
 	k = va_node_of(vs, addr);
 	n = &vs->node[k];
-	va_lock(&n->busy.lock);
+	va_lock(&n->lock);
 	b = busy_find(n, addr);
 	if (b)
 		b->owner = owner;
-	va_unlock(&n->busy.lock);
+	va_unlock(&n->lock);
 	if (b)
 		return 0;
 	return classify_miss(vs, addr, k) == VA_ENOTSTART ? VA_ENOTSTART : VA_ENOTFOUND;
@@ -613,28 +767,28 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
 
-		va_lock(&n->pool.lock);
-		out->pooled_bytes += n->pool.bytes;
-		out->pooled_blocks += n->pool.blocks;
-		va_unlock(&n->pool.lock);
-		va_lock(&n->busy.lock);
-		out->busy_bytes += n->busy.bytes;
-		out->busy_blocks += n->busy.blocks;
-		va_unlock(&n->busy.lock);
-		va_lock(&n->lazy.lock);
-		out->lazy_bytes += n->lazy.bytes;
-		out->lazy_blocks += n->lazy.blocks;
-		va_unlock(&n->lazy.lock);
-		out->allocs += ld(&n->stat.allocs);
-		out->frees += ld(&n->stat.frees);
-		out->fails += ld(&n->stat.fails);
-		out->pool_hits += ld(&n->stat.pool_hits);
+		va_lock(&n->lock);
+		out->pooled_bytes += n->pool_bytes;
+		out->pooled_blocks += n->pool_blocks;
+		out->busy_bytes += n->busy_bytes;
+		out->busy_blocks += n->busy_blocks;
+		out->lazy_bytes += n->lazy_bytes;
+		out->lazy_blocks += n->lazy_len;
+		out->allocs += n->allocs;
+		out->frees += n->frees;
+		out->pool_hits += n->pool_hits;
+		va_unlock(&n->lock);
 	}
+	va_lock(&vs->inflight.lock);
+	out->lazy_bytes += vs->inflight.bytes;
+	out->lazy_blocks += vs->inflight.blocks;
+	va_unlock(&vs->inflight.lock);
 	va_lock(&vs->free.lock);
 	out->free_bytes = vs->free.tree.bytes;
 	out->free_blocks = vs->free.tree.blocks;
 	out->largest_free = ft_largest(&vs->free.tree);
 	va_unlock(&vs->free.lock);
+	out->fails = ld(&vs->fails);
 	out->drains = ld(&vs->drains);
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
