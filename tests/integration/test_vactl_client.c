@@ -285,6 +285,37 @@ static void test_session_human_lines(void **state)
 	vt_output_free(&o);
 }
 
+/* history reads the SQLite file the daemon writes, with or without the daemon. */
+static void test_history(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--json", "history", "--db",
+				     d->stats_db, "--since", "all", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json history");
+	struct json_object *j = vt_json_parse(o.out);
+	assert_non_null(j);
+	assert_string_equal("1", jstr(j, "schema_version"));
+	assert_string_equal("start", jstr(j, "events.0.kind"));
+	struct json_object *life = vt_json_path(j, "lifetime");
+	assert_non_null(life);
+	bool saw_default = false;
+	for (size_t i = 0; i < json_object_array_length(life); i++)
+		if (strcmp(jstr(json_object_array_get_idx(life, i), "name"), "default") == 0)
+			saw_default = true;
+	assert_true(saw_default);
+	json_object_put(j);
+	vt_output_free(&o);
+	assert_int_equal(
+	    0, vt_vactl(NULL, NULL, &o, "history", "--db", "/nonexistent/stats.db", NULL));
+	VT_ASSERT_EXIT(&o, 1, "vactl history --db /nonexistent/stats.db");
+	assert_true(vt_contains(o.err, "/nonexistent/stats.db"));
+	vt_output_free(&o);
+	assert_int_equal(0, vt_vactl(NULL, NULL, &o, "history", "--since", "soon", NULL));
+	VT_ASSERT_EXIT(&o, 2, "vactl history --since soon");
+	vt_output_free(&o);
+}
+
 static void test_daemon_stops_clean(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -301,6 +332,7 @@ int main(void)
 	    cmocka_unit_test(test_alloc_hold_and_share),
 	    cmocka_unit_test(test_top_samples),
 	    cmocka_unit_test(test_session_human_lines),
+	    cmocka_unit_test(test_history),
 	    cmocka_unit_test(test_daemon_stops_clean),
 	};
 	return cmocka_run_group_tests_name("vactl client details", tests, group_setup,

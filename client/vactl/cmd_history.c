@@ -1,0 +1,414 @@
+/* cmd_history.c - the daemon's stats history, read straight from its SQLite file. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "vactl.h"
+
+#define SYSTEM_SOCKET	"/run/vad/vad.sock"
+#define SYSTEM_STATS_DB "/var/lib/vad/stats.db"
+#define SCHEMA_VERSION	"1"
+
+struct history_args {
+	const char *db;
+	const char *arena;
+	uint64_t since_ms; /* 0: everything */
+	uint64_t limit;	   /* most recent snapshots shown */
+};
+
+enum { OPT_DB = 0x5000, OPT_SINCE, OPT_ARENA, OPT_LIMIT };
+
+static int on_history_opt(int opt, const char *arg, void *ctx)
+{
+	struct history_args *h = ctx;
+	char *end;
+	switch (opt) {
+	case OPT_DB:
+		h->db = arg;
+		return VACTL_EXIT_OK;
+	case OPT_ARENA:
+		h->arena = arg;
+		return VACTL_EXIT_OK;
+	case OPT_SINCE:
+		if (strcmp(arg, "all") == 0)
+			h->since_ms = 0;
+		else if (vactl_parse_duration(arg, &h->since_ms) < 0 || h->since_ms == 0)
+			return vactl_usage_error(&vactl_cmd_history,
+						 "bad duration '%s' (try 10m, 2h, 7d, all)", arg);
+		return VACTL_EXIT_OK;
+	case OPT_LIMIT:
+		errno = 0;
+		h->limit = strtoull(arg, &end, 10);
+		if (errno || *end || end == arg || h->limit == 0)
+			return vactl_usage_error(&vactl_cmd_history, "bad limit '%s'", arg);
+		return VACTL_EXIT_OK;
+	}
+	return VACTL_EXIT_USAGE;
+}
+
+/* Where the daemon writes its history when vad.conf leaves stats_db empty: beside its
+ * socket, or the system path for the system socket. */
+static char *default_db(const struct vactl_opts *o)
+{
+	const char *sock = o->socket;
+	if (!sock || !*sock)
+		sock = getenv("VAD_SOCKET");
+	if (!sock || !*sock || strcmp(sock, SYSTEM_SOCKET) == 0)
+		return strdup(SYSTEM_STATS_DB);
+	const char *slash = strrchr(sock, '/');
+	char *path;
+	if (asprintf(&path, "%.*s/vad-stats.db", slash ? (int)(slash - sock) : 1,
+		     slash ? sock : ".") < 0)
+		return NULL;
+	return path;
+}
+
+static int64_t col(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_int64(st, i);
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+	return t ? (const char *)t : "";
+}
+
+static const char *fmt_time(int64_t ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	if (!localtime_r(&t, &tm) || !strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, len, "%lld", (long long)ms);
+	return buf;
+}
+
+static const char *fmt_ns(int64_t ns, char *buf, size_t len)
+{
+	if (ns <= 0)
+		snprintf(buf, len, "-");
+	else if (ns < 10000)
+		snprintf(buf, len, "%lldns", (long long)ns);
+	else if (ns < 10000000)
+		snprintf(buf, len, "%.1fus", (double)ns / 1e3);
+	else
+		snprintf(buf, len, "%.1fms", (double)ns / 1e6);
+	return buf;
+}
+
+struct history {
+	sqlite3 *db;
+	const char *path;
+	const struct history_args *a;
+	const struct vactl_opts *o;
+	int64_t since_ts; /* 0: no lower bound */
+};
+
+static int db_fail(const struct history *h, const char *what)
+{
+	fprintf(stderr, "vactl: %s: %s: %s\n", h->path, what, sqlite3_errmsg(h->db));
+	return VACTL_EXIT_REFUSED;
+}
+
+static int check_schema(const struct history *h)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(h->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1,
+			       &st, NULL) != SQLITE_OK)
+		return db_fail(h, "not a vad stats database");
+	int rc = VACTL_EXIT_OK;
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		fprintf(stderr, "vactl: %s: no schema version recorded\n", h->path);
+		rc = VACTL_EXIT_REFUSED;
+	} else if (strcmp(col_text(st, 0), SCHEMA_VERSION) != 0) {
+		fprintf(stderr,
+			"vactl: %s has stats schema version %s; this vactl reads version %s\n",
+			h->path, col_text(st, 0), SCHEMA_VERSION);
+		rc = VACTL_EXIT_REFUSED;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* One snapshot's arena rows: as JSON into arr, or as table rows. */
+static int arena_rows(const struct history *h, int64_t snapshot_id, int64_t ts_ms, json_object *arr,
+		      struct vactl_table *t)
+{
+	static const char sql[] =
+	    "SELECT arena, size, quantum, busy_bytes, free_bytes, lazy_bytes, pooled_bytes,"
+	    " largest_free, fragmentation, allocs, frees, fails, drains, released_bytes,"
+	    " interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns"
+	    " FROM arena_snapshot WHERE snapshot_id = ?1 AND (?2 IS NULL OR arena = ?2)"
+	    " ORDER BY arena";
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(h, "reading arena snapshots");
+	sqlite3_bind_int64(st, 1, snapshot_id);
+	if (h->a->arena)
+		sqlite3_bind_text(st, 2, h->a->arena, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 2);
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (arr) {
+			static const char *const keys[] = {
+			    "size",	      "quantum",	 "busy_bytes",	 "free_bytes",
+			    "lazy_bytes",     "pooled_bytes",	 "largest_free", NULL,
+			    "allocs",	      "frees",		 "fails",	 "drains",
+			    "released_bytes", "interval_allocs", "alloc_p50_ns", "alloc_p90_ns",
+			    "alloc_p99_ns",   "alloc_p999_ns",
+			};
+			json_object *ja = json_object_new_object();
+			vactl_json_add_str(ja, "name", col_text(st, 0));
+			for (int k = 0; k < (int)(sizeof(keys) / sizeof(keys[0])); k++) {
+				if (keys[k])
+					vactl_json_add_u64(ja, keys[k], (uint64_t)col(st, k + 1));
+				else
+					json_object_object_add(
+					    ja, "fragmentation",
+					    json_object_new_double(
+						sqlite3_column_double(st, k + 1)));
+			}
+			json_object_array_add(arr, ja);
+		} else {
+			char when[32], b[5][32], frag[16], allocs[24], p50[24], p99[24];
+			snprintf(frag, sizeof(frag), "%.1f%%",
+				 100.0 * sqlite3_column_double(st, 8));
+			snprintf(allocs, sizeof(allocs), "%lld", (long long)col(st, 14));
+			vactl_table_row(t, fmt_time(ts_ms, when, sizeof(when)), col_text(st, 0),
+					vactl_fmt_size((uint64_t)col(st, 3), b[0], 32),
+					vactl_fmt_size((uint64_t)col(st, 4), b[1], 32),
+					vactl_fmt_size((uint64_t)col(st, 5), b[2], 32),
+					vactl_fmt_size((uint64_t)col(st, 7), b[3], 32), frag,
+					allocs, fmt_ns(col(st, 15), p50, sizeof(p50)),
+					fmt_ns(col(st, 17), p99, sizeof(p99)));
+		}
+	}
+	sqlite3_finalize(st);
+	return step == SQLITE_DONE ? VACTL_EXIT_OK : db_fail(h, "reading arena snapshots");
+}
+
+static int show_snapshots(const struct history *h, json_object *out)
+{
+	/* The most recent `limit` snapshots, shown oldest first. */
+	static const char sql[] =
+	    "SELECT * FROM (SELECT id, ts_ms, uptime_ms, clients, requests, shares, final"
+	    " FROM snapshot WHERE ts_ms >= ?1 ORDER BY ts_ms DESC, id DESC LIMIT ?2)"
+	    " ORDER BY ts_ms, id";
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(h, "reading snapshots");
+	sqlite3_bind_int64(st, 1, h->since_ts);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)h->a->limit);
+	json_object *arr = out ? json_object_new_array() : NULL;
+	static const char *const heads[] = {"TIME",	    "ARENA", "BUSY",   "FREE", "LAZY",
+					    "LARGEST FREE", "FRAG",  "ALLOCS", "P50",  "P99"};
+	struct vactl_table *t = out ? NULL : vactl_table_new(10, heads);
+	int rc = VACTL_EXIT_OK, step, rows = 0;
+	while (rc == VACTL_EXIT_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+		rows++;
+		json_object *ja = NULL;
+		if (arr) {
+			json_object *js = json_object_new_object();
+			vactl_json_add_u64(js, "ts_ms", (uint64_t)col(st, 1));
+			vactl_json_add_u64(js, "uptime_ms", (uint64_t)col(st, 2));
+			vactl_json_add_u64(js, "clients", (uint64_t)col(st, 3));
+			vactl_json_add_u64(js, "requests", (uint64_t)col(st, 4));
+			vactl_json_add_u64(js, "shares", (uint64_t)col(st, 5));
+			json_object_object_add(js, "final",
+					       json_object_new_boolean(col(st, 6) != 0));
+			ja = json_object_new_array();
+			json_object_object_add(js, "arenas", ja);
+			json_object_array_add(arr, js);
+		}
+		rc = arena_rows(h, col(st, 0), col(st, 1), ja, t);
+	}
+	if (rc == VACTL_EXIT_OK && step != SQLITE_DONE)
+		rc = db_fail(h, "reading snapshots");
+	sqlite3_finalize(st);
+	if (arr) {
+		json_object_object_add(out, "snapshots", arr);
+	} else {
+		vactl_table_print(t);
+		if (!rows)
+			printf("(no snapshots in that period)\n");
+	}
+	return rc;
+}
+
+static int show_events(const struct history *h, json_object *out)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(h->db,
+			       "SELECT ts_ms, kind, detail FROM event WHERE ts_ms >= ?1 ORDER BY "
+			       "ts_ms, id",
+			       -1, &st, NULL) != SQLITE_OK)
+		return db_fail(h, "reading events");
+	sqlite3_bind_int64(st, 1, h->since_ts);
+	json_object *arr = out ? json_object_new_array() : NULL;
+	if (!out)
+		printf("\nevents:\n");
+	int step, rows = 0;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		rows++;
+		if (arr) {
+			json_object *je = json_object_new_object();
+			vactl_json_add_u64(je, "ts_ms", (uint64_t)col(st, 0));
+			vactl_json_add_str(je, "kind", col_text(st, 1));
+			vactl_json_add_str(je, "detail", col_text(st, 2));
+			json_object_array_add(arr, je);
+		} else {
+			char when[32];
+			printf("  %s  %-8s %s\n", fmt_time(col(st, 0), when, sizeof(when)),
+			       col_text(st, 1), col_text(st, 2));
+		}
+	}
+	sqlite3_finalize(st);
+	if (arr)
+		json_object_object_add(out, "events", arr);
+	else if (!rows)
+		printf("  (none in that period)\n");
+	return step == SQLITE_DONE ? VACTL_EXIT_OK : db_fail(h, "reading events");
+}
+
+static int show_lifetime(const struct history *h, json_object *out)
+{
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(
+		h->db,
+		"SELECT name, allocs, frees, fails, drains, released_bytes, requests,"
+		" starts, updated_ms FROM lifetime ORDER BY name",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(h, "reading lifetime counters");
+	json_object *arr = out ? json_object_new_array() : NULL;
+	static const char *const heads[] = {"NAME",   "ALLOCS",	  "FREES",    "FAILS",
+					    "DRAINS", "RELEASED", "REQUESTS", "STARTS"};
+	struct vactl_table *t = out ? NULL : vactl_table_new(8, heads);
+	int step;
+	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+		if (arr) {
+			static const char *const keys[] = {"allocs", "frees",	       "fails",
+							   "drains", "released_bytes", "requests",
+							   "starts", "updated_ms"};
+			json_object *jl = json_object_new_object();
+			vactl_json_add_str(jl, "name", col_text(st, 0));
+			for (int k = 0; k < 8; k++)
+				vactl_json_add_u64(jl, keys[k], (uint64_t)col(st, k + 1));
+			json_object_array_add(arr, jl);
+		} else {
+			char n[8][24], rel[32];
+			for (int k = 1; k < 8; k++)
+				snprintf(n[k], sizeof(n[k]), "%lld", (long long)col(st, k));
+			vactl_table_row(t, col_text(st, 0), n[1], n[2], n[3], n[4],
+					vactl_fmt_size((uint64_t)col(st, 5), rel, sizeof(rel)),
+					n[6], n[7]);
+		}
+	}
+	sqlite3_finalize(st);
+	if (arr) {
+		json_object_object_add(out, "lifetime", arr);
+	} else {
+		printf("\nlifetime counters (every run of the daemon):\n");
+		vactl_table_print(t);
+	}
+	return step == SQLITE_DONE ? VACTL_EXIT_OK : db_fail(h, "reading lifetime counters");
+}
+
+static int run_history(struct vactl_opts *o, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"db", required_argument, NULL, OPT_DB},
+	    {"since", required_argument, NULL, OPT_SINCE},
+	    {"arena", required_argument, NULL, OPT_ARENA},
+	    {"limit", required_argument, NULL, OPT_LIMIT},
+	    {0},
+	};
+	struct history_args a = {.since_ms = 3600 * 1000, .limit = 20};
+	int first;
+	int rc = vactl_parse_cmd(&vactl_cmd_history, o, argc, argv, NULL, opts, on_history_opt, &a,
+				 &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	if (first < argc)
+		return vactl_usage_error(&vactl_cmd_history, "unexpected argument '%s'",
+					 argv[first]);
+	char *path = a.db ? strdup(a.db) : default_db(o);
+	if (!path) {
+		fprintf(stderr, "vactl: out of memory\n");
+		return VACTL_EXIT_REFUSED;
+	}
+	struct stat sb;
+	if (stat(path, &sb) < 0) {
+		fprintf(stderr,
+			"vactl: no stats database at %s: %s (the daemon writes one when stats_db "
+			"is set or beside its socket; try --db PATH)\n",
+			path, strerror(errno));
+		free(path);
+		return VACTL_EXIT_REFUSED;
+	}
+	struct history h = {.path = path, .a = &a, .o = o};
+	if (sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+		rc = db_fail(&h, "cannot open");
+		sqlite3_close(h.db);
+		free(path);
+		return rc;
+	}
+	sqlite3_busy_timeout(h.db, 2000);
+	if (a.since_ms) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+		h.since_ts = now_ms - (int64_t)a.since_ms;
+	}
+	json_object *j = o->json ? json_object_new_object() : NULL;
+	rc = check_schema(&h);
+	if (!rc) {
+		if (j) {
+			vactl_json_add_str(j, "db", path);
+			vactl_json_add_str(j, "schema_version", SCHEMA_VERSION);
+			vactl_json_add_u64(j, "since_ts_ms", (uint64_t)h.since_ts);
+		} else {
+			printf("stats history in %s%s\n", path,
+			       a.since_ms ? "" : " (everything kept)");
+		}
+		rc = show_snapshots(&h, j);
+	}
+	if (!rc)
+		rc = show_events(&h, j);
+	if (!rc)
+		rc = show_lifetime(&h, j);
+	if (j) {
+		if (!rc)
+			vactl_json_print(j);
+		else
+			json_object_put(j);
+	}
+	sqlite3_close(h.db);
+	free(path);
+	return rc;
+}
+
+const struct vactl_cmd vactl_cmd_history = {
+    .name = "history",
+    .args = "[--db PATH] [--since D|all] [--arena A] [--limit N]",
+    .summary = "stats snapshots, events and lifetime counters from the SQLite file",
+    .help =
+	"Reads the daemon's stats database directly (the daemon need not run): the most\n"
+	"recent snapshots (default 20, --limit) of the last hour (--since 10m, 7d, all),\n"
+	"per arena (or only --arena A), with allocation latency percentiles; the events\n"
+	"(start, stop, reload, ...) of that period; and the lifetime counters summed over\n"
+	"every run. The database is --db PATH, else vad-stats.db beside the socket named by\n"
+	"--socket or $VAD_SOCKET, else /var/lib/vad/stats.db. Exits 1 if it cannot be read.\n"
+	"JSON: {db, schema_version, since_ts_ms (0: all), snapshots: [{ts_ms, uptime_ms, clients,\n"
+	"requests, shares, final, arenas: [{name, size, quantum, busy_bytes, free_bytes,\n"
+	"lazy_bytes, pooled_bytes, largest_free, fragmentation, allocs, frees, fails,\n"
+	"drains, released_bytes, interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns,\n"
+	"alloc_p999_ns}]}], events: [{ts_ms, kind, detail}], lifetime: [{name, allocs,\n"
+	"frees, fails, drains, released_bytes, requests, starts, updated_ms}]}\n",
+    .run = run_history,
+};
