@@ -229,8 +229,8 @@ static void test_sigterm_with_clients(void **state)
 	}
 }
 
-/* Number of tables in the SQLite file at path, or -1 if it cannot be read. */
-static int sqlite_tables(const char *path)
+/* The first column of the first row of sql on the SQLite file at path, or -1. */
+static int64_t sqlite_int(const char *path, const char *sql)
 {
 	sqlite3 *db;
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
@@ -239,32 +239,40 @@ static int sqlite_tables(const char *path)
 		return -1;
 	}
 	sqlite3_stmt *st;
-	int n = -1;
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", -1,
-			       &st, NULL) == SQLITE_OK) {
+	int64_t v = -1;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
 		if (sqlite3_step(st) == SQLITE_ROW)
-			n = sqlite3_column_int(st, 0);
+			v = sqlite3_column_int64(st, 0);
 		sqlite3_finalize(st);
 	} else {
-		fprintf(stderr, "sqlite %s: %s\n", path, sqlite3_errmsg(db));
+		fprintf(stderr, "sqlite %s: %s: %s\n", path, sql, sqlite3_errmsg(db));
 	}
 	sqlite3_close(db);
-	return n;
+	return v;
 }
 
+/* One run of the daemon that allocates n ranges as "stats-client", holds them over a few
+ * snapshot intervals, frees them and stops. */
+static void stats_run(struct vt_daemon *d, int n)
+{
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "stats-client", &c));
+	void *p[8];
+	for (int i = 0; i < n; i++)
+		VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p[i]));
+	vt_sleep_ms(vt_timeout_ms(700)); /* several 200 ms intervals */
+	for (int i = 0; i < n; i++)
+		VT_ASSERT_OK(c, vad_free(c, p[i]));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* Schema per daemon/stats.h (version 1). */
 static void test_stats_database_written(void **state)
 {
 	struct vt_daemon *d = *state;
 	assert_int_equal(0, vt_daemon_setup(d, "stats_interval = 200ms\n", NULL));
-	vad_client *c;
-	assert_int_equal(0, vt_connect(d, "stats", &c));
-	void *p;
-	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
-	/* A few intervals pass, then SIGTERM writes the final snapshot. */
-	vt_sleep_ms(vt_timeout_ms(700));
-	VT_ASSERT_OK(c, vad_free(c, p));
-	vad_close(c);
-	assert_int_equal(0, vt_daemon_stop(d));
+	stats_run(d, 3);
 	int fd = open(d->stats_db, O_RDONLY);
 	if (fd < 0)
 		fail_msg("no stats database at %s (stats_db in the config): %s", d->stats_db,
@@ -273,9 +281,28 @@ static void test_stats_database_written(void **state)
 	assert_int_equal(16, read(fd, magic, 16));
 	close(fd);
 	assert_memory_equal("SQLite format 3", magic, 16);
-	int tables = sqlite_tables(d->stats_db);
-	if (tables <= 0)
-		fail_msg("the stats database has no tables (%d)", tables);
+	const char *db = d->stats_db;
+	/* Periodic snapshots while the client held its ranges, and one final one. */
+	assert_true(sqlite_int(db, "SELECT count(*) FROM snapshot WHERE final = 0") >= 1);
+	assert_int_equal(1, sqlite_int(db, "SELECT count(*) FROM snapshot WHERE final = 1"));
+	assert_true(sqlite_int(db, "SELECT max(held_ranges) FROM session_snapshot "
+				   "WHERE name = 'stats-client'") == 3);
+	assert_true(sqlite_int(db, "SELECT max(busy_bytes) FROM arena_snapshot "
+				   "WHERE arena = 'default'") >= 3 * PAGE);
+	assert_true(sqlite_int(db, "SELECT count(*) FROM event WHERE kind = 'start'") == 1);
+	assert_true(sqlite_int(db, "SELECT count(*) FROM event WHERE kind = 'stop'") == 1);
+	int64_t allocs1 = sqlite_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'");
+	assert_true(allocs1 >= 3);
+
+	/* Lifetime counters survive a restart and add up. */
+	assert_int_equal(0, vt_daemon_start(d));
+	stats_run(d, 2);
+	int64_t allocs2 = sqlite_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'");
+	if (allocs2 < allocs1 + 2)
+		fail_msg("lifetime allocs %lld after the second run, %lld after the first + 2",
+			 (long long)allocs2, (long long)allocs1);
+	assert_int_equal(2, sqlite_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"));
+	assert_int_equal(2, sqlite_int(db, "SELECT count(*) FROM snapshot WHERE final = 1"));
 }
 
 static void test_sigkill_and_restart(void **state)
