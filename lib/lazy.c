@@ -275,7 +275,8 @@ static void place_in_pools(struct va_space *vs)
 static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 {
 	struct va_inflight *in = &vs->inflight;
-	size_t k = 0, n = in->n;
+	struct va_block **extras = (struct va_block **)vs->scratch_tmp;
+	size_t k = 0, n = in->n, nextra = 0;
 
 	while (k < n) {
 		size_t k0;
@@ -317,11 +318,13 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 		}
 		va_unlock(&in->lock);
 		va_unlock(&vs->free.lock);
-		/* the objects of merged blocks become spares, outside the locks */
+		/* the objects of merged blocks become spares: collected as pointers in the
+		 * (now unused) sort buffer, so they are not touched */
 		for (size_t j = k0; j < k; j++)
 			if (in->items[j].flags & LI_EXTRA)
-				bag_give(bag, in->items[j].b);
+				extras[nextra++] = in->items[j].b;
 	}
+	objcache_return_array(extras, nextra);
 }
 
 /* One drain pass; drain_lock held. */

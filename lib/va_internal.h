@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rbtree.h"
@@ -200,6 +201,9 @@ int objcache_fill(struct va_bag *bag, unsigned want);
 
 /* Give every object in bag back (thread cache, depot, free); call with no lock held. */
 void objcache_return(struct va_bag *bag);
+
+/* Give back n objects listed in an array (the array is not kept); no lock held. */
+void objcache_return_array(struct va_block **objs, size_t n);
 
 /* ---- freetree.c ------------------------------------------------------------------- */
 
