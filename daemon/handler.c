@@ -562,7 +562,9 @@ static void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, stru
 	o->uptime_ms = vad_service_uptime_ms(svc);
 	o->held_bytes = __atomic_load_n(&s->holder.held_bytes, __ATOMIC_RELAXED);
 	o->held_ranges = __atomic_load_n(&s->holder.held_refs, __ATOMIC_RELAXED);
-	o->requests = __atomic_load_n(&svc->requests, __ATOMIC_RELAXED) + 1; /* this one too */
+	/* The service total grows once per batch: add this batch's requests, this one too. */
+	o->requests = __atomic_load_n(&svc->requests, __ATOMIC_RELAXED) + s->requests -
+		      s->requests_counted + 1;
 	o->shares = vad_registry_tokens(svc->reg);
 	r->resp.result_case = VAD__RESPONSE__RESULT_STATS;
 	r->resp.stats = o;

@@ -262,7 +262,7 @@ void vad_session_process(struct vad_session *s)
 {
 	uint32_t max = vad_service_max_frame(s->svc);
 	size_t high = vad_service_high_watermark(s->svc);
-	uint64_t before = s->requests;
+	s->requests_counted = s->requests;
 	size_t pos = 0;
 
 	while (!s->closing && vad_session_output_pending(s) < high) {
@@ -294,8 +294,10 @@ void vad_session_process(struct vad_session *s)
 		memmove(s->in, s->in + pos, s->in_len - pos);
 		s->in_len -= pos;
 	}
-	if (s->requests != before)
-		__atomic_add_fetch(&s->svc->requests, s->requests - before, __ATOMIC_RELAXED);
+	if (s->requests != s->requests_counted)
+		__atomic_add_fetch(&s->svc->requests, s->requests - s->requests_counted,
+				   __ATOMIC_RELAXED);
+	s->requests_counted = s->requests;
 }
 
 size_t vad_session_feed(struct vad_session *s, const void *data, size_t len)

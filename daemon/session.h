@@ -37,9 +37,10 @@ struct vad_session {
 	bool closing;  /* framing is broken: send what is pending, then close */
 	bool *allowed; /* per arena: may this peer use it */
 	struct vad_holder holder;
-	uint64_t allocs, frees; /* atomic: ranges allocated / freed by this session */
-	uint64_t requests;	/* handled by this session */
-	uint64_t connected_ms;	/* epoch */
+	uint64_t allocs, frees;	   /* atomic: ranges allocated / freed by this session */
+	uint64_t requests;	   /* handled by this session */
+	uint64_t requests_counted; /* of those, already added to the service's total */
+	uint64_t connected_ms;	   /* epoch */
 
 	uint8_t *in; /* received bytes [0, in_len) not yet handled */
 	size_t in_len, in_cap;
