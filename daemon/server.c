@@ -46,6 +46,7 @@ struct conn {
 	struct vad_session *sess;
 	struct event *ev_read, *ev_write;
 	bool reading, writing, throttled, lingering;
+	bool eof; /* the client shut down its side: send what is pending, then close */
 	struct conn *prev, *next;
 };
 
@@ -160,9 +161,9 @@ static int conn_update(struct conn *c)
 	struct vad_service *svc = c->w->srv->svc;
 	size_t pending = vad_session_output_pending(c->sess);
 
-	if (vad_session_closing(c->sess)) {
+	if (vad_session_closing(c->sess) || c->eof) {
 		if (pending == 0) {
-			conn_close(c, "framing broken");
+			conn_close(c, c->eof ? "end of stream" : "its framing broke");
 			return -1;
 		}
 		set_event(c->ev_read, &c->reading, false, NULL);
@@ -200,7 +201,9 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	}
 	ssize_t n = read(fd, space, cap);
 	if (n == 0) {
-		conn_close(c, "end of stream");
+		/* A client may shut down writing and still read its replies. */
+		c->eof = true;
+		conn_update(c);
 		return;
 	}
 	if (n < 0) {
@@ -230,6 +233,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 	/* Frames held back by the watermark wait in the input buffer: handle them now. */
 	if (!vad_session_closing(c->sess) &&
 	    vad_session_output_pending(c->sess) <= vad_service_low_watermark(c->w->srv->svc)) {
+		/* After EOF too: requests read before it still deserve their replies. */
 		vad_session_process(c->sess);
 		if (conn_flush(c) < 0)
 			return;
