@@ -388,6 +388,134 @@ static void test_killed_client_ranges_return(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+/* ---- token and reference semantics ------------------------------------------------ */
+
+/* References count: attaching your own token twice gives three references to one range;
+ * it stays until the last is freed. */
+static void test_references_count(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "refs", &c));
+	void *p, *q1, *q2;
+	size_t size;
+	VT_ASSERT_OK(c, vad_alloc(c, 2 * PAGE, 0, &p));
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(c, vad_share(c, p, token));
+	VT_ASSERT_OK(c, vad_attach(c, token, &q1, &size));
+	VT_ASSERT_OK(c, vad_attach(c, token, &q2, &size));
+	assert_ptr_equal(p, q1);
+	assert_ptr_equal(p, q2);
+	struct vad_range r;
+	VT_ASSERT_OK(c, vad_range_info(c, p, &r));
+	assert_int_equal(3, r.refs);
+	struct vad_stats s;
+	assert_int_equal(0, vt_stats(d, &s));
+	assert_int_equal(2 * PAGE, s.busy_bytes);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	assert_int_equal(2 * PAGE, vad_size(c, p));
+	assert_int_equal(0, vt_stats(d, &s));
+	assert_int_equal(2 * PAGE, s.busy_bytes);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	assert_int_equal(0, vad_size(c, p));
+	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_free(c, p));
+	assert_int_equal(0, vt_stats(d, &s));
+	assert_int_equal(0, s.busy_bytes);
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* A token dies with its range: once the last holder frees it, the token attaches to
+ * nothing, even after the same offset is handed to someone else. Otherwise an old token
+ * would open another client's data. */
+static void test_token_dies_with_its_range(void **state)
+{
+	struct vt_daemon *d = *state;
+	/* The range is the whole arena, so the newcomer must get the very same offset. */
+	assert_int_equal(0, vt_daemon_setup(d, NULL, "[arena default]\nsize = 32K\n"));
+	vad_client *owner, *stranger, *newcomer;
+	assert_int_equal(0, vt_connect(d, "owner", &owner));
+	assert_int_equal(0, vt_connect(d, "stranger", &stranger));
+	void *p, *q;
+	size_t size;
+	VT_ASSERT_OK(owner, vad_alloc(owner, 8 * PAGE, 0, &p));
+	struct vad_range before;
+	VT_ASSERT_OK(owner, vad_range_info(owner, p, &before));
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(owner, vad_share(owner, p, token));
+	VT_ASSERT_OK(owner, vad_free(owner, p));
+	VT_ASSERT_ERR(stranger, VAD_ETOKEN, vad_attach(stranger, token, &q, &size));
+
+	/* The same offset, reused after a purge, by another client. */
+	assert_int_equal(0, vt_purge(d));
+	assert_int_equal(0, vt_connect(d, "newcomer", &newcomer));
+	VT_ASSERT_OK(newcomer, vad_alloc(newcomer, 8 * PAGE, 0, &q));
+	struct vad_range after;
+	VT_ASSERT_OK(newcomer, vad_range_info(newcomer, q, &after));
+	assert_int_equal(before.offset, after.offset);
+	strcpy(q, "newcomer's secret");
+	void *stolen = NULL;
+	int rc = vad_attach(stranger, token, &stolen, &size);
+	if (rc == 0)
+		fail_msg("an old token attached to a range reused by another client (it reads "
+			 "\"%.20s\")", (char *)stolen);
+	assert_int_equal(VAD_ETOKEN, rc);
+	/* and the owner cannot resurrect it either */
+	VT_ASSERT_ERR(owner, VAD_ETOKEN, vad_attach(owner, token, &stolen, &size));
+	VT_ASSERT_OK(newcomer, vad_free(newcomer, q));
+	vad_close(newcomer);
+	vad_close(stranger);
+	vad_close(owner);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* Tokens are distinct, printable and do not encode the offset guessably. */
+static void test_tokens_are_unguessable(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "tokens", &c));
+	enum { N = 64 };
+	char tokens[N][VAD_TOKEN_LEN + 1];
+	void *ptrs[N];
+	for (int i = 0; i < N; i++) {
+		VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &ptrs[i]));
+		VT_ASSERT_OK(c, vad_share(c, ptrs[i], tokens[i]));
+		assert_int_equal(VAD_TOKEN_LEN, strlen(tokens[i]));
+		for (int k = 0; k < VAD_TOKEN_LEN; k++)
+			assert_true(tokens[i][k] > ' ' && tokens[i][k] < 127);
+	}
+	/* the same range shared twice: both tokens work */
+	char again[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(c, vad_share(c, ptrs[0], again));
+	int differing_positions = 0;
+	for (int k = 0; k < VAD_TOKEN_LEN; k++) {
+		bool all_same = true;
+		for (int i = 1; i < N; i++) {
+			assert_true(strcmp(tokens[i], tokens[i - 1]) != 0);
+			if (tokens[i][k] != tokens[0][k])
+				all_same = false;
+		}
+		differing_positions += !all_same;
+	}
+	/* Adjacent ranges differ by a page; a counter or an offset would leave most
+	 * positions constant across 64 tokens. */
+	if (differing_positions < VAD_TOKEN_LEN * 3 / 4)
+		fail_msg("only %d of %d token characters vary across %d shares: guessable",
+			 differing_positions, VAD_TOKEN_LEN, N);
+	void *q;
+	size_t size;
+	VT_ASSERT_OK(c, vad_attach(c, again, &q, &size));
+	VT_ASSERT_OK(c, vad_free(c, q));
+	for (int i = 0; i < N; i++)
+		VT_ASSERT_OK(c, vad_free(c, ptrs[i]));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 /* ---- freed memory goes back to the system ------------------------------------------ */
 
 #define BIG (32u * 1024 * 1024)
@@ -445,6 +573,12 @@ int main(void)
 						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_purged_range_reuse_reads_zero,
 						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_references_count, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_token_dies_with_its_range,
+						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_tokens_are_unguessable, vt_fixture_blank_setup,
+						vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_freed_memory_returns_to_system,
 						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_killed_client_ranges_return,
