@@ -1155,6 +1155,141 @@ static void destroy_outstanding(void **state)
 	}
 }
 
+/* ---- calling back into the space from the release callback ------------------------------ */
+
+struct reentry {
+	struct va_space *vs;
+	uint64_t keep;	/* an area that stays busy */
+	int depth;	/* nesting of the callback (an eager free inside it releases again) */
+	bool quiet;	/* stop calling back (the calls themselves leave lazy and pooled blocks) */
+	unsigned calls; /* outermost callbacks checked */
+	char err[320];	/* first problem seen inside the callback */
+};
+
+static void reentry_checks(struct reentry *re, uint64_t start, uint64_t size)
+{
+	struct walk_buf w = {0};
+	struct va_area a;
+	uint64_t got, covered = 0, next = 0;
+	char msg[256] = "";
+	int rc;
+
+	if ((rc = va_lookup(re->vs, start, &a)) != VA_ENOTFOUND) {
+		snprintf(re->err, sizeof(re->err),
+			 "va_lookup(0x%llx) of the range being released: %d", ULL(start), rc);
+		return;
+	}
+	if ((rc = va_lookup(re->vs, re->keep, &a)) != 0 || a.start != re->keep) {
+		snprintf(re->err, sizeof(re->err), "va_lookup of a busy area from the callback: %d",
+			 rc);
+		return;
+	}
+	if ((rc = va_check(re->vs, msg, sizeof(msg))) != 0) {
+		snprintf(re->err, sizeof(re->err), "va_check from the callback: %d %s", rc, msg);
+		return;
+	}
+	rc = va_walk(re->vs, walk_collect, &w);
+	qsort(w.b, w.n, sizeof(*w.b), cmp_block);
+	for (size_t i = 0; i < w.n && !rc; i++) {
+		const struct va_block_info *b = &w.b[i];
+
+		if (b->start != next)
+			rc = -100;
+		next = b->start + b->size;
+		if (b->start < start + size && start < b->start + b->size) {
+			if (b->kind != VA_BLOCK_LAZY)
+				rc = -200 - (int)b->kind;
+			covered += b->size;
+		}
+	}
+	free(w.b);
+	if (rc || covered != size) {
+		snprintf(re->err, sizeof(re->err),
+			 "va_walk from the callback releasing [0x%llx, +0x%llx): %s (%d)",
+			 ULL(start), ULL(size),
+			 rc == -100   ? "blocks do not tile the space"
+			 : rc <= -200 ? "the range is reported busy, free or pooled, not lazy"
+				      : "bad walk",
+			 rc);
+		return;
+	}
+	va_drain(re->vs); /* must not deadlock */
+	rc = va_alloc_range(re->vs, size, 0, start, start + size, NULL, &got);
+	if (rc != VA_ENOSPC) {
+		snprintf(
+		    re->err, sizeof(re->err),
+		    "va_alloc_range over exactly the range being released returned %d (0x%llx); "
+		    "expected VA_ENOSPC",
+		    rc, ULL(got));
+		return;
+	}
+	rc = va_alloc(re->vs, 4096, 0, NULL, &got);
+	if (rc || (got >= start && got < start + size)) {
+		snprintf(re->err, sizeof(re->err), "va_alloc from the callback: %d at 0x%llx", rc,
+			 ULL(got));
+		return;
+	}
+	if ((rc = va_free(re->vs, got, NULL)) != 0)
+		snprintf(re->err, sizeof(re->err), "va_free from the callback: %d", rc);
+}
+
+static void on_release_reentry(void *ctx, uint64_t start, uint64_t size)
+{
+	struct reentry *re = ctx;
+
+	if (re->depth++ == 0 && !re->err[0] && !re->quiet) {
+		reentry_checks(re, start, size);
+		re->calls++;
+	}
+	re->depth--;
+}
+
+/* The release callback runs outside every allocator lock: it may look up, check, walk, drain
+ * (a no-op there), allocate and free; the range it is releasing is lazy, not allocatable. */
+static void release_reentry(void **state)
+{
+	for (int eager = 0; eager < 2; eager++) {
+		struct reentry re = {0};
+		struct va_config cfg = {
+		    .size = 1024 * 4096,
+		    .nodes = eager ? 1 : 2,
+		    .no_pools = eager,
+		    .eager = eager,
+		    .no_thread = true,
+		    .lazy_max = 1024 * 4096,
+		    .release = on_release_reentry,
+		    .release_ctx = &re,
+		};
+		uint64_t addrs[24];
+		char msg[256] = "";
+		struct va_stats st;
+
+		assert_int_equal(va_create(&cfg, &re.vs), 0);
+		assert_int_equal(va_alloc(re.vs, 4096, 0, NULL, &re.keep), 0);
+		for (unsigned i = 0; i < 24; i++)
+			assert_int_equal(va_alloc(re.vs, (1 + i % 5) * 4096, 0, NULL, &addrs[i]),
+					 0);
+		for (unsigned i = 0; i < 24; i++)
+			assert_int_equal(va_free(re.vs, addrs[(i * 7) % 24], NULL), 0);
+		va_drain(re.vs);
+		if (re.err[0])
+			fail_msg("%s mode: %s", eager ? "eager" : "lazy", re.err);
+		assert_true(re.calls > 0);
+		re.quiet = true;
+		va_drain(re.vs);
+		assert_int_equal(va_check(re.vs, msg, sizeof(msg)), 0);
+		va_get_stats(re.vs, &st);
+		if (st.busy_bytes != 4096 || st.free_bytes != cfg.size - 4096)
+			fail_msg(
+			    "%s mode, after the callbacks and va_drain: busy 0x%llx free 0x%llx "
+			    "lazy 0x%llx pooled 0x%llx (%llu release calls); expected busy 0x1000 "
+			    "and the rest free",
+			    eager ? "eager" : "lazy", ULL(st.busy_bytes), ULL(st.free_bytes),
+			    ULL(st.lazy_bytes), ULL(st.pooled_bytes), ULL(st.release_calls));
+		va_destroy(re.vs);
+	}
+}
+
 #define MIB (1024ULL * 1024)
 
 /* exact mode: nodes = 1, no pools, eager, no thread */
@@ -1347,6 +1482,7 @@ int main(void)
 	    GROUP(lazy_pool_heavy_thread),
 	    GROUP(lazy_odd_zones_sync),
 	    cmocka_unit_test(destroy_outstanding),
+	    cmocka_unit_test(release_reentry),
 	};
 
 	if (getenv("VA_TEST_FILTER"))
