@@ -84,7 +84,7 @@ static inline bool block_fits(const struct va_block *b, const struct va_fit_req 
 
 /*
  * Leftmost block of the subtree at n that fits. Subtrees whose largest block is smaller
- * than the request are skipped whole, and so are blocks wholly outside the window. When
+ * than r->min_block are skipped whole, and so are blocks wholly outside the window. When
  * every block of at least the requested size fits (alignment at most the quantum, no
  * window edge inside the block), the first subtree not skipped holds the answer and the
  * walk is one O(log n) descent. Otherwise a block that is big enough but misaligned, or
@@ -97,7 +97,7 @@ static struct va_block *lowest_fit(struct rb_node *n, const struct va_fit_req *r
 	while (n) {
 		struct va_block *b = to_blk(n);
 
-		if (b->subtree_max < r->size)
+		if (b->subtree_max < r->min_block)
 			return NULL;
 		if (b->start >= r->vend) {
 			n = n->left;
@@ -108,7 +108,7 @@ static struct va_block *lowest_fit(struct rb_node *n, const struct va_fit_req *r
 
 			if (found)
 				return found;
-			if (blk_size(b) >= r->size && block_fits(b, r, addr))
+			if (blk_size(b) >= r->min_block && block_fits(b, r, addr))
 				return b;
 			if (b->end >= r->vend)
 				return NULL;

@@ -135,6 +135,7 @@ struct va_space {
 	uint64_t zone;
 	unsigned zone_shift;  /* log2(zone) if zone is a power of two */
 	bool zone_pow2;
+	bool exact;		/* nodes = 1, no pools, eager: lowest-address first fit always */
 	unsigned pool_classes;  /* pool size classes per node; 0 when pools are off */
 	unsigned nodes_ready;   /* nodes initialised (for teardown after a failed create) */
 	uint64_t lazy_flush;    /* per-node batch of lazy bytes added to lazy_total at once */
@@ -210,9 +211,12 @@ void objcache_return_array(struct va_block **objs, size_t n);
 /* Empty tree. */
 void ft_init(struct va_freetree *ft);
 
-/* One fit request: size and alignment already rounded; window [vstart, vend). */
+/* One fit request: size and alignment already rounded; window [vstart, vend). Blocks
+ * smaller than min_block (>= size) are not considered: size + align - quantum makes every
+ * block considered inside the window a fit (the kernel's O(log n) search), size makes the
+ * search exact (the lowest fitting address). */
 struct va_fit_req {
-	uint64_t size, align, vstart, vend;
+	uint64_t size, align, vstart, vend, min_block;
 };
 
 /* Lowest block holding an aligned [a, a + size) inside the window; *addr = a. */

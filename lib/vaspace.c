@@ -56,8 +56,11 @@ static int fill_config(struct va_config *c)
 		return VA_EINVAL;
 	if (c->zone_size % c->quantum)
 		return VA_EINVAL;
-	if (!c->lazy_max)
-		c->lazy_max = (32ull << 20) * (1 + log2_floor(cpus));
+	/* 32 MiB per log2 CPUs with 4 KiB quanta, as the kernel's lazy_max_pages; counted in
+	 * quanta (8192 each) so huge-page spaces do not drain on every free */
+	if (!c->lazy_max && __builtin_mul_overflow(8192ull * (1 + log2_floor(cpus)), c->quantum,
+						     &c->lazy_max))
+		c->lazy_max = UINT64_MAX / 4;
 	if (!c->pool_max_quanta)
 		c->pool_max_quanta = 256;
 	if (c->pool_max_quanta > VA_MAX_POOL_QUANTA)
@@ -102,6 +105,7 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	if (classes > vs->size / vs->quantum)
 		classes = (unsigned)(vs->size / vs->quantum);
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
+	vs->exact = vs->nodes == 1 && vs->cfg.no_pools && vs->cfg.eager;
 	/* lazy bytes reach the shared counter in per-node batches (one shared cache line
 	 * write per batch, not per free); small enough that thresholds stay within
 	 * lazy_max / 8 */
@@ -272,6 +276,7 @@ static struct va_block *refill_spot(struct va_space *vs, unsigned home, uint64_t
 		}
 	}
 	req.size = *count * size + span - vs->quantum;
+	req.min_block = req.size;
 	req.align = vs->quantum;
 	req.vstart = vs->base;
 	req.vend = vs->end;
@@ -330,6 +335,32 @@ static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t
 	return first;
 }
 
+/*
+ * First fit (free.lock held). Exact mode: the lowest fitting address. Otherwise, with an
+ * alignment above the quantum, first the kernel's search for a block of size + align -
+ * quantum, which any block found satisfies (O(log n), where the exact search may pass over
+ * many big-enough but misaligned fragments); the exact search only if that finds nothing.
+ */
+static struct va_block *find_fit(struct va_space *vs, const struct va_fit_req *req,
+				 uint64_t *addr)
+{
+	struct va_fit_req r = *req;
+	struct va_block *b;
+
+	uint64_t inflated;
+
+	if (!vs->exact && r.align > vs->quantum &&
+	    !__builtin_add_overflow(r.size, r.align - vs->quantum, &inflated) &&
+	    inflated <= vs->size) {
+		r.min_block = inflated;
+		b = ft_lowest_fit(&vs->free.tree, &r, addr);
+		if (b)
+			return b;
+	}
+	r.min_block = r.size;
+	return ft_lowest_fit(&vs->free.tree, &r, addr);
+}
+
 /* Carve up to count blocks of size from the start of free block b into the home pool
  * (free.lock held). Stops when b is used up or the pool class is full. */
 static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size, unsigned count,
@@ -370,7 +401,7 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 	if (refill > 1 && vs->affinity_span)
 		nb = refill_pool(vs, home, req->size, refill, &bag);
 	if (!nb) {
-		b = ft_lowest_fit(&vs->free.tree, req, &a);
+		b = find_fit(vs, req, &a);
 		if (!b) {
 			va_unlock(&vs->free.lock);
 			objcache_return(&bag);
@@ -420,6 +451,7 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 {
 	struct va_fit_req req;
 	unsigned home, q = 0;
+	uint64_t first;
 	bool poolable;
 	int rc;
 
@@ -432,7 +464,14 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 		return VA_ERANGE;
 	req.vstart = vstart < vs->base ? vs->base : vstart;
 	req.vend = vend > vs->end ? vs->end : vend;
+	req.min_block = req.size;
 	home = va_home_node(vs);
+	/* no aligned address of the window can hold it: fail without draining */
+	if (__builtin_add_overflow(req.vstart, req.align - 1, &first) ||
+	    (first &= ~(req.align - 1)) >= req.vend || req.vend - first < req.size) {
+		atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
+		return VA_ENOSPC;
+	}
 	poolable = vs->pool_classes && req.align == vs->quantum && req.vstart == vs->base &&
 		   req.vend == vs->end && (req.size >> vs->qshift) <= vs->pool_classes;
 	if (poolable)

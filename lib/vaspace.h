@@ -50,7 +50,8 @@ struct va_config {
 	uint64_t quantum;	 /* power of two; default 4096 */
 	unsigned nodes;		 /* busy/lazy/pool shards; default one per online CPU */
 	uint64_t zone_size;	 /* address granule for node sharding; default 64 * quantum */
-	uint64_t lazy_max;	 /* lazy bytes that trigger a drain; default 32 MiB * (1 + log2 CPUs) */
+	uint64_t lazy_max;	 /* lazy bytes that trigger a drain; default 8192 quanta * (1 + log2 CPUs),
+				    i.e. 32 MiB * (1 + log2 CPUs) with 4 KiB quanta */
 	unsigned pool_max_quanta; /* largest pooled size class in quanta; default 256 */
 	unsigned pool_depth;	 /* most blocks per pool class per node; default 64 */
 	unsigned drain_chunk;	 /* blocks merged per free-tree lock hold while draining; default 64 */
