@@ -816,6 +816,101 @@ static void test_pools(void **state)
 	va_destroy(vs);
 }
 
+/* ---- release callback re-entry ------------------------------------------------------------- */
+
+struct reenter {
+	struct va_space *vs;
+	unsigned calls, failures;
+	uint64_t lazy_seen;
+};
+
+static int count_lazy(void *ctx, const struct va_block_info *b)
+{
+	struct reenter *r = ctx;
+
+	if (b->kind == VA_BLOCK_LAZY)
+		r->lazy_seen += b->size;
+	return 0;
+}
+
+/* The callback runs outside every allocator lock: it may check, walk, drain (a no-op from
+ * inside a drain), look up and get stats without deadlocking; the range it releases is
+ * still lazy. */
+static void on_release_reenter(void *ctx, uint64_t start, uint64_t size)
+{
+	struct reenter *r = ctx;
+	struct va_stats st;
+	struct va_area area;
+	char msg[256];
+
+	r->calls++;
+	if (va_check(r->vs, msg, sizeof(msg)))
+		r->failures++;
+	r->lazy_seen = 0;
+	if (va_walk(r->vs, count_lazy, r) || r->lazy_seen < size)
+		r->failures++;
+	va_drain(r->vs);
+	va_get_stats(r->vs, &st);
+	if (st.lazy_bytes < size)
+		r->failures++;
+	if (va_lookup(r->vs, start, &area) != VA_ENOTFOUND)
+		r->failures++;
+}
+
+static void test_release_reentry(void **state)
+{
+	(void)state;
+	for (int eager = 0; eager < 2; eager++) {
+		struct reenter r = {0};
+		struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 2,
+					.no_pools = eager, .eager = eager, .no_thread = true,
+					.lazy_max = 1ull << 40, .release = on_release_reenter,
+					.release_ctx = &r};
+		uint64_t a[8];
+
+		r.vs = make_cfg(&cfg);
+		for (unsigned i = 0; i < 8; i++)
+			a[i] = alloc_ok(r.vs, (i % 3 + 1) * Q, 0);
+		for (unsigned i = 0; i < 8; i += 2)
+			free_ok(r.vs, a[i]);
+		va_drain(r.vs);
+		CHECK(r.vs);
+		assert_int_equal(r.calls, eager ? 4 : stats(r.vs).release_calls);
+		assert_true(r.calls > 0);
+		assert_int_equal(r.failures, 0);
+		assert_int_equal(stats(r.vs).lazy_bytes, 0);
+		va_destroy(r.vs);
+	}
+}
+
+/* A request no aligned address of the window can hold fails at once, without draining;
+ * with base 0 any alignment fits at 0. */
+static void test_impossible_alignment(void **state)
+{
+	struct va_config cfg = {.base = 1ull << 30, .size = 256 * Q, .quantum = Q, .nodes = 2,
+				.no_thread = true, .lazy_max = 1ull << 40};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a;
+
+	(void)state;
+	a = alloc_ok(vs, Q, 0);
+	free_ok(vs, a); /* something lazy that a drain would release */
+	assert_int_equal(va_alloc(vs, Q, 1ull << 40, NULL, &a), VA_ENOSPC);
+	assert_int_equal(va_alloc(vs, Q, 1ull << 63, NULL, &a), VA_ENOSPC);
+	assert_int_equal(stats(vs).drains, 0);
+	assert_int_equal(stats(vs).fails, 2);
+	CHECK(vs);
+	/* the base itself is aligned to 2^30 */
+	assert_int_equal(alloc_ok(vs, Q, 1ull << 30), 1ull << 30);
+	va_destroy(vs);
+
+	vs = make_exact(0, 64 * Q, NULL);
+	assert_int_equal(alloc_ok(vs, Q, 1ull << 63), 0);
+	assert_int_equal(va_alloc(vs, Q, 1ull << 63, NULL, &a), VA_ENOSPC);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -836,6 +931,8 @@ int main(void)
 		cmocka_unit_test(test_sync_drain_past_twice_lazy_max),
 		cmocka_unit_test(test_background_thread),
 		cmocka_unit_test(test_pools),
+		cmocka_unit_test(test_release_reentry),
+		cmocka_unit_test(test_impossible_alignment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
