@@ -1427,6 +1427,22 @@ static struct mode lazy_odd_zones_sync = {
     .nseeds = 1,
     .seeds = {51},
 };
+/* one-quantum zones over 7 nodes: every multi-quantum area spans several nodes */
+static struct mode lazy_tiny_zones_sync = {
+    .name = "lazy_tiny_zones_sync",
+    .base = 0,
+    .quantum = 4096,
+    .nq = 4096,
+    .nodes = 7,
+    .zone_q = 1,
+    .lazy_max_q = 40,
+    .pool_max_quanta = 16,
+    .pool_depth = 6,
+    .no_thread = true,
+    .ops = 20000,
+    .nseeds = 1,
+    .seeds = {61},
+};
 /* small requests over a small space with small pools: pool hits, refills, decay, full drains */
 static struct mode lazy_pool_heavy_sync = {
     .name = "lazy_pool_heavy_sync",
@@ -1481,6 +1497,7 @@ int main(void)
 	    GROUP(lazy_pool_heavy_sync),
 	    GROUP(lazy_pool_heavy_thread),
 	    GROUP(lazy_odd_zones_sync),
+	    GROUP(lazy_tiny_zones_sync),
 	    cmocka_unit_test(destroy_outstanding),
 	    cmocka_unit_test(release_reentry),
 	};

@@ -43,7 +43,7 @@ struct stress_cfg {
 	unsigned nodes;
 	uint32_t nq;
 	uint64_t quantum;
-	uint64_t lazy_max_q;
+	uint64_t lazy_max_q, zone_q;
 	unsigned pool_max_quanta, pool_depth, idle_drain_ms;
 	unsigned iters;	      /* per worker, normal build */
 	unsigned max_held;    /* areas a worker holds at most */
@@ -720,6 +720,7 @@ static void run_stress(void **state)
 	vc.quantum = cfg->quantum;
 	vc.nodes = cfg->nodes;
 	vc.lazy_max = cfg->lazy_max_q * cfg->quantum;
+	vc.zone_size = cfg->zone_q * cfg->quantum;
 	vc.pool_max_quanta = cfg->pool_max_quanta;
 	vc.pool_depth = cfg->pool_depth;
 	vc.idle_drain_ms = cfg->idle_drain_ms;
@@ -873,6 +874,22 @@ static struct stress_cfg small_space_pressure = {
     .home_per_thread = true,
 };
 
+/* one-quantum zones over 16 nodes: areas span nodes, lookups and frees cross them */
+static struct stress_cfg tiny_zones_nodes16 = {
+    .name = "tiny_zones_nodes16",
+    .workers = 4,
+    .nodes = 16,
+    .zone_q = 1,
+    .nq = 8192,
+    .quantum = 4096,
+    .lazy_max_q = 128,
+    .pool_max_quanta = 16,
+    .pool_depth = 8,
+    .idle_drain_ms = 1,
+    .iters = 150000,
+    .max_held = 96,
+    .switch_home = true,
+};
 /* eager frees (release under the drain lock, at once) racing pooled allocations */
 static struct stress_cfg eager_workers4 = {
     .name = "eager_workers4",
@@ -911,9 +928,10 @@ int main(void)
 		.name = #c, .test_func = run_stress, .initial_state = &(c)                         \
 	}
 	const struct CMUnitTest tests[] = {
-	    STRESS(nodes4_workers6), STRESS(one_node_two_workers),
-	    STRESS(nodes8_workers4), STRESS(small_space_pressure),
-	    STRESS(eager_workers4),  STRESS(sync_drains_workers4),
+	    STRESS(nodes4_workers6),	STRESS(one_node_two_workers),
+	    STRESS(nodes8_workers4),	STRESS(small_space_pressure),
+	    STRESS(eager_workers4),	STRESS(sync_drains_workers4),
+	    STRESS(tiny_zones_nodes16),
 	};
 
 	if (getenv("VA_TEST_FILTER"))
