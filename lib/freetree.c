@@ -123,6 +123,33 @@ struct va_block *ft_lowest_fit(struct va_freetree *ft, const struct va_fit_req *
 	return lowest_fit(ft->root.node, r, addr);
 }
 
+/* Highest block of the subtree at n holding size bytes below limit (mirror of lowest_fit). */
+static struct va_block *highest_fit(struct rb_node *n, uint64_t limit, uint64_t size)
+{
+	while (n) {
+		struct va_block *b = to_blk(n);
+
+		if (b->subtree_max < size)
+			return NULL;
+		if (b->start < limit) {
+			struct va_block *found = highest_fit(n->right, limit, size);
+			uint64_t end = b->end < limit ? b->end : limit;
+
+			if (found)
+				return found;
+			if (end - b->start >= size)
+				return b;
+		}
+		n = n->left;
+	}
+	return NULL;
+}
+
+struct va_block *ft_highest_fit(struct va_freetree *ft, uint64_t limit, uint64_t size)
+{
+	return highest_fit(ft->root.node, limit, size);
+}
+
 /* Link b (not overlapping anything) into tree and list with no merging. */
 static void link_plain(struct va_freetree *ft, struct va_block *b, struct rb_node *parent,
 		       struct rb_node **link)

@@ -232,6 +232,9 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
  * no longer needed go to bag. Returns false if b overlaps the tree (b then goes to bag). */
 bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag);
 
+/* The highest free block holding size bytes that end at or below limit, or NULL. */
+struct va_block *ft_highest_fit(struct va_freetree *ft, uint64_t limit, uint64_t size);
+
 /* Free block with the greatest start <= addr, or NULL. */
 struct va_block *ft_floor(struct va_freetree *ft, uint64_t addr);
 

@@ -509,9 +509,9 @@ int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t 
 /*
  * Highest base (multiple of align) such that every area fits in a free block (free.lock
  * held). Walks down from the top: for each area, the free block at or below its last byte
- * must contain it; if not, base drops so the area ends at that block's end (or at the end
- * of the block before, when the area straddles a block's start). Each step strictly lowers
- * base, so the walk ends.
+ * must contain it; if not, base drops so the area ends in the highest free block below
+ * that can hold it (skipping smaller holes in O(log n)). Each step strictly lowers base,
+ * so the walk ends.
  */
 static bool find_congruent(struct va_space *vs, const uint64_t *off, const uint64_t *sz,
 			   unsigned n, uint64_t align, uint64_t *base_out)
@@ -527,18 +527,14 @@ static bool find_congruent(struct va_space *vs, const uint64_t *off, const uint6
 		if (a < vs->base)
 			return false;
 		b = ft_floor(&vs->free.tree, e - 1);
+		if (b && b->start <= a && b->end >= e)
+			continue;
+		/* area i must end below e - 1 (or below b's start if it straddles b) */
+		limit = b && b->end >= e ? b->start : e - 1;
+		b = ft_highest_fit(&vs->free.tree, limit, sz[i]);
 		if (!b)
 			return false;
-		if (b->start <= a && b->end >= e)
-			continue;
-		if (b->end < e) {
-			limit = b->end;
-		} else {
-			b = ft_prev(&vs->free.tree, b);
-			if (!b)
-				return false;
-			limit = b->end;
-		}
+		limit = b->end < limit ? b->end : limit;
 		if (limit < off[i] + sz[i])
 			return false;
 		base = (limit - off[i] - sz[i]) & ~(align - 1);
