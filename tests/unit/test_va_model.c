@@ -1164,7 +1164,14 @@ struct reentry {
 	bool quiet;	/* stop calling back (the calls themselves leave lazy and pooled blocks) */
 	unsigned calls; /* outermost callbacks checked */
 	char err[320];	/* first problem seen inside the callback */
+	struct va_space *other; /* a second space, drained from inside the first one's callback */
+	uint64_t other_released;
 };
+
+static void on_release_other(void *ctx, uint64_t start, uint64_t size)
+{
+	((struct reentry *)ctx)->other_released += size;
+}
 
 static void reentry_checks(struct reentry *re, uint64_t start, uint64_t size)
 {
@@ -1229,8 +1236,31 @@ static void reentry_checks(struct reentry *re, uint64_t start, uint64_t size)
 			 ULL(got));
 		return;
 	}
-	if ((rc = va_free(re->vs, got, NULL)) != 0)
+	if ((rc = va_free(re->vs, got, NULL)) != 0) {
 		snprintf(re->err, sizeof(re->err), "va_free from the callback: %d", rc);
+		return;
+	}
+	/* another space: a full drain from here must really drain it */
+	if ((rc = va_alloc(re->other, 3 * 4096, 0, NULL, &got)) != 0 ||
+	    (rc = va_free(re->other, got, NULL)) != 0) {
+		snprintf(re->err, sizeof(re->err),
+			 "alloc/free on another space from the callback: %d", rc);
+		return;
+	}
+	{
+		uint64_t before = re->other_released;
+		struct va_stats st;
+
+		va_drain(re->other);
+		va_get_stats(re->other, &st);
+		if (re->other_released != before + 3 * 4096 || st.lazy_bytes || st.pooled_bytes)
+			snprintf(
+			    re->err, sizeof(re->err),
+			    "va_drain of another space from inside a release callback released "
+			    "0x%llx bytes (expected 0x3000), left lazy 0x%llx pooled 0x%llx",
+			    ULL(re->other_released - before), ULL(st.lazy_bytes),
+			    ULL(st.pooled_bytes));
+	}
 }
 
 static void on_release_reentry(void *ctx, uint64_t start, uint64_t size)
@@ -1264,7 +1294,16 @@ static void release_reentry(void **state)
 		char msg[256] = "";
 		struct va_stats st;
 
+		struct va_config other_cfg = {
+		    .size = 256 * 4096,
+		    .nodes = 2,
+		    .no_thread = true,
+		    .release = on_release_other,
+		    .release_ctx = &re,
+		};
+
 		assert_int_equal(va_create(&cfg, &re.vs), 0);
+		assert_int_equal(va_create(&other_cfg, &re.other), 0);
 		assert_int_equal(va_alloc(re.vs, 4096, 0, NULL, &re.keep), 0);
 		for (unsigned i = 0; i < 24; i++)
 			assert_int_equal(va_alloc(re.vs, (1 + i % 5) * 4096, 0, NULL, &addrs[i]),
@@ -1287,6 +1326,7 @@ static void release_reentry(void **state)
 			    eager ? "eager" : "lazy", ULL(st.busy_bytes), ULL(st.free_bytes),
 			    ULL(st.lazy_bytes), ULL(st.pooled_bytes), ULL(st.release_calls));
 		va_destroy(re.vs);
+		va_destroy(re.other);
 	}
 }
 
