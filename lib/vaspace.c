@@ -21,6 +21,9 @@
 
 #include "va_internal.h"
 
+/* find_congruent gave up after its step budget (never returned to callers). */
+#define VA_EAGAIN_INTERNAL (-100)
+
 static unsigned log2_floor(uint64_t x)
 {
 	return x ? 63 - (unsigned)__builtin_clzll(x) : 0;
@@ -511,21 +514,24 @@ int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t 
  * held). Walks down from the top: for each area, the free block at or below its last byte
  * must contain it; if not, base drops so the area ends in the highest free block below
  * that can hold it (skipping smaller holes in O(log n)). Each step strictly lowers base,
- * so the walk ends.
+ * so the walk ends; but lazily freed sets above leave many holes to pass, so after budget
+ * steps it gives up (VA_EAGAIN_INTERNAL) and the caller drains first.
  */
-static bool find_congruent(struct va_space *vs, const uint64_t *off, const uint64_t *sz,
-			   unsigned n, uint64_t align, uint64_t *base_out)
+static int find_congruent(struct va_space *vs, const uint64_t *off, const uint64_t *sz,
+			  unsigned n, uint64_t align, uint64_t budget, uint64_t *base_out)
 {
 	uint64_t last_end = off[n - 1] + sz[n - 1];
 	uint64_t base = (vs->end - last_end) & ~(align - 1);
 	unsigned i = n;
 
 	while (i-- > 0) {
+		if (!budget--)
+			return VA_EAGAIN_INTERNAL;
 		uint64_t a = base + off[i], e = a + sz[i], limit;
 		struct va_block *b;
 
 		if (a < vs->base)
-			return false;
+			return VA_ENOSPC;
 		b = ft_floor(&vs->free.tree, e - 1);
 		if (b && b->start <= a && b->end >= e)
 			continue;
@@ -533,15 +539,15 @@ static bool find_congruent(struct va_space *vs, const uint64_t *off, const uint6
 		limit = b && b->end >= e ? b->start : e - 1;
 		b = ft_highest_fit(&vs->free.tree, limit, sz[i]);
 		if (!b)
-			return false;
+			return VA_ENOSPC;
 		limit = b->end < limit ? b->end : limit;
 		if (limit < off[i] + sz[i])
-			return false;
+			return VA_ENOSPC;
 		base = (limit - off[i] - sz[i]) & ~(align - 1);
 		i = n; /* recheck every area at the lower base */
 	}
 	*base_out = base;
-	return true;
+	return 0;
 }
 
 static int congruent_args(const struct va_space *vs, const uint64_t *off, const uint64_t *sz,
@@ -591,7 +597,9 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 		if (rc)
 			return rc;
 		va_lock(&vs->free.lock);
-		if (find_congruent(vs, offsets, sizes, n, align, &base)) {
+		rc = find_congruent(vs, offsets, sizes, n, align,
+				    attempt ? UINT64_MAX : 64 + 8ull * n, &base);
+		if (!rc) {
 			for (unsigned i = 0; i < n; i++) {
 				uint64_t a = base + offsets[i];
 				struct va_block *b = ft_floor(&vs->free.tree, a);
