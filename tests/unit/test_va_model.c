@@ -11,6 +11,9 @@
  *   every group also checks release accounting: a freed quantum is released exactly once
  *             before it is handed out again, never while busy, and free/pooled blocks hold
  *             only released quanta.
+ *   destroy_outstanding  va_destroy with busy, lazy and pooled blocks: no leak, no release
+ *             after it returns.
+ *   release_reentry  the release callback calls back into its own space and into another.
  * Environment: VAD_TEST_MODE=asan|tsan scales the operation count down; VA_TEST_FILTER selects
  * groups (cmocka pattern); VA_MODEL_TRACE=1 prints every operation.
  * A failure prints the group, seed and step; groups without the background thread are

@@ -1,18 +1,22 @@
 /*
  * test_va_stress.c - multi-threaded stress of libvaspace, meant to run under TSan too.
  *
- * Worker threads allocate and free random sizes (mostly small, so the node pools are hit;
- * some large; some aligned) with the background drain thread on. A checker thread drains,
- * checks and walks; a lookup thread holds long-lived areas and looks them (and random
- * addresses) up. One shared array holds the state of every quantum:
+ * Worker threads allocate (mostly small sizes, so the node pools are hit; some large; some
+ * aligned; some in a window; some congruent groups) and free, and hand areas to each other
+ * through a mailbox (the taker retags them with va_set_owner and frees them from its own home
+ * node). A checker thread drains, checks and walks; a lookup thread holds long-lived areas
+ * and looks them (and random addresses) up. Most configurations run the background drain
+ * thread; two run eager or with synchronous drains only. One shared array holds the state of
+ * every quantum:
  *     0 = ready (never used or released), 1 = freed, waiting for the release callback,
- *     2 + t = owned by thread t.
- * A thread claims 0 -> 2+t after va_alloc returns (anything else is an overlap or a range
- * handed out before it was released), turns 2+t -> 1 just before va_free, and the release
- * callback turns 1 -> 0 (anything else is a double release or a release of busy space).
- * Inside va_walk (space frozen) free and pooled blocks must be all 0, lazy blocks 0 or 1.
- * At the end everything is freed and drained: the space must be whole and every freed byte
- * released exactly once.
+ *     2 + t = owned by thread t, 0xffff = in the mailbox.
+ * A thread claims 0 -> 2+t after an allocation returns (anything else is an overlap or a
+ * range handed out before it was released), turns 2+t -> 1 just before va_free, and the
+ * release callback turns 1 -> 0 (anything else is a double release or a release of busy
+ * space). Inside va_walk (space frozen) free and pooled blocks must be all 0, lazy blocks 0
+ * or 1, busy blocks unclaimed or claimed by the thread whose tag the library records.
+ * At the end everything is freed and drained: the space must be whole, allocs == frees and
+ * every freed byte released exactly once.
  * VAD_TEST_MODE=asan|tsan scales the iteration counts down; VA_TEST_FILTER selects tests.
  */
 #include <setjmp.h>
