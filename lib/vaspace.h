@@ -40,7 +40,10 @@ enum va_error {
 };
 
 /* Called once per coalesced run of freed space [start, start + size), outside all
- * allocator locks, before the run becomes allocatable again. */
+ * allocator locks, before the run becomes allocatable again. It may call any function of
+ * this library; a drain it causes on its own space (va_drain, an allocation that fails, a
+ * free past 2 x lazy_max) returns at once, as that space is already draining. One drain
+ * per space runs at a time, so two spaces whose callbacks drain each other can deadlock. */
 typedef void (*va_release_fn)(void *ctx, uint64_t start, uint64_t size);
 
 /* Creation parameters. Zero means "default" for every numeric field. */
