@@ -29,11 +29,11 @@ static int emit(int (*fn)(void *, const struct va_block_info *), void *ctx, uint
 		uint64_t end, enum va_block_kind kind, unsigned node, void *owner)
 {
 	struct va_block_info info = {
-		.start = start,
-		.size = end - start,
-		.kind = kind,
-		.node = node,
-		.owner = kind == VA_BLOCK_BUSY ? owner : NULL,
+	    .start = start,
+	    .size = end - start,
+	    .kind = kind,
+	    .node = node,
+	    .owner = kind == VA_BLOCK_BUSY ? owner : NULL,
 	};
 
 	return fn(ctx, &info);
@@ -63,7 +63,8 @@ static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_bl
 				return rc;
 		for (unsigned c = 0; c < vs->pool_classes; c++)
 			for (struct va_block *b = n->pool[c].head; b; b = b->next)
-				if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_POOLED, i, NULL)))
+				if ((rc =
+					 emit(fn, ctx, b->start, b->end, VA_BLOCK_POOLED, i, NULL)))
 					return rc;
 	}
 	/* a drain batch or eager frees being released: still lazy */
@@ -128,7 +129,8 @@ static int add_span(struct checker *c, uint64_t start, uint64_t end, unsigned ki
 	struct va_space *vs = c->vs;
 
 	if (c->n == c->cap)
-		return fail(c, "more %s blocks than the counters say (a list loops or counts are off)",
+		return fail(c,
+			    "more %s blocks than the counters say (a list loops or counts are off)",
 			    kind_name[kind]);
 	if (start >= end || start < vs->base || end > vs->end)
 		return fail(c, "%s block [0x%llx, 0x%llx) is empty or outside the space",
@@ -166,8 +168,8 @@ static int check_busy(struct checker *c, unsigned i)
 		if (b->state != VA_ST_BUSY)
 			return fail(c, "node %u: a block in the busy tree is not marked busy", i);
 		if (prev && prev->end > b->start)
-			return fail(c, "node %u: busy tree out of order or overlapping at 0x%llx", i,
-				    (unsigned long long)b->start);
+			return fail(c, "node %u: busy tree out of order or overlapping at 0x%llx",
+				    i, (unsigned long long)b->start);
 		if (va_node_of(vs, b->start) != i)
 			return fail(c, "busy area 0x%llx is in node %u, not its address's node",
 				    (unsigned long long)b->start, i);
@@ -178,9 +180,10 @@ static int check_busy(struct checker *c, unsigned i)
 		prev = b;
 	}
 	if (bytes != n->busy_bytes || blocks != n->busy_blocks)
-		return fail(c, "node %u: busy counters (%llu bytes, %llu blocks) != tree (%llu, %llu)",
-			    i, (unsigned long long)n->busy_bytes, (unsigned long long)n->busy_blocks,
-			    (unsigned long long)bytes, (unsigned long long)blocks);
+		return fail(
+		    c, "node %u: busy counters (%llu bytes, %llu blocks) != tree (%llu, %llu)", i,
+		    (unsigned long long)n->busy_bytes, (unsigned long long)n->busy_blocks,
+		    (unsigned long long)bytes, (unsigned long long)blocks);
 	return 0;
 }
 
@@ -188,8 +191,8 @@ static int check_busy(struct checker *c, unsigned i)
 static int check_item(struct checker *c, const struct lazy_item *it, const char *where)
 {
 	if (!it->b || it->b->state != VA_ST_LAZY)
-		return fail(c, "%s: lazy block 0x%llx has no object or it is not marked lazy", where,
-			    (unsigned long long)it->start);
+		return fail(c, "%s: lazy block 0x%llx has no object or it is not marked lazy",
+			    where, (unsigned long long)it->start);
 	if (it->b->start != it->start || it->b->end != it->end)
 		return fail(c, "%s: lazy block 0x%llx disagrees with its object", where,
 			    (unsigned long long)it->start);
@@ -258,8 +261,9 @@ static int check_pools(struct checker *c, unsigned i)
 			if (b->state != VA_ST_POOLED)
 				return fail(c, "node %u: a pooled block is not marked pooled", i);
 			if (blk_size(b) != (uint64_t)(k + 1) * vs->quantum)
-				return fail(c, "node %u: block 0x%llx in pool class %u has the wrong size",
-					    i, (unsigned long long)b->start, k + 1);
+				return fail(
+				    c, "node %u: block 0x%llx in pool class %u has the wrong size",
+				    i, (unsigned long long)b->start, k + 1);
 			if (add_range(c, b, VA_BLOCK_POOLED))
 				return -1;
 			count++;
@@ -268,7 +272,8 @@ static int check_pools(struct checker *c, unsigned i)
 		if (count != n->pool[k].count)
 			return fail(c, "node %u: pool class %u count is wrong", i, k + 1);
 		if (count > vs->cfg.pool_depth)
-			return fail(c, "node %u: pool class %u is deeper than pool_depth", i, k + 1);
+			return fail(c, "node %u: pool class %u is deeper than pool_depth", i,
+				    k + 1);
 		blocks += count;
 	}
 	if (bytes != n->pool_bytes || blocks != n->pool_blocks)
@@ -302,11 +307,11 @@ static int check_frozen(struct checker *c)
 	qsort(c->r, c->n, sizeof(*c->r), cmp_range);
 	for (size_t k = 0; k < c->n; k++) {
 		if (k && c->r[k - 1].end > c->r[k].start)
-			return fail(c, "%s block [0x%llx, 0x%llx) overlaps %s block [0x%llx, 0x%llx)",
-				    kind_name[c->r[k - 1].kind], (unsigned long long)c->r[k - 1].start,
-				    (unsigned long long)c->r[k - 1].end, kind_name[c->r[k].kind],
-				    (unsigned long long)c->r[k].start,
-				    (unsigned long long)c->r[k].end);
+			return fail(
+			    c, "%s block [0x%llx, 0x%llx) overlaps %s block [0x%llx, 0x%llx)",
+			    kind_name[c->r[k - 1].kind], (unsigned long long)c->r[k - 1].start,
+			    (unsigned long long)c->r[k - 1].end, kind_name[c->r[k].kind],
+			    (unsigned long long)c->r[k].start, (unsigned long long)c->r[k].end);
 		total += c->r[k].end - c->r[k].start;
 	}
 	if (total != vs->size)

@@ -66,8 +66,7 @@ struct va_block *ft_next(struct va_freetree *ft, struct va_block *b)
 }
 
 /* Does an aligned [a, a + size) fit in b clipped to the window? */
-static inline bool block_fits(const struct va_block *b, const struct va_fit_req *r,
-			      uint64_t *addr)
+static inline bool block_fits(const struct va_block *b, const struct va_fit_req *r, uint64_t *addr)
 {
 	uint64_t lo = b->start > r->vstart ? b->start : r->vstart;
 	uint64_t hi = b->end < r->vend ? b->end : r->vend;
@@ -359,8 +358,8 @@ static int check_walk(struct check_ctx *c, struct rb_node *n)
 
 int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 {
-	struct check_ctx c = {.ft = ft, .quantum = quantum, .cursor = ft->head.next, .msg = msg,
-			      .len = len};
+	struct check_ctx c = {
+	    .ft = ft, .quantum = quantum, .cursor = ft->head.next, .msg = msg, .len = len};
 	const char *why = NULL;
 
 	if (ft->root.node && ft->root.node->red)

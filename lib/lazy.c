@@ -142,9 +142,12 @@ static void detach_decay(struct va_space *vs, bool full)
 			for (; d; d = next) {
 				next = d->next;
 				d->state = VA_ST_LAZY;
-				in->items[in->n++] = (struct lazy_item){
-					.start = d->start, .end = d->end, .b = d, .home = d->home,
-					.flags = LI_RELEASED | LI_TO_TREE};
+				in->items[in->n++] =
+				    (struct lazy_item){.start = d->start,
+						       .end = d->end,
+						       .b = d,
+						       .home = d->home,
+						       .flags = LI_RELEASED | LI_TO_TREE};
 				in->bytes += blk_size(d);
 				in->blocks++;
 			}
@@ -303,8 +306,9 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 			start = it->start;
 			end = it->end;
 			it->flags |= LI_PLACED;
-			for (k++, cnt++; k < n && cnt < vs->cfg.drain_chunk &&
-					 !(in->items[k].flags & LI_PLACED) && in->items[k].start == end;
+			for (k++, cnt++;
+			     k < n && cnt < vs->cfg.drain_chunk &&
+			     !(in->items[k].flags & LI_PLACED) && in->items[k].start == end;
 			     k++, cnt++) {
 				end = in->items[k].end;
 				in->items[k].flags |= LI_PLACED | LI_EXTRA;
@@ -442,7 +446,8 @@ static void *drain_thread(void *arg)
 			rc = pthread_cond_timedwait(&vs->ctl_cond, &vs->ctl_lock, &ts);
 			if (vs->stop)
 				break;
-			if (rc == ETIMEDOUT && !atomic_load_explicit(&vs->kick, memory_order_acquire)) {
+			if (rc == ETIMEDOUT &&
+			    !atomic_load_explicit(&vs->kick, memory_order_acquire)) {
 				uint64_t f = total_frees(vs);
 				bool idle = f == seen_frees;
 

@@ -14,9 +14,9 @@
 
 #include "va_internal.h"
 
-#define TLS_CAP 128	     /* objects a thread keeps */
-#define DEPOT_BATCH 64	     /* objects taken from the depot at once beyond the need */
-#define DEPOT_CAP (1u << 18) /* objects the depot keeps (20 MiB); beyond this they are freed */
+#define TLS_CAP	    128	       /* objects a thread keeps */
+#define DEPOT_BATCH 64	       /* objects taken from the depot at once beyond the need */
+#define DEPOT_CAP   (1u << 18) /* objects the depot keeps (20 MiB); beyond this they are freed */
 
 static __thread struct va_block *tls_objs[TLS_CAP];
 static __thread unsigned tls_n;

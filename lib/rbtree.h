@@ -27,7 +27,7 @@ struct rb_augment {
 	bool (*update)(struct rb_node *node);
 };
 
-#define rb_entry(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define rb_entry(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Put node at *link (a NULL child pointer of parent, or &root->node) as a red leaf. */
 static inline void rb_link(struct rb_node *node, struct rb_node *parent, struct rb_node **link)

@@ -19,8 +19,8 @@
 #include "rbtree.h"
 #include "vaspace.h"
 
-#define VA_CACHELINE 64
-#define VA_MAX_NODES 4096
+#define VA_CACHELINE	   64
+#define VA_MAX_NODES	   4096
 #define VA_MAX_POOL_QUANTA 65536
 
 enum va_state {
@@ -32,13 +32,14 @@ enum va_state {
 };
 
 struct va_block {
-	struct rb_node rb;	       /* free tree or busy tree */
-	uint64_t start, end;	       /* [start, end) */
-	uint64_t subtree_max;	       /* free tree: largest block size in this subtree */
-	struct va_block *next, *prev;  /* free list (address order), eager in-flight list; pool/spare: next */
-	void *owner;		       /* busy: the caller's tag */
-	uint32_t home;		       /* node whose thread allocated it (its pool after reclaim) */
-	uint32_t state;		       /* enum va_state, for the checker and the free path */
+	struct rb_node rb;    /* free tree or busy tree */
+	uint64_t start, end;  /* [start, end) */
+	uint64_t subtree_max; /* free tree: largest block size in this subtree */
+	struct va_block *next,
+	    *prev;	/* free list (address order), eager in-flight list; pool/spare: next */
+	void *owner;	/* busy: the caller's tag */
+	uint32_t home;	/* node whose thread allocated it (its pool after reclaim) */
+	uint32_t state; /* enum va_state, for the checker and the free path */
 };
 
 static inline uint64_t blk_size(const struct va_block *b)
@@ -111,7 +112,7 @@ struct va_node {
 	struct lazy_item *lazy; /* dense array, grown outside the lock */
 	uint32_t lazy_len, lazy_cap;
 	uint64_t lazy_bytes;
-	uint64_t lazy_unflushed; /* lazy bytes not yet added to vs->lazy_total */
+	uint64_t lazy_unflushed;    /* lazy bytes not yet added to vs->lazy_total */
 	struct va_pool_class *pool; /* pool_classes entries */
 	uint64_t pool_bytes, pool_blocks;
 	uint64_t allocs, frees, pool_hits;
@@ -123,22 +124,22 @@ struct va_inflight {
 	pthread_mutex_t lock;
 	struct lazy_item *items; /* the drain batch (drain_lock owner writes it) */
 	size_t n;
-	uint64_t bytes, blocks;	  /* not yet placed, plus eager blocks */
-	struct va_block *eager;	  /* eager frees being released (next/prev list) */
+	uint64_t bytes, blocks; /* not yet placed, plus eager blocks */
+	struct va_block *eager; /* eager frees being released (next/prev list) */
 };
 
 struct va_space {
 	struct va_config cfg; /* with defaults filled in */
 	uint64_t base, end, size, quantum;
-	unsigned qshift;      /* log2(quantum) */
+	unsigned qshift; /* log2(quantum) */
 	unsigned nodes;
 	uint64_t zone;
-	unsigned zone_shift;  /* log2(zone) if zone is a power of two */
+	unsigned zone_shift; /* log2(zone) if zone is a power of two */
 	bool zone_pow2;
 	bool exact;		/* nodes = 1, no pools, eager: lowest-address first fit always */
-	unsigned pool_classes;  /* pool size classes per node; 0 when pools are off */
-	unsigned nodes_ready;   /* nodes initialised (for teardown after a failed create) */
-	uint64_t lazy_flush;    /* per-node batch of lazy bytes added to lazy_total at once */
+	unsigned pool_classes;	/* pool size classes per node; 0 when pools are off */
+	unsigned nodes_ready;	/* nodes initialised (for teardown after a failed create) */
+	uint64_t lazy_flush;	/* per-node batch of lazy bytes added to lazy_total at once */
 	uint64_t affinity_span; /* zone * nodes: distance between two zones of one node; 0 = off */
 
 	struct {
@@ -220,13 +221,12 @@ struct va_fit_req {
 };
 
 /* Lowest block holding an aligned [a, a + size) inside the window; *addr = a. */
-struct va_block *ft_lowest_fit(struct va_freetree *ft, const struct va_fit_req *r,
-			       uint64_t *addr);
+struct va_block *ft_lowest_fit(struct va_freetree *ft, const struct va_fit_req *r, uint64_t *addr);
 
 /* Cut [a, a + size) out of free block b (one of the four fit types) and return a block
  * object for it, off every structure; extra objects come from bag. NULL if bag is short. */
-struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a,
-			  uint64_t size, struct va_bag *bag);
+struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a, uint64_t size,
+			  struct va_bag *bag);
 
 /* Insert object b (its range must be free space) merging with both neighbours; objects
  * no longer needed go to bag. Returns false if b overlaps the tree (b then goes to bag). */
@@ -277,13 +277,11 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum);
 
 /* Push b (size q quanta) if its class has room; false if full. */
-bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth,
-	       uint64_t quantum);
+bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum);
 
 /* Detach the oldest ceil(count / 4) blocks of every class, or all of them if full;
  * returns them as a next-linked list. */
-struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
-				 uint64_t quantum);
+struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full, uint64_t quantum);
 
 /* ---- lazy.c ------------------------------------------------------------------------- */
 

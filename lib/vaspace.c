@@ -61,8 +61,8 @@ static int fill_config(struct va_config *c)
 		return VA_EINVAL;
 	/* 32 MiB per log2 CPUs with 4 KiB quanta, as the kernel's lazy_max_pages; counted in
 	 * quanta (8192 each) so huge-page spaces do not drain on every free */
-	if (!c->lazy_max && __builtin_mul_overflow(8192ull * (1 + log2_floor(cpus)), c->quantum,
-						     &c->lazy_max))
+	if (!c->lazy_max &&
+	    __builtin_mul_overflow(8192ull * (1 + log2_floor(cpus)), c->quantum, &c->lazy_max))
 		c->lazy_max = UINT64_MAX / 4;
 	if (!c->pool_max_quanta)
 		c->pool_max_quanta = 256;
@@ -344,8 +344,7 @@ static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t
  * quantum, which any block found satisfies (O(log n), where the exact search may pass over
  * many big-enough but misaligned fragments); the exact search only if that finds nothing.
  */
-static struct va_block *find_fit(struct va_space *vs, const struct va_fit_req *req,
-				 uint64_t *addr)
+static struct va_block *find_fit(struct va_space *vs, const struct va_fit_req *req, uint64_t *addr)
 {
 	struct va_fit_req r = *req;
 	struct va_block *b;
@@ -517,8 +516,8 @@ int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t 
  * so the walk ends; but lazily freed sets above leave many holes to pass, so after budget
  * steps it gives up (VA_EAGAIN_INTERNAL) and the caller drains first.
  */
-static int find_congruent(struct va_space *vs, const uint64_t *off, const uint64_t *sz,
-			  unsigned n, uint64_t align, uint64_t budget, uint64_t *base_out)
+static int find_congruent(struct va_space *vs, const uint64_t *off, const uint64_t *sz, unsigned n,
+			  uint64_t align, uint64_t budget, uint64_t *base_out)
 {
 	uint64_t last_end = off[n - 1] + sz[n - 1];
 	uint64_t base = (vs->end - last_end) & ~(align - 1);
@@ -603,7 +602,8 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 			for (unsigned i = 0; i < n; i++) {
 				uint64_t a = base + offsets[i];
 				struct va_block *b = ft_floor(&vs->free.tree, a);
-				struct va_block *nb = ft_carve(&vs->free.tree, b, a, sizes[i], &bag);
+				struct va_block *nb =
+				    ft_carve(&vs->free.tree, b, a, sizes[i], &bag);
 				struct va_node *bn = &vs->node[va_node_of(vs, a)];
 
 				nb->owner = owner;
@@ -734,8 +734,8 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 	b->owner = NULL;
 	b->state = VA_ST_LAZY;
 	size = blk_size(b);
-	n->lazy[n->lazy_len++] = (struct lazy_item){
-		.start = b->start, .end = b->end, .b = b, .home = b->home};
+	n->lazy[n->lazy_len++] =
+	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = b->home};
 	n->lazy_bytes += size;
 	n->frees++;
 	n->lazy_unflushed += size;
@@ -744,10 +744,11 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 		n->lazy_unflushed = 0;
 	}
 	va_unlock(&n->lock);
-	if (flush)
-		lazy_after_free(vs, atomic_fetch_add_explicit(&vs->lazy_total, flush,
-							      memory_order_relaxed) +
-					    flush);
+	if (flush) {
+		uint64_t now = atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed);
+
+		lazy_after_free(vs, now + flush);
+	}
 	return 0;
 }
 

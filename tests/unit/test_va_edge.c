@@ -52,8 +52,13 @@ static void on_release(void *ctx, uint64_t start, uint64_t size)
 /* Exact mode: one node, no pools, eager, no thread. */
 static struct va_space *make_exact(uint64_t base, uint64_t size, struct rel_log *log)
 {
-	struct va_config cfg = {.base = base, .size = size, .quantum = Q, .nodes = 1,
-				.no_pools = true, .eager = true, .no_thread = true};
+	struct va_config cfg = {.base = base,
+				.size = size,
+				.quantum = Q,
+				.nodes = 1,
+				.no_pools = true,
+				.eager = true,
+				.no_thread = true};
 	struct va_space *vs = NULL;
 
 	if (log) {
@@ -407,15 +412,19 @@ static void test_congruent(void **state)
 
 static void test_error_codes(void **state)
 {
-	struct va_config cfg = {.base = 64 * Q, .size = 64 * Q, .quantum = Q, .nodes = 2,
-				.no_thread = true, .lazy_max = 1ull << 40};
+	struct va_config cfg = {.base = 64 * Q,
+				.size = 64 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.no_thread = true,
+				.lazy_max = 1ull << 40};
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a, b, base = 64 * Q, end = 128 * Q;
 	struct va_area area;
 	const char *seen[16];
-	int codes[] = {VA_OK,	   VA_EINVAL,	VA_ESIZE,	VA_EOVERFLOW, VA_EALIGN,
-		       VA_ERANGE,  VA_ENOSPC,	VA_ENOTSTART,	VA_EDOUBLEFREE, VA_ENOMEM,
-		       VA_ECORRUPT, VA_ENOTFOUND};
+	int codes[] = {VA_OK,	       VA_EINVAL, VA_ESIZE,    VA_EOVERFLOW,
+		       VA_EALIGN,      VA_ERANGE, VA_ENOSPC,   VA_ENOTSTART,
+		       VA_EDOUBLEFREE, VA_ENOMEM, VA_ECORRUPT, VA_ENOTFOUND};
 
 	(void)state;
 	assert_int_equal(va_alloc(vs, 0, 0, NULL, &a), VA_ESIZE);
@@ -475,8 +484,12 @@ static void test_error_codes(void **state)
 
 static void test_lookup_and_owner(void **state)
 {
-	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 4, .zone_size = 4 * Q,
-				.no_thread = true, .no_pools = true};
+	struct va_config cfg = {.size = 256 * Q,
+				.quantum = Q,
+				.nodes = 4,
+				.zone_size = 4 * Q,
+				.no_thread = true,
+				.no_pools = true};
 	struct va_space *vs = make_cfg(&cfg);
 	int tag1, tag2;
 	void *owner = NULL;
@@ -549,8 +562,8 @@ static int walk_cb(void *ctx, const struct va_block_info *b)
 
 static void test_walk_totals(void **state)
 {
-	struct va_config cfg = {.size = 512 * Q, .quantum = Q, .nodes = 2, .no_thread = true,
-				.lazy_max = 1ull << 40};
+	struct va_config cfg = {
+	    .size = 512 * Q, .quantum = Q, .nodes = 2, .no_thread = true, .lazy_max = 1ull << 40};
 	struct va_space *vs = make_cfg(&cfg);
 	struct walk_sum w = {.order_ok = true};
 	uint64_t addrs[40];
@@ -591,8 +604,13 @@ static void test_release_eager_vs_lazy(void **state)
 {
 	struct rel_log log = {0};
 	struct va_space *vs = make_exact(0, 256 * Q, &log);
-	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 3, .no_pools = true,
-				.no_thread = true, .lazy_max = 1ull << 40, .release = on_release,
+	struct va_config cfg = {.size = 256 * Q,
+				.quantum = Q,
+				.nodes = 3,
+				.no_pools = true,
+				.no_thread = true,
+				.lazy_max = 1ull << 40,
+				.release = on_release,
 				.release_ctx = &log};
 	uint64_t a[100];
 
@@ -646,8 +664,13 @@ static void test_release_eager_vs_lazy(void **state)
 static void test_release_with_pools(void **state)
 {
 	struct rel_log log = {0};
-	struct va_config cfg = {.size = 1024 * Q, .quantum = Q, .nodes = 2, .no_thread = true,
-				.lazy_max = 1ull << 40, .release = on_release, .release_ctx = &log};
+	struct va_config cfg = {.size = 1024 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.no_thread = true,
+				.lazy_max = 1ull << 40,
+				.release = on_release,
+				.release_ctx = &log};
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a[32];
 
@@ -679,9 +702,13 @@ static void test_drain_before_fail(void **state)
 
 	(void)state;
 	for (unsigned p = 0; p < 2; p++) {
-		struct va_config cfg = {.size = 128 * Q, .quantum = Q, .nodes = 2,
-					.no_pools = !pools[p], .lazy_max = 1ull << 40,
-					.release = on_release, .release_ctx = &log};
+		struct va_config cfg = {.size = 128 * Q,
+					.quantum = Q,
+					.nodes = 2,
+					.no_pools = !pools[p],
+					.lazy_max = 1ull << 40,
+					.release = on_release,
+					.release_ctx = &log};
 		struct va_space *vs = make_cfg(&cfg);
 		uint64_t a[128], x;
 		unsigned n = 0;
@@ -713,8 +740,13 @@ static void test_drain_before_fail(void **state)
 static void test_sync_drain_past_twice_lazy_max(void **state)
 {
 	struct rel_log log = {0};
-	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 2, .no_pools = true,
-				.no_thread = true, .lazy_max = 8 * Q, .release = on_release,
+	struct va_config cfg = {.size = 256 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.no_pools = true,
+				.no_thread = true,
+				.lazy_max = 8 * Q,
+				.release = on_release,
 				.release_ctx = &log};
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a[40];
@@ -758,8 +790,13 @@ static void sleep_ms(unsigned ms)
 static void test_background_thread(void **state)
 {
 	struct rel_log log = {0};
-	struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 2, .no_pools = true,
-				.lazy_max = 8 * Q, .idle_drain_ms = 20, .release = on_release,
+	struct va_config cfg = {.size = 256 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.no_pools = true,
+				.lazy_max = 8 * Q,
+				.idle_drain_ms = 20,
+				.release = on_release,
 				.release_ctx = &log};
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a[12];
@@ -785,8 +822,12 @@ static void test_background_thread(void **state)
 /* Pools: small allocations are served from the home pool; pools decay on drains. */
 static void test_pools(void **state)
 {
-	struct va_config cfg = {.size = 4096 * Q, .quantum = Q, .nodes = 2, .no_thread = true,
-				.lazy_max = 1ull << 40, .pool_depth = 8};
+	struct va_config cfg = {.size = 4096 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.no_thread = true,
+				.lazy_max = 1ull << 40,
+				.pool_depth = 8};
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a[40], before;
 	struct va_stats st;
@@ -862,9 +903,14 @@ static void test_release_reentry(void **state)
 	(void)state;
 	for (int eager = 0; eager < 2; eager++) {
 		struct reenter r = {0};
-		struct va_config cfg = {.size = 256 * Q, .quantum = Q, .nodes = 2,
-					.no_pools = eager, .eager = eager, .no_thread = true,
-					.lazy_max = 1ull << 40, .release = on_release_reenter,
+		struct va_config cfg = {.size = 256 * Q,
+					.quantum = Q,
+					.nodes = 2,
+					.no_pools = eager,
+					.eager = eager,
+					.no_thread = true,
+					.lazy_max = 1ull << 40,
+					.release = on_release_reenter,
 					.release_ctx = &r};
 		uint64_t a[8];
 
@@ -887,8 +933,12 @@ static void test_release_reentry(void **state)
  * with base 0 any alignment fits at 0. */
 static void test_impossible_alignment(void **state)
 {
-	struct va_config cfg = {.base = 1ull << 30, .size = 256 * Q, .quantum = Q, .nodes = 2,
-				.no_thread = true, .lazy_max = 1ull << 40};
+	struct va_config cfg = {.base = 1ull << 30,
+				.size = 256 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.no_thread = true,
+				.lazy_max = 1ull << 40};
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a;
 
@@ -914,25 +964,25 @@ static void test_impossible_alignment(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_create_errors),
-		cmocka_unit_test(test_basic_and_fit_types),
-		cmocka_unit_test(test_full_fit_last_block),
-		cmocka_unit_test(test_alignment_half_space),
-		cmocka_unit_test(test_alignment_lowest_hole),
-		cmocka_unit_test(test_windows),
-		cmocka_unit_test(test_exhaustion_and_recovery),
-		cmocka_unit_test(test_congruent),
-		cmocka_unit_test(test_error_codes),
-		cmocka_unit_test(test_lookup_and_owner),
-		cmocka_unit_test(test_walk_totals),
-		cmocka_unit_test(test_release_eager_vs_lazy),
-		cmocka_unit_test(test_release_with_pools),
-		cmocka_unit_test(test_drain_before_fail),
-		cmocka_unit_test(test_sync_drain_past_twice_lazy_max),
-		cmocka_unit_test(test_background_thread),
-		cmocka_unit_test(test_pools),
-		cmocka_unit_test(test_release_reentry),
-		cmocka_unit_test(test_impossible_alignment),
+	    cmocka_unit_test(test_create_errors),
+	    cmocka_unit_test(test_basic_and_fit_types),
+	    cmocka_unit_test(test_full_fit_last_block),
+	    cmocka_unit_test(test_alignment_half_space),
+	    cmocka_unit_test(test_alignment_lowest_hole),
+	    cmocka_unit_test(test_windows),
+	    cmocka_unit_test(test_exhaustion_and_recovery),
+	    cmocka_unit_test(test_congruent),
+	    cmocka_unit_test(test_error_codes),
+	    cmocka_unit_test(test_lookup_and_owner),
+	    cmocka_unit_test(test_walk_totals),
+	    cmocka_unit_test(test_release_eager_vs_lazy),
+	    cmocka_unit_test(test_release_with_pools),
+	    cmocka_unit_test(test_drain_before_fail),
+	    cmocka_unit_test(test_sync_drain_past_twice_lazy_max),
+	    cmocka_unit_test(test_background_thread),
+	    cmocka_unit_test(test_pools),
+	    cmocka_unit_test(test_release_reentry),
+	    cmocka_unit_test(test_impossible_alignment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
