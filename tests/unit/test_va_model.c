@@ -393,6 +393,11 @@ static void check_walk(struct run *r)
 			      ULL(b->start), ULL(b->size));
 			CHECK(r, m->owner_at[s] == b->owner, "%s: owner %p, model %p", desc,
 			      b->owner, m->owner_at[s]);
+			if (m->base == 0)
+				CHECK(
+				    r, b->node == (b->start / zone_bytes(r)) % md->nodes,
+				    "%s: busy areas belong to node (start / zone) %% nodes = %llu",
+				    desc, ULL((b->start / zone_bytes(r)) % md->nodes));
 		} else {
 			/* release state of the quanta of a non-busy block */
 			uint32_t q0 = rm_qi(m, b->start), n = (uint32_t)(b->size / q);
