@@ -157,7 +157,7 @@ struct vad_daemon_stats {
 	uint64_t held_bytes;  /* held by this client's session */
 	uint64_t held_ranges; /* references held by this client's session */
 	size_t n_arenas;
-	struct vad_arena_stats arenas[]; /* n_arenas entries */
+	struct vad_arena_stats *arenas; /* n_arenas entries, in the same block */
 };
 
 /* One connected session (vad.ClientInfo). */

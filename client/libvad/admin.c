@@ -76,7 +76,7 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 	if (err != VAD_OK)
 		return err;
 	Vad__StatsReply *s = r->stats;
-	size_t bytes = sizeof(**out) + s->n_arenas * sizeof((*out)->arenas[0]);
+	size_t bytes = sizeof(**out) + s->n_arenas * sizeof(struct vad_arena_stats);
 	for (size_t i = 0; i < s->n_arenas; i++)
 		bytes += strlen(s->arenas[i]->name) + 1;
 	struct vad_daemon_stats *d = malloc(bytes);
@@ -84,6 +84,7 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 		vad__response__free_unpacked(r, NULL);
 		return libvad_fail(c, VAD_ENOMEM, NULL);
 	}
+	d->arenas = (struct vad_arena_stats *)(d + 1);
 	char *cursor = (char *)&d->arenas[s->n_arenas];
 	d->clients = s->clients;
 	d->uptime_ms = s->uptime_ms;
