@@ -8,6 +8,13 @@
  *
  * Every function that can fail returns 0 or a negative VAD_E* code; nothing is
  * printed and nothing aborts. vad_last_error() gives the daemon's sentence.
+ *
+ * Calls from many threads are pipelined on the client's one connection. vad_close must
+ * not run while another thread is inside a call on the same client. After fork() the
+ * child must not use the parent's client (the session, and what it holds, belong to the
+ * parent): connect anew. If the daemon goes away, every call fails with VAD_EGONE; the
+ * mappings stay valid until vad_close, but the ranges may be handed out again by a new
+ * daemon, so stop using them.
  */
 #ifndef VAD_H
 #define VAD_H
