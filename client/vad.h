@@ -13,8 +13,8 @@
  * not run while another thread is inside a call on the same client. After fork() the
  * child must not use the parent's client (the session, and what it holds, belong to the
  * parent): connect anew. If the daemon goes away, every call fails with VAD_EGONE; the
- * mappings stay valid until vad_close, but the ranges may be handed out again by a new
- * daemon, so stop using them.
+ * mappings stay readable and writable until vad_close, but a restarted daemon has new
+ * arenas, so nothing written there reaches other processes any more: connect anew.
  */
 #ifndef VAD_H
 #define VAD_H
