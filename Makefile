@@ -139,8 +139,10 @@ check-tsan:
 	$(MAKE) O=build-tsan SAN=tsan tests $(addprefix build-tsan/,vad vactl)
 	@tests/run-tests build-tsan tsan
 
+# The full matrix with baselines, then the bar ratios measured side by side in one run.
 bench: all
 	$(VABENCH)
+	tests/bench/check-bar $(VABENCH)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
