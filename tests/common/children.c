@@ -69,7 +69,7 @@ int vt_pipe_recv(int fd, char *buf, size_t len, int timeout_ms)
 			fprintf(stderr, "harness: no line on pipe within %d ms\n", timeout_ms);
 			return -1;
 		}
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p = {.fd = fd, .events = POLLIN};
 		int r = poll(&p, 1, (int)((deadline - now) / 1000000u) + 1);
 		if (r < 0 && errno == EINTR)
 			continue;

@@ -13,16 +13,13 @@
 #include "harness.h"
 
 #define START_TIMEOUT_MS 10000
-#define STOP_TIMEOUT_MS 10000
+#define STOP_TIMEOUT_MS	 10000
 
 /* The [vad] defaults every test config starts from; vad_extra may override any. */
 static const char *const default_keys[][2] = {
-	{ "socket", NULL }, /* filled from the vt_daemon */
-	{ "socket_mode", "0666" },
-	{ "workers", "2" },
-	{ "stats_db", NULL },
-	{ "stats_interval", "2s" },
-	{ "log_level", "info" },
+    {"socket", NULL}, /* filled from the vt_daemon */
+    {"socket_mode", "0666"},  {"workers", "2"},	     {"stats_db", NULL},
+    {"stats_interval", "2s"}, {"log_level", "info"},
 };
 
 int vt_daemon_init(struct vt_daemon *d)
@@ -31,7 +28,7 @@ int vt_daemon_init(struct vt_daemon *d)
 	const char *tmp = getenv("TMPDIR");
 	if (!tmp || !*tmp)
 		tmp = "/tmp";
-	snprintf(d->dir, sizeof(d->dir), "%s/vadtest.XXXXXX", tmp);
+	snprintf(d->dir, sizeof(d->dir), "%s/itest-vad.XXXXXX", tmp);
 	if (!mkdtemp(d->dir)) {
 		fprintf(stderr, "harness: mkdtemp %s: %s\n", d->dir, strerror(errno));
 		return -1;
@@ -115,7 +112,7 @@ static bool socket_accepts(const char *path)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return false;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t plen = strlen(path);
 	if (plen >= sizeof(sa.sun_path)) {
 		fprintf(stderr, "harness: socket path too long: %s\n", path);
@@ -270,13 +267,15 @@ bool vt_daemon_alive(struct vt_daemon *d)
 static int check_log_clean(const struct vt_daemon *d)
 {
 	static const char *const reports[] = {
-		"ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer",
-		"WARNING: ThreadSanitizer", "ThreadSanitizer: reported",
+	    "ERROR: AddressSanitizer",	 "runtime error:",
+	    "ERROR: LeakSanitizer",	 "WARNING: ThreadSanitizer",
+	    "ThreadSanitizer: reported",
 	};
 	int bad = 0;
 	for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++) {
 		if (vt_daemon_log_contains(d, reports[i])) {
-			fprintf(stderr, "harness: daemon log contains a sanitizer report (\"%s\")\n",
+			fprintf(stderr,
+				"harness: daemon log contains a sanitizer report (\"%s\")\n",
 				reports[i]);
 			bad = 1;
 		}

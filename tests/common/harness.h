@@ -148,9 +148,9 @@ bool vt_contains(const char *haystack, const char *needle);
 /* ---- running programs -------------------------------------------------------------- */
 
 struct vt_output {
-	int exit_code;	/* exit status, or 128+signal, or -1 if it could not run/timed out */
-	char *out;	/* everything written to stdout (NUL-terminated, malloc'd) */
-	char *err;	/* everything written to stderr */
+	int exit_code; /* exit status, or 128+signal, or -1 if it could not run/timed out */
+	char *out;     /* everything written to stdout (NUL-terminated, malloc'd) */
+	char *err;     /* everything written to stderr */
 };
 
 /* Run argv[0] (a path) with argv, feeding stdin_text (NULL: /dev/null), capturing
@@ -164,7 +164,7 @@ int vt_run_as_nobody(char *const argv[], const char *stdin_text, int timeout_ms,
 
 /* Run BUILD/vactl --socket SOCKET ARGS... (socket NULL: no --socket option). */
 int vt_vactl(const char *socket, const char *stdin_text, struct vt_output *o, ...)
-	__attribute__((sentinel));
+    __attribute__((sentinel));
 
 /* Run BUILD/vactl with exactly the given arguments (NULL-terminated argv without argv[0]). */
 int vt_vactl_argv(char *const args[], const char *stdin_text, struct vt_output *o);
@@ -231,15 +231,15 @@ int vt_json_lines(const char *text, struct json_object **out, int max);
 
 /* In a forked child: on failure print the message and _exit(1) (cmocka asserts must not
  * run in a child, they would continue the parent's test run there). */
-#define VT_CHILD_CHECK(cond, ...)                                                           \
-	do {                                                                                \
-		if (!(cond)) {                                                              \
-			fprintf(stderr, "child %d: %s:%d: check failed: %s: ", (int)getpid(), \
-				__FILE__, __LINE__, #cond);                                   \
-			fprintf(stderr, __VA_ARGS__);                                       \
-			fputc('\n', stderr);                                                \
-			_exit(1);                                                           \
-		}                                                                           \
+#define VT_CHILD_CHECK(cond, ...)                                                                  \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "child %d: %s:%d: check failed: %s: ", (int)getpid(),      \
+				__FILE__, __LINE__, #cond);                                        \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fputc('\n', stderr);                                                       \
+			_exit(1);                                                                  \
+		}                                                                                  \
 	} while (0)
 
 /* Wait for child pid for up to timeout_ms (then SIGKILL it). Returns its exit code,

@@ -63,7 +63,8 @@ struct json_object *vt_json_find(struct json_object *o, const char *key)
 	} else if (json_object_is_type(o, json_type_array)) {
 		size_t n = json_object_array_length(o);
 		for (size_t i = 0; i < n; i++) {
-			struct json_object *found = vt_json_find(json_object_array_get_idx(o, i), key);
+			struct json_object *found =
+			    vt_json_find(json_object_array_get_idx(o, i), key);
 			if (found)
 				return found;
 		}

@@ -116,8 +116,8 @@ int vt_proc_write(struct vt_proc *p, const char *text)
  * -1 when stdout hit EOF. */
 static int pump(struct vt_proc *p, int ms)
 {
-	struct pollfd fds[2] = { { .fd = p->out_fd, .events = POLLIN },
-				 { .fd = p->err_fd, .events = POLLIN } };
+	struct pollfd fds[2] = {{.fd = p->out_fd, .events = POLLIN},
+				{.fd = p->err_fd, .events = POLLIN}};
 	int n = poll(fds, 2, ms);
 	if (n <= 0)
 		return 0;

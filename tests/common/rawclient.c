@@ -27,7 +27,7 @@ int vt_raw_connect(struct vt_raw *r, const char *path)
 		fprintf(stderr, "raw: socket: %s\n", strerror(errno));
 		return -1;
 	}
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t plen = strlen(path);
 	if (plen >= sizeof(sa.sun_path)) {
 		fprintf(stderr, "harness: socket path too long: %s\n", path);
@@ -89,7 +89,7 @@ uint64_t vt_raw_send_request(struct vt_raw *r, Vad__Request *req)
  * passed descriptors. Returns bytes read, 0 on EOF, -1 on timeout, -2 on error. */
 static ssize_t raw_fill(struct vt_raw *r, int timeout_ms)
 {
-	struct pollfd p = { .fd = r->fd, .events = POLLIN };
+	struct pollfd p = {.fd = r->fd, .events = POLLIN};
 	int n = poll(&p, 1, timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? -1 : -2;
@@ -107,11 +107,11 @@ static ssize_t raw_fill(struct vt_raw *r, int timeout_ms)
 		char buf[CMSG_SPACE(sizeof(int) * 16)];
 		struct cmsghdr align;
 	} ctrl;
-	struct iovec iov = { .iov_base = r->buf + r->len, .iov_len = r->cap - r->len };
-	struct msghdr msg = { .msg_iov = &iov,
-			      .msg_iovlen = 1,
-			      .msg_control = ctrl.buf,
-			      .msg_controllen = sizeof(ctrl.buf) };
+	struct iovec iov = {.iov_base = r->buf + r->len, .iov_len = r->cap - r->len};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl.buf,
+			     .msg_controllen = sizeof(ctrl.buf)};
 	ssize_t got = recvmsg(r->fd, &msg, MSG_CMSG_CLOEXEC);
 	if (got < 0) {
 		if (errno == EINTR || errno == EAGAIN)
@@ -142,10 +142,11 @@ enum vt_raw_result vt_raw_recv(struct vt_raw *r, Vad__Response **out, int timeou
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	for (;;) {
 		size_t payload = 0;
-		enum vad_frame_status st = vad_frame_peek(r->buf, r->len, RAW_MAX_RESPONSE, &payload);
+		enum vad_frame_status st =
+		    vad_frame_peek(r->buf, r->len, RAW_MAX_RESPONSE, &payload);
 		if (st == VAD_FRAME_READY) {
 			Vad__Response *resp =
-				vad__response__unpack(NULL, payload, r->buf + VAD_FRAME_HEADER);
+			    vad__response__unpack(NULL, payload, r->buf + VAD_FRAME_HEADER);
 			size_t used = VAD_FRAME_HEADER + payload;
 			memmove(r->buf, r->buf + used, r->len - used);
 			r->len -= used;
@@ -166,7 +167,8 @@ enum vt_raw_result vt_raw_recv(struct vt_raw *r, Vad__Response **out, int timeou
 		ssize_t got = raw_fill(r, (int)((deadline - now) / 1000000u) + 1);
 		if (got == 0) {
 			if (r->len)
-				fprintf(stderr, "raw: connection closed inside a frame (%zu bytes)\n",
+				fprintf(stderr,
+					"raw: connection closed inside a frame (%zu bytes)\n",
 					r->len);
 			return VT_RAW_CLOSED;
 		}
@@ -198,8 +200,9 @@ Vad__Response *vt_raw_call(struct vt_raw *r, Vad__Request *req, int timeout_ms)
 	enum vt_raw_result res = vt_raw_recv(r, &resp, timeout_ms);
 	if (res != VT_RAW_RESPONSE) {
 		fprintf(stderr, "raw: no response to request %llu (%s)\n", (unsigned long long)id,
-			res == VT_RAW_CLOSED ? "connection closed" :
-			res == VT_RAW_TIMEOUT ? "timeout" : "error");
+			res == VT_RAW_CLOSED	? "connection closed"
+			: res == VT_RAW_TIMEOUT ? "timeout"
+						: "error");
 		return NULL;
 	}
 	if (resp->id != id) {
@@ -281,6 +284,6 @@ void vt_raw_response_free(Vad__Response *resp)
 const char *vt_error_name(int code)
 {
 	const ProtobufCEnumValue *v =
-		protobuf_c_enum_descriptor_get_value(&vad__error__descriptor, code);
+	    protobuf_c_enum_descriptor_get_value(&vad__error__descriptor, code);
 	return v ? v->name : "(unknown error code)";
 }

@@ -95,7 +95,7 @@ static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, 
 	} else {
 		fcntl(in_fd, F_SETFL, O_NONBLOCK);
 	}
-	struct growbuf bo = { 0 }, be = { 0 };
+	struct growbuf bo = {0}, be = {0};
 	int out_fd = out[0], err_fd = err[0];
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	bool timed_out = false;
@@ -105,9 +105,9 @@ static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, 
 			timed_out = true;
 			break;
 		}
-		struct pollfd p[3] = { { .fd = out_fd, .events = POLLIN },
-				       { .fd = err_fd, .events = POLLIN },
-				       { .fd = in_fd, .events = POLLOUT } };
+		struct pollfd p[3] = {{.fd = out_fd, .events = POLLIN},
+				      {.fd = err_fd, .events = POLLIN},
+				      {.fd = in_fd, .events = POLLOUT}};
 		int n = poll(p, 3, (int)((deadline - now) / 1000000u) + 1);
 		if (n < 0 && errno != EINTR)
 			break;

@@ -59,14 +59,15 @@ int vt_wait_busy(const struct vt_daemon *d, uint64_t busy, uint32_t clients, int
 		 struct vad_stats *last)
 {
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	struct vad_stats s = { 0 };
+	struct vad_stats s = {0};
 	for (;;) {
 		if (vt_stats(d, &s) == 0 && s.busy_bytes == busy &&
 		    (clients == UINT32_MAX || s.clients == clients))
 			break;
 		if (vt_now_ns() >= deadline) {
 			fprintf(stderr,
-				"harness: busy_bytes %llu (want %llu), clients %u (want %d) after %d ms\n",
+				"harness: busy_bytes %llu (want %llu), clients %u (want %d) after "
+				"%d ms\n",
 				(unsigned long long)s.busy_bytes, (unsigned long long)busy,
 				s.clients, clients == UINT32_MAX ? -1 : (int)clients, timeout_ms);
 			if (last)

@@ -11,19 +11,19 @@
 
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	      4096u
 #define CHILD_TIMEOUT vt_timeout_ms(60000)
-#define WINDOW 8 /* live ranges per worker */
+#define WINDOW	      8 /* live ranges per worker */
 
 struct worker {
-	vad_client *c;		/* shared, or the worker's own when own_connection */
+	vad_client *c; /* shared, or the worker's own when own_connection */
 	const char *socket_path;
 	int id;
 	int iterations;
-	bool batch;		/* use vad_alloc_batch/vad_free_batch */
+	bool batch; /* use vad_alloc_batch/vad_free_batch */
 	bool own_connection;
 	uint64_t rng;
-	char error[512];	/* first failure, empty when all went well */
+	char error[512]; /* first failure, empty when all went well */
 	uint64_t ops;
 };
 
@@ -35,10 +35,10 @@ static uint64_t next_rand(uint64_t *s)
 	return *s;
 }
 
-#define WORKER_FAIL(w, ...)                                                               \
-	do {                                                                              \
-		snprintf((w)->error, sizeof((w)->error), __VA_ARGS__);                    \
-		goto out;                                                                 \
+#define WORKER_FAIL(w, ...)                                                                        \
+	do {                                                                                       \
+		snprintf((w)->error, sizeof((w)->error), __VA_ARGS__);                             \
+		goto out;                                                                          \
 	} while (0)
 
 /* Allocate, write, verify and free in a window of live ranges; any failure stops the
@@ -46,9 +46,9 @@ static uint64_t next_rand(uint64_t *s)
 static void *worker_run(void *arg)
 {
 	struct worker *w = arg;
-	void *live[WINDOW] = { NULL };
-	size_t sizes[WINDOW] = { 0 };
-	uint64_t seeds[WINDOW] = { 0 };
+	void *live[WINDOW] = {NULL};
+	size_t sizes[WINDOW] = {0};
+	uint64_t seeds[WINDOW] = {0};
 	vad_client *c = w->c;
 	if (w->own_connection) {
 		int rc = vad_connect(w->socket_path, "worker", &c);
@@ -60,7 +60,8 @@ static void *worker_run(void *arg)
 		if (live[slot]) {
 			ssize_t bad = vt_check_pattern(live[slot], sizes[slot], seeds[slot]);
 			if (bad >= 0)
-				WORKER_FAIL(w, "worker %d: range %p (%zu bytes) changed at byte %zd: "
+				WORKER_FAIL(w,
+					    "worker %d: range %p (%zu bytes) changed at byte %zd: "
 					    "another live range overlaps it",
 					    w->id, live[slot], sizes[slot], bad);
 			int rc = vad_free(c, live[slot]);
@@ -88,8 +89,8 @@ static void *worker_run(void *arg)
 			}
 			rc = vad_alloc_batch(c, (size_t)n, bsizes, align, out);
 			if (rc != 0)
-				WORKER_FAIL(w, "worker %d: vad_alloc_batch(%d): %d %s", w->id, n, rc,
-					    vad_last_error(c));
+				WORKER_FAIL(w, "worker %d: vad_alloc_batch(%d): %d %s", w->id, n,
+					    rc, vad_last_error(c));
 			for (int k = 0; k < n; k++) {
 				live[idx[k]] = out[k];
 				sizes[idx[k]] = bsizes[k];
@@ -106,12 +107,13 @@ static void *worker_run(void *arg)
 				struct vad_range r;
 				rc = vad_range_info(c, p, &r);
 				if (rc != 0 || r.offset % align != 0)
-					WORKER_FAIL(w, "worker %d: range at offset %llu not aligned to %zu",
-						    w->id, (unsigned long long)r.offset, align);
+					WORKER_FAIL(
+					    w, "worker %d: range at offset %llu not aligned to %zu",
+					    w->id, (unsigned long long)r.offset, align);
 			}
 			if (vad_size(c, p) < size)
-				WORKER_FAIL(w, "worker %d: vad_size %zu < %zu", w->id, vad_size(c, p),
-					    size);
+				WORKER_FAIL(w, "worker %d: vad_size %zu < %zu", w->id,
+					    vad_size(c, p), size);
 			live[slot] = p;
 			sizes[slot] = size;
 			seeds[slot] = seed;
@@ -127,7 +129,8 @@ static void *worker_run(void *arg)
 			continue;
 		ssize_t bad = vt_check_pattern(live[s], sizes[s], seeds[s]);
 		if (bad >= 0)
-			WORKER_FAIL(w, "worker %d: final check: range changed at byte %zd", w->id, bad);
+			WORKER_FAIL(w, "worker %d: final check: range changed at byte %zd", w->id,
+				    bad);
 		rest[n_rest++] = live[s];
 		live[s] = NULL;
 	}
@@ -136,7 +139,8 @@ static void *worker_run(void *arg)
 		for (int k = 0; !w->batch && k < n_rest && rc == 0; k++)
 			rc = vad_free(c, rest[k]);
 		if (rc != 0)
-			WORKER_FAIL(w, "worker %d: final free: %d %s", w->id, rc, vad_last_error(c));
+			WORKER_FAIL(w, "worker %d: final free: %d %s", w->id, rc,
+				    vad_last_error(c));
 	}
 out:
 	if (w->own_connection && c)
@@ -243,12 +247,12 @@ static void test_many_processes(void **state)
 		assert_true(pids[i] >= 0);
 		if (pids[i] == 0) {
 			struct worker w = {
-				.socket_path = d->socket_path,
-				.own_connection = true,
-				.id = 1000 + i,
-				.iterations = vt_scale(400),
-				.batch = i % 5 == 0,
-				.rng = 0xA0761D6478BD642Full * (uint64_t)(i + 1),
+			    .socket_path = d->socket_path,
+			    .own_connection = true,
+			    .id = 1000 + i,
+			    .iterations = vt_scale(400),
+			    .batch = i % 5 == 0,
+			    .rng = 0xA0761D6478BD642Full * (uint64_t)(i + 1),
 			};
 			worker_run(&w);
 			VT_CHILD_CHECK(!w.error[0], "%s", w.error);
@@ -401,14 +405,14 @@ static void test_share_while_freeing(void **state)
 		memset(&rings[i], 0, sizeof(rings[i]));
 		pthread_mutex_init(&rings[i].lock, NULL);
 		pthread_cond_init(&rings[i].cond, NULL);
-		owners[i] = (struct share_worker){ .ring = &rings[i],
-						   .socket_path = d->socket_path,
-						   .id = i,
-						   .rounds = vt_scale(300) };
+		owners[i] = (struct share_worker){.ring = &rings[i],
+						  .socket_path = d->socket_path,
+						  .id = i,
+						  .rounds = vt_scale(300)};
 		attachers[i] = owners[i];
 		assert_int_equal(0, pthread_create(&t[2 * i], NULL, share_owner, &owners[i]));
-		assert_int_equal(0, pthread_create(&t[2 * i + 1], NULL, share_attacher,
-						   &attachers[i]));
+		assert_int_equal(
+		    0, pthread_create(&t[2 * i + 1], NULL, share_attacher, &attachers[i]));
 	}
 	for (int i = 0; i < 2 * PAIRS; i++)
 		pthread_join(t[i], NULL);
@@ -438,8 +442,8 @@ static void *churn_run(void *arg)
 		vad_client *c;
 		int rc = vad_connect(ch->socket_path, "churn", &c);
 		if (rc != 0) {
-			snprintf(ch->error, sizeof(ch->error), "round %d: vad_connect: %d %s", i, rc,
-				 vad_last_error(NULL));
+			snprintf(ch->error, sizeof(ch->error), "round %d: vad_connect: %d %s", i,
+				 rc, vad_last_error(NULL));
 			return NULL;
 		}
 		void *p;
@@ -482,7 +486,7 @@ static void test_connection_churn(void **state)
 	struct churn ch[N];
 	pthread_t t[N];
 	for (int i = 0; i < N; i++) {
-		ch[i] = (struct churn){ .socket_path = d->socket_path, .rounds = vt_scale(150) };
+		ch[i] = (struct churn){.socket_path = d->socket_path, .rounds = vt_scale(150)};
 		assert_int_equal(0, pthread_create(&t[i], NULL, churn_run, &ch[i]));
 	}
 	for (int i = 0; i < N; i++)
@@ -505,12 +509,12 @@ static void test_daemon_stops_cleanly(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_threads_share_one_client),
-		cmocka_unit_test(test_many_connections_in_threads),
-		cmocka_unit_test(test_many_processes),
-		cmocka_unit_test(test_share_while_freeing),
-		cmocka_unit_test(test_connection_churn),
-		cmocka_unit_test(test_daemon_stops_cleanly),
+	    cmocka_unit_test(test_threads_share_one_client),
+	    cmocka_unit_test(test_many_connections_in_threads),
+	    cmocka_unit_test(test_many_processes),
+	    cmocka_unit_test(test_share_while_freeing),
+	    cmocka_unit_test(test_connection_churn),
+	    cmocka_unit_test(test_daemon_stops_cleanly),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

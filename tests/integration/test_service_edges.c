@@ -10,7 +10,7 @@
 #include "rawclient.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	      4096u
 #define REPLY_TIMEOUT vt_timeout_ms(5000)
 
 static int group_setup(void **state)
@@ -39,9 +39,8 @@ static void raw_open(const struct vt_daemon *d, struct vt_raw *r)
 }
 
 /* Send an Alloc and return the response (caller frees). */
-static Vad__Response *raw_alloc_req(struct vt_raw *r, uint64_t size, uint64_t align,
-				    uint32_t count, const uint64_t *sizes, size_t n_sizes,
-				    const char *arena)
+static Vad__Response *raw_alloc_req(struct vt_raw *r, uint64_t size, uint64_t align, uint32_t count,
+				    const uint64_t *sizes, size_t n_sizes, const char *arena)
 {
 	Vad__Request req = VAD__REQUEST__INIT;
 	Vad__Alloc alloc = VAD__ALLOC__INIT;
@@ -90,9 +89,9 @@ static void test_sizes_near_2_64(void **state)
 	struct vt_raw r;
 	raw_open(d, &r);
 	static const uint64_t sizes[] = {
-		UINT64_MAX,	     UINT64_MAX - PAGE + 2, /* rounds up past 2^64 */
-		1ull << 63,	     (1ull << 63) + 1,
-		(256ull << 20) + 1, /* one byte more than the arena */
+	    UINT64_MAX,		UINT64_MAX - PAGE + 2, /* rounds up past 2^64 */
+	    1ull << 63,		(1ull << 63) + 1,
+	    (256ull << 20) + 1, /* one byte more than the arena */
 	};
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		char what[64];
@@ -116,8 +115,8 @@ static void test_aligns_at_the_edges(void **state)
 	struct vt_daemon *d = *state;
 	struct vt_raw r;
 	raw_open(d, &r);
-	static const uint64_t bad[] = { 3, PAGE + 1, 3 * PAGE, 1ull << 63, UINT64_MAX,
-					512ull << 20 /* larger than the arena */ };
+	static const uint64_t bad[] = {3,	   PAGE + 1,	3 * PAGE, 1ull << 63,
+				       UINT64_MAX, 512ull << 20 /* larger than the arena */};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char what[64];
 		snprintf(what, sizeof(what), "align %llu", (unsigned long long)bad[i]);
@@ -151,8 +150,7 @@ static void test_batches_at_the_edges(void **state)
 	uint64_t sizes[65];
 	for (int i = 0; i < 65; i++)
 		sizes[i] = PAGE;
-	expect_error(raw_alloc_req(&r, 0, 0, 0, sizes, 65, NULL), VAD__ERROR__ETOOBIG,
-		     "65 sizes");
+	expect_error(raw_alloc_req(&r, 0, 0, 0, sizes, 65, NULL), VAD__ERROR__ETOOBIG, "65 sizes");
 	/* one zero size spoils the whole batch; nothing is allocated */
 	sizes[10] = 0;
 	expect_error(raw_alloc_req(&r, 0, 0, 0, sizes, 64, NULL), VAD__ERROR__ESIZE,
@@ -183,7 +181,7 @@ static void test_batches_at_the_edges(void **state)
 	assert_int_equal(0, vt_raw_free(&r, resp->alloc->offsets[0]));
 	vt_raw_response_free(resp);
 	/* a free batch past max_batch is refused whole */
-	uint64_t offs[65] = { 0 };
+	uint64_t offs[65] = {0};
 	fr.n_offsets = 65;
 	fr.offsets = offs;
 	req.id = 0;
@@ -265,7 +263,7 @@ static void test_absurd_names_and_tokens(void **state)
 	assert_non_null(longtok);
 	memset(longtok, 'A', 50000);
 	longtok[50000] = '\0';
-	const char *tokens[] = { longtok, "\x01\x02\x03\xff", "", "../../../../etc/passwd" };
+	const char *tokens[] = {longtok, "\x01\x02\x03\xff", "", "../../../../etc/passwd"};
 	for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
 		Vad__Request areq = VAD__REQUEST__INIT;
 		Vad__Attach at = VAD__ATTACH__INIT;
@@ -280,7 +278,7 @@ static void test_absurd_names_and_tokens(void **state)
 	free(longtok);
 	expect_holds_nothing(&r);
 	vt_raw_close(&r);
-	VT_ASSERT_OK(c, vad_stats(c, &(struct vad_stats){ 0 }));
+	VT_ASSERT_OK(c, vad_stats(c, &(struct vad_stats){0}));
 	vad_close(c);
 }
 
@@ -392,14 +390,14 @@ static void test_books_balanced(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes_near_2_64),
-		cmocka_unit_test(test_aligns_at_the_edges),
-		cmocka_unit_test(test_batches_at_the_edges),
-		cmocka_unit_test(test_offsets_inside_ranges),
-		cmocka_unit_test(test_absurd_names_and_tokens),
-		cmocka_unit_test(test_second_hello),
-		cmocka_unit_test(test_private_arena_stays_private),
-		cmocka_unit_test(test_books_balanced),
+	    cmocka_unit_test(test_sizes_near_2_64),
+	    cmocka_unit_test(test_aligns_at_the_edges),
+	    cmocka_unit_test(test_batches_at_the_edges),
+	    cmocka_unit_test(test_offsets_inside_ranges),
+	    cmocka_unit_test(test_absurd_names_and_tokens),
+	    cmocka_unit_test(test_second_hello),
+	    cmocka_unit_test(test_private_arena_stays_private),
+	    cmocka_unit_test(test_books_balanced),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -10,9 +10,9 @@
 #include "rawclient.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	      4096u
 #define CHILD_TIMEOUT vt_timeout_ms(20000)
-#define MAX_BATCH 16
+#define MAX_BATCH     16
 
 /* Most tests share one daemon: a 256M default arena, a root-only "private" arena. */
 static const char *const shared_vad_extra = "max_batch = 16\n";
@@ -157,7 +157,7 @@ static void test_free_other_clients_range(void **state)
 	void *pb;
 	VT_ASSERT_OK(b, vad_pointer(b, r.arena, r.offset, &pb));
 	VT_ASSERT_ERR(b, VAD_ENOTHELD, vad_free(b, pb));
-	VT_ASSERT_ERR(b, VAD_ENOTHELD, vad_share(b, pb, (char[VAD_TOKEN_LEN + 1]){ 0 }));
+	VT_ASSERT_ERR(b, VAD_ENOTHELD, vad_share(b, pb, (char[VAD_TOKEN_LEN + 1]){0}));
 
 	/* The daemon itself refuses too, whatever a client library believes. */
 	struct vt_raw raw;
@@ -222,8 +222,8 @@ static void nobody_allocs_in_private(const struct vt_daemon *d)
 	VT_CHILD_CHECK(rc == 0, "vad_connect as nobody: %s", vad_last_error(NULL));
 	void *p;
 	rc = vad_alloc_in(c, "private", PAGE, 0, &p);
-	VT_CHILD_CHECK(rc == VAD_EPERM, "alloc in private as nobody: %d (%s), expected EPERM",
-		       rc, vad_last_error(c));
+	VT_CHILD_CHECK(rc == VAD_EPERM, "alloc in private as nobody: %d (%s), expected EPERM", rc,
+		       vad_last_error(c));
 	VT_CHILD_CHECK(vt_contains(vad_last_error(c), "private"),
 		       "sentence \"%s\" does not name the arena", vad_last_error(c));
 	/* The open arena still works for nobody. */
@@ -340,7 +340,7 @@ static void test_quota_client(void **state)
 	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc(c, PAGE, 0, &p3));
 	assert_sentence(c, "quota");
 	/* a batch that would cross the quota is refused whole */
-	size_t sizes[2] = { PAGE, PAGE };
+	size_t sizes[2] = {PAGE, PAGE};
 	void *ptrs[2];
 	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc_batch(c, 2, sizes, 0, ptrs));
 	/* Another client has its own quota. */
@@ -385,8 +385,7 @@ static int connect_when_room(const struct vt_daemon *d, const char *name, vad_cl
 {
 	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(2000) * 1000000u;
 	int rc;
-	while ((rc = vad_connect(d->socket_path, name, out)) == VAD_EBUSY &&
-	       vt_now_ns() < deadline)
+	while ((rc = vad_connect(d->socket_path, name, out)) == VAD_EBUSY && vt_now_ns() < deadline)
 		vt_sleep_ms(10);
 	return rc;
 }
@@ -527,32 +526,32 @@ static void test_admin_group(void **state)
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
-		cmocka_unit_test(test_unknown_arena),
-		cmocka_unit_test(test_size_zero),
-		cmocka_unit_test(test_bad_align),
-		cmocka_unit_test(test_wrong_token),
-		cmocka_unit_test(test_free_other_clients_range),
-		cmocka_unit_test(test_batch_too_big),
-		cmocka_unit_test(test_arena_not_allowed),
-		cmocka_unit_test(test_admin_as_nobody),
-		cmocka_unit_test(test_shared_daemon_survived),
+	    cmocka_unit_test(test_unknown_arena),
+	    cmocka_unit_test(test_size_zero),
+	    cmocka_unit_test(test_bad_align),
+	    cmocka_unit_test(test_wrong_token),
+	    cmocka_unit_test(test_free_other_clients_range),
+	    cmocka_unit_test(test_batch_too_big),
+	    cmocka_unit_test(test_arena_not_allowed),
+	    cmocka_unit_test(test_admin_as_nobody),
+	    cmocka_unit_test(test_shared_daemon_survived),
 	};
 	const struct CMUnitTest own[] = {
-		cmocka_unit_test_setup_teardown(test_quota_client, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_quota_uid, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_too_many_clients, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_arena_full, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_default_max_batch, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_admin_group, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_quota_client, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_quota_uid, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_too_many_clients, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_arena_full, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_default_max_batch, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_admin_group, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
 	};
-	int failed = cmocka_run_group_tests_name("shared daemon", shared, group_setup,
-						 group_teardown);
+	int failed =
+	    cmocka_run_group_tests_name("shared daemon", shared, group_setup, group_teardown);
 	failed += cmocka_run_group_tests_name("own daemon", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

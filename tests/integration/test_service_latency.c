@@ -40,8 +40,7 @@ static void measure(vad_client *c, size_t size, int n, int warmup, const char *l
 	print_message("%s: alloc+free round trip over %d pairs (%s build): median %.1f us, "
 		      "p90 %.1f us, p99 %.1f us, max %.1f us\n",
 		      label, n, getenv("VAD_TEST_MODE") ? getenv("VAD_TEST_MODE") : "normal",
-		      pct_us(ns, n, 50), pct_us(ns, n, 90), pct_us(ns, n, 99),
-		      pct_us(ns, n, 100));
+		      pct_us(ns, n, 50), pct_us(ns, n, 90), pct_us(ns, n, 99), pct_us(ns, n, 100));
 	assert_true(ns[n / 2] > 0);
 	free(ns);
 }
@@ -64,8 +63,8 @@ static void test_alloc_free_round_trip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_alloc_free_round_trip,
-						vt_fixture_daemon_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_alloc_free_round_trip, vt_fixture_daemon_setup,
+					    vt_fixture_daemon_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

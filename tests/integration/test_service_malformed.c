@@ -15,8 +15,8 @@
 #include "rawclient.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
-#define REPLY_TIMEOUT vt_timeout_ms(5000)
+#define PAGE	       4096u
+#define REPLY_TIMEOUT  vt_timeout_ms(5000)
 #define BYSTANDER_SIZE (8 * PAGE)
 #define BYSTANDER_SEED 0xB75
 
@@ -135,7 +135,7 @@ static void send_header(struct vt_raw *r, uint32_t len)
 static void test_oversized_length_header(void **state)
 {
 	struct malformed *m = *state;
-	static const uint32_t lengths[] = { VAD_FRAME_MAX_DEFAULT + 1, 0x7fffffffu, 0xffffffffu };
+	static const uint32_t lengths[] = {VAD_FRAME_MAX_DEFAULT + 1, 0x7fffffffu, 0xffffffffu};
 	for (size_t i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
 		for (int hello = 0; hello < 2; hello++) {
 			struct vt_raw r;
@@ -220,9 +220,9 @@ static void test_garbage_protobuf(void **state)
 	/* Wire type 7 does not exist; an 11-byte varint is too long; a length-delimited
 	 * field that runs past the end. */
 	static const uint8_t garbage[][12] = {
-		{ 0x0f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 },
-		{ 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
-		{ 0x1a, 0x7f, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a },
+	    {0x0f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+	    {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	    {0x1a, 0x7f, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a},
 	};
 	struct vt_raw r;
 	raw_open(m, &r, true);
@@ -256,7 +256,8 @@ static void test_request_without_op(void **state)
 	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
 	assert_non_null(resp);
 	if (resp->error != VAD__ERROR__EUNSUPPORTED)
-		fail_msg("request without op: %s, expected EUNSUPPORTED", vt_error_name(resp->error));
+		fail_msg("request without op: %s, expected EUNSUPPORTED",
+			 vt_error_name(resp->error));
 	assert_true(resp->message && resp->message[0]);
 	vt_raw_response_free(resp);
 	assert_raw_works(&r);
@@ -322,7 +323,7 @@ static void test_free_unknown_offsets(void **state)
 	struct malformed *m = *state;
 	struct vt_raw r;
 	raw_open(m, &r, true);
-	static const uint64_t offsets[] = { 12345, 0, 1ull << 62, UINT64_MAX };
+	static const uint64_t offsets[] = {12345, 0, 1ull << 62, UINT64_MAX};
 	for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
 		int rc = vt_raw_free(&r, offsets[i]);
 		if (rc != VAD__ERROR__ENOTHELD)
@@ -360,7 +361,7 @@ static void test_pipelined_burst(void **state)
 	}
 	assert_int_equal(0, vt_raw_send(&r, buf, len));
 	uint64_t offsets[BURST];
-	bool seen[BURST] = { false };
+	bool seen[BURST] = {false};
 	for (int i = 0; i < BURST; i++) {
 		Vad__Response *resp = NULL;
 		assert_int_equal(VT_RAW_RESPONSE, vt_raw_recv(&r, &resp, REPLY_TIMEOUT));
@@ -376,7 +377,8 @@ static void test_pipelined_burst(void **state)
 	/* No two of them overlap. */
 	for (int i = 0; i < BURST; i++)
 		for (int j = i + 1; j < BURST; j++) {
-			uint64_t si = PAGE * (uint64_t)(1 + i % 3), sj = PAGE * (uint64_t)(1 + j % 3);
+			uint64_t si = PAGE * (uint64_t)(1 + i % 3),
+				 sj = PAGE * (uint64_t)(1 + j % 3);
 			assert_false(offsets[i] < offsets[j] + sj && offsets[j] < offsets[i] + si);
 		}
 	/* Free them all, pipelined too. */
@@ -498,14 +500,15 @@ static void test_client_that_never_reads(void **state)
 		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
 			fail_msg("send after %zu bytes: %s", sent, strerror(errno));
 		/* Full: is the daemon still draining it? */
-		struct pollfd p = { .fd = r.fd, .events = POLLOUT };
+		struct pollfd p = {.fd = r.fd, .events = POLLOUT};
 		blocked = poll(&p, 1, vt_timeout_ms(500)) == 0;
 	}
 	free(chunk);
 	print_message("the daemon stopped reading after %zu bytes of requests\n", sent);
 	if (!blocked)
 		fail_msg("the daemon kept reading %zu bytes of requests whose replies were never "
-			 "read: unbounded buffering", sent);
+			 "read: unbounded buffering",
+			 sent);
 	/* Meanwhile everyone else is served. */
 	assert_bystander_ok(m);
 	assert_true(vt_daemon_alive(&m->d));
@@ -538,20 +541,20 @@ static void test_nothing_leaked(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_oversized_length_header),
-		cmocka_unit_test(test_zero_length_frame),
-		cmocka_unit_test(test_truncated_frame_then_close),
-		cmocka_unit_test(test_byte_at_a_time),
-		cmocka_unit_test(test_garbage_protobuf),
-		cmocka_unit_test(test_request_without_op),
-		cmocka_unit_test(test_first_request_not_hello),
-		cmocka_unit_test(test_wrong_protocol_version),
-		cmocka_unit_test(test_free_unknown_offsets),
-		cmocka_unit_test(test_pipelined_burst),
-		cmocka_unit_test(test_vanish_with_replies_unread),
-		cmocka_unit_test(test_map_arena_passes_fd),
-		cmocka_unit_test(test_client_that_never_reads),
-		cmocka_unit_test(test_nothing_leaked),
+	    cmocka_unit_test(test_oversized_length_header),
+	    cmocka_unit_test(test_zero_length_frame),
+	    cmocka_unit_test(test_truncated_frame_then_close),
+	    cmocka_unit_test(test_byte_at_a_time),
+	    cmocka_unit_test(test_garbage_protobuf),
+	    cmocka_unit_test(test_request_without_op),
+	    cmocka_unit_test(test_first_request_not_hello),
+	    cmocka_unit_test(test_wrong_protocol_version),
+	    cmocka_unit_test(test_free_unknown_offsets),
+	    cmocka_unit_test(test_pipelined_burst),
+	    cmocka_unit_test(test_vanish_with_replies_unread),
+	    cmocka_unit_test(test_map_arena_passes_fd),
+	    cmocka_unit_test(test_client_that_never_reads),
+	    cmocka_unit_test(test_nothing_leaked),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

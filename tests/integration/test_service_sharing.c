@@ -10,14 +10,14 @@
 
 #include "vtassert.h"
 
-#define PAGE 4096u
-#define LINE_TIMEOUT vt_timeout_ms(10000)
+#define PAGE	      4096u
+#define LINE_TIMEOUT  vt_timeout_ms(10000)
 #define CHILD_TIMEOUT vt_timeout_ms(20000)
 
 /* ---- 1. share between processes ------------------------------------------------- */
 
-#define SHARE_SIZE (3 * PAGE + 100)
-#define SEED_FIRST 0xA11CE
+#define SHARE_SIZE  (3 * PAGE + 100)
+#define SEED_FIRST  0xA11CE
 #define SEED_SECOND 0xB0B
 
 /* Process B: attach A's token, read what A wrote, keep reading after A freed, free. */
@@ -197,7 +197,7 @@ static void test_whole_arena_reuse_reads_zero(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
-static const size_t reuse_sizes[] = { PAGE, 5 * PAGE, 300 * PAGE, 1000 * PAGE, 3 * PAGE };
+static const size_t reuse_sizes[] = {PAGE, 5 * PAGE, 300 * PAGE, 1000 * PAGE, 3 * PAGE};
 #define N_REUSE (sizeof(reuse_sizes) / sizeof(reuse_sizes[0]))
 
 /* A child writes garbage into ranges of several sizes and shares them; the parent
@@ -290,7 +290,7 @@ static void test_purged_range_reuse_reads_zero(void **state)
 
 /* ---- 3. kill -9 of a client holding ranges ----------------------------------------- */
 
-#define KILL_RANGES 8
+#define KILL_RANGES	8
 #define KILL_RANGE_SIZE (1024 * 1024)
 
 static void test_killed_client_ranges_return(void **state)
@@ -317,7 +317,7 @@ static void test_killed_client_ranges_return(void **state)
 			VT_CHILD_CHECK(rc == 0, "vad_alloc: %s", vad_last_error(c));
 			memset(p, 0x77, KILL_RANGE_SIZE);
 		}
-		size_t sizes[4] = { PAGE, 2 * PAGE, 3 * PAGE, 4 * PAGE };
+		size_t sizes[4] = {PAGE, 2 * PAGE, 3 * PAGE, 4 * PAGE};
 		void *batch[4];
 		rc = vad_alloc_batch(c, 4, sizes, 0, batch);
 		VT_CHILD_CHECK(rc == 0, "vad_alloc_batch: %s", vad_last_error(c));
@@ -383,8 +383,8 @@ static void test_killed_client_ranges_return(void **state)
 
 	VT_ASSERT_OK(keeper, vad_free(keeper, kp));
 	vad_close(keeper);
-	assert_int_equal(0, vt_wait_busy(d, base.busy_bytes, base.clients, vt_timeout_ms(1000),
-					 NULL));
+	assert_int_equal(0,
+			 vt_wait_busy(d, base.busy_bytes, base.clients, vt_timeout_ms(1000), NULL));
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
@@ -460,7 +460,8 @@ static void test_token_dies_with_its_range(void **state)
 	int rc = vad_attach(stranger, token, &stolen, &size);
 	if (rc == 0)
 		fail_msg("an old token attached to a range reused by another client (it reads "
-			 "\"%.20s\")", (char *)stolen);
+			 "\"%.20s\")",
+			 (char *)stolen);
 	assert_int_equal(VAD_ETOKEN, rc);
 	/* and the owner cannot resurrect it either */
 	VT_ASSERT_ERR(owner, VAD_ETOKEN, vad_attach(owner, token, &stolen, &size));
@@ -567,22 +568,22 @@ static void test_freed_memory_returns_to_system(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_share_between_processes,
-						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_whole_arena_reuse_reads_zero,
-						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_purged_range_reuse_reads_zero,
-						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_references_count, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_token_dies_with_its_range,
-						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_tokens_are_unguessable, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_freed_memory_returns_to_system,
-						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_killed_client_ranges_return,
-						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_share_between_processes, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_whole_arena_reuse_reads_zero,
+					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_purged_range_reuse_reads_zero,
+					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_references_count, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_token_dies_with_its_range, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_tokens_are_unguessable, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_freed_memory_returns_to_system,
+					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_killed_client_ranges_return,
+					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

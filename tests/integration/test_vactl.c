@@ -12,7 +12,7 @@
 
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	     4096u
 #define READ_TIMEOUT vt_timeout_ms(10000)
 
 static const char *const arenas_conf = "[arena default]\n"
@@ -40,7 +40,7 @@ static int group_teardown(void **state)
 }
 
 /* Run vactl --socket S --json ARGS..., require exit 0 and return the parsed document. */
-#define VACTL_JSON(d, ...) vactl_json_ok((d), (char *[]){ __VA_ARGS__, NULL })
+#define VACTL_JSON(d, ...) vactl_json_ok((d), (char *[]){__VA_ARGS__, NULL})
 
 static struct json_object *vactl_json_ok(const struct vt_daemon *d, char **args)
 {
@@ -85,8 +85,7 @@ static uint64_t ju64(struct json_object *j, const char *path)
 {
 	uint64_t v = 0;
 	if (vt_json_u64(j, path, &v) != 0)
-		fail_msg("no unsigned number at \"%s\" in %s", path,
-			 json_object_to_json_string(j));
+		fail_msg("no unsigned number at \"%s\" in %s", path, json_object_to_json_string(j));
 	return v;
 }
 
@@ -221,14 +220,14 @@ static void test_usage_errors(void **state)
 {
 	struct vt_daemon *d = *state;
 	static const char *const bad[][3] = {
-		{ "frobnicate", NULL, NULL },
-		{ "alloc", NULL, NULL },
-		{ "alloc", "banana", NULL },
-		{ "stats", "a", "b" },
-		{ "status", "--no-such-option", NULL },
+	    {"frobnicate", NULL, NULL},
+	    {"alloc", NULL, NULL},
+	    {"alloc", "banana", NULL},
+	    {"stats", "a", "b"},
+	    {"status", "--no-such-option", NULL},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char *argv[8] = { "--socket", d->socket_path };
+		char *argv[8] = {"--socket", d->socket_path};
 		int n = 2;
 		for (int k = 0; k < 3 && bad[i][k]; k++)
 			argv[n++] = (char *)bad[i][k];
@@ -271,8 +270,8 @@ static void test_alloc_command(void **state)
 	assert_string_equal("default", jstr(j, "ranges.0.arena"));
 	json_object_put(j);
 	/* vactl freed them on exit */
-	assert_int_equal(0, vt_wait_busy(d, base.busy_bytes, UINT32_MAX, vt_timeout_ms(1000),
-					 NULL));
+	assert_int_equal(0,
+			 vt_wait_busy(d, base.busy_bytes, UINT32_MAX, vt_timeout_ms(1000), NULL));
 }
 
 static void test_session_script(void **state)
@@ -327,9 +326,9 @@ static void test_session_script(void **state)
 static void test_session_errors_continue(void **state)
 {
 	struct vt_daemon *d = *state;
-	const char *script = "free 12345\n"	  /* never held: refused */
+	const char *script = "free 12345\n"	 /* never held: refused */
 			     "attach nonsense\n" /* bad token: refused */
-			     "alloc 4K\n"	  /* still works */
+			     "alloc 4K\n"	 /* still works */
 			     "free #1\n";
 	struct vt_output o;
 	assert_int_equal(0, vt_vactl(d->socket_path, script, &o, "--json", "session", NULL));
@@ -348,8 +347,8 @@ static void test_session_errors_continue(void **state)
 	vt_output_free(&o);
 
 	/* Malformed commands are usage errors (2), and outrank refusals. */
-	assert_int_equal(0, vt_vactl(d->socket_path, "free 12345\nfrobnicate\nalloc\n", &o,
-				     "session", NULL));
+	assert_int_equal(
+	    0, vt_vactl(d->socket_path, "free 12345\nfrobnicate\nalloc\n", &o, "session", NULL));
 	VT_ASSERT_EXIT(&o, 2, "vactl session with malformed commands");
 	vt_output_free(&o);
 }
@@ -389,8 +388,8 @@ static void test_libvad_attaches_vactl_range(void **state)
 {
 	struct vt_daemon *d = *state;
 	struct vt_proc proc;
-	assert_int_equal(0, vt_proc_vactl(&proc, "--socket", d->socket_path, "--json", "session",
-					  NULL));
+	assert_int_equal(
+	    0, vt_proc_vactl(&proc, "--socket", d->socket_path, "--json", "session", NULL));
 	assert_int_equal(0, vt_proc_write(&proc, "alloc 8K\nwrite #1 from a vactl session\n"
 						 "share #1\n"));
 	struct json_object *alloc = vt_proc_read_json(&proc, READ_TIMEOUT);
@@ -432,12 +431,12 @@ static void test_admin_as_root(void **state)
 	struct vt_daemon *d = *state;
 	struct vt_output o;
 	static const char *const cmds[][2] = {
-		{ "purge", NULL }, { "purge", "small" }, { "check", NULL }, { "reload", NULL },
-		{ "clients", NULL },
+	    {"purge", NULL},  {"purge", "small"}, {"check", NULL},
+	    {"reload", NULL}, {"clients", NULL},
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		char *argv[6] = { "--socket", d->socket_path, (char *)cmds[i][0],
-				  (char *)cmds[i][1], NULL };
+		char *argv[6] = {"--socket", d->socket_path, (char *)cmds[i][0], (char *)cmds[i][1],
+				 NULL};
 		assert_int_equal(0, vt_vactl_argv(argv, NULL, &o));
 		VT_ASSERT_EXIT(&o, 0, cmds[i][0]);
 		vt_output_free(&o);
@@ -465,9 +464,9 @@ static void test_admin_as_nobody(void **state)
 	}
 	char bin[PATH_MAX];
 	snprintf(bin, sizeof(bin), "%s/vactl", vt_build_dir());
-	static const char *const admin[] = { "purge", "reload", "check", "clients" };
+	static const char *const admin[] = {"purge", "reload", "check", "clients"};
 	for (size_t i = 0; i < sizeof(admin) / sizeof(admin[0]); i++) {
-		char *argv[] = { bin, "--socket", d->socket_path, "--json", (char *)admin[i], NULL };
+		char *argv[] = {bin, "--socket", d->socket_path, "--json", (char *)admin[i], NULL};
 		struct vt_output o;
 		assert_int_equal(0, vt_run_as_nobody(argv, NULL, vt_timeout_ms(20000), &o));
 		VT_ASSERT_EXIT(&o, 1, admin[i]);
@@ -478,7 +477,7 @@ static void test_admin_as_nobody(void **state)
 		vt_output_free(&o);
 	}
 	/* Read-only commands work for anyone who can reach the socket. */
-	char *argv[] = { bin, "--socket", d->socket_path, "--json", "status", NULL };
+	char *argv[] = {bin, "--socket", d->socket_path, "--json", "status", NULL};
 	struct vt_output o;
 	assert_int_equal(0, vt_run_as_nobody(argv, NULL, vt_timeout_ms(20000), &o));
 	VT_ASSERT_EXIT(&o, 0, "status as nobody");
@@ -529,23 +528,23 @@ static void test_daemon_dies_mid_session(void **state)
 int main(void)
 {
 	const struct CMUnitTest shared[] = {
-		cmocka_unit_test(test_status),
-		cmocka_unit_test(test_arenas),
-		cmocka_unit_test(test_stats_and_clients),
-		cmocka_unit_test(test_unreachable_socket),
-		cmocka_unit_test(test_usage_errors),
-		cmocka_unit_test(test_alloc_command),
-		cmocka_unit_test(test_session_script),
-		cmocka_unit_test(test_session_errors_continue),
-		cmocka_unit_test(test_session_attaches_libvad_range),
-		cmocka_unit_test(test_libvad_attaches_vactl_range),
-		cmocka_unit_test(test_admin_as_root),
-		cmocka_unit_test(test_admin_as_nobody),
-		cmocka_unit_test(test_shared_daemon_stops),
+	    cmocka_unit_test(test_status),
+	    cmocka_unit_test(test_arenas),
+	    cmocka_unit_test(test_stats_and_clients),
+	    cmocka_unit_test(test_unreachable_socket),
+	    cmocka_unit_test(test_usage_errors),
+	    cmocka_unit_test(test_alloc_command),
+	    cmocka_unit_test(test_session_script),
+	    cmocka_unit_test(test_session_errors_continue),
+	    cmocka_unit_test(test_session_attaches_libvad_range),
+	    cmocka_unit_test(test_libvad_attaches_vactl_range),
+	    cmocka_unit_test(test_admin_as_root),
+	    cmocka_unit_test(test_admin_as_nobody),
+	    cmocka_unit_test(test_shared_daemon_stops),
 	};
 	const struct CMUnitTest own[] = {
-		cmocka_unit_test_setup_teardown(test_daemon_dies_mid_session,
-						vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_daemon_dies_mid_session, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
 	};
 	int failed = cmocka_run_group_tests_name("vactl", shared, group_setup, group_teardown);
 	failed += cmocka_run_group_tests_name("vactl, daemon killed", own, NULL, NULL);

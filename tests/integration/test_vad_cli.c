@@ -16,7 +16,7 @@
 
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	    4096u
 #define RUN_TIMEOUT vt_timeout_ms(20000)
 
 /* Run BUILD/vad with args (NULL-terminated) and capture it. */
@@ -96,17 +96,17 @@ struct bad_config {
 };
 
 static const struct bad_config bad_configs[] = {
-	{ "[vad]\nworkers = 2\nworkers_typo = 3\n", 3, "unknown key" },
-	{ "[vad]\n# comment\nworkers = banana\n", 3, "not a number" },
-	{ "[vad]\n\n[arena a]\nsize = 12Q\n", 4, "bad size unit" },
-	{ "[vad]\n[arena a]\nsize = 1G\nquantum = 12K\n", 4, "quantum not a power of two" },
-	{ "[vad]\nquota_client = -5\n", 2, "negative size" },
-	{ "[vad]\nstats_interval = soon\n", 2, "bad duration" },
-	{ "[vad]\nlog_level = chatty\n", 2, "unknown log level" },
-	{ "[vad]\n[arena a]\nsize = 1G\n[arena a]\nsize = 2G\n", 4, "duplicate arena" },
-	{ "[vad]\n[nonsense]\nx = 1\n", 2, "unknown section" },
-	{ "[vad]\n[arena a]\nsize = 1G\nallow_uids = no_such_user_xyz\n", 4, "unknown user" },
-	{ "[vad]\nsocket_mode = 999\n", 2, "bad octal mode" },
+    {"[vad]\nworkers = 2\nworkers_typo = 3\n", 3, "unknown key"},
+    {"[vad]\n# comment\nworkers = banana\n", 3, "not a number"},
+    {"[vad]\n\n[arena a]\nsize = 12Q\n", 4, "bad size unit"},
+    {"[vad]\n[arena a]\nsize = 1G\nquantum = 12K\n", 4, "quantum not a power of two"},
+    {"[vad]\nquota_client = -5\n", 2, "negative size"},
+    {"[vad]\nstats_interval = soon\n", 2, "bad duration"},
+    {"[vad]\nlog_level = chatty\n", 2, "unknown log level"},
+    {"[vad]\n[arena a]\nsize = 1G\n[arena a]\nsize = 2G\n", 4, "duplicate arena"},
+    {"[vad]\n[nonsense]\nx = 1\n", 2, "unknown section"},
+    {"[vad]\n[arena a]\nsize = 1G\nallow_uids = no_such_user_xyz\n", 4, "unknown user"},
+    {"[vad]\nsocket_mode = 999\n", 2, "bad octal mode"},
 };
 
 static void test_check_config_bad(void **state)
@@ -398,23 +398,23 @@ static void test_socket_mode(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_version_and_usage),
-		cmocka_unit_test_setup_teardown(test_check_config_good, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_check_config_bad, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_sighup_reloads_quota, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_sigterm_with_clients, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_stats_database_written, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_sigkill_and_restart, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_socket_mode, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_second_daemon_refused, vt_fixture_blank_setup,
-						vt_fixture_daemon_teardown),
+	    cmocka_unit_test(test_version_and_usage),
+	    cmocka_unit_test_setup_teardown(test_check_config_good, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_check_config_bad, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_sighup_reloads_quota, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_sigterm_with_clients, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_stats_database_written, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_sigkill_and_restart, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_socket_mode, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_second_daemon_refused, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
