@@ -259,42 +259,44 @@ static struct va_block *refill_spot(struct va_space *vs, unsigned home, uint64_t
 				    unsigned *count, uint64_t *addr)
 {
 	struct va_node *hn = &vs->node[home];
-	uint64_t cur = hn->refill_cursor, span = vs->affinity_span, z, k;
+	uint64_t cur = hn->refill_cursor, zone = vs->zone, skip, k;
 	struct va_fit_req req;
 	struct va_block *b;
 
 	if (cur >= vs->base && cur < vs->end && va_node_of(vs, cur) == home) {
-		uint64_t zend = cur - cur % vs->zone + vs->zone;
-		uint64_t fit = (zend - cur) / size;
+		uint64_t fit = (zone - cur % zone) / size; /* blocks left in cur's zone */
 
 		if (fit > *count)
 			fit = *count;
 		b = fit ? ft_floor(&vs->free.tree, cur) : NULL;
-		while (b && fit && b->end < cur + fit * size)
-			fit--;
-		if (b && fit && b->end > cur) {
-			*count = (unsigned)fit;
-			*addr = cur;
-			return b;
+		if (b && b->end > cur) {
+			while (fit && b->end - cur < fit * size)
+				fit--;
+			if (fit) {
+				*count = (unsigned)fit;
+				*addr = cur;
+				return b;
+			}
 		}
 	}
-	req.size = *count * size + span - vs->quantum;
+	/* any free block this big holds a whole run in a zone of home, wherever it starts */
+	if (__builtin_add_overflow(*count * size, vs->affinity_span - vs->quantum, &req.size) ||
+	    req.size > vs->size)
+		return NULL;
 	req.min_block = req.size;
 	req.align = vs->quantum;
 	req.vstart = vs->base;
 	req.vend = vs->end;
-	if (req.size > vs->size)
-		return NULL;
-	b = ft_lowest_fit(&vs->free.tree, &req, &z);
+	b = ft_lowest_fit(&vs->free.tree, &req, addr);
 	if (!b)
 		return NULL;
-	/* the first zone start at or above b->start that belongs to home */
-	z = b->start % vs->zone ? b->start - b->start % vs->zone + vs->zone : b->start;
-	k = (z / vs->zone) % vs->nodes;
-	z += ((home + vs->nodes - k) % vs->nodes) * vs->zone;
-	if (z < b->start || z + *count * size > b->end)
+	/* distance from b->start to the first zone start at or above it that belongs to home */
+	skip = b->start % zone ? zone - b->start % zone : 0;
+	k = (b->start / zone + (skip ? 1 : 0)) % vs->nodes;
+	skip += ((home + vs->nodes - k) % vs->nodes) * zone;
+	if (skip > blk_size(b) || blk_size(b) - skip < *count * size)
 		return NULL;
-	*addr = z;
+	*addr = b->start + skip;
 	return b;
 }
 
