@@ -446,10 +446,14 @@ static void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_
 				m->offset, a->conf.name);
 		return;
 	}
+	if (rc == -2) {
+		out_of_memory(r, "recording the share token");
+		return;
+	}
 	if (rc < 0) {
-		vad_reply_error(
-		    r, VAD__ERROR__EINTERNAL,
-		    "could not make a share token (no randomness or memory); try again");
+		vad_reply_error(r, VAD__ERROR__EINTERNAL,
+				"could not read randomness for a share token (getrandom failed); "
+				"try again");
 		return;
 	}
 	vad__share_reply__init(&r->u.share);

@@ -48,7 +48,8 @@ int vad_peer_from_socket(int fd, struct vad_peer *out, char *err, size_t err_len
 	out->uid = cred.uid;
 	out->gid = cred.gid;
 	if (read_groups(fd, out) < 0) {
-		snprintf(err, err_len, "out of memory reading the peer's groups");
+		snprintf(err, err_len, "the daemon is out of memory reading the peer's groups");
+		errno = ENOMEM;
 		return -1;
 	}
 	return 0;

@@ -14,7 +14,8 @@ struct vad_peer {
 	size_t n_groups;
 };
 
-/* Read the credentials of the process connected to fd. Returns 0, or -1 with a reason in err. */
+/* Read the credentials of the process connected to fd. Returns 0, or -1 with a reason in err
+ * and errno (ENOMEM when out of memory). */
 int vad_peer_from_socket(int fd, struct vad_peer *out, char *err, size_t err_len);
 
 /* Deep-copy a peer (for tests and hand-over). Returns 0, or -1 when out of memory. */

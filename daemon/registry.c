@@ -447,7 +447,7 @@ int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned 
 	pthread_mutex_lock(&reg->token_lock);
 	while (!r->has_token) {
 		if (vad_random_token(fresh, VAD_TOKEN_CHARS) < 0) {
-			rc = -2;
+			rc = -3;
 			break;
 		}
 		struct vad_token_entry *dup;

@@ -147,7 +147,7 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 			 uint64_t offset, uint64_t *size);
 
 /* The share token of a range h holds, made on first use. Returns 0, -1 if h does not hold
- * it, -2 when out of memory or randomness. */
+ * it, -2 when out of memory, -3 when no randomness could be read. */
 int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 		       uint64_t offset, char token[VAD_TOKEN_CHARS + 1]);
 

@@ -32,6 +32,7 @@ void vad_scratch_init(struct vad_scratch *s)
 	s->pb.allocator_data = s;
 	s->chunks = NULL;
 	s->used_total = 0;
+	s->failed = false;
 }
 
 static struct vad_scratch_chunk *chunk_new(size_t cap)
@@ -48,8 +49,10 @@ static struct vad_scratch_chunk *chunk_new(size_t cap)
 void *vad_scratch_alloc(struct vad_scratch *s, size_t len)
 {
 	const size_t align = alignof(max_align_t);
-	if (len > SIZE_MAX / 2)
+	if (len > SIZE_MAX / 2) {
+		s->failed = true;
 		return NULL;
+	}
 	size_t need = (len + align - 1) & ~(align - 1);
 	if (need == 0)
 		need = align;
@@ -59,8 +62,10 @@ void *vad_scratch_alloc(struct vad_scratch *s, size_t len)
 		if (cap < need)
 			cap = need;
 		struct vad_scratch_chunk *n = chunk_new(cap);
-		if (!n)
+		if (!n) {
+			s->failed = true;
 			return NULL;
+		}
 		n->next = c;
 		s->chunks = n;
 		c = n;
@@ -91,6 +96,7 @@ void vad_scratch_reset(struct vad_scratch *s)
 		c->used = 0;
 	}
 	s->used_total = 0;
+	s->failed = false;
 }
 
 void vad_scratch_fini(struct vad_scratch *s)

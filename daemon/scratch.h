@@ -6,6 +6,7 @@
 #ifndef VAD_SCRATCH_H
 #define VAD_SCRATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <protobuf-c/protobuf-c.h>
@@ -16,6 +17,7 @@ struct vad_scratch {
 	ProtobufCAllocator pb;		  /* hand &pb to protobuf-c */
 	struct vad_scratch_chunk *chunks; /* newest first */
 	size_t used_total;		  /* bytes handed out since the last reset */
+	bool failed;			  /* an allocation failed since the last reset */
 };
 
 /* Set up an empty scratch allocator (no memory yet). */

@@ -98,8 +98,10 @@ static void conn_close(struct conn *c, const char *why)
 		  (unsigned long long)s->id, s->name[0] ? s->name : "no hello", (int)s->peer.pid,
 		  (unsigned)s->peer.uid, why,
 		  (unsigned long long)__atomic_load_n(&s->holder.held_refs, __ATOMIC_RELAXED));
-	event_free(c->ev_read);
-	event_free(c->ev_write);
+	if (c->ev_read) /* NULL when event_new failed for a half-built connection */
+		event_free(c->ev_read);
+	if (c->ev_write)
+		event_free(c->ev_write);
 	close(c->fd);
 	vad_session_free(s);
 	if (c->prev)
@@ -143,15 +145,28 @@ static int conn_flush(struct conn *c)
 	return 0;
 }
 
-static void set_event(struct event *ev, bool *state, bool want, const struct timeval *tv)
+/* Add or remove an event; -1 when libevent could not add it (out of memory). */
+static int set_event(struct event *ev, bool *state, bool want, const struct timeval *tv)
 {
 	if (want == *state && !tv)
-		return;
-	if (want)
-		event_add(ev, tv);
-	else
+		return 0;
+	if (want) {
+		if (event_add(ev, tv) < 0)
+			return -1;
+	} else {
 		event_del(ev);
+	}
 	*state = want;
+	return 0;
+}
+
+/* A connection whose events cannot be registered would never be served again. */
+static int events_failed(struct conn *c)
+{
+	log_err("session %llu: cannot register its socket events (out of memory); closing it",
+		(unsigned long long)c->sess->id);
+	conn_close(c, "its events could not be registered");
+	return -1;
 }
 
 /* Read while the output is below the watermarks, write while output is pending, close once
@@ -166,11 +181,12 @@ static int conn_update(struct conn *c)
 			conn_close(c, c->eof ? "end of stream" : "its framing broke");
 			return -1;
 		}
-		set_event(c->ev_read, &c->reading, false, NULL);
+		set_event(c->ev_read, &c->reading, false, NULL); /* removing cannot fail */
 		if (!c->lingering) {
 			/* Its last replies get a deadline, also if a write was already waiting. */
 			struct timeval tv = {.tv_sec = CLOSE_LINGER_S};
-			set_event(c->ev_write, &c->writing, true, &tv);
+			if (set_event(c->ev_write, &c->writing, true, &tv) < 0)
+				return events_failed(c);
 			c->lingering = true;
 		}
 		return 0;
@@ -181,8 +197,9 @@ static int conn_update(struct conn *c)
 		c->throttled = false;
 	size_t cap;
 	vad_session_input_space(c->sess, &cap);
-	set_event(c->ev_read, &c->reading, !c->throttled && cap > 0, NULL);
-	set_event(c->ev_write, &c->writing, pending > 0, NULL);
+	if (set_event(c->ev_read, &c->reading, !c->throttled && cap > 0, NULL) < 0 ||
+	    set_event(c->ev_write, &c->writing, pending > 0, NULL) < 0)
+		return events_failed(c);
 	return 0;
 }
 
@@ -280,7 +297,8 @@ static void conn_open(struct worker *w, struct pending_conn *p)
 	log_debug("session %llu opened: pid %d, uid %u, gid %u, %zu groups%s, worker %u",
 		  (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid,
 		  (unsigned)s->peer.gid, s->peer.n_groups, s->admin ? ", admin" : "", w->index);
-	set_event(c->ev_read, &c->reading, true, NULL);
+	if (set_event(c->ev_read, &c->reading, true, NULL) < 0)
+		events_failed(c);
 }
 
 /* ---- workers ---------------------------------------------------------------------------- */
@@ -339,19 +357,25 @@ static void worker_push(struct worker *w, struct pending_conn *p)
 static void pause_accepting(struct vad_server *s)
 {
 	struct timeval tv = {.tv_sec = 0, .tv_usec = ACCEPT_PAUSE_MS * 1000};
+	if (event_add(s->ev_resume, &tv) < 0)
+		return; /* without a timer to resume, keep listening rather than stop for good */
 	if (s->listening) {
 		event_del(s->ev_listen);
 		s->listening = false;
 	}
-	event_add(s->ev_resume, &tv);
 }
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_server *s = arg;
 	if (!s->listening && !__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED)) {
-		event_add(s->ev_listen, NULL);
-		s->listening = true;
+		if (event_add(s->ev_listen, NULL) == 0) {
+			s->listening = true;
+			return;
+		}
+		struct timeval tv = {.tv_sec = 0, .tv_usec = ACCEPT_PAUSE_MS * 1000};
+		if (event_add(s->ev_resume, &tv) < 0)
+			log_err("cannot listen for new connections any more (out of memory)");
 	}
 }
 
@@ -379,8 +403,10 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			continue;
 		}
 		if (vad_peer_from_socket(fd, &p->peer, err, sizeof(err)) < 0) {
+			Vad__Error code =
+			    errno == ENOMEM ? VAD__ERROR__ENOMEM : VAD__ERROR__EINTERNAL;
 			log_warn("refusing a connection: %s", err);
-			refuse(fd, VAD__ERROR__EINTERNAL, err);
+			refuse(fd, code, err);
 			free(p);
 			continue;
 		}
@@ -580,8 +606,11 @@ int vad_server_run(struct vad_server *s)
 				    s->stats_retention_ms, &s->stats, err, sizeof(err)) < 0)
 			log_warn("running without stats: %s", err);
 	}
+	if (rc == 0 && event_add(s->ev_listen, NULL) < 0) {
+		log_err("cannot listen for connections (out of memory)");
+		rc = -1;
+	}
 	if (rc == 0) {
-		event_add(s->ev_listen, NULL);
 		s->listening = true;
 		s->watchdog = sd_watchdog_enabled(0, &s->watchdog_usec) > 0;
 		uint64_t tick_us = 5000000;

@@ -224,7 +224,12 @@ static void handle_frame(struct vad_session *s, const uint8_t *payload, size_t l
 	struct vad_reply r;
 	vad_reply_init(&r, 0);
 	Vad__Request *req = vad__request__unpack(&s->scratch.pb, len, payload);
-	if (!req) {
+	if (!req && s->scratch.failed) {
+		vad_reply_error(&r, VAD__ERROR__ENOMEM,
+				"the daemon ran out of memory decoding a request of %zu bytes; try "
+				"again later",
+				len);
+	} else if (!req) {
 		vad_reply_error(&r, VAD__ERROR__EPROTO,
 				"could not decode a request of %zu bytes; the client does not "
 				"speak vad protocol %d",
