@@ -9,18 +9,34 @@
 
 #include "vactl.h"
 
-/* Parse a non-negative decimal number with an optional fraction; *end after it. */
+/* Parse a non-negative decimal number, digits with an optional fraction (no sign, no
+ * exponent, no hex); *end after it. */
 static int parse_number(const char *s, double *out, const char **end)
 {
-	if (!isdigit((unsigned char)*s) && *s != '.')
+	const char *p = s;
+	while (isdigit((unsigned char)*p))
+		p++;
+	size_t int_digits = (size_t)(p - s);
+	size_t frac_digits = 0;
+	if (*p == '.') {
+		p++;
+		while (isdigit((unsigned char)p[frac_digits]))
+			frac_digits++;
+		p += frac_digits;
+	}
+	if (int_digits + frac_digits == 0 || int_digits > 20)
 		return -1;
-	char *e;
+	char buf[64];
+	if ((size_t)(p - s) >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, (size_t)(p - s));
+	buf[p - s] = '\0';
 	errno = 0;
-	double v = strtod(s, &e);
-	if (errno || e == s || !isfinite(v) || v < 0)
+	double v = strtod(buf, NULL);
+	if (errno || !isfinite(v))
 		return -1;
 	*out = v;
-	*end = e;
+	*end = p;
 	return 0;
 }
 
