@@ -282,17 +282,17 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	uint64_t q = a->conf.quantum, total = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t size = m->n_sizes ? m->sizes[i] : m->size;
-		char which[64] = "";
-		if (n > 1)
-			snprintf(which, sizeof(which), " (range %zu of %zu)", i + 1, n);
-		if (size == 0) {
-			vad_reply_error(r, VAD__ERROR__ESIZE, "size 0 cannot be allocated%s",
-					which);
-			return;
-		}
-		if (size > a->conf.size) {
-			vad_reply_error(r, VAD__ERROR__ESIZE, "size %s exceeds arena '%s' (%s)%s",
-					SZ(b1, size), a->conf.name, SZ(b2, a->conf.size), which);
+		if (size == 0 || size > a->conf.size) {
+			char which[64] = ""; /* formatted only on failure: batches stay cheap */
+			if (n > 1)
+				snprintf(which, sizeof(which), " (range %zu of %zu)", i + 1, n);
+			if (size == 0)
+				vad_reply_error(r, VAD__ERROR__ESIZE,
+						"size 0 cannot be allocated%s", which);
+			else
+				vad_reply_error(r, VAD__ERROR__ESIZE,
+						"size %s exceeds arena '%s' (%s)%s", SZ(b1, size),
+						a->conf.name, SZ(b2, a->conf.size), which);
 			return;
 		}
 		sizes[i] = (size + q - 1) & ~(q - 1);
