@@ -925,6 +925,112 @@ static struct stress_cfg sync_drains_workers4 = {
     .no_thread = true,
 };
 
+/* ---- spaces created and destroyed concurrently --------------------------------------------- */
+
+struct churn {
+	unsigned id, rounds;
+	atomic_uint_fast64_t *errors;
+	char err[512];
+};
+
+static void count_release(void *ctx, uint64_t start, uint64_t size)
+{
+	*(uint64_t *)ctx += size; /* one space per thread; drains of it are serialised */
+}
+
+/* One thread: create a space, churn it, check it is whole again, destroy it; repeat. Block
+ * objects move between threads and spaces through the shared object cache meanwhile. */
+static void *churn_main(void *arg)
+{
+	struct churn *c = arg;
+	uint64_t rng = 77 + c->id, released = 0;
+
+	for (unsigned round = 0; round < c->rounds && !c->err[0]; round++) {
+		struct va_config vc = {
+		    .base = (uint64_t)c->id << 40,
+		    .size = 1024 * 4096,
+		    .nodes = 1 + (round + c->id) % 4,
+		    .lazy_max = 32 * 4096,
+		    .pool_max_quanta = 8,
+		    .idle_drain_ms = 1,
+		    .no_thread = round % 3 == 0,
+		    .eager = round % 5 == 4,
+		    .release = count_release,
+		    .release_ctx = &released,
+		};
+		struct va_space *vs;
+		uint64_t addrs[64], freed = 0, sizes[64];
+		unsigned n = 0;
+		struct va_stats st;
+		char msg[256] = "";
+		int rc;
+
+		released = 0;
+		if ((rc = va_create(&vc, &vs)) != 0) {
+			snprintf(c->err, sizeof(c->err), "va_create: %d", rc);
+			break;
+		}
+		for (unsigned op = 0; op < 400; op++) {
+			if (n < 64 && (rnd_below(&rng, 2) || !n)) {
+				uint64_t size = (1 + rnd_below(&rng, 12)) * 4096;
+
+				rc = va_alloc(vs, size, 0, c, &addrs[n]);
+				if (rc == 0)
+					sizes[n++] = size;
+				else if (rc != VA_ENOSPC)
+					snprintf(c->err, sizeof(c->err), "va_alloc: %d", rc);
+			} else {
+				unsigned i = (unsigned)rnd_below(&rng, n);
+
+				if ((rc = va_free(vs, addrs[i], NULL)) != 0)
+					snprintf(c->err, sizeof(c->err), "va_free: %d", rc);
+				freed += sizes[i];
+				addrs[i] = addrs[--n];
+				sizes[i] = sizes[n];
+			}
+		}
+		while (n) {
+			n--;
+			if ((rc = va_free(vs, addrs[n], NULL)) != 0)
+				snprintf(c->err, sizeof(c->err), "va_free: %d", rc);
+			freed += sizes[n];
+		}
+		va_drain(vs);
+		rc = va_check(vs, msg, sizeof(msg));
+		va_get_stats(vs, &st);
+		if (!c->err[0] && (rc || st.busy_bytes || st.free_bytes != vc.size ||
+				   st.free_blocks != 1 || released != freed))
+			snprintf(
+			    c->err, sizeof(c->err),
+			    "round %u: va_check %d (%s), busy 0x%llx free 0x%llx in %llu blocks, "
+			    "released 0x%llx of 0x%llx freed",
+			    round, rc, msg, ULL(st.busy_bytes), ULL(st.free_bytes),
+			    ULL(st.free_blocks), ULL(released), ULL(freed));
+		va_destroy(vs);
+	}
+	if (c->err[0])
+		atomic_fetch_add(c->errors, 1);
+	return NULL;
+}
+
+static void spaces_come_and_go(void **state)
+{
+	struct churn c[4];
+	pthread_t th[4];
+	atomic_uint_fast64_t errors = 0;
+
+	for (unsigned t = 0; t < 4; t++) {
+		c[t] = (struct churn){.id = t + 1, .rounds = scaled(1000), .errors = &errors};
+		assert_int_equal(pthread_create(&th[t], NULL, churn_main, &c[t]), 0);
+	}
+	for (unsigned t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	for (unsigned t = 0; t < 4; t++)
+		if (c[t].err[0])
+			fail_msg("churn thread %u: %s", t, c[t].err);
+	assert_int_equal(atomic_load(&errors), 0);
+}
+
 int main(void)
 {
 #define STRESS(c)                                                                                  \
@@ -935,7 +1041,7 @@ int main(void)
 	    STRESS(nodes4_workers6),	STRESS(one_node_two_workers),
 	    STRESS(nodes8_workers4),	STRESS(small_space_pressure),
 	    STRESS(eager_workers4),	STRESS(sync_drains_workers4),
-	    STRESS(tiny_zones_nodes16),
+	    STRESS(tiny_zones_nodes16), cmocka_unit_test(spaces_come_and_go),
 	};
 
 	if (getenv("VA_TEST_FILTER"))
