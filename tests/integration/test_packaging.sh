@@ -8,13 +8,13 @@
 #   - an external program built with `pkg-config --cflags --libs libvad` (and one linked with
 #     libvad.a) compiles, links, and talks to the installed daemon, which is also started
 #     through systemd-socket-activate;
-#   - (VAD_TEST_MODE=normal only) the Debian packages build, pass lintian without errors,
-#     install with dpkg -i, work, and purge cleanly.
+#   - (normal mode, with strace) every system call the daemon makes passes the service's
+#     SystemCallFilter=, and it creates AF_UNIX sockets only.
+# The Debian packages are checked by test_packaging_deb.sh.
 # Run by tests/run-tests with VAD_BUILD_DIR set; prints "N passed, N failed".
 set -u
 
 cd "$(dirname "$0")/../.." || exit 1
-root=$(pwd)
 build=${VAD_BUILD_DIR:?VAD_BUILD_DIR must name the build tree (tests/run-tests sets it)}
 mode=${VAD_TEST_MODE:-normal}
 
@@ -22,15 +22,11 @@ passed=0
 failed=0
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vad-pkg-test.XXXXXX")
 daemon_pid=""
-installed_debs=""
 
 cleanup() {
 	if [ -n "$daemon_pid" ]; then
 		kill "$daemon_pid" 2>/dev/null
 		wait "$daemon_pid" 2>/dev/null
-	fi
-	if [ -n "$installed_debs" ]; then
-		dpkg -P $installed_debs >/dev/null 2>&1
 	fi
 	rm -rf "$tmp"
 }
@@ -54,10 +50,11 @@ fail() {
 check() {
 	desc=$1
 	shift
+	t0=$(date +%s)
 	if "$@" >"$tmp/out" 2>&1; then
-		pass "$desc"
+		pass "$desc ($(($(date +%s) - t0))s)"
 	else
-		fail "$desc"
+		fail "$desc ($(($(date +%s) - t0))s)"
 	fi
 }
 
@@ -146,62 +143,10 @@ check "systemd-analyze security: exposure at most 0.4" \
 	systemd-analyze security --offline=true --threshold=4 packaging/systemd/vad.service
 
 # ---- an external program, built with pkg-config -------------------------------------------
-cat >"$tmp/client.c" <<'EOF'
-/* An external libvad program: connect, allocate, write, check, free, close. */
-#include <stdio.h>
-#include <string.h>
-#include <vad.h>
-
-int main(int argc, char **argv)
-{
-	vad_client *c;
-	void *p;
-	size_t len = 1 << 20;
-	int err;
-
-	if (argc != 2) {
-		fprintf(stderr, "usage: client SOCKET | --version\n");
-		return 2;
-	}
-	if (strcmp(argv[1], "--version") == 0) {
-		printf("%s %s\n", VAD_VERSION_STRING, vad_strerror(VAD_ENOSPC));
-		return 0;
-	}
-	err = vad_connect(argv[1], "pkg-test", &c);
-	if (err) {
-		fprintf(stderr, "vad_connect: %s\n", vad_last_error(NULL));
-		return 1;
-	}
-	err = vad_alloc(c, len, 0, &p);
-	if (err) {
-		fprintf(stderr, "vad_alloc: %s\n", vad_last_error(c));
-		vad_close(c);
-		return 1;
-	}
-	for (size_t i = 0; i < len; i++)
-		if (((unsigned char *)p)[i]) {
-			fprintf(stderr, "a new range is not zero at %zu\n", i);
-			return 1;
-		}
-	memset(p, 0x5a, len);
-	if (vad_size(c, p) < len) {
-		fprintf(stderr, "vad_size: %zu < %zu\n", vad_size(c, p), len);
-		return 1;
-	}
-	err = vad_free(c, p);
-	if (err) {
-		fprintf(stderr, "vad_free: %s\n", vad_last_error(c));
-		return 1;
-	}
-	vad_close(c);
-	printf("ok\n");
-	return 0;
-}
-EOF
 cc_flags="-std=gnu11 -Wall -Wextra -Werror $san_flags"
 # shellcheck disable=SC2046,SC2086
 check "external program compiles and links with pkg-config --cflags --libs libvad" \
-	sh -c "cc $cc_flags -o '$tmp/client' '$tmp/client.c' \
+	sh -c "cc $cc_flags -o '$tmp/client' tests/integration/pkg_client.c \
 	       \$(PKG_CONFIG_PATH='$pcdir' PKG_CONFIG_SYSROOT_DIR='$dest' \
 	          pkg-config --cflags --libs libvad)"
 check "external program needs libvad.so.0 and runs against the installed library" \
@@ -209,7 +154,7 @@ check "external program needs libvad.so.0 and runs against the installed library
 	       LD_LIBRARY_PATH='$lib' '$tmp/client' --version | grep -qx '$version .*'"
 # Static: libvad.a plus what pkg-config --static says it needs.
 check "external program links statically with libvad.a (pkg-config --static)" \
-	sh -c "cc $cc_flags -o '$tmp/client-static' '$tmp/client.c' \
+	sh -c "cc $cc_flags -o '$tmp/client-static' tests/integration/pkg_client.c \
 	       \$(PKG_CONFIG_PATH='$pcdir' PKG_CONFIG_SYSROOT_DIR='$dest' pkg-config --cflags libvad) \
 	       '$lib/libvad.a' \$(PKG_CONFIG_PATH='$pcdir' PKG_CONFIG_SYSROOT_DIR='$dest' \
 	          pkg-config --static --libs-only-other --libs-only-L libvad) \
@@ -240,6 +185,76 @@ stop_daemon() { # SIGTERM, then the exit status must be 0
 	rc=$?
 	daemon_pid=""
 	return $rc
+}
+# expand_filter GROUP|NAME...: the system call names of filter groups, recursively.
+expand_filter() {
+	for item in "$@"; do
+		case "$item" in
+		@*)
+			systemd-analyze syscall-filter --no-pager "$item" </dev/null 2>/dev/null |
+				sed -n 's/^    \([@a-z0-9_-]*\)$/\1/p' | while read -r sub; do
+				expand_filter "$sub"
+			done
+			;;
+		*) echo "$item" ;;
+		esac
+	done
+}
+audit_syscalls() {
+	allow=""
+	deny=""
+	# A line starting with ~ denies every name on it; other lines allow theirs.
+	while read -r line; do
+		case "$line" in
+		~*) deny="$deny ${line#\~}" ;;
+		*) allow="$allow $line" ;;
+		esac
+	done <<-EOF
+	$(sed -n 's/^SystemCallFilter=//p' packaging/systemd/vad.service)
+	EOF
+	# shellcheck disable=SC2086
+	expand_filter $allow | LC_ALL=C sort -u >"$tmp/allowed"
+	# shellcheck disable=SC2086
+	expand_filter $deny | LC_ALL=C sort -u >"$tmp/denied"
+	LC_ALL=C comm -23 "$tmp/allowed" "$tmp/denied" >"$tmp/permitted"
+	env -u NOTIFY_SOCKET -u LISTEN_FDS -u LISTEN_PID -u VAD_SOCKET strace -f -qq \
+		-o "$tmp/trace" "$vad_bin" -c "$tmp/vad.conf" --foreground >"$tmp/vad.log" 2>&1 &
+	strace_pid=$!
+	daemon_pid=$strace_pid
+	rm -f "$tmp/vad.sock.traced"
+	if ! wait_for_socket "$tmp/vad.sock" "$strace_pid"; then
+		cp "$tmp/vad.log" "$tmp/out"
+		fail "system call audit: the traced daemon starts"
+		return
+	fi
+	vad_pid=$(pgrep -P "$strace_pid" | head -n 1)
+	{
+		LD_LIBRARY_PATH="$lib" "$tmp/client" "$tmp/vad.sock"
+		printf 'alloc 1M\nwrite #1 hello\nread #1\nshare #1\nfree #1\nstats\n' |
+			LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$tmp/vad.sock" session
+		for c in arenas clients stats purge reload check; do
+			LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$tmp/vad.sock" "$c"
+		done
+		kill -HUP "$vad_pid"
+		LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$tmp/vad.sock" status
+		kill -TERM "$vad_pid"
+		wait "$strace_pid"
+	} >"$tmp/audit.log" 2>&1
+	daemon_pid=""
+	sed -n 's/^[0-9]* *\([a-z_0-9]*\)(.*/\1/p' "$tmp/trace" | LC_ALL=C sort -u >"$tmp/used"
+	LC_ALL=C comm -23 "$tmp/used" "$tmp/permitted" >"$tmp/out"
+	if [ -s "$tmp/used" ] && [ ! -s "$tmp/out" ]; then
+		pass "system call audit: all $(wc -l <"$tmp/used") system calls the daemon made pass SystemCallFilter="
+	else
+		sed -i '1i system calls outside the filter:' "$tmp/out"
+		fail "system call audit: all system calls the daemon made pass SystemCallFilter="
+	fi
+	grep -o 'socket(AF_[A-Z0-9]*' "$tmp/trace" | sort -u >"$tmp/out"
+	if ! grep -qv 'socket(AF_UNIX' "$tmp/out"; then
+		pass "system call audit: the daemon creates AF_UNIX sockets only (RestrictAddressFamilies=)"
+	else
+		fail "system call audit: the daemon creates AF_UNIX sockets only (RestrictAddressFamilies=)"
+	fi
 }
 cat >"$tmp/vad.conf" <<EOF
 [vad]
@@ -284,6 +299,16 @@ if "$vad_bin" --version >"$tmp/out" 2>&1; then
 		check "socket-activated daemon stops cleanly on SIGTERM (exit 0)" stop_daemon
 	else
 		fail "socket activation: systemd-socket-activate is missing (package systemd)"
+	fi
+
+	# The service's seccomp filter and address-family list, against what the daemon really
+	# does: trace it through a working session and compare every system call it made with
+	# the SystemCallFilter= lines of vad.service. Normal builds only (sanitizer runtimes make
+	# system calls of their own).
+	if [ "$mode" = normal ] && command -v strace >/dev/null 2>&1; then
+		audit_syscalls
+	else
+		echo "SKIP: system call audit (needs strace and VAD_TEST_MODE=normal)"
 	fi
 else
 	echo "SKIP: the daemon does not run yet ($(head -c 200 "$tmp/out")); daemon checks skipped"
@@ -346,101 +371,6 @@ check "make uninstall (PREFIX=/usr) removes everything, the unedited vad.conf to
 	       DESTDIR='$dest2' PREFIX=/usr DEB_HOST_MULTIARCH='$triplet' &&
 	       left=\$(find '$dest2' \( -type f -o -type l \) \( ! -path '$dest2/etc/*' -o \
 	          -path '$dest2/etc/vad/*' \)) && echo \"left: \$left\" && [ -z \"\$left\" ]"
-
-# ---- Debian packages (slow: normal mode only) ------------------------------------------------
-deb_tools_ready() {
-	command -v dpkg-buildpackage >/dev/null 2>&1 && command -v dh >/dev/null 2>&1 &&
-		command -v lintian >/dev/null 2>&1 && command -v fakeroot >/dev/null 2>&1
-}
-install_deb_tools() {
-	deb_tools_ready && return 0
-	sudo=""
-	[ "$(id -u)" -eq 0 ] || sudo=sudo
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-		debhelper lintian fakeroot ||
-		{ $sudo apt-get update -qq &&
-		  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
-			--no-install-recommends debhelper lintian fakeroot; }
-}
-purge_packages() { # purge_packages FILELIST: dpkg -P, then no file of FILELIST may remain
-	dpkg -P libvad-dev vad libvad0 || return 1
-	for p in libvad-dev vad libvad0; do
-		if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'installed'; then
-			echo "still installed: $p"
-			return 1
-		fi
-	done
-	left=0
-	while read -r f; do
-		if [ ! -d "$f" ] && { [ -e "$f" ] || [ -L "$f" ]; }; then
-			echo "left behind: $f"
-			left=1
-		fi
-	done <"$1"
-	[ "$left" -eq 0 ] && [ ! -e /etc/vad ] && [ ! -e /var/lib/vad ]
-}
-if [ "$mode" = normal ]; then
-	check "debhelper, lintian and fakeroot are installed (apt-get when missing)" \
-		install_deb_tools
-	debs=$tmp/deb
-	check "dpkg-buildpackage -us -uc -b builds vad, libvad0 and libvad-dev" \
-		sh -c "packaging/build-deb '$debs' && ls '$debs'/vad_${version}_*.deb \
-		       '$debs'/libvad0_${version}_*.deb '$debs'/libvad-dev_${version}_*.deb"
-	if ls "$debs"/*.changes >/dev/null 2>&1; then
-		lintian -I --fail-on error --tag-display-limit 0 "$debs"/*.changes >"$tmp/lintian" 2>&1
-		lintian_rc=$?
-		echo "lintian: $(grep -c '^E:' "$tmp/lintian") errors, $(grep -c '^W:' \
-			"$tmp/lintian") warnings, $(grep -c '^I:' "$tmp/lintian") info"
-		sed 's/^/    /' "$tmp/lintian"
-		cp "$tmp/lintian" "$tmp/out"
-		if [ "$lintian_rc" -eq 0 ] && ! grep -q '^E:' "$tmp/lintian"; then
-			pass "lintian: no errors"
-		else
-			fail "lintian: no errors"
-		fi
-		pkgs="vad libvad0 libvad-dev"
-		was_installed=""
-		for p in $pkgs; do
-			if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
-				was_installed="$was_installed $p"
-			fi
-		done
-		if dpkg -i "$debs"/vad_${version}_*.deb "$debs"/libvad0_${version}_*.deb \
-			"$debs"/libvad-dev_${version}_*.deb >"$tmp/out" 2>&1; then
-			pass "dpkg -i installs the three packages"
-			# Packages that were not there before the test are purged at the end.
-			[ -z "$was_installed" ] && installed_debs="libvad-dev vad libvad0"
-			# The user stays after a purge (policy), the directories do not: check both.
-			check "postinst created user vad, /var/lib/vad and /run/vad owned by vad" \
-				sh -c "id vad && [ \"\$(stat -c %U /var/lib/vad)\" = vad ] &&
-				       [ \"\$(stat -c %U /run/vad)\" = vad ]"
-			check "packaged vad and vactl run" \
-				sh -c "/usr/sbin/vad --version | grep -qx 'vad $version' && vactl --version"
-			check "packaged units verify in place" \
-				systemd-analyze verify /lib/systemd/system/vad.socket \
-				/lib/systemd/system/vad.service
-			check "external program builds against the packaged libvad-dev" \
-				sh -c "cc $cc_flags -o '$tmp/client-deb' '$tmp/client.c' \
-				       \$(pkg-config --cflags --libs libvad) &&
-				       '$tmp/client-deb' --version | grep -q '^$version '"
-			check "/etc/vad/vad.conf is a conffile of vad" \
-				sh -c "dpkg-query -W -f='\${Conffiles}' vad | grep -q '/etc/vad/vad.conf'"
-			if [ -z "$was_installed" ]; then
-				dpkg -L vad libvad0 libvad-dev >"$tmp/pkgfiles" 2>/dev/null
-				installed_debs=""
-				check "dpkg -P purges them and leaves none of their files" \
-					purge_packages "$tmp/pkgfiles"
-			fi
-		else
-			fail "dpkg -i installs the three packages"
-		fi
-	else
-		: >"$tmp/out"
-		fail "lintian: no .changes file to check"
-	fi
-else
-	echo "SKIP: Debian package checks run in VAD_TEST_MODE=normal only (this is $mode)"
-fi
 
 echo "test_packaging: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
