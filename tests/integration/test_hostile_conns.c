@@ -198,23 +198,28 @@ static void test_client_out_of_fds(void **state)
 		exhausted_child(c->d.socket_path, pfd[1]);
 	}
 	close(pfd[1]);
-	char line[512];
-	assert_true(vt_pipe_recv(pfd[0], line, sizeof(line), REPLY_TIMEOUT) > 0);
+	/* Collect everything and reap the child before judging, so a failure here does not
+	 * leave it running into the next test. */
+	char line[512] = "", line2[64] = "";
+	bool got = vt_pipe_recv(pfd[0], line, sizeof(line), REPLY_TIMEOUT) > 0;
+	bool got2 = got && vt_pipe_recv(pfd[0], line2, sizeof(line2), REPLY_TIMEOUT) > 0;
+	close(pfd[0]);
+	int status = vt_wait_child(pid, REPLY_TIMEOUT);
+	assert_true(got);
 	int rc = atoi(line);
 	const char *msg = strchr(line, ' ');
 	printf("alloc with no fd left: %d (%s): %s\n", rc, vad_strerror(rc), msg ? msg + 1 : "");
 	if (rc == 0)
 		fail_msg("vad_alloc succeeded although the arena fd could not be received");
 	assert_non_null(msg);
+	assert_true(got2);
+	assert_string_equal("recovered", line2);
+	assert_int_equal(0, status);
+	assert_back_to_baseline(c);
 	/* A sentence that says what happened: the fd could not be received. */
 	if (!vt_contains(msg, "descriptor") && !vt_contains(msg, "fd"))
 		fail_msg("the error does not say the arena's fd could not be received: %s",
 			 msg + 1);
-	assert_true(vt_pipe_recv(pfd[0], line, sizeof(line), REPLY_TIMEOUT) > 0);
-	assert_string_equal("recovered", line);
-	close(pfd[0]);
-	assert_int_equal(0, vt_wait_child(pid, REPLY_TIMEOUT));
-	assert_back_to_baseline(c);
 }
 
 /* ---- fds pushed at the daemon ------------------------------------------------------------ */
