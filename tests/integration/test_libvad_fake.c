@@ -28,6 +28,8 @@
 #define ARENA_SIZE (16u << 20)
 #define QUANTUM	   4096u
 #define DIE_SIZE   0xDEAD000u /* an Alloc of this size makes the fake hang up */
+#define WRONG_SIZE 0xBAD1000u /* ... answers it with a FreeReply */
+#define JUNK_SIZE  0xBAD2000u /* ... answers it with an undecodable frame */
 #define MAX_HOLDS  4096
 #define MAX_CONNS  64
 
@@ -52,6 +54,7 @@ struct fake {
 	uint32_t hello_version;
 	pthread_mutex_t lock;
 	struct fake_arena arenas[2];
+	bool map_without_fd; /* answer MapArena without passing the fd */
 	struct hold holds[MAX_HOLDS];
 	size_t n_holds;
 	char tokens[16][VAD_TOKEN_LEN + 1];
@@ -132,6 +135,16 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 			fd = -2;
 			break;
 		}
+		if (a->size == JUNK_SIZE) {
+			fd = -3;
+			break;
+		}
+		if (a->size == WRONG_SIZE) {
+			vad__free_reply__init(&s->free);
+			r->result_case = VAD__RESPONSE__RESULT_FREE;
+			r->free = &s->free;
+			break;
+		}
 		if (ai < 0) {
 			set_error(r, VAD__ERROR__ENOARENA, "fake: no such arena");
 			break;
@@ -203,7 +216,7 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		s->map.arena = &s->info[0];
 		r->result_case = VAD__RESPONSE__RESULT_MAP_ARENA;
 		r->map_arena = &s->map;
-		fd = f->arenas[ai].fd;
+		fd = f->map_without_fd ? -1 : f->arenas[ai].fd;
 		break;
 	}
 	case VAD__REQUEST__OP_SHARE: {
@@ -388,6 +401,16 @@ static void *serve(void *arg)
 			int fd = hang_up ? -1 : answer(f, ca->id, reqs[i], &r, scratch);
 			if (fd == -2)
 				hang_up = true;
+			if (fd == -3) {
+				/* A frame whose payload is no protobuf message at all. */
+				static const uint8_t junk[] = {5,    0,	   0,	 0,   0xff,
+							       0xff, 0xff, 0xff, 0xff};
+				fd = -1;
+				if (send(ca->fd, junk, sizeof(junk), MSG_NOSIGNAL) != sizeof(junk))
+					hang_up = true;
+				vad__request__free_unpacked(reqs[i], NULL);
+				continue;
+			}
 			if (!hang_up && send_frame(ca->fd, &r, fd) < 0)
 				hang_up = true;
 			vad__request__free_unpacked(reqs[i], NULL);
@@ -775,6 +798,39 @@ static void test_connection_dies(void **state)
 	fake_stop(f);
 }
 
+/* Replies libvad cannot use: the wrong kind (that call fails, the connection lives on), a
+ * map reply without its fd (the granted range is given back), and an undecodable frame
+ * (the stream is broken: every later call fails). */
+static void test_bad_replies(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	vad_client *c;
+	assert_int_equal(vad_connect(f->path, "bad", &c), VAD_OK);
+	void *p;
+	assert_int_equal(vad_alloc(c, WRONG_SIZE, 0, &p), VAD_EPROTO);
+	assert_non_null(strstr(vad_last_error(c), "reply of kind"));
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	assert_int_equal(vad_free(c, p), VAD_OK);
+
+	pthread_mutex_lock(&f->lock);
+	f->map_without_fd = true;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &p), VAD_EPROTO);
+	assert_non_null(strstr(vad_last_error(c), "no file descriptor"));
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_OK);
+	assert_int_equal(st.held_ranges, 0); /* given back */
+	pthread_mutex_lock(&f->lock);
+	f->map_without_fd = false;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &p), VAD_OK);
+
+	assert_int_equal(vad_alloc(c, JUNK_SIZE, 0, &p), VAD_EPROTO);
+	assert_int_equal(vad_stats(c, &st), VAD_EPROTO);
+	vad_close(c);
+	fake_stop(f);
+}
+
 static void test_strerror(void **state)
 {
 	for (int e = 0; e >= VAD_ENOHELLO; e--) {
@@ -792,10 +848,15 @@ static void test_strerror(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_strerror),	      cmocka_unit_test(test_connect_refused),
-	    cmocka_unit_test(test_version_mismatch),  cmocka_unit_test(test_alloc_write_free),
-	    cmocka_unit_test(test_share_attach),      cmocka_unit_test(test_admin_calls),
-	    cmocka_unit_test(test_pipelined_threads), cmocka_unit_test(test_connection_dies),
+	    cmocka_unit_test(test_strerror),
+	    cmocka_unit_test(test_connect_refused),
+	    cmocka_unit_test(test_version_mismatch),
+	    cmocka_unit_test(test_alloc_write_free),
+	    cmocka_unit_test(test_share_attach),
+	    cmocka_unit_test(test_admin_calls),
+	    cmocka_unit_test(test_pipelined_threads),
+	    cmocka_unit_test(test_connection_dies),
+	    cmocka_unit_test(test_bad_replies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
