@@ -128,6 +128,11 @@ static void detach_decay(struct va_space *vs, bool full)
 		bool room = true;
 
 		va_lock(&n->lock);
+		/* a new demand period for every class (see place_in_pools) */
+		for (unsigned c = 0; c < vs->pool_classes; c++) {
+			n->pool[c].recent = n->pool[c].wanted;
+			n->pool[c].wanted = 0;
+		}
 		while (room && n->pool_blocks > vs->scratch_cap - in->n) {
 			size_t want = in->n + n->pool_blocks;
 
@@ -231,7 +236,8 @@ static void release_batch(struct va_space *vs)
 	}
 }
 
-/* Released blocks of a pooled size go to their home pool while the class has room. */
+/* Released blocks of a pooled size go to their home pool while the class has room and is
+ * in demand. */
 static void place_in_pools(struct va_space *vs)
 {
 	struct va_inflight *in = &vs->inflight;
@@ -259,7 +265,10 @@ static void place_in_pools(struct va_space *vs)
 			va_lock(&in->lock);
 		}
 		held++;
-		if (pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum)) {
+		/* only classes asked for since the drain before: a pool nobody allocates from
+		 * would keep its blocks out of the tree, fragmenting it, until it decays */
+		if ((hn->pool[q - 1].recent || hn->pool[q - 1].wanted) &&
+		    pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum)) {
 			it->flags |= LI_PLACED;
 			in->bytes -= size;
 			in->blocks--;

@@ -87,6 +87,8 @@ struct va_freetree {
 struct va_pool_class {
 	struct va_block *head;
 	uint32_t count;
+	uint32_t wanted; /* pool allocations asked for since the last drain */
+	uint32_t recent; /* ... before the last drain */
 };
 
 /* A freed block waiting for release: on a node's lazy array, or in a drain's batch. The

@@ -222,6 +222,7 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void
 	unsigned j;
 
 	va_lock(&hn->lock);
+	hn->pool[q - 1].wanted++;
 	b = pool_pop(hn, q, vs->quantum);
 	if (!b) {
 		va_unlock(&hn->lock);
