@@ -1352,8 +1352,8 @@ static struct mode exact_base0 = {
     .eager = true,
     .no_thread = true,
     .ops = 30000,
-    .nseeds = 3,
-    .seeds = {1, 2, 3},
+    .nseeds = 4,
+    .seeds = {1, 2, 3, 7},
 };
 static struct mode exact_offset_base = {
     .name = "exact_offset_base",
@@ -1397,8 +1397,8 @@ static struct mode lazy_pooled_sync = {
     .drain_chunk = 7,
     .no_thread = true,
     .ops = 30000,
-    .nseeds = 3,
-    .seeds = {11, 12, 13},
+    .nseeds = 4,
+    .seeds = {11, 12, 13, 17},
 };
 static struct mode lazy_default_pools_sync = {
     .name = "lazy_default_pools_sync",
@@ -1454,8 +1454,8 @@ static struct mode lazy_pooled_thread = {
     .drain_chunk = 5,
     .idle_drain_ms = 1,
     .ops = 20000,
-    .nseeds = 2,
-    .seeds = {21, 22},
+    .nseeds = 3,
+    .seeds = {21, 22, 23},
 };
 
 /* odd shapes: 5 nodes, 3-quantum zones, 8 KiB quantum */
