@@ -42,4 +42,9 @@
 		}                                                                                  \
 	} while (0)
 
+/* A cmocka test that sets up its own daemon in the zeroed vt_daemon *state; the
+ * teardown stops and removes whatever it started. */
+#define VT_OWN_DAEMON_TEST(f)                                                                      \
+	cmocka_unit_test_setup_teardown(f, vt_fixture_blank_setup, vt_fixture_daemon_teardown)
+
 #endif

@@ -278,7 +278,9 @@ static void nobody_tries_admin(const struct vt_daemon *d)
 	uint64_t released;
 	rc = vad_purge(c, &released);
 	VT_CHILD_CHECK(rc == VAD_EPERM, "purge as nobody: %d (%s)", rc, vad_last_error(c));
-	VT_CHILD_CHECK(vad_last_error(c)[0] != '\0', "no sentence for EPERM");
+	VT_CHILD_CHECK(vt_contains(vad_last_error(c), "admin"),
+		       "the EPERM sentence \"%s\" does not say it is an admin operation",
+		       vad_last_error(c));
 	rc = vad_reload(c);
 	VT_CHILD_CHECK(rc == VAD_EPERM, "reload as nobody: %d (%s)", rc, vad_last_error(c));
 	struct vad_client_info *clients;
@@ -351,6 +353,41 @@ static void test_quota_client(void **state)
 	VT_ASSERT_OK(c, vad_free(c, p3));
 	VT_ASSERT_OK(c, vad_free(c, p2));
 	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* An attached range counts against the attacher's quota like its own allocations, and
+ * stops counting against the owner once the owner frees its reference. */
+static void test_quota_counts_attached_ranges(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "quota_client = 1M\n", NULL));
+	vad_client *a, *b;
+	assert_int_equal(0, vt_connect(d, "quota-a", &a));
+	assert_int_equal(0, vt_connect(d, "quota-b", &b));
+	void *pa, *pb, *q, *p;
+	size_t size;
+	VT_ASSERT_OK(a, vad_alloc(a, 768 * 1024, 0, &pa));
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(a, vad_share(a, pa, token));
+	VT_ASSERT_OK(b, vad_alloc(b, 512 * 1024, 0, &pb));
+	VT_ASSERT_ERR(b, VAD_EQUOTA, vad_attach(b, token, &q, &size));
+	assert_sentence(b, "quota");
+	VT_ASSERT_OK(b, vad_free(b, pb));
+	VT_ASSERT_OK(b, vad_attach(b, token, &q, &size));
+	struct vad_stats s;
+	VT_ASSERT_OK(b, vad_stats(b, &s));
+	assert_int_equal(768 * 1024, s.held_bytes);
+	/* B is at 768K of 1M now. */
+	VT_ASSERT_ERR(b, VAD_EQUOTA, vad_alloc(b, 512 * 1024, 0, &p));
+	/* A lets go: its quota is free again though B keeps the range alive. */
+	VT_ASSERT_OK(a, vad_free(a, pa));
+	VT_ASSERT_OK(a, vad_alloc(a, 1024 * 1024, 0, &p));
+	VT_ASSERT_OK(a, vad_free(a, p));
+	VT_ASSERT_OK(b, vad_free(b, q));
+	vad_close(a);
+	vad_close(b);
+	assert_int_equal(0, vt_wait_busy(d, 0, 1, vt_timeout_ms(2000), NULL));
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
@@ -537,18 +574,13 @@ int main(void)
 	    cmocka_unit_test(test_shared_daemon_survived),
 	};
 	const struct CMUnitTest own[] = {
-	    cmocka_unit_test_setup_teardown(test_quota_client, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_quota_uid, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_too_many_clients, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_arena_full, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_default_max_batch, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_admin_group, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
+	    VT_OWN_DAEMON_TEST(test_quota_client),
+	    VT_OWN_DAEMON_TEST(test_quota_counts_attached_ranges),
+	    VT_OWN_DAEMON_TEST(test_quota_uid),
+	    VT_OWN_DAEMON_TEST(test_too_many_clients),
+	    VT_OWN_DAEMON_TEST(test_arena_full),
+	    VT_OWN_DAEMON_TEST(test_default_max_batch),
+	    VT_OWN_DAEMON_TEST(test_admin_group),
 	};
 	int failed =
 	    cmocka_run_group_tests_name("shared daemon", shared, group_setup, group_teardown);

@@ -568,22 +568,14 @@ static void test_freed_memory_returns_to_system(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_share_between_processes, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_whole_arena_reuse_reads_zero,
-					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_purged_range_reuse_reads_zero,
-					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_references_count, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_token_dies_with_its_range, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_tokens_are_unguessable, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_freed_memory_returns_to_system,
-					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_killed_client_ranges_return,
-					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    VT_OWN_DAEMON_TEST(test_share_between_processes),
+	    VT_OWN_DAEMON_TEST(test_whole_arena_reuse_reads_zero),
+	    VT_OWN_DAEMON_TEST(test_purged_range_reuse_reads_zero),
+	    VT_OWN_DAEMON_TEST(test_references_count),
+	    VT_OWN_DAEMON_TEST(test_token_dies_with_its_range),
+	    VT_OWN_DAEMON_TEST(test_tokens_are_unguessable),
+	    VT_OWN_DAEMON_TEST(test_freed_memory_returns_to_system),
+	    VT_OWN_DAEMON_TEST(test_killed_client_ranges_return),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

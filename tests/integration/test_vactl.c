@@ -543,8 +543,7 @@ int main(void)
 	    cmocka_unit_test(test_shared_daemon_stops),
 	};
 	const struct CMUnitTest own[] = {
-	    cmocka_unit_test_setup_teardown(test_daemon_dies_mid_session, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
+	    VT_OWN_DAEMON_TEST(test_daemon_dies_mid_session),
 	};
 	int failed = cmocka_run_group_tests_name("vactl", shared, group_setup, group_teardown);
 	failed += cmocka_run_group_tests_name("vactl, daemon killed", own, NULL, NULL);

@@ -399,22 +399,14 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_version_and_usage),
-	    cmocka_unit_test_setup_teardown(test_check_config_good, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_check_config_bad, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_sighup_reloads_quota, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_sigterm_with_clients, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_stats_database_written, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_sigkill_and_restart, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_socket_mode, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
-	    cmocka_unit_test_setup_teardown(test_second_daemon_refused, vt_fixture_blank_setup,
-					    vt_fixture_daemon_teardown),
+	    VT_OWN_DAEMON_TEST(test_check_config_good),
+	    VT_OWN_DAEMON_TEST(test_check_config_bad),
+	    VT_OWN_DAEMON_TEST(test_sighup_reloads_quota),
+	    VT_OWN_DAEMON_TEST(test_sigterm_with_clients),
+	    VT_OWN_DAEMON_TEST(test_stats_database_written),
+	    VT_OWN_DAEMON_TEST(test_sigkill_and_restart),
+	    VT_OWN_DAEMON_TEST(test_socket_mode),
+	    VT_OWN_DAEMON_TEST(test_second_daemon_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
