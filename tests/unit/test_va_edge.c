@@ -961,6 +961,31 @@ static void test_impossible_alignment(void **state)
 	va_destroy(vs);
 }
 
+/* Each partial drain moves the oldest quarter of every pool back to the tree; the freed
+ * block itself goes to its home pool (its class is in demand). */
+static void test_pool_decay(void **state)
+{
+	struct va_config cfg = {.size = 4096 * Q, .quantum = Q, .nodes = 1, .no_thread = true,
+				.lazy_max = Q / 4, .pool_depth = 8};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a;
+
+	(void)state;
+	va_set_home_node(0);
+	a = alloc_ok(vs, Q, 0); /* a pool miss: 1 block for us, 8 for the pool */
+	assert_int_equal(stats(vs).pooled_blocks, 8);
+	free_ok(vs, a); /* past 2 x lazy_max: drains here */
+	assert_int_equal(stats(vs).drains, 1);
+	assert_int_equal(stats(vs).lazy_bytes, 0);
+	assert_int_equal(stats(vs).pooled_blocks, 8 - 2 + 1);
+	assert_int_equal(stats(vs).released_bytes, Q);
+	va_drain(vs);
+	CHECK(vs);
+	assert_int_equal(stats(vs).pooled_blocks, 0);
+	assert_int_equal(stats(vs).free_blocks, 1);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -983,6 +1008,7 @@ int main(void)
 	    cmocka_unit_test(test_pools),
 	    cmocka_unit_test(test_release_reentry),
 	    cmocka_unit_test(test_impossible_alignment),
+	    cmocka_unit_test(test_pool_decay),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
