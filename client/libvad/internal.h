@@ -18,6 +18,8 @@
 
 /* Largest response payload libvad accepts: lists of many clients can be long. */
 #define LIBVAD_RESPONSE_MAX (16u * 1024u * 1024u)
+/* Receive buffer size kept between replies (it grows for larger ones, then shrinks). */
+#define LIBVAD_RBUF_KEEP (64u * 1024u)
 /* Most fds one recvmsg collects; the daemon sends one per MapArena reply. */
 #define LIBVAD_FDS_PER_READ 16
 

@@ -112,7 +112,7 @@ static int pop_fd(vad_client *c)
 static int read_some(vad_client *c)
 {
 	if (c->rcap - c->rlen < 4096) {
-		size_t cap = c->rcap ? c->rcap * 2 : 65536;
+		size_t cap = c->rcap ? c->rcap * 2 : LIBVAD_RBUF_KEEP;
 		uint8_t *b = realloc(c->rbuf, cap);
 		if (!b)
 			return VAD_ENOMEM;
@@ -199,6 +199,14 @@ static int deliver_frames_locked(vad_client *c)
 	}
 	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 	c->rlen -= off;
+	/* A huge reply (a long client list) grew the buffer: give the memory back. */
+	if (c->rcap > LIBVAD_RBUF_KEEP && c->rlen <= LIBVAD_RBUF_KEEP / 2) {
+		uint8_t *b = realloc(c->rbuf, LIBVAD_RBUF_KEEP);
+		if (b) {
+			c->rbuf = b;
+			c->rcap = LIBVAD_RBUF_KEEP;
+		}
+	}
 	return err;
 }
 
