@@ -30,6 +30,7 @@
 #define DIE_SIZE   0xDEAD000u /* an Alloc of this size makes the fake hang up */
 #define WRONG_SIZE 0xBAD1000u /* ... answers it with a FreeReply */
 #define JUNK_SIZE  0xBAD2000u /* ... answers it with an undecodable frame */
+#define MANY_CLIENTS 5000
 #define MAX_HOLDS  4096
 #define MAX_CONNS  64
 
@@ -55,6 +56,8 @@ struct fake {
 	pthread_mutex_t lock;
 	struct fake_arena arenas[2];
 	bool map_without_fd; /* answer MapArena without passing the fd */
+	bool many_clients;   /* answer Clients with MANY_CLIENTS entries */
+	Vad__ClientInfo *many[MANY_CLIENTS];
 	struct hold holds[MAX_HOLDS];
 	size_t n_holds;
 	char tokens[16][VAD_TOKEN_LEN + 1];
@@ -320,6 +323,13 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		s->cip[0] = &s->ci;
 		s->clients.n_clients = 1;
 		s->clients.clients = s->cip;
+		if (f->many_clients) {
+			/* The same entry many times: a reply far larger than 64 KiB. */
+			s->clients.n_clients = MANY_CLIENTS;
+			s->clients.clients = f->many;
+			for (size_t k = 0; k < MANY_CLIENTS; k++)
+				f->many[k] = &s->ci;
+		}
 		r->result_case = VAD__RESPONSE__RESULT_CLIENTS;
 		r->clients = &s->clients;
 		break;
@@ -353,18 +363,24 @@ unlock:
 
 static int send_frame(int sock, const Vad__Response *r, int fd)
 {
-	uint8_t buf[32768];
-	size_t len = vad_frame_encode_response(r, buf, sizeof(buf));
-	if (len == 0)
+	size_t cap = vad_frame_response_size(r);
+	uint8_t *buf = malloc(cap);
+	size_t len = buf ? vad_frame_encode_response(r, buf, cap) : 0;
+	if (len == 0) {
+		free(buf);
 		return -1;
+	}
 	size_t off = 0;
 	while (off < len) {
 		ssize_t n = off == 0 ? vad_send_with_fd(sock, buf, len, fd)
 				     : send(sock, buf + off, len - off, MSG_NOSIGNAL);
-		if (n <= 0)
+		if (n <= 0) {
+			free(buf);
 			return -1;
+		}
 		off += (size_t)n;
 	}
+	free(buf);
 	return 0;
 }
 
@@ -831,6 +847,31 @@ static void test_bad_replies(void **state)
 	fake_stop(f);
 }
 
+/* A reply much larger than the usual receive buffer, between ordinary ones. */
+static void test_large_reply(void **state)
+{
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	vad_client *c;
+	assert_int_equal(vad_connect(f->path, "big", &c), VAD_OK);
+	pthread_mutex_lock(&f->lock);
+	f->many_clients = true;
+	pthread_mutex_unlock(&f->lock);
+	for (int round = 0; round < 3; round++) {
+		struct vad_client_info *ci;
+		size_t n;
+		assert_int_equal(vad_clients(c, &ci, &n), VAD_OK);
+		assert_int_equal(n, MANY_CLIENTS);
+		assert_string_equal(ci[MANY_CLIENTS - 1].name, "test-client");
+		assert_int_equal(ci[MANY_CLIENTS / 2].held_ranges, 3);
+		free(ci);
+		void *p;
+		assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+		assert_int_equal(vad_free(c, p), VAD_OK);
+	}
+	vad_close(c);
+	fake_stop(f);
+}
+
 static void test_strerror(void **state)
 {
 	for (int e = 0; e >= VAD_ENOHELLO; e--) {
@@ -857,6 +898,7 @@ int main(void)
 	    cmocka_unit_test(test_pipelined_threads),
 	    cmocka_unit_test(test_connection_dies),
 	    cmocka_unit_test(test_bad_replies),
+	    cmocka_unit_test(test_large_reply),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
