@@ -6,7 +6,7 @@
 
 #include "hostile_util.h"
 
-#define PROBE_CAP 100000
+#define PROBE_CAP  100000
 #define PROBE_SIZE 4096u
 
 long vt_rss_kb(pid_t pid)
@@ -63,7 +63,7 @@ int vt_baseline_check(const struct vt_daemon *d, const struct vt_baseline *b, in
 	if (vt_check_invariants(d) != 0)
 		return -1;
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	struct vad_stats s = { 0 };
+	struct vad_stats s = {0};
 	for (;;) {
 		if (vt_purge(d) == 0 && vt_stats(d, &s) == 0 && s.busy_bytes == b->busy &&
 		    s.clients == b->clients + 1)
@@ -94,8 +94,7 @@ int vt_baseline_check(const struct vt_daemon *d, const struct vt_baseline *b, in
 
 /* ---- probes ------------------------------------------------------------------------------ */
 
-int vt_probe_open(struct vt_probe *p, const struct vt_daemon *d, const char *name,
-		  int timeout_ms)
+int vt_probe_open(struct vt_probe *p, const struct vt_daemon *d, const char *name, int timeout_ms)
 {
 	memset(p, 0, sizeof(*p));
 	p->timeout_ms = timeout_ms;

@@ -23,10 +23,10 @@ long vt_rss_kb(pid_t pid);
 
 /* What the daemon holds when nobody misbehaves. */
 struct vt_baseline {
-	uint64_t busy;	/* busy bytes of every arena, summed */
+	uint64_t busy;	  /* busy bytes of every arena, summed */
 	uint32_t clients; /* sessions connected besides the probing one */
-	int fds;	/* lowest open-fd count over a short quiet period */
-	long rss_kb;	/* resident set size */
+	int fds;	  /* lowest open-fd count over a short quiet period */
+	long rss_kb;	  /* resident set size */
 };
 
 /* Purge, then read busy bytes, clients, the fd count (the lowest over ~300 ms, since the
@@ -40,9 +40,9 @@ int vt_baseline_check(const struct vt_daemon *d, const struct vt_baseline *b, in
 
 /* Latencies of bystander round trips. */
 struct vt_latency {
-	unsigned n;	    /* round trips completed */
-	unsigned failed;    /* round trips that got an error, no answer in time, or a closed
-			       connection */
+	unsigned n;	 /* round trips completed */
+	unsigned failed; /* round trips that got an error, no answer in time, or a closed
+			    connection */
 	uint64_t median_ns, p99_ns, max_ns;
 };
 
@@ -51,16 +51,15 @@ struct vt_probe {
 	struct vt_raw raw;
 	pthread_t thread;
 	bool running;
-	int stop;		/* atomic */
-	int timeout_ms;		/* for each reply */
-	uint64_t *lat_ns;	/* completed round trips, up to cap */
+	int stop;	  /* atomic */
+	int timeout_ms;	  /* for each reply */
+	uint64_t *lat_ns; /* completed round trips, up to cap */
 	unsigned n, cap, failed;
 	char first_error[256];
 };
 
 /* Connect a probe as name and say hello (does not start the thread). */
-int vt_probe_open(struct vt_probe *p, const struct vt_daemon *d, const char *name,
-		  int timeout_ms);
+int vt_probe_open(struct vt_probe *p, const struct vt_daemon *d, const char *name, int timeout_ms);
 
 /* Do n round trips now, in the calling thread, into *out (reset first). */
 int vt_probe_measure(struct vt_probe *p, unsigned n, struct vt_latency *out);

@@ -60,7 +60,8 @@ static void check_loaded(const struct vad_config *cfg)
 		if (a->quantum == 0 || (a->quantum & (a->quantum - 1)) != 0)
 			die("an arena quantum that is not a power of two", a->name);
 		if (a->size == 0 || a->size % a->quantum != 0)
-			die("an arena size that is not a non-zero multiple of its quantum", a->name);
+			die("an arena size that is not a non-zero multiple of its quantum",
+			    a->name);
 		if (a->n_allow_uids && !a->allow_uids)
 			die("allow_uids counted but missing", a->name);
 		if (a->n_allow_gids && !a->allow_gids)

@@ -45,7 +45,8 @@ static bool has_unknown(const ProtobufCMessage *m)
 			continue; /* another member of the oneof is set */
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
 			size_t n = *(const size_t *)(base + f->quantifier_offset);
-			ProtobufCMessage *const *arr = *(ProtobufCMessage *const *const *)(base + f->offset);
+			ProtobufCMessage *const *arr =
+			    *(ProtobufCMessage *const *const *)(base + f->offset);
 			for (size_t j = 0; j < n; j++)
 				if (has_unknown(arr[j]))
 					return true;
@@ -107,8 +108,8 @@ static void roundtrip_response(const Vad__Response *resp)
 	if (n != want || le32(a) != n - VAD_FRAME_HEADER)
 		die("a response frame is not the size announced");
 	if (n > VAD_FRAME_HEADER) {
-		Vad__Response *again = vad__response__unpack(NULL, n - VAD_FRAME_HEADER,
-							     a + VAD_FRAME_HEADER);
+		Vad__Response *again =
+		    vad__response__unpack(NULL, n - VAD_FRAME_HEADER, a + VAD_FRAME_HEADER);
 		if (!again)
 			die("a re-encoded response does not decode");
 		if (vad_frame_response_size(again) != n)

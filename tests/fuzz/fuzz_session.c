@@ -28,7 +28,7 @@
 #include "session.h"
 #include "session_script.h"
 
-#define N_TOKENS 8
+#define N_TOKENS       8
 #define CLIENT_BUF_MAX (8u << 20) /* replies a fake client keeps unparsed, at most */
 
 /* The client end of one session: reply bytes read but not yet parsed. */
@@ -100,8 +100,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void open_session(struct fake_client *c, unsigned peer)
 {
-	static const gid_t admin_groups[] = { FS_GID_ADMIN };
-	struct vad_peer p = { .pid = 1000 + (pid_t)peer, .uid = 0, .gid = 0 };
+	static const gid_t admin_groups[] = {FS_GID_ADMIN};
+	struct vad_peer p = {.pid = 1000 + (pid_t)peer, .uid = 0, .gid = 0};
 	switch (peer % FS_PEERS) {
 	case 0:
 		break;
@@ -265,7 +265,8 @@ static void check_all(const char *when)
 	}
 	for (size_t i = 0; i < svc->n_arenas; i++)
 		if (va_check(svc->arenas[i]->vs, msg, sizeof(msg)) != 0) {
-			fprintf(stderr, "fuzz_session: %s: va_check of arena %zu failed:\n", when, i);
+			fprintf(stderr, "fuzz_session: %s: va_check of arena %zu failed:\n", when,
+				i);
 			die("%s", msg);
 		}
 }

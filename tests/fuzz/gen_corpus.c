@@ -215,15 +215,15 @@ static void raw_frame(struct buf *b, const void *payload, uint32_t len)
 /* Request{id: 7, field 99 (an operation from a newer protocol): empty message}. */
 static void req_unknown_op(struct buf *b)
 {
-	static const uint8_t p[] = { 0x08, 0x07, 0x9a, 0x06, 0x00 };
+	static const uint8_t p[] = {0x08, 0x07, 0x9a, 0x06, 0x00};
 	raw_frame(b, p, sizeof(p));
 }
 
 /* Every bogus request the daemon must refuse politely, after a valid hello. */
 static void bogus_requests(struct buf *b)
 {
-	static const uint64_t huge[] = { 4096, UINT64_MAX };
-	static const uint64_t offs[] = { 4096, 4096, 123 };
+	static const uint64_t huge[] = {4096, UINT64_MAX};
+	static const uint64_t offs[] = {4096, 4096, 123};
 	req_hello(b, "again", VAD_PROTOCOL_VERSION);
 	req_simple(b, VAD__REQUEST__OP__NOT_SET, NULL);
 	req_unknown_op(b);
@@ -242,7 +242,7 @@ static void bogus_requests(struct buf *b)
 	req_map(b, "nosuch");
 	req_stats(b, "nosuch");
 	req_simple(b, VAD__REQUEST__OP_PURGE, "nosuch");
-	static const uint8_t garbage[] = { 0xff, 0xff, 0xff, 0xff, 0x0f, 0x12 };
+	static const uint8_t garbage[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x12};
 	raw_frame(b, garbage, sizeof(garbage));
 }
 
@@ -250,14 +250,14 @@ static void bogus_requests(struct buf *b)
 
 static void gen_frames(void)
 {
-	struct buf b = { 0 };
-	static const uint64_t sizes[] = { 4096, 8192, 65536, 12288 };
-	static const uint64_t offs[] = { 0, 4096, 12288, 20480 };
-#define ONE(name, stmt)          \
-	do {                     \
-		b.len = 0;       \
-		stmt;            \
-		save("frame", name, &b); \
+	struct buf b = {0};
+	static const uint64_t sizes[] = {4096, 8192, 65536, 12288};
+	static const uint64_t offs[] = {0, 4096, 12288, 20480};
+#define ONE(name, stmt)                                                                            \
+	do {                                                                                       \
+		b.len = 0;                                                                         \
+		stmt;                                                                              \
+		save("frame", name, &b);                                                           \
 	} while (0)
 	ONE("hello", req_hello(&b, "seed", VAD_PROTOCOL_VERSION));
 	ONE("hello_version", req_hello(&b, "old", 0));
@@ -280,12 +280,13 @@ static void gen_frames(void)
 	ONE("unknown_op", req_unknown_op(&b));
 	ONE("bogus", bogus_requests(&b));
 	ONE("empty_frame", raw_frame(&b, "", 0));
-	ONE("too_big", do {
-		uint8_t h[4];
-		vad_frame_put_header(h, 70000);
-		put(&b, h, 4);
-		put(&b, "\x08\x01", 2);
-	} while (0));
+	ONE(
+	    "too_big", do {
+		    uint8_t h[4];
+		    vad_frame_put_header(h, 70000);
+		    put(&b, h, 4);
+		    put(&b, "\x08\x01", 2);
+	    } while (0));
 	/* A whole conversation, then the same cut short in its last frame. */
 	b.len = 0;
 	req_hello(&b, "stream", VAD_PROTOCOL_VERSION);
@@ -339,10 +340,9 @@ static void step(struct buf *script, unsigned s, enum fs_action a, unsigned arg)
 
 static void gen_sessions(void)
 {
-	struct buf sc = { 0 }, f = { 0 };
-	static const uint64_t offs[] = { 0, 65536, 131072, 196608, 262144, 327680, 393216,
-					 458752 };
-	static const uint64_t sizes[] = { 4096, 8192, 16384, 1 << 20, 12288 };
+	struct buf sc = {0}, f = {0};
+	static const uint64_t offs[] = {0, 65536, 131072, 196608, 262144, 327680, 393216, 458752};
+	static const uint64_t sizes[] = {4096, 8192, 16384, 1 << 20, 12288};
 
 	/* share and attach across two clients, frees in every order */
 	f.len = 0;
@@ -485,7 +485,7 @@ static void gen_sessions(void)
 
 static void text(const char *name, const char *t)
 {
-	struct buf b = { (uint8_t *)t, strlen(t), strlen(t) };
+	struct buf b = {(uint8_t *)t, strlen(t), strlen(t)};
 	save("config", name, &b);
 }
 
@@ -495,7 +495,7 @@ static void gen_configs(const char *shipped)
 		FILE *f = fopen(shipped, "r");
 		if (!f)
 			die("cannot read", shipped);
-		struct buf b = { 0 };
+		struct buf b = {0};
 		char chunk[4096];
 		size_t n;
 		while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)

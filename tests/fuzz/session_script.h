@@ -37,15 +37,15 @@ enum fs_action {
 };
 
 /* The control byte for an action on a session with an argument. */
-#define FS_CTL(session, action, arg) \
-	((unsigned char)(((session) & 3) | (((action) & 7) << 2) | (((arg) & 7) << 5)))
+#define FS_CTL(session, action, arg)                                                               \
+	((unsigned char)(((session)&3) | (((action)&7) << 2) | (((arg)&7) << 5)))
 
 /* Peers a session can be opened as (the arg of FS_REOPEN, modulo FS_PEERS). Peer 0 is
  * root (admin), 1 an ordinary uid, 2 the only uid the "private" arena allows, 3 a member
  * of the admin group. */
-#define FS_PEERS 4
-#define FS_UID_PLAIN 1000
+#define FS_PEERS       4
+#define FS_UID_PLAIN   1000
 #define FS_UID_PRIVATE 12345
-#define FS_GID_ADMIN 4242
+#define FS_GID_ADMIN   4242
 
 #endif

@@ -11,9 +11,9 @@
 #include "hostile_util.h"
 #include "vtassert.h"
 
-#define KiB 1024u
-#define MiB (1024u * 1024u)
-#define ARENA (32u * MiB)
+#define KiB	      1024u
+#define MiB	      (1024u * 1024u)
+#define ARENA	      (32u * MiB)
 #define REPLY_TIMEOUT vt_timeout_ms(10000)
 
 static void assert_sentence(vad_client *c, const char *word)
@@ -64,8 +64,8 @@ static void test_arena_exhausted(void **state)
 	VT_ASSERT_OK(c, vad_free(c, r[10]));
 	uint64_t held = held_bytes(c);
 	VT_ASSERT_ERR(c, VAD_ENOSPC, vad_alloc(c, 2 * MiB, 0, &p));
-	size_t sizes[3] = { MiB, MiB, MiB };
-	void *out[3] = { NULL, NULL, NULL };
+	size_t sizes[3] = {MiB, MiB, MiB};
+	void *out[3] = {NULL, NULL, NULL};
 	VT_ASSERT_ERR(c, VAD_ENOSPC, vad_alloc_batch(c, 3, sizes, 0, out));
 	assert_int_equal(held, held_bytes(c));
 	/* ... while two fit exactly, as a batch. */
@@ -100,7 +100,8 @@ static void test_quota_reached(void **state)
 {
 	(void)state;
 	struct vt_daemon d;
-	assert_int_equal(0, vt_daemon_setup(&d, "stats_interval = 1h\nquota_client = 4M\n"
+	assert_int_equal(0, vt_daemon_setup(&d,
+					    "stats_interval = 1h\nquota_client = 4M\n"
 					    "quota_uid = 6M\n",
 					    NULL));
 	struct vt_baseline base;
@@ -115,7 +116,7 @@ static void test_quota_reached(void **state)
 		VT_ASSERT_OK(a, vad_alloc(a, MiB, 0, &ra[i]));
 	VT_ASSERT_ERR(a, VAD_EQUOTA, vad_alloc(a, 4 * KiB, 0, &p));
 	assert_sentence(a, "quota-a");
-	size_t sizes[2] = { 4 * KiB, 4 * KiB };
+	size_t sizes[2] = {4 * KiB, 4 * KiB};
 	void *out[2];
 	VT_ASSERT_ERR(a, VAD_EQUOTA, vad_alloc_batch(a, 2, sizes, 0, out));
 	assert_int_equal(4 * MiB, held_bytes(a));
@@ -150,8 +151,8 @@ static void test_quota_reached(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_arena_exhausted),
-		cmocka_unit_test(test_quota_reached),
+	    cmocka_unit_test(test_arena_exhausted),
+	    cmocka_unit_test(test_quota_reached),
 	};
 	return cmocka_run_group_tests_name("faults_alloc", tests, NULL, NULL);
 }

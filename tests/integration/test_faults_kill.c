@@ -22,8 +22,8 @@
 #include "hostile_util.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
-#define CHILDREN 4
+#define PAGE	      4096u
+#define CHILDREN      4
 #define CHILD_THREADS 3
 #define REPLY_TIMEOUT vt_timeout_ms(10000)
 
@@ -108,13 +108,13 @@ static void killed_child(const char *socket_path, int out, unsigned seed)
 	struct child_thread t[CHILD_THREADS];
 	pthread_t th[CHILD_THREADS + 1];
 	for (int i = 0; i < CHILD_THREADS; i++) {
-		t[i] = (struct child_thread){ .c = c, .seed = seed * 31 + (unsigned)i,
-					      .out = i == 0 ? out : -1 };
+		t[i] = (struct child_thread){
+		    .c = c, .seed = seed * 31 + (unsigned)i, .out = i == 0 ? out : -1};
 		VT_CHILD_CHECK(pthread_create(&th[i], NULL, child_worker, &t[i]) == 0, "thread");
 	}
-	VT_CHILD_CHECK(pthread_create(&th[CHILD_THREADS], NULL, child_pipeliner,
-				      (void *)socket_path) == 0,
-		       "thread");
+	VT_CHILD_CHECK(
+	    pthread_create(&th[CHILD_THREADS], NULL, child_pipeliner, (void *)socket_path) == 0,
+	    "thread");
 	for (;;)
 		pause(); /* until SIGKILL */
 }
@@ -123,7 +123,8 @@ static void test_clients_killed_mid_flight(void **state)
 {
 	(void)state;
 	struct vt_daemon d;
-	assert_int_equal(0, vt_daemon_setup(&d, "stats_interval = 1h\n", "[arena default]\nsize = 1G\n"));
+	assert_int_equal(
+	    0, vt_daemon_setup(&d, "stats_interval = 1h\n", "[arena default]\nsize = 1G\n"));
 	struct vt_baseline base;
 	assert_int_equal(0, vt_baseline_take(&d, &base));
 	int rounds = vt_scale(20);
@@ -178,10 +179,10 @@ static void test_clients_killed_mid_flight(void **state)
 struct loader {
 	pthread_t th;
 	vad_client *c;
-	int rc;		/* the first failure */
-	char msg[256];	/* its sentence */
+	int rc;	       /* the first failure */
+	char msg[256]; /* its sentence */
 	unsigned long ops;
-	int done;	/* atomic */
+	int done; /* atomic */
 };
 
 static void *loader_main(void *arg)
@@ -189,7 +190,7 @@ static void *loader_main(void *arg)
 	struct loader *l = arg;
 	for (;;) {
 		void *p[4];
-		size_t sizes[4] = { PAGE, 2 * PAGE, 3 * PAGE, 16 * PAGE };
+		size_t sizes[4] = {PAGE, 2 * PAGE, 3 * PAGE, 16 * PAGE};
 		int rc = vad_alloc_batch(l->c, 4, sizes, 0, p);
 		if (rc == 0)
 			rc = vad_free_batch(l->c, 4, p);
@@ -263,7 +264,8 @@ static void test_daemon_killed_under_load(void **state)
 		for (int i = 0; i < LOADERS; i++) {
 			while (!__atomic_load_n(&l[i].done, __ATOMIC_ACQUIRE)) {
 				if (vt_now_ns() >= deadline)
-					fail_msg("loader %d still blocked after the daemon died", i);
+					fail_msg("loader %d still blocked after the daemon died",
+						 i);
 				vt_sleep_ms(5);
 			}
 			pthread_join(l[i].th, NULL);
@@ -309,8 +311,8 @@ static void test_daemon_killed_under_load(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_clients_killed_mid_flight),
-		cmocka_unit_test(test_daemon_killed_under_load),
+	    cmocka_unit_test(test_clients_killed_mid_flight),
+	    cmocka_unit_test(test_daemon_killed_under_load),
 	};
 	return cmocka_run_group_tests_name("faults_kill", tests, NULL, NULL);
 }

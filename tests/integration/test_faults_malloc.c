@@ -22,11 +22,12 @@
 #include "hostile_util.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
-#define CLIENTS 6
-#define MAX_HELD 256
-#define WINDOW_MS 3000
+#define PAGE	      4096u
+#define CLIENTS	      6
+#define MAX_HELD      256
+#define WINDOW_MS     3000
 #define REPLY_TIMEOUT 10000
+#define SETTLE_MS     4000 /* start, baseline: malloc fails only after this */
 
 static char shim_src[PATH_MAX];
 
@@ -41,9 +42,9 @@ static bool find_shim_source(void)
 	char build[PATH_MAX];
 	snprintf(build, sizeof(build), "%s", vt_build_dir());
 	const char *candidates[3][2] = {
-		{ src ? src : "", "/tests/faults/failmalloc.c" },
-		{ dir, "/../faults/failmalloc.c" },
-		{ dirname(build), "/tests/faults/failmalloc.c" },
+	    {src ? src : "", "/tests/faults/failmalloc.c"},
+	    {dir, "/../faults/failmalloc.c"},
+	    {dirname(build), "/tests/faults/failmalloc.c"},
 	};
 	for (int i = 0; i < 3; i++) {
 		if (!candidates[i][0][0])
@@ -59,12 +60,19 @@ static int build_shim(const struct vt_daemon *d, char *so, size_t len)
 {
 	snprintf(so, len, "%s/failmalloc.so", d->dir);
 	const char *cc = getenv("CC");
-	char *const argv[] = { (char *)(cc && *cc ? cc : "cc"), (char *)"-shared", (char *)"-fPIC",
-			       (char *)"-O2", (char *)"-o", so, shim_src, NULL };
+	char *const argv[] = {(char *)(cc && *cc ? cc : "cc"),
+			      (char *)"-shared",
+			      (char *)"-fPIC",
+			      (char *)"-O2",
+			      (char *)"-o",
+			      so,
+			      shim_src,
+			      NULL};
 	/* vt_run wants a path in argv[0]; go through the shell's PATH lookup. */
-	char *const sh[] = { (char *)"/bin/sh", (char *)"-c",
-			     (char *)"exec \"$0\" \"$@\"", argv[0], argv[1], argv[2], argv[3],
-			     argv[4], argv[5], argv[6], NULL };
+	char *const sh[] = {(char *)"/bin/sh", (char *)"-c", (char *)"exec \"$0\" \"$@\"",
+			    argv[0],	       argv[1],	     argv[2],
+			    argv[3],	       argv[4],	     argv[5],
+			    argv[6],	       NULL};
 	struct vt_output o;
 	if (vt_run(sh, NULL, 60000, &o) != 0 || o.exit_code != 0) {
 		vt_output_print("building the failmalloc shim", &o);
@@ -139,7 +147,9 @@ static bool fc_step(struct fclient *f)
 	uint64_t offs[16];
 	unsigned r = (unsigned)rand_r(&f->seed);
 	switch (r % 12) {
-	case 0: case 1: case 2:
+	case 0:
+	case 1:
+	case 2:
 		al.size = (uint64_t)(1 + r / 16 % 16) * PAGE;
 		al.count = 1 + r / 256 % 8;
 		if (f->n_held + (int)al.count > MAX_HELD)
@@ -149,7 +159,8 @@ static bool fc_step(struct fclient *f)
 		req.op_case = VAD__REQUEST__OP_ALLOC;
 		req.alloc = &al;
 		break;
-	case 3: case 4: {
+	case 3:
+	case 4: {
 		if (!f->n_held)
 			return true;
 		size_t n = 1 + r / 16 % 8;
@@ -232,9 +243,8 @@ static bool fc_step(struct fclient *f)
 	if (resp->error >= 0 && resp->error < 32)
 		tally.by_code[resp->error]++;
 	if (resp->id != id && resp->id != 0 && !tally.first_odd[0])
-		snprintf(tally.first_odd, sizeof(tally.first_odd),
-			 "reply id %llu to request %llu", (unsigned long long)resp->id,
-			 (unsigned long long)id);
+		snprintf(tally.first_odd, sizeof(tally.first_odd), "reply id %llu to request %llu",
+			 (unsigned long long)resp->id, (unsigned long long)id);
 	if (resp->error != VAD__ERROR__OK && (!resp->message || !resp->message[0]) &&
 	    !tally.first_odd[0])
 		snprintf(tally.first_odd, sizeof(tally.first_odd), "%s without a sentence",
@@ -274,7 +284,8 @@ static void run_window(int every)
 
 	/* The window opens once the daemon is up and the baseline taken. */
 	uint64_t t0 = vt_now_ns();
-	uint64_t from = t0 + 1500ull * 1000000u, until = from + (uint64_t)WINDOW_MS * 1000000u;
+	uint64_t from = t0 + (uint64_t)SETTLE_MS * 1000000u;
+	uint64_t until = from + (uint64_t)WINDOW_MS * 1000000u;
 	char every_s[32], from_s[32], until_s[32], report[PATH_MAX + 16];
 	snprintf(every_s, sizeof(every_s), "%d", every);
 	snprintf(from_s, sizeof(from_s), "%llu", (unsigned long long)from);
@@ -295,8 +306,9 @@ static void run_window(int every)
 	struct vt_baseline base;
 	assert_int_equal(0, vt_baseline_take(&d, &base));
 	if (vt_now_ns() >= from)
-		fail_msg("the daemon took more than 1.5 s to start and settle; the window opened "
-			 "too early");
+		fail_msg("the daemon took more than %d ms to start and settle; the window opened "
+			 "too early",
+			 SETTLE_MS);
 	while (vt_now_ns() < from)
 		vt_sleep_ms(5);
 
@@ -409,9 +421,9 @@ static void test_every_50th(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_3rd),
-		cmocka_unit_test(test_every_10th),
-		cmocka_unit_test(test_every_50th),
+	    cmocka_unit_test(test_every_3rd),
+	    cmocka_unit_test(test_every_10th),
+	    cmocka_unit_test(test_every_50th),
 	};
 	return cmocka_run_group_tests_name("faults_malloc", tests, group_setup, NULL);
 }

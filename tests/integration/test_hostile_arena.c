@@ -18,10 +18,10 @@
 #include "hostile_util.h"
 #include "vtassert.h"
 
-#define MiB (1024u * 1024u)
-#define ARENA_SIZE (64u * MiB)
-#define VICTIM_SIZE (4u * MiB)
-#define VICTIM_SEED 0x51C7
+#define MiB	      (1024u * 1024u)
+#define ARENA_SIZE    (64u * MiB)
+#define VICTIM_SIZE   (4u * MiB)
+#define VICTIM_SEED   0x51C7
 #define REPLY_TIMEOUT vt_timeout_ms(10000)
 
 struct arena_fx {
@@ -112,13 +112,13 @@ static int get_arena_fd(struct arena_fx *a, struct vt_raw *r)
 }
 
 /* op must fail with EPERM (or, for a seal the kernel predates, EINVAL). */
-#define ASSERT_REFUSED(expr, what)                                                         \
-	do {                                                                               \
-		errno = 0;                                                                 \
-		int rc_ = (expr);                                                          \
-		if (rc_ != -1 || (errno != EPERM && errno != EINVAL))                      \
-			fail_msg("%s on the arena fd: returned %d (%s), expected EPERM", what, \
-				 rc_, strerror(errno));                                     \
+#define ASSERT_REFUSED(expr, what)                                                                 \
+	do {                                                                                       \
+		errno = 0;                                                                         \
+		int rc_ = (expr);                                                                  \
+		if (rc_ != -1 || (errno != EPERM && errno != EINVAL))                              \
+			fail_msg("%s on the arena fd: returned %d (%s), expected EPERM", what,     \
+				 rc_, strerror(errno));                                            \
 	} while (0)
 
 static void attack_fd(int fd, const char *via)
@@ -195,14 +195,12 @@ static void test_resize_from_another_process(void **state)
 		int hits = 0;
 		for (int fd = 3; fd < 256; fd++) {
 			struct stat st;
-			if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-			    st.st_size != ARENA_SIZE)
+			if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != ARENA_SIZE)
 				continue;
 			hits++;
 			VT_CHILD_CHECK(ftruncate(fd, 0) == -1 && errno == EPERM,
 				       "ftruncate of fd %d: %s", fd, strerror(errno));
-			VT_CHILD_CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) == -1 &&
-					   errno == EPERM,
+			VT_CHILD_CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) == -1 && errno == EPERM,
 				       "F_SEAL_WRITE on fd %d: %s", fd, strerror(errno));
 		}
 		VT_CHILD_CHECK(hits >= 1, "found no arena fd in the child (%d)", hits);
@@ -217,8 +215,8 @@ static void test_resize_from_another_process(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_resize_and_reseal),
-		cmocka_unit_test(test_resize_from_another_process),
+	    cmocka_unit_test(test_resize_and_reseal),
+	    cmocka_unit_test(test_resize_from_another_process),
 	};
 	return cmocka_run_group_tests_name("hostile_arena", tests, group_setup, group_teardown);
 }

@@ -15,8 +15,8 @@
 #include "hostile_util.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
-#define MAX_CLIENTS 24
+#define PAGE	      4096u
+#define MAX_CLIENTS   24
 #define REPLY_TIMEOUT vt_timeout_ms(10000)
 
 struct conns {
@@ -83,8 +83,7 @@ static int raw_try(struct conns *c, struct vt_raw *r)
 		assert_true(vt_contains(resp->message, "max_clients"));
 		took = 0;
 	} else {
-		fail_msg("a flooding client got %s: %s", vt_error_name(resp->error),
-			 resp->message);
+		fail_msg("a flooding client got %s: %s", vt_error_name(resp->error), resp->message);
 	}
 	vt_raw_response_free(resp);
 	if (!took) {
@@ -159,7 +158,7 @@ static void exhausted_child(const char *socket_path, int out)
 	vad_client *vc = NULL;
 	VT_CHILD_CHECK(vad_connect(socket_path, "no-fds-left", &vc) == 0, "connect: %s",
 		       vad_last_error(NULL));
-	struct rlimit rl = { .rlim_cur = 64, .rlim_max = 64 };
+	struct rlimit rl = {.rlim_cur = 64, .rlim_max = 64};
 	VT_CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0, "setrlimit: %s", strerror(errno));
 	int filled = 0;
 	while (open("/dev/null", O_RDONLY) >= 0)
@@ -231,8 +230,8 @@ static void send_with_fds(int sock, const void *buf, size_t len, const int *fds,
 		char buf[CMSG_SPACE(sizeof(int) * 253)];
 		struct cmsghdr align;
 	} ctrl;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (n) {
 		msg.msg_control = ctrl.buf;
 		msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
@@ -307,9 +306,9 @@ static void test_fds_sent_to_daemon(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup(test_connection_flood, test_setup),
-		cmocka_unit_test_setup(test_client_out_of_fds, test_setup),
-		cmocka_unit_test_setup(test_fds_sent_to_daemon, test_setup),
+	    cmocka_unit_test_setup(test_connection_flood, test_setup),
+	    cmocka_unit_test_setup(test_client_out_of_fds, test_setup),
+	    cmocka_unit_test_setup(test_fds_sent_to_daemon, test_setup),
 	};
 	return cmocka_run_group_tests_name("hostile_conns", tests, group_setup, group_teardown);
 }

@@ -11,9 +11,9 @@
 #include "hostile_util.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	      4096u
 #define VICTIM_RANGES 16
-#define VICTIM_SEED 0x61C7
+#define VICTIM_SEED   0x61C7
 #define REPLY_TIMEOUT vt_timeout_ms(10000)
 
 struct guess {
@@ -54,7 +54,8 @@ static int group_setup(void **state)
 	for (int i = 0; i < VICTIM_RANGES; i++) {
 		if (vad_alloc(g->victim, (size_t)(i % 4 + 1) * PAGE, 0, &g->ranges[i]) != 0)
 			return -1;
-		vt_fill_pattern(g->ranges[i], (size_t)(i % 4 + 1) * PAGE, VICTIM_SEED + (uint64_t)i);
+		vt_fill_pattern(g->ranges[i], (size_t)(i % 4 + 1) * PAGE,
+				VICTIM_SEED + (uint64_t)i);
 		struct vad_range info;
 		if (vad_range_info(g->victim, g->ranges[i], &info) != 0)
 			return -1;
@@ -149,7 +150,7 @@ static void test_free_what_is_not_held(void **state)
 	for (int i = 0; i < 256; i += 64)
 		assert_int_equal(VAD__ERROR__ENOTHELD,
 				 raw_free_many(&r, "", 64, offs + i, msg, sizeof(msg)));
-	uint64_t far[] = { UINT64_MAX, UINT64_MAX - PAGE + 1, 1ull << 40 };
+	uint64_t far[] = {UINT64_MAX, UINT64_MAX - PAGE + 1, 1ull << 40};
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(VAD__ERROR__ENOTHELD,
 				 raw_free_many(&r, "", 1, &far[i], msg, sizeof(msg)));
@@ -159,7 +160,7 @@ static void test_free_what_is_not_held(void **state)
 	/* A batch mixing its own range and a victim's: the victim's is refused. */
 	uint64_t own;
 	assert_int_equal(0, vt_raw_alloc(&r, PAGE, &own));
-	uint64_t mixed[2] = { own, g->offsets[3] };
+	uint64_t mixed[2] = {own, g->offsets[3]};
 	assert_int_equal(VAD__ERROR__ENOTHELD, raw_free_many(&r, "", 2, mixed, msg, sizeof(msg)));
 	/* Its own range may or may not have gone first (batch frees stop at the first
 	 * failure); either way a second free of it must not succeed twice. */
@@ -204,7 +205,7 @@ static void test_attach_random_tokens(void **state)
 {
 	struct guess *g = *state;
 	static const char base62[] =
-		"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+	    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 	struct vt_raw r;
 	assert_int_equal(0, vt_raw_connect(&r, g->d.socket_path));
 	assert_int_equal(0, vt_raw_hello(&r, "token-guesser"));
@@ -242,9 +243,14 @@ static void test_attach_random_tokens(void **state)
 	prefix[VAD_TOKEN_LEN - 1] = '\0';
 	char extended[VAD_TOKEN_LEN + 2];
 	snprintf(extended, sizeof(extended), "%sA", g->token);
-	const char *bad[] = { "", "abc", longtok, prefix, extended,
-			      "../../../../etc/passwd/../../../../../x",
-			      "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!", "                                " };
+	const char *bad[] = {"",
+			     "abc",
+			     longtok,
+			     prefix,
+			     extended,
+			     "../../../../etc/passwd/../../../../../x",
+			     "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!",
+			     "                                "};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(VAD__ERROR__ETOKEN, raw_attach(&r, bad[i]));
 	/* The real token still works, once guessing is over. */
@@ -311,9 +317,9 @@ static void test_admin_as_nobody(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_free_what_is_not_held),
-		cmocka_unit_test(test_attach_random_tokens),
-		cmocka_unit_test(test_admin_as_nobody),
+	    cmocka_unit_test(test_free_what_is_not_held),
+	    cmocka_unit_test(test_attach_random_tokens),
+	    cmocka_unit_test(test_admin_as_nobody),
 	};
 	return cmocka_run_group_tests_name("hostile_guess", tests, group_setup, group_teardown);
 }

@@ -15,11 +15,11 @@
 #include "hostile_util.h"
 #include "vtassert.h"
 
-#define PAGE 4096u
+#define PAGE	      4096u
 #define REPLY_TIMEOUT vt_timeout_ms(10000) /* generous: "answered at all" */
-#define SLOW_CLIENTS 16
+#define SLOW_CLIENTS  16
 #define STUCK_CLIENTS 64
-#define PIPELINERS 4
+#define PIPELINERS    4
 
 struct slow {
 	struct vt_daemon d;
@@ -219,15 +219,16 @@ static void test_unfinished_frames(void **state)
 	vt_sleep_ms(1500);
 	assert_probe_served(s, "bystander during unfinished frames");
 	long rss1 = vt_rss_kb(s->d.pid);
-	printf("daemon RSS %ld KiB before, %ld KiB with %d unfinished frames pending\n", rss0,
-	       rss1, STUCK_CLIENTS);
+	printf("daemon RSS %ld KiB before, %ld KiB with %d unfinished frames pending\n", rss0, rss1,
+	       STUCK_CLIENTS);
 
 	/* The stuck clients are all still connected (no frame was misread as complete:
 	 * those that said hello got exactly that one reply). */
 	for (int i = 0; i < STUCK_CLIENTS; i++) {
 		Vad__Response *resp = NULL;
 		if (i % 2) {
-			assert_int_equal(VT_RAW_RESPONSE, vt_raw_recv(&stuck[i], &resp, REPLY_TIMEOUT));
+			assert_int_equal(VT_RAW_RESPONSE,
+					 vt_raw_recv(&stuck[i], &resp, REPLY_TIMEOUT));
 			assert_int_equal(VAD__ERROR__OK, resp->error);
 			vt_raw_response_free(resp);
 		}
@@ -242,8 +243,7 @@ static void test_unfinished_frames(void **state)
 
 /* Send from buf round-robin without blocking until the daemon has taken nothing for
  * quiet_ms; returns the bytes it took. */
-static size_t push_until_stalled(int fd, const uint8_t *buf, size_t len, size_t *pos,
-				 int quiet_ms)
+static size_t push_until_stalled(int fd, const uint8_t *buf, size_t len, size_t *pos, int quiet_ms)
 {
 	size_t sent = 0;
 	uint64_t last = vt_now_ns();
@@ -257,7 +257,7 @@ static size_t push_until_stalled(int fd, const uint8_t *buf, size_t len, size_t 
 		}
 		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			fail_msg("pipeliner send: %s", strerror(errno));
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
 		poll(&p, 1, 20);
 	}
 	return sent;
@@ -278,7 +278,7 @@ static void test_pipeliners_never_read(void **state)
 	}
 
 	struct vt_raw pipe[PIPELINERS];
-	size_t pos[PIPELINERS] = { 0 }, sent[PIPELINERS] = { 0 };
+	size_t pos[PIPELINERS] = {0}, sent[PIPELINERS] = {0};
 	for (int i = 0; i < PIPELINERS; i++) {
 		assert_int_equal(0, vt_raw_connect(&pipe[i], s->d.socket_path));
 		assert_int_equal(0, vt_raw_hello(&pipe[i], "never-reads"));
@@ -326,10 +326,9 @@ static void test_pipeliners_never_read(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_trickled_frames, test_setup, test_teardown),
-		cmocka_unit_test_setup_teardown(test_unfinished_frames, test_setup, test_teardown),
-		cmocka_unit_test_setup_teardown(test_pipeliners_never_read, test_setup,
-						test_teardown),
+	    cmocka_unit_test_setup_teardown(test_trickled_frames, test_setup, test_teardown),
+	    cmocka_unit_test_setup_teardown(test_unfinished_frames, test_setup, test_teardown),
+	    cmocka_unit_test_setup_teardown(test_pipeliners_never_read, test_setup, test_teardown),
 	};
 	return cmocka_run_group_tests_name("hostile_slow", tests, group_setup, group_teardown);
 }

@@ -28,16 +28,15 @@
 #include "harness.h"
 #include "hostile_util.h"
 
-#define PAGE 4096u
-#define MiB (1024u * 1024u)
-#define HOLD_MAX 64
-#define TOKEN_POOL 64
+#define PAGE	      4096u
+#define MiB	      (1024u * 1024u)
+#define HOLD_MAX      64
+#define TOKEN_POOL    64
 #define STALL_SECONDS 60
 
 enum shape { FIX_SIZE, RANDOM_SIZE, ALIGNED, BATCH, SHARE, SHARE_ATTACH, CHURN, N_SHAPES };
-static const char *const shape_names[N_SHAPES] = { "fix_size", "random_size", "aligned",
-						   "batch",    "share",	      "share_attach",
-						   "churn" };
+static const char *const shape_names[N_SHAPES] = {"fix_size", "random_size",  "aligned", "batch",
+						  "share",    "share_attach", "churn"};
 
 struct held {
 	void *p;
@@ -53,9 +52,9 @@ struct worker {
 	unsigned rng;
 	struct held held[HOLD_MAX];
 	int n_held;
-	uint64_t ops;	    /* atomic: completed operations */
-	uint64_t refusals;  /* ENOSPC/EQUOTA/ETOKEN: expected under load */
-	char error[256];    /* first unexpected failure */
+	uint64_t ops;	   /* atomic: completed operations */
+	uint64_t refusals; /* ENOSPC/EQUOTA/ETOKEN: expected under load */
+	char error[256];   /* first unexpected failure */
 };
 
 static struct vt_daemon daemon_;
@@ -104,7 +103,7 @@ static void keep(struct worker *w, void *p, size_t size)
 {
 	uint64_t seed = ((uint64_t)w->index << 40) ^ w->ops ^ (uint64_t)(uintptr_t)p;
 	vt_fill_pattern(p, size < 2 * PAGE ? size : 2 * PAGE, seed);
-	w->held[w->n_held++] = (struct held){ .p = p, .size = size, .seed = seed };
+	w->held[w->n_held++] = (struct held){.p = p, .size = size, .seed = seed};
 }
 
 /* Check and free the range at index i. */
@@ -114,7 +113,8 @@ static void drop(struct worker *w, int i)
 	size_t len = h.size < 2 * PAGE ? h.size : 2 * PAGE;
 	ssize_t bad = vt_check_pattern(h.p, len, h.seed);
 	if (bad >= 0)
-		fail(w, "%s: range %p (%zu bytes) changed at byte %zd while held: another "
+		fail(w,
+		     "%s: range %p (%zu bytes) changed at byte %zd while held: another "
 		     "client was given overlapping memory",
 		     shape_names[w->shape], h.p, h.size, bad);
 	int rc = vad_free(w->c, h.p);
@@ -260,7 +260,7 @@ static void step(struct worker *w)
 		size_t len = size < 2 * PAGE ? size : 2 * PAGE;
 		if (vt_check_pattern(p, len, seed) >= 0)
 			fail(w, "share_attach: attached range does not hold the sharer's bytes");
-		w->held[w->n_held++] = (struct held){ .p = p, .size = size, .seed = seed };
+		w->held[w->n_held++] = (struct held){.p = p, .size = size, .seed = seed};
 		break;
 	}
 	case CHURN: {
@@ -335,8 +335,9 @@ int main(void)
 	int n_workers = env_int("SOAK_CLIENTS", 12);
 	int check_every = env_int("SOAK_CHECK_SECONDS", 3);
 	if (seconds < 10 || n_workers < N_SHAPES || check_every < 1) {
-		fprintf(stderr, "vasoak: SOAK_SECONDS >= 10, SOAK_CLIENTS >= %d and "
-				"SOAK_CHECK_SECONDS >= 1, please\n",
+		fprintf(stderr,
+			"vasoak: SOAK_SECONDS >= 10, SOAK_CLIENTS >= %d and "
+			"SOAK_CHECK_SECONDS >= 1, please\n",
 			N_SHAPES);
 		return 2;
 	}
@@ -389,8 +390,8 @@ int main(void)
 			break;
 		}
 		if (n_samples < max_samples)
-			samples[n_samples++] = (struct sample){ t, vt_rss_kb(daemon_.pid),
-								daemon_fds() };
+			samples[n_samples++] =
+			    (struct sample){t, vt_rss_kb(daemon_.pid), daemon_fds()};
 		uint64_t ops = 0;
 		for (int i = 0; i < n_workers; i++)
 			ops += __atomic_load_n(&w[i].ops, __ATOMIC_RELAXED);
@@ -398,7 +399,8 @@ int main(void)
 			last_ops = ops;
 			last_progress = vt_now_ns();
 		} else if ((vt_now_ns() - last_progress) / 1000000000u > STALL_SECONDS) {
-			fprintf(stderr, "vasoak: no operation completed for %d s: the daemon stalls\n",
+			fprintf(stderr,
+				"vasoak: no operation completed for %d s: the daemon stalls\n",
 				STALL_SECONDS);
 			vt_daemon_print_log(&daemon_, 40);
 			_exit(1); /* workers are stuck inside libvad calls */
@@ -436,19 +438,20 @@ int main(void)
 			fds_late = samples[i].fds > fds_late ? samples[i].fds : fds_late;
 		}
 		if (rss_late > rss_warm + rss_warm / 10 + 8 * 1024) {
-			fprintf(stderr, "vasoak: daemon RSS grew after warm-up: %ld KiB -> %ld KiB\n",
+			fprintf(stderr,
+				"vasoak: daemon RSS grew after warm-up: %ld KiB -> %ld KiB\n",
 				rss_warm, rss_late);
 			failed = 1;
 		}
 		if (fds_late > fds_warm + n_workers) {
-			fprintf(stderr, "vasoak: daemon fds grew after warm-up: %d -> %d\n", fds_warm,
-				fds_late);
+			fprintf(stderr, "vasoak: daemon fds grew after warm-up: %d -> %d\n",
+				fds_warm, fds_late);
 			failed = 1;
 		}
 	}
 
 	/* Everyone gone: nothing held, fds back, a clean stop. */
-	struct vad_stats s = { 0 };
+	struct vad_stats s = {0};
 	int end_ok = vt_wait_busy(&daemon_, 0, 1, 10000, &s) == 0;
 	if (!end_ok) {
 		fprintf(stderr, "vasoak: %llu busy bytes left after every client closed\n",
@@ -491,7 +494,8 @@ int main(void)
 	printf("  daemon RSS      start %ld KiB, after warm-up %ld KiB, last quarter %ld KiB, "
 	       "end %ld KiB\n",
 	       rss_start, rss_warm, rss_late, rss_end);
-	printf("  daemon fds      (besides the stats database) start %d, after warm-up %d, last quarter %d, end %d\n",
+	printf("  daemon fds      (besides the stats database) start %d, after warm-up %d, last "
+	       "quarter %d, end %d\n",
 	       fds_start, fds_warm, fds_late, fds_end);
 	printf("  checks          %d of %d invariant checks passed\n", checks_ok, checks);
 	for (int i = 0; i < n_workers; i++)
