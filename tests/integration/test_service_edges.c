@@ -387,6 +387,54 @@ static void test_books_balanced(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+/* Whatever one vad_alloc_batch allocated, one vad_free_batch of the same ranges frees:
+ * the free request (offsets as varints) must fit max_frame whenever the alloc request
+ * (sizes) did. A daemon that refuses a max_frame too small for max_batch passes too. */
+static void test_batch_allocated_is_batch_freeable(void **state)
+{
+	struct vt_daemon *d = *state;
+	const char *extra = "max_frame = 4K\nmax_batch = 4096\n";
+	const char *arenas = "[arena default]\nsize = 64G\n";
+	assert_int_equal(0, vt_daemon_init(d));
+	assert_int_equal(0, vt_daemon_write_config(d, extra, arenas));
+	char bin[PATH_MAX];
+	snprintf(bin, sizeof(bin), "%s/vad", vt_build_dir());
+	char *argv[] = {bin, "-c", d->conf_path, "--check-config", NULL};
+	struct vt_output o;
+	assert_int_equal(0, vt_run(argv, NULL, vt_timeout_ms(20000), &o));
+	int check = o.exit_code;
+	vt_output_free(&o);
+	if (check == 1) {
+		print_message("the daemon refuses max_batch 4096 with max_frame 4K: fine\n");
+		return;
+	}
+	assert_int_equal(0, check);
+	assert_int_equal(0, vt_daemon_start(d));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "batcher", &c));
+	enum { N = 900 };
+	size_t *sizes = calloc(N, sizeof(*sizes));
+	void **ptrs = calloc(N, sizeof(*ptrs));
+	assert_non_null(sizes);
+	assert_non_null(ptrs);
+	for (int i = 0; i < N; i++)
+		sizes[i] = 1 << 20;
+	int rc = vad_alloc_batch(c, N, sizes, 0, ptrs);
+	if (rc == 0) {
+		rc = vad_free_batch(c, N, ptrs);
+		if (rc != 0)
+			fail_msg("vad_alloc_batch of %d ranges worked, vad_free_batch of the same "
+				 "ranges failed: %d (%s)",
+				 N, rc, vad_last_error(c));
+	} else {
+		assert_int_equal(VAD_ETOOBIG, rc);
+	}
+	free(sizes);
+	free(ptrs);
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -399,5 +447,10 @@ int main(void)
 	    cmocka_unit_test(test_private_arena_stays_private),
 	    cmocka_unit_test(test_books_balanced),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	const struct CMUnitTest own[] = {
+	    VT_OWN_DAEMON_TEST(test_batch_allocated_is_batch_freeable),
+	};
+	int failed = cmocka_run_group_tests_name("edges", tests, group_setup, group_teardown);
+	failed += cmocka_run_group_tests_name("edges, own daemon", own, NULL, NULL);
+	return failed ? 1 : 0;
 }
