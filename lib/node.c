@@ -1,6 +1,7 @@
 /*
  * node.c - nodes: per-node busy trees (areas found by address) and pools of ready blocks
- * by exact size class; the thread's home node. Callers hold the lock each function names.
+ * by exact size class; the thread's home node; lock setup. The busy and pool functions
+ * expect the node's lock to be held.
  */
 #include <stdlib.h>
 #include <string.h>
