@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bench_run.h"
+#include "daemon_bench.h"
 #include "bench_selftest.h"
 
 #define MAX_LIST 32
@@ -52,6 +53,9 @@ static void usage(FILE *f)
 	       "  --out FILE         also append the JSON lines to FILE\n"
 	       "  --selftest         check every implementation against a reference, then exit\n"
 	       "  --list             list workloads and implementations\n"
+	       "  --daemon SOCK      load a running vad through its socket instead\n"
+	       "                     (vabench --daemon SOCK --help for its options)\n"
+	       "  --echo             the socketpair echo baseline (see --daemon)\n"
 	       "Sizes take K, M, G, T suffixes (powers of 1024).\n");
 }
 
@@ -466,6 +470,8 @@ int main(int argc, char **argv)
 	size_t ncombos, k = 0;
 	int rc, status;
 
+	if (daemon_bench_wanted(argc, argv))
+		return daemon_bench_main(argc, argv);
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc == 1 ? 0 : 2;
