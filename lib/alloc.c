@@ -1,0 +1,447 @@
+/*
+ * alloc.c - allocation: the pool fast path, pool refills in the home node's zones, first
+ * fit in the free tree (exact lowest address, or the kernel's inflated O(log n) search),
+ * congruent groups (pcpu_get_vm_areas). See vaspace.c for the lock order.
+ */
+#include "va_internal.h"
+
+/* find_congruent gave up after its step budget (never returned to callers). */
+#define VA_EAGAIN_INTERNAL (-100)
+
+/* Blocks one pool miss carves for a class of q quanta, the caller's included: about 64
+ * quanta, at most 16 blocks and pool_depth + 1, and all inside one zone. */
+static unsigned refill_count(const struct va_space *vs, unsigned q)
+{
+	uint64_t per_zone = vs->zone / ((uint64_t)q << vs->qshift);
+	unsigned n = 64 / q;
+
+	if (n > 16)
+		n = 16;
+	if (n > vs->cfg.pool_depth + 1)
+		n = vs->cfg.pool_depth + 1;
+	if (vs->affinity_span && n > per_zone)
+		n = (unsigned)per_zone;
+	return n ? n : 1;
+}
+
+/*
+ * Pool fast path: pop a ready block of q quanta from the home pool and enter it in its
+ * address's busy tree. Pool blocks mostly lie in the home node's own zones (see
+ * refill_pool), so this is one lock. Another node's lock is taken in ascending order or
+ * tried; if a lower node is busy the block goes back and the caller takes the slow path.
+ */
+static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void *owner,
+			    uint64_t *out)
+{
+	struct va_node *hn = &vs->node[home], *bn;
+	struct va_block *b;
+	unsigned j;
+
+	va_lock(&hn->lock);
+	hn->pool[q - 1].wanted++;
+	b = pool_pop(hn, q, vs->quantum);
+	if (!b) {
+		va_unlock(&hn->lock);
+		return false;
+	}
+	b->owner = owner;
+	b->home = home;
+	j = va_node_of(vs, b->start);
+	if (j == home) {
+		busy_insert(hn, b);
+	} else {
+		bn = &vs->node[j];
+		if (j > home) {
+			va_lock(&bn->lock);
+		} else if (pthread_mutex_trylock(&bn->lock)) {
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
+			va_unlock(&hn->lock);
+			return false;
+		}
+		busy_insert(bn, b);
+		va_unlock(&bn->lock);
+	}
+	hn->pool_hits++;
+	hn->allocs++;
+	va_unlock(&hn->lock);
+	*out = b->start;
+	return true;
+}
+
+/* Where a refill of count blocks of size for node home goes (free.lock held): right after
+ * the node's last refill if that zone still has room, else at the start of the lowest
+ * zone of the node inside a free block big enough to hold one wherever it starts.
+ * Returns the free block and sets *addr and *count, or NULL. */
+static struct va_block *refill_spot(struct va_space *vs, unsigned home, uint64_t size,
+				    unsigned *count, uint64_t *addr)
+{
+	struct va_node *hn = &vs->node[home];
+	uint64_t cur = hn->refill_cursor, zone = vs->zone, skip, k;
+	struct va_fit_req req;
+	struct va_block *b;
+
+	if (cur >= vs->base && cur < vs->end && va_node_of(vs, cur) == home) {
+		uint64_t fit = (zone - cur % zone) / size; /* blocks left in cur's zone */
+
+		if (fit > *count)
+			fit = *count;
+		b = fit ? ft_floor(&vs->free.tree, cur) : NULL;
+		if (b && b->end > cur) {
+			while (fit && b->end - cur < fit * size)
+				fit--;
+			if (fit) {
+				*count = (unsigned)fit;
+				*addr = cur;
+				return b;
+			}
+		}
+	}
+	/* any free block this big holds a whole run in a zone of home, wherever it starts */
+	if (__builtin_add_overflow(*count * size, vs->affinity_span - vs->quantum, &req.size) ||
+	    req.size > vs->size)
+		return NULL;
+	req.min_block = req.size;
+	req.align = vs->quantum;
+	req.vstart = vs->base;
+	req.vend = vs->end;
+	b = ft_lowest_fit(&vs->free.tree, &req, addr);
+	if (!b)
+		return NULL;
+	/* distance from b->start to the first zone start at or above it that belongs to home */
+	skip = b->start % zone ? zone - b->start % zone : 0;
+	k = (b->start / zone + (skip ? 1 : 0)) % vs->nodes;
+	skip += ((home + vs->nodes - k) % vs->nodes) * zone;
+	if (skip > blk_size(b) || blk_size(b) - skip < *count * size)
+		return NULL;
+	*addr = b->start + skip;
+	return b;
+}
+
+/*
+ * A pool miss: carve a run of blocks in one of the home node's zones; the caller gets the
+ * first, the home pool the rest (free.lock held, bag holds count + 1 objects). Returns the
+ * caller's block, or NULL when no zone of the node has room.
+ */
+static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t size,
+				    unsigned count, struct va_bag *bag)
+{
+	struct va_node *hn = &vs->node[home];
+	unsigned q = (unsigned)(size >> vs->qshift), room;
+	struct va_block *b, *first;
+	uint64_t a;
+
+	b = refill_spot(vs, home, size, &count, &a);
+	if (!b)
+		return NULL;
+	first = ft_carve(&vs->free.tree, b, a, count * size, bag);
+	if (!first)
+		return NULL;
+	first->end = a + size;
+	hn->refill_cursor = a + count * size;
+	va_lock(&hn->lock);
+	room = vs->cfg.pool_depth - hn->pool[q - 1].count;
+	for (unsigned i = count; i-- > 1;) {
+		struct va_block *p = bag_take(bag);
+
+		p->start = a + i * size;
+		p->end = p->start + size;
+		p->owner = NULL;
+		p->home = home;
+		if (!room || !pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum)) {
+			ft_insert(&vs->free.tree, p, bag); /* pool full meanwhile: give it back */
+			continue;
+		}
+		room--;
+	}
+	va_unlock(&hn->lock);
+	return first;
+}
+
+/*
+ * First fit (free.lock held). Exact mode: the lowest fitting address. Otherwise, with an
+ * alignment above the quantum, first the kernel's search for a block of size + align -
+ * quantum, which any block found satisfies (O(log n), where the exact search may pass over
+ * many big-enough but misaligned fragments); the exact search only if that finds nothing.
+ */
+static struct va_block *find_fit(struct va_space *vs, const struct va_fit_req *req, uint64_t *addr)
+{
+	struct va_fit_req r = *req;
+	struct va_block *b;
+
+	uint64_t inflated;
+
+	if (!vs->exact && r.align > vs->quantum &&
+	    !__builtin_add_overflow(r.size, r.align - vs->quantum, &inflated) &&
+	    inflated <= vs->size) {
+		r.min_block = inflated;
+		b = ft_lowest_fit(&vs->free.tree, &r, addr);
+		if (b)
+			return b;
+	}
+	r.min_block = r.size;
+	return ft_lowest_fit(&vs->free.tree, &r, addr);
+}
+
+/* Carve up to count blocks of size from the start of free block b into the home pool
+ * (free.lock held). Stops when b is used up or the pool class is full. */
+static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size, unsigned count,
+			 unsigned home, struct va_bag *bag)
+{
+	struct va_node *hn = &vs->node[home];
+	unsigned q = (unsigned)(size >> vs->qshift);
+
+	va_lock(&hn->lock);
+	while (count-- && hn->pool[q - 1].count < vs->cfg.pool_depth && blk_size(b) >= size) {
+		struct va_block *p = ft_carve(&vs->free.tree, b, b->start, size, bag);
+
+		if (!p)
+			break;
+		p->owner = NULL;
+		p->home = home;
+		pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum);
+		if (p == b)
+			break; /* full fit: b itself went to the pool */
+	}
+	va_unlock(&hn->lock);
+}
+
+/* Lowest first fit in the free tree; refill > 1 means a pool miss that refills the pool. */
+static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, unsigned home,
+			   unsigned refill, void *owner, uint64_t *out)
+{
+	struct va_bag bag = {0};
+	struct va_block *nb = NULL, *b;
+	struct va_node *bn;
+	uint64_t a;
+	int rc;
+
+	rc = objcache_fill(&bag, refill > 1 ? refill + 1 : 2);
+	if (rc)
+		return rc;
+	va_lock(&vs->free.lock);
+	if (refill > 1 && vs->affinity_span)
+		nb = refill_pool(vs, home, req->size, refill, &bag);
+	if (!nb) {
+		b = find_fit(vs, req, &a);
+		if (!b) {
+			va_unlock(&vs->free.lock);
+			objcache_return(&bag);
+			return VA_ENOSPC;
+		}
+		nb = ft_carve(&vs->free.tree, b, a, req->size, &bag);
+		/* no zone of the home node has room (a small space): refill from what follows */
+		if (refill > 1 && nb != b && b->start == a + req->size)
+			refill_after(vs, b, req->size, refill - 1, home, &bag);
+	}
+	a = nb->start;
+	nb->owner = owner;
+	nb->home = home;
+	bn = &vs->node[va_node_of(vs, a)];
+	va_lock(&bn->lock);
+	busy_insert(bn, nb);
+	bn->allocs++;
+	va_unlock(&bn->lock);
+	va_unlock(&vs->free.lock);
+	objcache_return(&bag);
+	*out = a;
+	return 0;
+}
+
+/* Round size up to the quantum and align up to it; validate both. */
+static int normalise(const struct va_space *vs, uint64_t size, uint64_t align, uint64_t *s_out,
+		     uint64_t *a_out)
+{
+	uint64_t s;
+
+	if (!size)
+		return VA_ESIZE;
+	if (align & (align - 1))
+		return VA_EALIGN;
+	if (__builtin_add_overflow(size, vs->quantum - 1, &s))
+		return VA_EOVERFLOW;
+	s &= ~(vs->quantum - 1);
+	if (s > vs->size)
+		return VA_EOVERFLOW;
+	*s_out = s;
+	*a_out = align < vs->quantum ? vs->quantum : align;
+	return 0;
+}
+
+static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
+			uint64_t vend, void *owner, uint64_t *out_addr)
+{
+	struct va_fit_req req;
+	unsigned home, q = 0;
+	uint64_t first;
+	bool poolable;
+	int rc;
+
+	if (!vs || !out_addr)
+		return VA_EINVAL;
+	rc = normalise(vs, size, align, &req.size, &req.align);
+	if (rc)
+		return rc;
+	if (vstart >= vend || vend <= vs->base || vstart >= vs->end)
+		return VA_ERANGE;
+	req.vstart = vstart < vs->base ? vs->base : vstart;
+	req.vend = vend > vs->end ? vs->end : vend;
+	req.min_block = req.size;
+	home = va_home_node(vs);
+	/* no aligned address of the window can hold it: fail without draining */
+	if (__builtin_add_overflow(req.vstart, req.align - 1, &first) ||
+	    (first &= ~(req.align - 1)) >= req.vend || req.vend - first < req.size) {
+		atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
+		return VA_ENOSPC;
+	}
+	poolable = vs->pool_classes && req.align == vs->quantum && req.vstart == vs->base &&
+		   req.vend == vs->end && (req.size >> vs->qshift) <= vs->pool_classes;
+	if (poolable)
+		q = (unsigned)(req.size >> vs->qshift);
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (poolable && alloc_from_pool(vs, home, q, owner, out_addr))
+			return 0;
+		rc = alloc_from_tree(vs, &req, home, poolable ? refill_count(vs, q) : 0, owner,
+				     out_addr);
+		if (rc != VA_ENOSPC)
+			return rc;
+		if (attempt == 0)
+			lazy_drain(vs, true);
+	}
+	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
+	return VA_ENOSPC;
+}
+
+int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, uint64_t *out_addr)
+{
+	if (!vs)
+		return VA_EINVAL;
+	return alloc_common(vs, size, align, vs->base, vs->end, owner, out_addr);
+}
+
+int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
+		   uint64_t vend, void *owner, uint64_t *out_addr)
+{
+	return alloc_common(vs, size, align, vstart, vend, owner, out_addr);
+}
+
+/* ---- congruent groups ---------------------------------------------------------------- */
+
+/*
+ * Highest base (multiple of align) such that every area fits in a free block (free.lock
+ * held). Walks down from the top: for each area, the free block at or below its last byte
+ * must contain it; if not, base drops so the area ends in the highest free block below
+ * that can hold it (skipping smaller holes in O(log n)). Each step strictly lowers base,
+ * so the walk ends; but lazily freed sets above leave many holes to pass, so after budget
+ * steps it gives up (VA_EAGAIN_INTERNAL) and the caller drains first.
+ */
+static int find_congruent(struct va_space *vs, const uint64_t *off, const uint64_t *sz, unsigned n,
+			  uint64_t align, uint64_t budget, uint64_t *base_out)
+{
+	uint64_t last_end = off[n - 1] + sz[n - 1];
+	uint64_t base = (vs->end - last_end) & ~(align - 1);
+	unsigned i = n;
+
+	while (i-- > 0) {
+		if (!budget--)
+			return VA_EAGAIN_INTERNAL;
+		uint64_t a = base + off[i], e = a + sz[i], limit;
+		struct va_block *b;
+
+		if (a < vs->base)
+			return VA_ENOSPC;
+		b = ft_floor(&vs->free.tree, e - 1);
+		if (b && b->start <= a && b->end >= e)
+			continue;
+		/* area i must end below e - 1 (or below b's start if it straddles b) */
+		limit = b && b->end >= e ? b->start : e - 1;
+		b = ft_highest_fit(&vs->free.tree, limit, sz[i]);
+		if (!b)
+			return VA_ENOSPC;
+		limit = b->end < limit ? b->end : limit;
+		if (limit < off[i] + sz[i])
+			return VA_ENOSPC;
+		base = (limit - off[i] - sz[i]) & ~(align - 1);
+		i = n; /* recheck every area at the lower base */
+	}
+	*base_out = base;
+	return 0;
+}
+
+static int congruent_args(const struct va_space *vs, const uint64_t *off, const uint64_t *sz,
+			  unsigned n, uint64_t align)
+{
+	if (!n || !off || !sz || n > (1u << 24))
+		return VA_EINVAL;
+	if (align & (align - 1))
+		return VA_EALIGN;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t e;
+
+		if (!sz[i])
+			return VA_ESIZE;
+		if (off[i] % vs->quantum || sz[i] % vs->quantum)
+			return VA_EINVAL;
+		if (__builtin_add_overflow(off[i], sz[i], &e))
+			return VA_EOVERFLOW;
+		if (e > vs->size)
+			return VA_EOVERFLOW;
+		if (i && off[i] < off[i - 1] + sz[i - 1])
+			return VA_EINVAL;
+	}
+	return 0;
+}
+
+int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint64_t *sizes,
+		       unsigned n, uint64_t align, void *owner, uint64_t *out_addrs)
+{
+	unsigned home;
+	int rc;
+
+	if (!vs || !out_addrs)
+		return VA_EINVAL;
+	rc = congruent_args(vs, offsets, sizes, n, align);
+	if (rc)
+		return rc;
+	if (align < vs->quantum)
+		align = vs->quantum;
+	home = va_home_node(vs);
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct va_bag bag = {0};
+		uint64_t base;
+
+		rc = objcache_fill(&bag, 2 * n);
+		if (rc)
+			return rc;
+		va_lock(&vs->free.lock);
+		rc = find_congruent(vs, offsets, sizes, n, align,
+				    attempt ? UINT64_MAX : 64 + 8ull * n, &base);
+		if (!rc) {
+			for (unsigned i = 0; i < n; i++) {
+				uint64_t a = base + offsets[i];
+				struct va_block *b = ft_floor(&vs->free.tree, a);
+				struct va_block *nb =
+				    ft_carve(&vs->free.tree, b, a, sizes[i], &bag);
+				struct va_node *bn = &vs->node[va_node_of(vs, a)];
+
+				nb->owner = owner;
+				nb->home = home;
+				va_lock(&bn->lock);
+				busy_insert(bn, nb);
+				bn->allocs++;
+				va_unlock(&bn->lock);
+				out_addrs[i] = a;
+			}
+			va_unlock(&vs->free.lock);
+			objcache_return(&bag);
+			return 0;
+		}
+		va_unlock(&vs->free.lock);
+		objcache_return(&bag);
+		if (attempt == 0)
+			lazy_drain(vs, true);
+	}
+	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
+	return VA_ENOSPC;
+}
