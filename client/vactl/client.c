@@ -1,7 +1,10 @@
 /* client.c - connecting to the daemon and turning libvad failures into exit codes. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "vactl.h"
 
@@ -82,8 +85,53 @@ int vactl_report(const struct vactl_opts *o, vad_client *c, int err)
 	return vactl_exit_code(err);
 }
 
+static char timeout_text[256], timeout_json[320];
+static size_t timeout_text_len, timeout_json_len;
+
+static void on_deadline(int sig)
+{
+	(void)sig;
+	/* Only async-signal-safe calls: the texts were formatted when the deadline was set. */
+	if (timeout_json_len)
+		(void)!write(STDOUT_FILENO, timeout_json, timeout_json_len);
+	(void)!write(STDERR_FILENO, timeout_text, timeout_text_len);
+	_exit(VACTL_EXIT_UNREACHABLE);
+}
+
+void vactl_deadline(const struct vactl_opts *o, bool on)
+{
+	if (!o->timeout_ms)
+		return;
+	if (on && !timeout_text_len) {
+		char secs[32];
+		vactl_fmt_duration(o->timeout_ms, secs, sizeof(secs));
+		snprintf(timeout_text, sizeof(timeout_text),
+			 "vactl: no answer from the daemon within %s (is it stuck? --timeout "
+			 "changes the limit)\n",
+			 secs);
+		timeout_text_len = strlen(timeout_text);
+		if (o->json) {
+			snprintf(timeout_json, sizeof(timeout_json),
+				 "{\"error\": \"ETIMEOUT\", \"message\": \"no answer from the "
+				 "daemon within %s\"}\n",
+				 secs);
+			timeout_json_len = strlen(timeout_json);
+		}
+		struct sigaction sa = {.sa_handler = on_deadline};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+	}
+	struct itimerval it = {{0, 0}, {0, 0}};
+	if (on) {
+		it.it_value.tv_sec = (time_t)(o->timeout_ms / 1000);
+		it.it_value.tv_usec = (suseconds_t)(o->timeout_ms % 1000) * 1000;
+	}
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
 int vactl_connect(const struct vactl_opts *o, vad_client **out)
 {
+	vactl_deadline(o, true);
 	int err = vad_connect(o->socket, "vactl", out);
 	if (err == VAD_OK)
 		return VACTL_EXIT_OK;

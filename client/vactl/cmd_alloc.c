@@ -170,7 +170,9 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 		    "vactl: holding %zu range%s %s; then vactl frees them and exits (the daemon "
 		    "also drops a session's ranges when it disconnects)\n",
 		    n, n == 1 ? "" : "s", how);
+		vactl_deadline(o, false);
 		hold(&a);
+		vactl_deadline(o, true);
 	}
 	err = vad_free_batch(c, n, ptrs);
 	if (err) {

@@ -399,8 +399,10 @@ static void cmd_sleep(struct session *s, char **args, int n)
 	if (n != 1 || vactl_parse_duration(args[0], &ms) < 0)
 		return say_usage(s, "sleep", "sleep SECONDS (or 250ms, 2m)");
 	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	vactl_deadline(s->o, false);
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
+	vactl_deadline(s->o, true);
 	json_object *j = result("sleep");
 	vactl_json_add_u64(j, "ms", ms);
 	say_ok(s, j, "slept %s", args[0]);
@@ -484,7 +486,12 @@ static int run_session(struct vactl_opts *o, int argc, char **argv)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
-	while (!s.quit && (len = getline(&line, &cap, stdin)) >= 0) {
+	for (;;) {
+		/* Waiting for the next command is no daemon delay. */
+		vactl_deadline(o, false);
+		if (s.quit || (len = getline(&line, &cap, stdin)) < 0)
+			break;
+		vactl_deadline(o, true);
 		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
 		run_line(&s, line);

@@ -179,7 +179,9 @@ static int run_top(struct vactl_opts *o, int argc, char **argv)
 			break;
 		struct timespec ts = {(time_t)(a.interval_ms / 1000),
 				      (long)(a.interval_ms % 1000) * 1000000L};
+		vactl_deadline(o, false);
 		nanosleep(&ts, NULL); /* a signal cuts it short, then the loop ends */
+		vactl_deadline(o, true);
 	}
 	free(prev);
 	vad_close(c);

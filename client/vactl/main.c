@@ -34,6 +34,9 @@ static void print_help(FILE *f)
 	    "                  $XDG_RUNTIME_DIR/vad.sock if it exists, else /run/vad/vad.sock\n"
 	    "  --json          machine output: one JSON document on stdout (session: one JSON\n"
 	    "                  object per line); keys are snake_case, sizes are integer bytes\n"
+	    "  --timeout D     give up when the daemon does not answer within D (default 30s;\n"
+	    "                  0 = wait forever) and exit 3; waiting on purpose (alloc --hold,\n"
+	    "                  session input and sleep, top's interval) does not count\n"
 	    "  -h, --help      this help; vactl COMMAND --help explains one command\n"
 	    "  -V, --version   print vactl's version\n"
 	    "\nSizes accept binary units: 4096, 4K, 1.5M, 64G (K = 1024). Durations: 250ms,\n"
@@ -42,7 +45,8 @@ static void print_help(FILE *f)
 	    "  0  success\n"
 	    "  1  the daemon refused the request (its reason is printed on stderr)\n"
 	    "  2  usage error\n"
-	    "  3  cannot reach the daemon (not running, wrong socket, or it went away)\n"
+	    "  3  cannot reach the daemon (not running, wrong socket, went away, or no\n"
+	    "     answer within --timeout)\n"
 	    "  4  check found broken allocator invariants\n"
 	    "With --json, failures also print {\"error\": NAME, \"code\": N, \"message\": ...}.\n");
 }
@@ -51,8 +55,9 @@ static void print_cmd_help(const struct vactl_cmd *cmd)
 {
 	printf("Usage: vactl [--socket PATH] [--json] %s %s\n\n%s\n%s", cmd->name, cmd->args,
 	       cmd->summary, cmd->help);
-	printf("\nCommon options: --socket PATH, --json, --help. Exit status: 0 ok, 1 refused,\n"
-	       "2 usage error, 3 cannot reach the daemon, 4 corruption found (check).\n");
+	printf("\nCommon options: --socket PATH, --json, --timeout D, --help. Exit status: 0 ok,\n"
+	       "1 refused, 2 usage error, 3 cannot reach the daemon (or no answer within the\n"
+	       "timeout), 4 corruption found (check).\n");
 }
 
 int vactl_usage_error(const struct vactl_cmd *cmd, const char *fmt, ...)
@@ -70,7 +75,14 @@ int vactl_usage_error(const struct vactl_cmd *cmd, const char *fmt, ...)
 	return VACTL_EXIT_USAGE;
 }
 
-enum { OPT_SOCKET = 0x1000, OPT_JSON };
+enum { OPT_SOCKET = 0x1000, OPT_JSON, OPT_TIMEOUT };
+
+static int parse_timeout(const struct vactl_cmd *cmd, struct vactl_opts *o, const char *arg)
+{
+	if (vactl_parse_duration(arg, &o->timeout_ms) < 0)
+		return vactl_usage_error(cmd, "bad timeout '%s' (try 10s, 2m, 0 for none)", arg);
+	return VACTL_EXIT_OK;
+}
 
 int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
 		    const char *short_opts, const struct option *long_opts,
@@ -80,15 +92,17 @@ int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
 	    {"socket", required_argument, NULL, OPT_SOCKET},
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"help", no_argument, NULL, 'h'},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	};
 	size_t n_extra = 0;
 	while (long_opts && long_opts[n_extra].name)
 		n_extra++;
-	struct option all[n_extra + 4];
+	const size_t n_common = sizeof(common) / sizeof(common[0]);
+	struct option all[n_extra + n_common + 1];
 	memcpy(all, common, sizeof(common));
 	if (n_extra)
-		memcpy(all + 3, long_opts, n_extra * sizeof(*all));
-	memset(&all[n_extra + 3], 0, sizeof(all[0]));
+		memcpy(all + n_common, long_opts, n_extra * sizeof(*all));
+	memset(&all[n_extra + n_common], 0, sizeof(all[0]));
 	char shorts[64];
 	snprintf(shorts, sizeof(shorts), ":h%s", short_opts ? short_opts : "");
 
@@ -102,6 +116,10 @@ int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
 			break;
 		case OPT_JSON:
 			o->json = true;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_timeout(cmd, o, optarg))
+				return VACTL_EXIT_USAGE;
 			break;
 		case 'h':
 			print_cmd_help(cmd);
@@ -129,9 +147,10 @@ int main(int argc, char **argv)
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {0},
 	};
-	struct vactl_opts o = {0};
+	struct vactl_opts o = {.timeout_ms = VACTL_TIMEOUT_DEFAULT_MS};
 	opterr = 0;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "+:hV", globals, NULL)) != -1) {
@@ -141,6 +160,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_JSON:
 			o.json = true;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_timeout(NULL, &o, optarg))
+				return VACTL_EXIT_USAGE;
 			break;
 		case 'h':
 			print_help(stdout);

@@ -25,9 +25,12 @@ enum vactl_exit {
 
 /* Options every command understands. */
 struct vactl_opts {
-	const char *socket; /* --socket, NULL: libvad's default resolution */
-	bool json;	    /* --json */
+	const char *socket;  /* --socket, NULL: libvad's default resolution */
+	bool json;	     /* --json */
+	uint64_t timeout_ms; /* --timeout: longest wait for the daemon, 0 = forever */
 };
+
+#define VACTL_TIMEOUT_DEFAULT_MS 30000
 
 /* One subcommand. */
 struct vactl_cmd {
@@ -57,6 +60,11 @@ int vactl_usage_error(const struct vactl_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* client.c */
+
+/* Arm (on) or disarm the --timeout deadline: when it passes, vactl reports that the
+ * daemon did not answer and exits 3. vactl_connect arms it; commands that wait on purpose
+ * (hold, sleep, reading stdin, top's interval) disarm it around the wait. */
+void vactl_deadline(const struct vactl_opts *o, bool on);
 
 /* Connect as "vactl"; on failure report it (with a hint) and return the exit code. */
 int vactl_connect(const struct vactl_opts *o, vad_client **out);

@@ -316,6 +316,33 @@ static void test_history(void **state)
 	vt_output_free(&o);
 }
 
+/* A daemon that accepts but never answers (stopped): vactl gives up after --timeout. */
+static void test_timeout(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_output o;
+	assert_int_equal(0, vt_daemon_signal(d, SIGSTOP));
+	int ran = vt_vactl(d->socket_path, NULL, &o, "--json", "--timeout", "1s", "status", NULL);
+	assert_int_equal(0, vt_daemon_signal(d, SIGCONT));
+	assert_int_equal(0, ran);
+	VT_ASSERT_EXIT(&o, 3, "vactl --timeout 1s status with the daemon stopped");
+	assert_true(vt_contains(o.err, "no answer from the daemon"));
+	struct json_object *j = vt_json_parse(o.out);
+	assert_non_null(j);
+	assert_string_equal("ETIMEOUT", jstr(j, "error"));
+	json_object_put(j);
+	vt_output_free(&o);
+	/* Waiting on purpose does not count: a session sleeps past its timeout. */
+	assert_int_equal(0, vt_vactl(d->socket_path, "sleep 1200ms\nstats\n", &o, "--timeout",
+				     "1s", "session", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --timeout 1s session sleeping 1.2s");
+	vt_output_free(&o);
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--timeout", "soon", "status",
+				     NULL));
+	VT_ASSERT_EXIT(&o, 2, "vactl --timeout soon");
+	vt_output_free(&o);
+}
+
 static void test_daemon_stops_clean(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -333,6 +360,7 @@ int main(void)
 	    cmocka_unit_test(test_top_samples),
 	    cmocka_unit_test(test_session_human_lines),
 	    cmocka_unit_test(test_history),
+	    cmocka_unit_test(test_timeout),
 	    cmocka_unit_test(test_daemon_stops_clean),
 	};
 	return cmocka_run_group_tests_name("vactl client details", tests, group_setup,
