@@ -6,6 +6,7 @@
  * one another), and busy bytes return to the baseline at the end.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -500,6 +501,83 @@ static void test_connection_churn(void **state)
 		fail_msg("daemon has %d descriptors after the churn, %d before", fds, base_fds);
 }
 
+/* Admin work racing the allocators: purges (drains), invariant checks, stats walks,
+ * client listings, reloads and SIGHUPs while worker connections allocate and free. */
+struct admin_loop {
+	const struct vt_daemon *d;
+	int stop; /* atomic */
+	int rounds;
+	char error[512];
+};
+
+static void *admin_run(void *arg)
+{
+	struct admin_loop *al = arg;
+	vad_client *c;
+	int rc = vad_connect(al->d->socket_path, "admin-loop", &c);
+	if (rc != 0) {
+		snprintf(al->error, sizeof(al->error), "admin: vad_connect: %d", rc);
+		return NULL;
+	}
+	while (!__atomic_load_n(&al->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t released;
+		int ok = 0;
+		struct vad_daemon_stats *ds = NULL;
+		struct vad_client_info *ci = NULL;
+		size_t n;
+		if ((rc = vad_purge(c, &released)) != 0 || (rc = vad_check(c, &ok, NULL)) != 0 ||
+		    (rc = vad_stats_detail(c, NULL, &ds)) != 0 ||
+		    (rc = vad_clients(c, &ci, &n)) != 0 || (rc = vad_reload(c)) != 0) {
+			snprintf(al->error, sizeof(al->error), "admin round %d: %d %s", al->rounds,
+				 rc, vad_last_error(c));
+			break;
+		}
+		free(ds);
+		free(ci);
+		if (!ok) {
+			snprintf(al->error, sizeof(al->error),
+				 "admin round %d: allocator invariants broken under load",
+				 al->rounds);
+			break;
+		}
+		if (al->rounds % 4 == 0)
+			kill(al->d->pid, SIGHUP);
+		al->rounds++;
+	}
+	vad_close(c);
+	return NULL;
+}
+
+static void test_admin_ops_under_load(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vad_stats base;
+	assert_int_equal(0, vt_stats(d, &base));
+	struct admin_loop al = {.d = d};
+	pthread_t admin;
+	assert_int_equal(0, pthread_create(&admin, NULL, admin_run, &al));
+	enum { N = 6 };
+	struct worker w[N];
+	memset(w, 0, sizeof(w));
+	for (int i = 0; i < N; i++) {
+		w[i].socket_path = d->socket_path;
+		w[i].own_connection = true;
+		w[i].id = 200 + i;
+		w[i].iterations = vt_scale(1000);
+		w[i].batch = i % 3 == 0;
+		w[i].rng = 0x2545F4914F6CDD1Dull * (uint64_t)(i + 1);
+	}
+	run_threads(w, N);
+	__atomic_store_n(&al.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(admin, NULL);
+	if (al.error[0])
+		fail_msg("%s", al.error);
+	print_message("%d admin rounds ran alongside the workers\n", al.rounds);
+	assert_true(al.rounds > 0);
+	assert_true(vt_daemon_alive((struct vt_daemon *)d));
+	assert_back_to_baseline(d, base.busy_bytes);
+}
+
 static void test_daemon_stops_cleanly(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -514,6 +592,7 @@ int main(void)
 	    cmocka_unit_test(test_many_processes),
 	    cmocka_unit_test(test_share_while_freeing),
 	    cmocka_unit_test(test_connection_churn),
+	    cmocka_unit_test(test_admin_ops_under_load),
 	    cmocka_unit_test(test_daemon_stops_cleanly),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
