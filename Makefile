@@ -123,20 +123,24 @@ run: all
 	@scripts/run-dev $(O)
 
 # The normal build, then ASan+UBSan, then TSan; each prints "N passed, N failed".
+# Builds use every core; tests run one program at a time.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 check: deps
+	$(MAKE) -j$(NPROC) all
 	$(MAKE) check-normal
 	$(MAKE) check-asan
 	$(MAKE) check-tsan
+	$(MAKE) fuzz-smoke
 
 check-normal: all
 	@tests/run-tests $(O) normal
 
 check-asan:
-	$(MAKE) O=build-asan SAN=asan tests $(addprefix build-asan/,vad vactl)
+	$(MAKE) -j$(NPROC) O=build-asan SAN=asan tests $(addprefix build-asan/,vad vactl)
 	@tests/run-tests build-asan asan
 
 check-tsan:
-	$(MAKE) O=build-tsan SAN=tsan tests $(addprefix build-tsan/,vad vactl)
+	$(MAKE) -j$(NPROC) O=build-tsan SAN=tsan tests $(addprefix build-tsan/,vad vactl)
 	@tests/run-tests build-tsan tsan
 
 # The full matrix with baselines, then the bar ratios measured side by side in one run.
@@ -152,3 +156,6 @@ clean:
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)
 include packaging/install.mk
+include fuzz.mk
+include soak.mk
+include bench.mk
