@@ -64,7 +64,7 @@ tests: $(UNIT_BIN) $(INTEG_BIN)
 deps deps-quiet:
 	@scripts/install-deps
 
-$(O)/proto/vad.pb-c.c $(O)/proto/vad.pb-c.h: proto/vad.proto
+$(O)/proto/vad.pb-c.c $(O)/proto/vad.pb-c.h &: proto/vad.proto
 	@mkdir -p $(O)/proto
 	protoc-c --proto_path=proto --c_out=$(O)/proto proto/vad.proto
 
