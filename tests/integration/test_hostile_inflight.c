@@ -1,0 +1,160 @@
+/*
+ * test_hostile_inflight.c - a client that asks for the arena fd over and over and never
+ * reads the replies. Every MapArena reply carries the arena fd by SCM_RIGHTS; until the
+ * client reads it, the kernel counts it as "in flight" against the SENDER's user, and once
+ * a user has more fds in flight than its RLIMIT_NOFILE, sendmsg fails with ETOOMANYREFS
+ * (unless the sender has CAP_SYS_RESOURCE/CAP_SYS_ADMIN, which a packaged vad running as
+ * its own user does not). So unread fds of one client could make every other client's first
+ * allocation fail. The daemon runs here the way it does in production: not root (nobody,
+ * when the test is root) and with a small soft RLIMIT_NOFILE (256).
+ *
+ * What must hold: while attackers sit on thousands of unread MapArena replies, a new
+ * well-behaved client still maps the arena and allocates, and afterwards the daemon returns
+ * to its baseline.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "hostile_util.h"
+#include "vtassert.h"
+
+#define PAGE	      4096u
+#define ATTACKERS     6
+#define NOFILE_SOFT   256
+#define REPLY_TIMEOUT vt_timeout_ms(10000)
+
+struct inflight {
+	struct vt_daemon d;
+	struct vt_baseline base;
+};
+
+/* A wrapper that lowers the soft fd limit and, as root, drops to nobody before exec'ing
+ * vad; the harness starts it in place of the daemon binary (same pid after exec). */
+static int write_wrapper(struct vt_daemon *d)
+{
+	char path[sizeof(d->vad_bin)];
+	if ((size_t)snprintf(path, sizeof(path), "%s/vad-unprivileged", d->dir) >= sizeof(path))
+		return -1;
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "#!/bin/sh\nulimit -S -n %d || exit 125\n", NOFILE_SOFT);
+	if (vt_is_root())
+		fprintf(f,
+			"exec setpriv --reuid=65534 --regid=65534 --clear-groups "
+			"--inh-caps=-all %s \"$@\"\n",
+			d->vad_bin);
+	else
+		fprintf(f, "exec %s \"$@\"\n", d->vad_bin);
+	if (fclose(f) != 0 || chmod(path, 0755) != 0)
+		return -1;
+	memcpy(d->vad_bin, path, sizeof(path));
+	/* nobody must create the socket and the stats database in the directory. */
+	if (vt_is_root() && chown(d->dir, 65534, 65534) != 0)
+		return -1;
+	return 0;
+}
+
+static int group_setup(void **state)
+{
+	struct inflight *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -1;
+	*state = t;
+	if (vt_is_root() && access("/usr/bin/setpriv", X_OK) != 0) {
+		printf("setpriv is missing: cannot run the daemon unprivileged\n");
+		return -1;
+	}
+	if (vt_daemon_init(&t->d) != 0 || write_wrapper(&t->d) != 0 ||
+	    vt_daemon_write_config(&t->d, "stats_interval = 1h\n", NULL) != 0 ||
+	    vt_daemon_start(&t->d) != 0)
+		return -1;
+	return vt_baseline_take(&t->d, &t->base);
+}
+
+static int group_teardown(void **state)
+{
+	struct inflight *t = *state;
+	int rc = vt_daemon_stop(&t->d);
+	vt_daemon_destroy(&t->d);
+	free(t);
+	return rc;
+}
+
+/* Pipeline MapArena requests without reading until the daemon takes no more. */
+static size_t flood_map_requests(struct vt_raw *r)
+{
+	uint8_t frame[64];
+	Vad__Request req = VAD__REQUEST__INIT;
+	Vad__MapArena m = VAD__MAP_ARENA__INIT;
+	m.arena = (char *)"";
+	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
+	req.map_arena = &m;
+	req.id = 1000;
+	size_t n = vad_frame_encode_request(&req, frame, sizeof(frame));
+	assert_true(n > 0);
+	size_t sent = 0;
+	uint64_t last = vt_now_ns();
+	while ((vt_now_ns() - last) / 1000000u < 300 && sent < 20000) {
+		ssize_t w = send(r->fd, frame, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w == (ssize_t)n) {
+			sent++;
+			last = vt_now_ns();
+			continue;
+		}
+		if (w > 0) { /* partial: finish this frame blocking */
+			assert_int_equal(0, vt_raw_send(r, frame + w, n - (size_t)w));
+			sent++;
+			last = vt_now_ns();
+			continue;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			break; /* the daemon dropped us: fine */
+		struct pollfd p = {.fd = r->fd, .events = POLLOUT};
+		poll(&p, 1, 20);
+	}
+	return sent;
+}
+
+static void test_unread_arena_fds(void **state)
+{
+	struct inflight *t = *state;
+	struct vt_raw att[ATTACKERS];
+	size_t total = 0;
+	for (int i = 0; i < ATTACKERS; i++) {
+		assert_int_equal(0, vt_raw_connect(&att[i], t->d.socket_path));
+		assert_int_equal(0, vt_raw_hello(&att[i], "fd-hoarder"));
+		total += flood_map_requests(&att[i]);
+	}
+	printf("%d attackers sent %zu MapArena requests and read no reply\n", ATTACKERS, total);
+
+	/* A newcomer must still get its arena mapped. */
+	for (int k = 0; k < 3; k++) {
+		vad_client *c = NULL;
+		assert_int_equal(0, vt_connect(&t->d, "newcomer", &c));
+		void *p = NULL;
+		int rc = vad_alloc(c, 16 * PAGE, 0, &p);
+		if (rc != 0)
+			fail_msg("a well-behaved client cannot allocate while others hoard unread "
+				 "arena fds: %d (%s): %s",
+				 rc, vad_strerror(rc), vad_last_error(c));
+		memset(p, 0x11, 16 * PAGE);
+		VT_ASSERT_OK(c, vad_free(c, p));
+		vad_close(c);
+	}
+	for (int i = 0; i < ATTACKERS; i++)
+		vt_raw_close(&att[i]);
+	if (vt_baseline_check(&t->d, &t->base, vt_timeout_ms(10000)) != 0)
+		fail_msg("the daemon did not return to its baseline");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_unread_arena_fds),
+	};
+	return cmocka_run_group_tests_name("hostile_inflight", tests, group_setup, group_teardown);
+}
