@@ -186,6 +186,36 @@ stop_daemon() { # SIGTERM, then the exit status must be 0
 	daemon_pid=""
 	return $rc
 }
+notify_protocol() {
+	rm -f "$tmp/notify.sock" "$tmp/notify.ok"
+	python3 tests/integration/notify_listener.py "$tmp/notify.sock" "$tmp/notify.ok" 60 &
+	listener=$!
+	i=0
+	while [ ! -S "$tmp/notify.sock" ] && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	# 1 s watchdog: the daemon pings at least every 0.5 s.
+	env -u LISTEN_FDS -u LISTEN_PID -u VAD_SOCKET -u WATCHDOG_PID \
+		NOTIFY_SOCKET="$tmp/notify.sock" WATCHDOG_USEC=1000000 \
+		"$vad_bin" -c "$tmp/vad.conf" --foreground >"$tmp/notify-vad.log" 2>&1 &
+	daemon_pid=$!
+	i=0
+	while [ ! -e "$tmp/notify.ok" ] && kill -0 "$listener" 2>/dev/null &&
+		kill -0 "$daemon_pid" 2>/dev/null && [ $i -lt 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	stop_daemon
+	daemon_rc=$?
+	wait "$listener"
+	listener_rc=$?
+	echo "daemon exit $daemon_rc, listener exit $listener_rc"
+	[ "$listener_rc" -eq 0 ] && [ "$daemon_rc" -eq 0 ] && return 0
+	cat "$tmp/notify-vad.log"
+	return 1
+}
+
 # expand_filter GROUP|NAME...: the system call names of filter groups, recursively.
 expand_filter() {
 	for item in "$@"; do
@@ -299,6 +329,15 @@ if "$vad_bin" --version >"$tmp/out" 2>&1; then
 		check "socket-activated daemon stops cleanly on SIGTERM (exit 0)" stop_daemon
 	else
 		fail "socket activation: systemd-socket-activate is missing (package systemd)"
+	fi
+
+	# Type=notify without PID 1: a listener stands in for systemd's notification socket;
+	# with WATCHDOG_USEC set the daemon must send READY=1, STATUS=, WATCHDOG=1 pings and,
+	# on SIGTERM, STOPPING=1.
+	if command -v python3 >/dev/null 2>&1; then
+		check "sd_notify: READY=1, STATUS=, periodic WATCHDOG=1, STOPPING=1" notify_protocol
+	else
+		echo "SKIP: sd_notify check (needs python3)"
 	fi
 
 	# The service's seccomp filter and address-family list, against what the daemon really
