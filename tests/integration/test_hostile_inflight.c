@@ -29,6 +29,9 @@
 struct inflight {
 	struct vt_daemon d;
 	struct vt_baseline base;
+	struct vt_raw att[ATTACKERS]; /* here so a failed assertion still closes them */
+	int n_att;
+	vad_client *newcomer;
 };
 
 /* A wrapper that lowers the soft fd limit and, as root, drops to nobody before exec'ing
@@ -78,6 +81,10 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	struct inflight *t = *state;
+	for (int i = 0; i < t->n_att; i++)
+		vt_raw_close(&t->att[i]);
+	if (t->newcomer)
+		vad_close(t->newcomer);
 	int rc = vt_daemon_stop(&t->d);
 	vt_daemon_destroy(&t->d);
 	free(t);
@@ -122,10 +129,11 @@ static size_t flood_map_requests(struct vt_raw *r)
 static void test_unread_arena_fds(void **state)
 {
 	struct inflight *t = *state;
-	struct vt_raw att[ATTACKERS];
+	struct vt_raw *att = t->att;
 	size_t total = 0;
 	for (int i = 0; i < ATTACKERS; i++) {
 		assert_int_equal(0, vt_raw_connect(&att[i], t->d.socket_path));
+		t->n_att = i + 1;
 		assert_int_equal(0, vt_raw_hello(&att[i], "fd-hoarder"));
 		total += flood_map_requests(&att[i]);
 	}
@@ -133,8 +141,8 @@ static void test_unread_arena_fds(void **state)
 
 	/* A newcomer must still get its arena mapped. */
 	for (int k = 0; k < 3; k++) {
-		vad_client *c = NULL;
-		assert_int_equal(0, vt_connect(&t->d, "newcomer", &c));
+		assert_int_equal(0, vt_connect(&t->d, "newcomer", &t->newcomer));
+		vad_client *c = t->newcomer;
 		void *p = NULL;
 		int rc = vad_alloc(c, 16 * PAGE, 0, &p);
 		if (rc != 0)
@@ -144,9 +152,11 @@ static void test_unread_arena_fds(void **state)
 		memset(p, 0x11, 16 * PAGE);
 		VT_ASSERT_OK(c, vad_free(c, p));
 		vad_close(c);
+		t->newcomer = NULL;
 	}
 	for (int i = 0; i < ATTACKERS; i++)
 		vt_raw_close(&att[i]);
+	t->n_att = 0;
 	if (vt_baseline_check(&t->d, &t->base, vt_timeout_ms(10000)) != 0)
 		fail_msg("the daemon did not return to its baseline");
 }
