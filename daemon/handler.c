@@ -66,6 +66,17 @@ const char *vad_op_name(Vad__Request__OpCase op)
 
 #define SZ(b, v) vad_format_size((v), (b), sizeof(b))
 
+/* Bytes of v as a protobuf varint. */
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
 static void *scratch_array(struct vad_session *s, size_t n, size_t elem)
 {
 	if (n && elem > SIZE_MAX / n)
@@ -280,6 +291,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		return;
 	}
 	uint64_t q = a->conf.quantum, total = 0;
+	size_t size_bytes = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t size = m->n_sizes ? m->sizes[i] : m->size;
 		if (size == 0 || size > a->conf.size) {
@@ -297,10 +309,27 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		}
 		sizes[i] = (size + q - 1) & ~(q - 1);
 		total += sizes[i];
+		size_bytes += varint_len(sizes[i]);
 		if (total > a->conf.size) {
 			vad_reply_error(r, VAD__ERROR__ESIZE,
 					"the batch totals more than arena '%s' holds (%s)",
 					a->conf.name, SZ(b2, a->conf.size));
+			return;
+		}
+	}
+	if (n > 1) {
+		/* The reply and the request that frees the batch again must fit max_frame too,
+		 * or the client could allocate what it cannot free in one request. */
+		size_t per_offset = varint_len(a->conf.size - 1);
+		size_t fixed = 64 + strlen(a->conf.name); /* ids, tags, lengths, the name */
+		size_t need = fixed + n * per_offset + size_bytes;
+		if (need > l.max_frame) {
+			vad_reply_error(
+			    r, VAD__ERROR__ETOOBIG,
+			    "a batch of %zu ranges needs a reply (and a free request) of "
+			    "up to %s, more than max_frame %s; split it into smaller "
+			    "batches",
+			    n, SZ(b1, need), SZ(b2, l.max_frame));
 			return;
 		}
 	}

@@ -1269,6 +1269,65 @@ static void test_backpressure(void **state)
 	tc_free(c);
 }
 
+static void small_frame_tweak(struct vad_config *cfg)
+{
+	cfg->max_frame = 4096;
+	cfg->max_batch = 4096;
+}
+
+static int setup_small_frame(void **state)
+{
+	(void)state;
+	vad_log_set_level(VAD_LOG_ERR);
+	start_service(small_frame_tweak);
+	return 0;
+}
+
+/* What one alloc request allocated, one free request can free: a batch whose reply or whose
+ * free request could pass max_frame is refused up front. */
+static void test_batch_fits_max_frame(void **state)
+{
+	(void)state;
+	struct tclient *c = tc_hello(1000, 1000, "frames");
+	Vad__Response *r =
+	    expect_error(do_alloc(c, NULL, 4096, 0, 2000, NULL, 0), VAD__ERROR__ETOOBIG);
+	assert_non_null(strstr(r->message, "max_frame 4.0 KiB"));
+	done(r);
+
+	/* The largest batch accepted: its reply and its free request both fit. */
+	uint32_t n = 2000;
+	for (;;) {
+		r = do_alloc(c, NULL, 4096, 0, n, NULL, 0);
+		if (r->error == VAD__ERROR__OK)
+			break;
+		assert_int_equal(r->error, VAD__ERROR__ETOOBIG);
+		done(r);
+		n -= 10;
+		assert_true(n > 100);
+	}
+	assert_int_equal(r->alloc->n_offsets, n);
+	assert_true(vad__response__get_packed_size(r) <= 4096);
+	uint64_t *offs = malloc(n * sizeof(*offs));
+	assert_non_null(offs);
+	memcpy(offs, r->alloc->offsets, n * sizeof(*offs));
+	done(r);
+	Vad__Free f = VAD__FREE__INIT;
+	f.arena = (char *)"";
+	f.offsets = offs;
+	f.n_offsets = n;
+	Vad__Request q = VAD__REQUEST__INIT;
+	q.id = 1u << 30;
+	q.op_case = VAD__REQUEST__OP_FREE;
+	q.free = &f;
+	assert_true(vad__request__get_packed_size(&q) <= 4096);
+	r = tc_call(c, &q);
+	expect_ok(r, VAD__RESPONSE__RESULT_FREE);
+	assert_int_equal(r->free->freed, n);
+	done(r);
+	free(offs);
+	tc_free(c);
+}
+
 /* ---- tests: big batches and threads ------------------------------------------------------- */
 
 static void test_full_batch(void **state)
@@ -1414,6 +1473,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_large_frame, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_backpressure, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_full_batch, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_batch_fits_max_frame, setup_small_frame, teardown),
 	    cmocka_unit_test_setup_teardown(test_threads, setup_plain, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
