@@ -52,7 +52,7 @@ struct run {
 	const struct mode *mode;
 	uint64_t seed, rng;
 	unsigned step;
-	char op[320]; /* the operation under test, for failure messages */
+	char op[448]; /* the operation under test, for failure messages */
 	struct va_space *vs;
 	struct refmodel m;
 	uint64_t allocs, frees; /* successful areas allocated / freed */
@@ -64,6 +64,7 @@ struct run {
 	uint64_t recent_freed[16];
 	unsigned nrecent;
 	bool trace;
+	atomic_uint callbacks; /* release callbacks seen (some look at the space from inside) */
 };
 
 static void run_fail(struct run *r, int line, const char *fmt, ...)
@@ -109,9 +110,64 @@ static unsigned log2u64(uint64_t x)
 	return 63 - (unsigned)__builtin_clzll(x);
 }
 
+static const char *kind_name(enum va_block_kind k)
+{
+	switch (k) {
+	case VA_BLOCK_BUSY:
+		return "busy";
+	case VA_BLOCK_FREE:
+		return "free";
+	case VA_BLOCK_LAZY:
+		return "lazy";
+	case VA_BLOCK_POOLED:
+		return "pooled";
+	}
+	return "?";
+}
+
+struct released_range {
+	uint64_t start, end, covered;
+	int bad_kind; /* -1, or the kind of a block overlapping the range that is not lazy */
+};
+
+static int walk_released_range(void *ctx, const struct va_block_info *b)
+{
+	struct released_range *rr = ctx;
+	uint64_t lo = b->start > rr->start ? b->start : rr->start;
+	uint64_t hi = b->start + b->size < rr->end ? b->start + b->size : rr->end;
+
+	if (lo < hi) {
+		rr->covered += hi - lo;
+		if (b->kind != VA_BLOCK_LAZY)
+			rr->bad_kind = (int)b->kind;
+	}
+	return 0;
+}
+
 static void on_release(void *ctx, uint64_t start, uint64_t size)
 {
-	rm_rel_released(ctx, start, size);
+	struct run *r = ctx;
+	struct released_range rr = {start, start + size, 0, -1};
+
+	rm_rel_released(&r->m, start, size);
+	/*
+	 * Every 4th call, look from inside the callback (allowed: it runs outside the allocator
+	 * locks): the run being released must still be lazy, neither pooled nor free, or a
+	 * concurrent allocation could get it before it is released.
+	 */
+	if (atomic_fetch_add(&r->callbacks, 1) % 4)
+		return;
+	va_walk(r->vs, walk_released_range, &rr);
+	if (rr.bad_kind >= 0 || rr.covered != size) {
+		pthread_mutex_lock(&r->m.rel_lock);
+		rm_rel_fail(
+		    &r->m,
+		    "inside the release callback for [0x%llx, +0x%llx) va_walk shows it as "
+		    "%s (0x%llx bytes of it seen); it must be lazy until the callback returns",
+		    ULL(start), ULL(size), rr.bad_kind >= 0 ? kind_name(rr.bad_kind) : "lazy",
+		    ULL(rr.covered));
+		pthread_mutex_unlock(&r->m.rel_lock);
+	}
 }
 
 static uint64_t space_end(const struct run *r)
@@ -314,21 +370,6 @@ static int cmp_block(const void *a, const void *b)
 	const struct va_block_info *x = a, *y = b;
 
 	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-static const char *kind_name(enum va_block_kind k)
-{
-	switch (k) {
-	case VA_BLOCK_BUSY:
-		return "busy";
-	case VA_BLOCK_FREE:
-		return "free";
-	case VA_BLOCK_LAZY:
-		return "lazy";
-	case VA_BLOCK_POOLED:
-		return "pooled";
-	}
-	return "?";
 }
 
 /* Walk the space and compare every block with the model. */
@@ -906,11 +947,11 @@ static void op_set_owner(struct run *r)
 static void op_congruent(struct run *r)
 {
 	struct refmodel *m = &r->m;
-	uint64_t q = m->quantum, offsets[4], sizes[4], out[4], align, base = 0;
-	unsigned n = 1 + (unsigned)rnd_below(r, 4);
+	uint64_t q = m->quantum, offsets[8], sizes[8], out[8], align, base = 0;
 	bool big = rnd_below(r, 5) == 0; /* wide areas and gaps: more top-down backtracking */
+	unsigned n = 1 + (unsigned)rnd_below(r, big ? 8 : 4);
 	void *owner = new_tag(r);
-	char desc[200];
+	char desc[320];
 	int len = 0, rc;
 	bool fit;
 
@@ -1005,7 +1046,7 @@ static void run_seed(const struct mode *md, uint64_t seed)
 	cfg.eager = md->eager;
 	cfg.no_thread = md->no_thread;
 	cfg.release = on_release;
-	cfg.release_ctx = &r->m;
+	cfg.release_ctx = r;
 	snprintf(r->op, sizeof(r->op), "va_create");
 	rc = va_create(&cfg, &r->vs);
 	CHECK(r, rc == 0 && r->vs, "va_create returned %d (%s)", rc, va_strerror(rc));
