@@ -6,6 +6,7 @@
  * database being written.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -229,6 +230,72 @@ static void test_sigterm_with_clients(void **state)
 	}
 }
 
+/* SIGTERM while clients are busy: the daemon exits 0 without a sanitizer report, and
+ * every client call in flight or later ends in EGONE (or succeeded before), never a hang
+ * or a crash. */
+struct busy_client {
+	const char *socket_path;
+	int final_rc;
+	int ops;
+	char error[256];
+};
+
+static void *busy_client_run(void *arg)
+{
+	struct busy_client *b = arg;
+	vad_client *c;
+	int rc = vad_connect(b->socket_path, "busy", &c);
+	if (rc != 0) {
+		snprintf(b->error, sizeof(b->error), "vad_connect: %d", rc);
+		return NULL;
+	}
+	for (;;) {
+		void *p;
+		rc = vad_alloc(c, PAGE * (1 + b->ops % 8), 0, &p);
+		if (rc == 0) {
+			memset(p, 0x3C, PAGE);
+			rc = vad_free(c, p);
+		}
+		if (rc != 0)
+			break;
+		b->ops++;
+	}
+	b->final_rc = rc;
+	/* once gone, always gone */
+	void *p;
+	rc = vad_alloc(c, PAGE, 0, &p);
+	if (rc != VAD_EGONE)
+		snprintf(b->error, sizeof(b->error), "after the daemon left: %d, expected EGONE",
+			 rc);
+	vad_close(c);
+	return NULL;
+}
+
+static void test_sigterm_under_load(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, NULL));
+	enum { N = 4 };
+	struct busy_client b[N];
+	pthread_t t[N];
+	for (int i = 0; i < N; i++) {
+		b[i] = (struct busy_client){.socket_path = d->socket_path};
+		assert_int_equal(0, pthread_create(&t[i], NULL, busy_client_run, &b[i]));
+	}
+	vt_sleep_ms(vt_timeout_ms(300));
+	assert_int_equal(0, vt_daemon_stop(d));
+	for (int i = 0; i < N; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < N; i++) {
+		if (b[i].error[0])
+			fail_msg("client %d: %s", i, b[i].error);
+		if (b[i].final_rc != VAD_EGONE)
+			fail_msg("client %d stopped with %d (%s), expected EGONE", i, b[i].final_rc,
+				 vad_strerror(b[i].final_rc));
+		assert_true(b[i].ops > 0);
+	}
+}
+
 /* The first column of the first row of sql on the SQLite file at path, or -1. */
 static int64_t sqlite_int(const char *path, const char *sql)
 {
@@ -403,6 +470,7 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_check_config_bad),
 	    VT_OWN_DAEMON_TEST(test_sighup_reloads_quota),
 	    VT_OWN_DAEMON_TEST(test_sigterm_with_clients),
+	    VT_OWN_DAEMON_TEST(test_sigterm_under_load),
 	    VT_OWN_DAEMON_TEST(test_stats_database_written),
 	    VT_OWN_DAEMON_TEST(test_sigkill_and_restart),
 	    VT_OWN_DAEMON_TEST(test_socket_mode),
