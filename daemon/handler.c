@@ -57,6 +57,8 @@ const char *vad_op_name(Vad__Request__OpCase op)
 		return "reload";
 	case VAD__REQUEST__OP_CHECK:
 		return "check";
+	case VAD__REQUEST__OP_WALK:
+		return "walk";
 	default:
 		return "an unknown operation";
 	}
@@ -798,6 +800,149 @@ static void handle_check(struct vad_session *s, struct vad_reply *r)
 	r->resp.check = &r->u.check;
 }
 
+/* ---- admin: walk ------------------------------------------------------------------------ */
+
+struct walk_item {
+	uint64_t offset, size;
+	unsigned kind, node;
+};
+
+struct walk_ctx {
+	uint64_t from;
+	struct walk_item *heap; /* max-heap by offset: the lowest `cap` eligible blocks */
+	size_t n, cap;
+	uint64_t eligible; /* blocks ending after from */
+};
+
+static void heap_sift_down(struct walk_item *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, top = i;
+		if (l < n && h[l].offset > h[top].offset)
+			top = l;
+		if (r < n && h[r].offset > h[top].offset)
+			top = r;
+		if (top == i)
+			return;
+		struct walk_item t = h[i];
+		h[i] = h[top];
+		h[top] = t;
+		i = top;
+	}
+}
+
+/* Called with the whole space frozen: only keep the lowest blocks, no allocation. */
+static int walk_block(void *arg, const struct va_block_info *b)
+{
+	struct walk_ctx *w = arg;
+	if (b->start + b->size <= w->from)
+		return 0;
+	w->eligible++;
+	struct walk_item it = {b->start, b->size, (unsigned)b->kind, b->node};
+	if (w->n < w->cap) {
+		size_t i = w->n++;
+		w->heap[i] = it;
+		while (i > 0 && w->heap[(i - 1) / 2].offset < w->heap[i].offset) {
+			struct walk_item t = w->heap[i];
+			w->heap[i] = w->heap[(i - 1) / 2];
+			w->heap[(i - 1) / 2] = t;
+			i = (i - 1) / 2;
+		}
+	} else if (w->cap && it.offset < w->heap[0].offset) {
+		w->heap[0] = it;
+		heap_sift_down(w->heap, w->n, 0);
+	}
+	return 0;
+}
+
+static Vad__BlockKind block_kind(unsigned k)
+{
+	switch (k) {
+	case VA_BLOCK_FREE:
+		return VAD__BLOCK_KIND__FREE;
+	case VA_BLOCK_LAZY:
+		return VAD__BLOCK_KIND__LAZY;
+	case VA_BLOCK_POOLED:
+		return VAD__BLOCK_KIND__POOLED;
+	default:
+		return VAD__BLOCK_KIND__BUSY;
+	}
+}
+
+static void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
+{
+	if (!admin_allowed(s, "walk", r))
+		return;
+	unsigned ai;
+	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
+	if (!a) {
+		vad_reply_error(r, VAD__ERROR__ENOARENA,
+				"no arena named '%.64s'; 'vactl arenas' lists the arenas",
+				m->arena);
+		return;
+	}
+	/* A block costs at least 6 bytes on the wire: never keep more than one frame holds. */
+	size_t max_frame = vad_service_max_frame(s->svc);
+	size_t budget =
+	    max_frame > 256 + strlen(a->conf.name) ? max_frame - 256 - strlen(a->conf.name) : 0;
+	size_t cap = budget / 6;
+	if (m->max_blocks && m->max_blocks < cap)
+		cap = m->max_blocks;
+	struct walk_ctx w = {.from = m->from, .cap = cap};
+	w.heap = scratch_array(s, cap ? cap : 1, sizeof(*w.heap));
+	if (!w.heap) {
+		out_of_memory(r, "walking the arena");
+		return;
+	}
+	va_walk(a->vs, walk_block, &w);
+
+	/* Heap sort into ascending offsets. */
+	for (size_t end = w.n; end > 1; end--) {
+		struct walk_item t = w.heap[0];
+		w.heap[0] = w.heap[end - 1];
+		w.heap[end - 1] = t;
+		heap_sift_down(w.heap, end - 1, 0);
+	}
+	Vad__Block *blocks = scratch_array(s, w.n ? w.n : 1, sizeof(*blocks));
+	Vad__Block **ptrs = scratch_array(s, w.n ? w.n : 1, sizeof(*ptrs));
+	if (!blocks || !ptrs) {
+		out_of_memory(r, "walking the arena");
+		return;
+	}
+	size_t taken = 0, used = 0;
+	for (; taken < w.n; taken++) {
+		Vad__Block *b = &blocks[taken];
+		vad__block__init(b);
+		b->offset = w.heap[taken].offset;
+		b->size = w.heap[taken].size;
+		b->kind = block_kind(w.heap[taken].kind);
+		b->node = w.heap[taken].kind == VA_BLOCK_FREE ? 0 : w.heap[taken].node;
+		size_t len = vad__block__get_packed_size(b) + 3; /* tag and length */
+		if (used + len > budget)
+			break;
+		used += len;
+		ptrs[taken] = b;
+	}
+	if (taken == 0 && w.eligible > 0) {
+		vad_reply_error(r, VAD__ERROR__ETOOBIG,
+				"max_frame %zu is too small to carry even one block of a walk",
+				max_frame);
+		return;
+	}
+	Vad__WalkReply *o = &r->u.walk;
+	vad__walk_reply__init(o);
+	o->arena = a->conf.name;
+	o->size = a->conf.size;
+	o->quantum = a->conf.quantum;
+	o->n_blocks = taken;
+	o->blocks = ptrs;
+	o->more = w.eligible > taken;
+	if (o->more)
+		o->next = blocks[taken - 1].offset + blocks[taken - 1].size;
+	r->resp.result_case = VAD__RESPONSE__RESULT_WALK;
+	r->resp.walk = o;
+}
+
 /* ---- dispatch --------------------------------------------------------------------------- */
 
 void vad_handle_request(struct vad_session *s, const Vad__Request *req, struct vad_reply *r)
@@ -839,6 +984,9 @@ void vad_handle_request(struct vad_session *s, const Vad__Request *req, struct v
 		break;
 	case VAD__REQUEST__OP_CHECK:
 		handle_check(s, r);
+		break;
+	case VAD__REQUEST__OP_WALK:
+		handle_walk(s, req->walk, r);
 		break;
 	default:
 		vad_reply_error(r, VAD__ERROR__EUNSUPPORTED,

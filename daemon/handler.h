@@ -27,6 +27,7 @@ struct vad_reply {
 		Vad__PurgeReply purge;
 		Vad__ReloadReply reload;
 		Vad__CheckReply check;
+		Vad__WalkReply walk;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

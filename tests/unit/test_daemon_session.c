@@ -1058,6 +1058,97 @@ static void test_admin_ops(void **state)
 	tc_free(root);
 }
 
+static Vad__Response *do_walk(struct tclient *c, const char *arena, uint64_t from, uint32_t max)
+{
+	Vad__Walk w = VAD__WALK__INIT;
+	w.arena = (char *)(arena ? arena : "");
+	w.from = from;
+	w.max_blocks = max;
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.op_case = VAD__REQUEST__OP_WALK;
+	req.walk = &w;
+	return tc_call(c, &req);
+}
+
+static void test_walk(void **state)
+{
+	(void)state;
+	struct tclient *root = tc_hello(0, 0, "root");
+	struct tclient *u = tc_hello(1000, 1000, "user");
+	Vad__Response *r = expect_error(do_walk(u, NULL, 0, 0), VAD__ERROR__EPERM);
+	assert_non_null(strstr(r->message, "admin operation 'walk'"));
+	done(r);
+	r = expect_error(do_walk(root, "nope", 0, 0), VAD__ERROR__ENOARENA);
+	done(r);
+
+	/* Some busy ranges with freed (lazy or pooled) ones between them. */
+	uint64_t offs[12];
+	for (int i = 0; i < 12; i++)
+		offs[i] = alloc_one(u, NULL, 4096 * (uint64_t)(1 + i % 3));
+	for (int i = 0; i < 12; i += 3)
+		free_ok(u, NULL, offs[i]);
+
+	/* One page: the blocks tile the whole arena in address order. */
+	r = do_walk(root, NULL, 0, 0);
+	expect_ok(r, VAD__RESPONSE__RESULT_WALK);
+	Vad__WalkReply *w = r->walk;
+	assert_string_equal(w->arena, "default");
+	assert_int_equal(w->size, DEFAULT_SIZE);
+	assert_int_equal(w->quantum, 4096);
+	assert_false(w->more);
+	uint64_t at = 0, busy = 0;
+	size_t n_all = w->n_blocks;
+	uint64_t *starts = malloc(n_all * sizeof(*starts));
+	assert_non_null(starts);
+	for (size_t i = 0; i < n_all; i++) {
+		assert_int_equal(w->blocks[i]->offset, at);
+		at += w->blocks[i]->size;
+		starts[i] = w->blocks[i]->offset;
+		if (w->blocks[i]->kind == VAD__BLOCK_KIND__BUSY)
+			busy += w->blocks[i]->size;
+	}
+	assert_int_equal(at, DEFAULT_SIZE);
+	assert_int_equal(busy, held_bytes(u));
+	done(r);
+
+	/* Pages of 2 blocks give the same blocks, each page starting where the last ended. */
+	uint64_t from = 0;
+	size_t seen = 0;
+	for (;;) {
+		r = do_walk(root, NULL, from, 2);
+		expect_ok(r, VAD__RESPONSE__RESULT_WALK);
+		assert_true(r->walk->n_blocks >= 1 && r->walk->n_blocks <= 2);
+		for (size_t i = 0; i < r->walk->n_blocks; i++) {
+			assert_true(seen < n_all);
+			assert_int_equal(r->walk->blocks[i]->offset, starts[seen++]);
+		}
+		bool more = r->walk->more;
+		if (more) {
+			assert_true(r->walk->next > from);
+			from = r->walk->next;
+		}
+		done(r);
+		if (!more)
+			break;
+	}
+	assert_int_equal(seen, n_all);
+
+	/* From inside a block: that block comes first. */
+	r = do_walk(root, NULL, starts[1] + 1, 1);
+	expect_ok(r, VAD__RESPONSE__RESULT_WALK);
+	assert_int_equal(r->walk->blocks[0]->offset, starts[1]);
+	done(r);
+	/* Past the end: nothing. */
+	r = do_walk(root, NULL, DEFAULT_SIZE, 0);
+	expect_ok(r, VAD__RESPONSE__RESULT_WALK);
+	assert_int_equal(r->walk->n_blocks, 0);
+	assert_false(r->walk->more);
+	done(r);
+	free(starts);
+	tc_free(u);
+	tc_free(root);
+}
+
 static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
@@ -1468,6 +1559,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_stats_and_arenas, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_admin_refused, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_admin_ops, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_walk, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_reload, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_malformed_frames, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_large_frame, setup_plain, teardown),
