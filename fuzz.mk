@@ -4,7 +4,7 @@
 #   make fuzz-smoke   the regression inputs, then every target for FUZZ_SMOKE_SECONDS (10)
 #   make fuzz-build   just build build-fuzz/fuzz_{frame,session,config} and the seed corpora
 # Instrumented objects (ASan + UBSan + coverage) live in FUZZ_O, apart from the normal build.
-# Included by the Makefile; standalone: make -f Makefile -f fuzz.mk fuzz
+# Included by the Makefile.
 
 FUZZ_O             ?= build-fuzz
 FUZZ_CC            ?= clang

@@ -2,7 +2,7 @@
 # and fd samples of the daemon. Not part of `make check`.
 #   make soak                 10 minutes (SOAK_SECONDS=600); SOAK_CLIENTS=12 clients
 #   make soak SOAK_SECONDS=120
-# Included by the Makefile; standalone: make -f Makefile -f soak.mk soak
+# Included by the Makefile.
 
 SOAK_SECONDS       ?= 600
 SOAK_CLIENTS       ?= 12
