@@ -4,12 +4,15 @@
  * and the same pipelining (P frames in flight, refilled as replies arrive, one write per
  * round). The echo thread does nothing but count whole frames and answer each with a frame
  * of the reply's size, so the difference to the vad figures is the daemon's own work.
+ * With --procs the echo runs in a forked process instead of a thread: a round trip then also
+ * switches address spaces, as every round trip to a daemon does.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon_bench.h"
@@ -122,10 +125,23 @@ void db_echo_run(const struct db_params *p, struct db_result *r)
 	}
 	struct echo_server srv = {.fd = sv[1], .resp_len = resp_len};
 	pthread_t th;
-	if (pthread_create(&th, NULL, echo_main, &srv) != 0) {
-		db_fail(r, "cannot start the echo thread");
-		close(sv[0]);
+	pid_t child = -1;
+	if (p->procs) {
+		/* A process, like a daemon: each round trip also switches address spaces. */
+		child = fork();
+		if (child == 0) {
+			close(sv[0]);
+			echo_main(&srv);
+			_exit(0);
+		}
 		close(sv[1]);
+		sv[1] = -1;
+	}
+	if (p->procs ? child < 0 : pthread_create(&th, NULL, echo_main, &srv) != 0) {
+		db_fail(r, "cannot start the echo %s", p->procs ? "process" : "thread");
+		close(sv[0]);
+		if (sv[1] >= 0)
+			close(sv[1]);
 		return;
 	}
 	unsigned P = p->pipeline;
@@ -195,9 +211,15 @@ void db_echo_run(const struct db_params *p, struct db_result *r)
 	r->cpu_ns = db_cpu_ns() - cpu0; /* client and echo thread together */
 out:
 	shutdown(sv[0], SHUT_RDWR);
-	pthread_join(th, NULL);
+	if (p->procs) {
+		while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+			;
+	} else {
+		pthread_join(th, NULL);
+	}
 	close(sv[0]);
-	close(sv[1]);
+	if (sv[1] >= 0)
+		close(sv[1]);
 	free(t0);
 	free(out);
 	free(in);

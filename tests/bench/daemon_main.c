@@ -45,7 +45,7 @@ static void usage(FILE *f)
 	    "  --drivers N        client threads (or processes) driving the connections; a\n"
 	    "                     driver with several connections multiplexes them with epoll\n"
 	    "                     (default: one per connection)\n"
-	    "  --procs            drivers are processes, not threads\n"
+	    "  --procs            drivers are processes, not threads (the echo server too)\n"
 	    "  --touch            write into every page of every range (maps the arena)\n"
 	    "  --seconds S        measure for S seconds (default 2)\n"
 	    "  --ops N            instead: N requests per connection\n"
@@ -465,7 +465,7 @@ int daemon_bench_main(int argc, char **argv)
 					if (o.echo && s == 0 && c == 0) {
 						p.mode = DB_ECHO;
 						p.clients = p.drivers = 1;
-						p.procs = p.touch = false;
+						p.touch = false;
 						p.daemon_pid = 0;
 						ps[n++] = p;
 					}

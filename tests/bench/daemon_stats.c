@@ -267,8 +267,9 @@ void db_print_row(FILE *f, const struct db_params *p, const struct db_result *r)
 	if (r->failed)
 		snprintf(notes, sizeof(notes), "ERROR: %s", r->errmsg);
 	else
-		snprintf(notes, sizeof(notes), "%s%sload %.1f%s%s", r->errors ? "error replies " : "",
-			 p->touch ? "touch " : "", la, p->label && *p->label ? " " : "",
+		snprintf(notes, sizeof(notes), "%s%s%sload %.1f%s%s",
+			 r->errors ? "error replies " : "", p->touch ? "touch " : "",
+			 p->procs ? "procs " : "", la, p->label && *p->label ? " " : "",
 			 p->label ? p->label : "");
 	fprintf(f, "%-6s %-11.11s %4u %4u %5u %3u %11.0f %11.0f %9.1f %9.1f %9.1f %9.1f %8.0f  %s\n",
 		mode_name(p->mode), p->shape ? p->shape->name : "-", p->clients, p->pipeline,
