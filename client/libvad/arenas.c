@@ -55,7 +55,8 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 		close(fd);
 		vad__response__free_unpacked(r, NULL);
 		return libvad_failf(c, VAD_EPROTO,
-				    "the file passed for arena '%s' is smaller than the arena", name);
+				    "the file passed for arena '%s' is smaller than the arena",
+				    name);
 	}
 	struct libvad_arena *a = calloc(1, sizeof(*a));
 	if (a)

@@ -35,6 +35,17 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	return err;
 }
 
+/* Bytes of v as a protobuf varint. */
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
 /* Give back ranges the daemon granted but this process cannot use (the mapping or the
  * bookkeeping failed); the caller reports its own error, so this one is not recorded. */
 static void give_back(vad_client *c, const char *arena, size_t n, const uint64_t *offsets)
@@ -173,7 +184,9 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs)
 			goto out;
 		}
 	}
-	/* One Free per arena, arenas in order of first appearance. */
+	/* One Free per arena (arenas in order of first appearance), split so that no frame
+	 * exceeds the smallest max_frame any daemon accepts: a daemon drops a connection
+	 * that sends a longer frame, and offsets take more bytes than the sizes did. */
 	for (size_t i = 0; i < n && err == VAD_OK; i++) {
 		if (sent[i])
 			continue;
@@ -185,7 +198,14 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs)
 				sent[j] = true;
 			}
 		}
-		err = free_offsets(c, a, k, offsets);
+		size_t budget = LIBVAD_SAFE_FRAME - LIBVAD_FREE_OVERHEAD - strlen(a->name);
+		for (size_t start = 0; start < k && err == VAD_OK;) {
+			size_t end = start, bytes = 0;
+			while (end < k && bytes + varint_len(offsets[end]) <= budget)
+				bytes += varint_len(offsets[end++]);
+			err = free_offsets(c, a, end - start, offsets + start);
+			start = end;
+		}
 	}
 out:
 	free(owner);

@@ -109,7 +109,7 @@ static int pop_fd(vad_client *c)
 /* One receive into the buffer, collecting fds (proto/fdpass). Returns VAD_OK, or the
  * error that kills the connection. Runs without c->lock: only the reader touches rbuf and
  * fdq. */
-static int read_some(vad_client *c)
+static int read_some(vad_client *c, const char **why)
 {
 	if (c->rcap - c->rlen < 4096) {
 		size_t cap = c->rcap ? c->rcap * 2 : LIBVAD_RBUF_KEEP;
@@ -124,8 +124,14 @@ static int read_some(vad_client *c)
 	ssize_t n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
 				      LIBVAD_FDS_PER_READ, &nfds);
 	if (n < 0) {
-		if (errno == EMSGSIZE)
-			return VAD_EPROTO; /* fds were lost: their order can no longer be trusted */
+		if (errno == EMSGSIZE) {
+			/* The kernel could not install a passed fd (usually RLIMIT_NOFILE): the
+			 * fd order no longer matches the replies, so the connection is over. */
+			*why = "a file descriptor the daemon passed (an arena's fd) could not be "
+			       "received: this process may be out of file descriptors "
+			       "(RLIMIT_NOFILE); the connection is closed";
+			return VAD_EPROTO;
+		}
 		return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
 	}
 	if (nfds > 0) {
@@ -266,8 +272,11 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 		}
 		c->reading = true;
 		pthread_mutex_unlock(&c->lock);
-		int rerr = read_some(c);
+		const char *why = NULL;
+		int rerr = read_some(c, &why);
 		pthread_mutex_lock(&c->lock);
+		if (why && !c->dead_msg)
+			c->dead_msg = strdup(why);
 		if (rerr == VAD_OK)
 			rerr = deliver_frames_locked(c);
 		c->reading = false;
