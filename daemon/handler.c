@@ -348,14 +348,14 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	size_t done = 0;
 	int rc = 0;
 	for (; done < n; done++) {
-		struct vad_range *rg = vad_range_get(&s->holder);
+		struct vad_range *rg = vad_range_get();
 		if (!rg) {
 			rc = VA_ENOMEM;
 			break;
 		}
 		rc = va_alloc(a->vs, sizes[done], align, rg, &offsets[done]);
 		if (rc < 0) {
-			vad_range_put(&s->holder, rg);
+			vad_range_put(rg);
 			break;
 		}
 		rg->offset = offsets[done];
@@ -368,7 +368,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		/* All or nothing: give back what this batch got. */
 		for (size_t i = 0; i < done; i++) {
 			va_free(a->vs, offsets[i], NULL);
-			vad_range_put(&s->holder, ranges[i]);
+			vad_range_put(ranges[i]);
 		}
 		vad_registry_unreserve(&s->holder, total);
 		alloc_failed(s, r, a, rc, done < n ? sizes[done] : total, align, done, n);

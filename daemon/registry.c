@@ -12,8 +12,9 @@
 
 __thread bool vad_hash_oom;
 
-/* Spare objects a holder keeps; a batch may fill the cache beyond this for its own use. */
-#define CACHE_KEEP 64
+/* Spare objects of each kind a thread keeps: a few batches of max_batch in flight. A batch
+ * may fill the hold cache beyond this for its own use. */
+#define CACHE_KEEP 4096
 
 static uint64_t load64(const uint64_t *p)
 {
@@ -116,14 +117,63 @@ int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, v
 	return 0;
 }
 
-/* ---- object caches (owner thread only, no lock) ---------------------------------------- */
+/* ---- object caches (per thread, no lock) ---------------------------------------------- */
 
-struct vad_range *vad_range_get(struct vad_holder *h)
+/* Spare range and hold objects of the calling thread: a worker allocates and frees them for
+ * all of its sessions without malloc. Objects migrate freely between threads (a range made
+ * by one worker may be freed by another); each cache stays below CACHE_KEEP per kind. */
+struct obj_cache {
+	struct vad_range *ranges;
+	unsigned n_ranges;
+	struct vad_hold *holds;
+	unsigned n_holds;
+	bool registered;
+};
+
+static __thread struct obj_cache tl_cache;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_release(void *arg)
 {
-	struct vad_range *r = h->range_cache;
+	struct obj_cache *c = arg;
+	while (c->ranges) {
+		struct vad_range *r = c->ranges;
+		c->ranges = r->next_free;
+		free(r);
+	}
+	while (c->holds) {
+		struct vad_hold *o = c->holds;
+		c->holds = o->next_free;
+		free(o);
+	}
+	c->n_ranges = c->n_holds = 0;
+}
+
+static void cache_key_create(void)
+{
+	(void)pthread_key_create(&cache_key, cache_release);
+}
+
+/* The calling thread's cache, registered so that its spares are freed at thread exit. */
+static struct obj_cache *my_cache(void)
+{
+	struct obj_cache *c = &tl_cache;
+	if (!c->registered) {
+		pthread_once(&cache_once, cache_key_create);
+		pthread_setspecific(cache_key, c);
+		c->registered = true;
+	}
+	return c;
+}
+
+struct vad_range *vad_range_get(void)
+{
+	struct obj_cache *c = my_cache();
+	struct vad_range *r = c->ranges;
 	if (r) {
-		h->range_cache = r->next_free;
-		h->n_range_cache--;
+		c->ranges = r->next_free;
+		c->n_ranges--;
 	} else {
 		r = malloc(sizeof(*r));
 		if (!r)
@@ -133,57 +183,63 @@ struct vad_range *vad_range_get(struct vad_holder *h)
 	return r;
 }
 
-void vad_range_put(struct vad_holder *h, struct vad_range *r)
+void vad_range_put(struct vad_range *r)
 {
-	if (h->n_range_cache >= CACHE_KEEP) {
+	struct obj_cache *c = my_cache();
+	if (c->n_ranges >= CACHE_KEEP) {
 		free(r);
 		return;
 	}
-	r->next_free = h->range_cache;
-	h->range_cache = r;
-	h->n_range_cache++;
+	r->next_free = c->ranges;
+	c->ranges = r;
+	c->n_ranges++;
 }
 
 /* Make sure n hold objects wait in the cache, so none is malloc'ed under a lock. */
-static int hold_cache_fill(struct vad_holder *h, size_t n)
+static int hold_cache_fill(size_t n)
 {
-	while (h->n_hold_cache < n) {
+	struct obj_cache *c = my_cache();
+	while (c->n_holds < n) {
 		struct vad_hold *o = malloc(sizeof(*o));
 		if (!o)
 			return -1;
-		o->next_free = h->hold_cache;
-		h->hold_cache = o;
-		h->n_hold_cache++;
+		o->next_free = c->holds;
+		c->holds = o;
+		c->n_holds++;
 	}
 	return 0;
 }
 
-static struct vad_hold *hold_pop(struct vad_holder *h)
+/* One of the objects hold_cache_fill made sure of. */
+static struct vad_hold *hold_pop(void)
 {
-	struct vad_hold *o = h->hold_cache;
-	h->hold_cache = o->next_free;
-	h->n_hold_cache--;
+	struct obj_cache *c = &tl_cache;
+	struct vad_hold *o = c->holds;
+	c->holds = o->next_free;
+	c->n_holds--;
 	memset(o, 0, sizeof(*o));
 	return o;
 }
 
-static void hold_put(struct vad_holder *h, struct vad_hold *o)
+static void hold_put(struct vad_hold *o)
 {
-	if (h->n_hold_cache >= CACHE_KEEP) {
+	struct obj_cache *c = my_cache();
+	if (c->n_holds >= CACHE_KEEP) {
 		free(o);
 		return;
 	}
-	o->next_free = h->hold_cache;
-	h->hold_cache = o;
-	h->n_hold_cache++;
+	o->next_free = c->holds;
+	c->holds = o;
+	c->n_holds++;
 }
 
-static void trim_caches(struct vad_holder *h)
+static void trim_caches(void)
 {
-	while (h->n_hold_cache > CACHE_KEEP) {
-		struct vad_hold *o = h->hold_cache;
-		h->hold_cache = o->next_free;
-		h->n_hold_cache--;
+	struct obj_cache *c = &tl_cache;
+	while (c->n_holds > CACHE_KEEP) {
+		struct vad_hold *o = c->holds;
+		c->holds = o->next_free;
+		c->n_holds--;
 		free(o);
 	}
 }
@@ -220,8 +276,8 @@ void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes)
 int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			struct vad_range *const *ranges, size_t n)
 {
-	if (hold_cache_fill(h, n) < 0) {
-		trim_caches(h);
+	if (hold_cache_fill(n) < 0) {
+		trim_caches();
 		return -1;
 	}
 	struct vad_registry_arena *a = &reg->arenas[arena];
@@ -240,14 +296,14 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 			oom = true;
 			break;
 		}
-		struct vad_hold *o = hold_pop(h);
+		struct vad_hold *o = hold_pop();
 		o->key.arena = arena;
 		o->key.offset = r->offset;
 		o->count = 1;
 		o->range = r;
 		HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
 		if (vad_hash_oom) {
-			hold_put(h, o);
+			hold_put(o);
 			HASH_DEL(a->ranges, r);
 			oom = true;
 			break;
@@ -260,7 +316,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 			struct vad_range *r = ranges[i];
 			struct vad_hold *o = vad_holder_find(h, arena, r->offset);
 			HASH_DEL(h->holds, o);
-			hold_put(h, o);
+			hold_put(o);
 			HASH_DEL(a->ranges, r);
 		}
 	} else {
@@ -270,7 +326,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		store64(&h->held_refs, load64(&h->held_refs) + n);
 	}
 	pthread_mutex_unlock(&a->lock);
-	trim_caches(h);
+	trim_caches();
 	return oom ? -1 : 0;
 }
 
@@ -309,7 +365,7 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 
 	__atomic_sub_fetch(&h->uid->held, count * size, __ATOMIC_RELAXED);
 	if (hold_gone)
-		hold_put(h, o);
+		hold_put(o);
 	if (!range_gone)
 		return;
 	/* Unreachable through the arena table now; the token goes before the memory does, so
@@ -325,7 +381,7 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 	if (rc < 0)
 		log_err("registry: freeing range 0x%" PRIx64 " of arena %u failed: %s", r->offset,
 			arena, va_strerror(rc));
-	vad_range_put(h, r);
+	vad_range_put(r);
 }
 
 int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
@@ -367,17 +423,6 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 		pthread_mutex_unlock(&reg->uid_lock);
 		h->uid = NULL;
 	}
-	while (h->range_cache) {
-		struct vad_range *r = h->range_cache;
-		h->range_cache = r->next_free;
-		free(r);
-	}
-	while (h->hold_cache) {
-		struct vad_hold *x = h->hold_cache;
-		h->hold_cache = x->next_free;
-		free(x);
-	}
-	h->n_range_cache = h->n_hold_cache = 0;
 }
 
 /* ---- tokens ----------------------------------------------------------------------------- */
@@ -479,7 +524,7 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	memset(out, 0, sizeof(*out));
 	if (!token_well_formed(token))
 		return VAD_ATTACH_MALFORMED;
-	if (hold_cache_fill(h, 1) < 0)
+	if (hold_cache_fill(1) < 0)
 		return VAD_ATTACH_NOMEM;
 
 	enum vad_attach_status st = VAD_ATTACH_OK;
@@ -513,14 +558,14 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	} else {
 		struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
 		if (!o) {
-			o = hold_pop(h);
+			o = hold_pop();
 			o->key.arena = r->arena;
 			o->key.offset = r->offset;
 			o->range = r;
 			vad_hash_oom = false;
 			HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
 			if (vad_hash_oom) {
-				hold_put(h, o);
+				hold_put(o);
 				o = NULL;
 				st = VAD_ATTACH_NOMEM;
 			}

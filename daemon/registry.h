@@ -42,7 +42,7 @@ struct vad_range {
 	uint64_t check_refs; /* consistency check scratch (all locks held) */
 	struct vad_token_entry tok;
 	UT_hash_handle hh;
-	struct vad_range *next_free; /* holder's cache of spare objects */
+	struct vad_range *next_free; /* thread's cache of spare objects */
 };
 
 /* Key of a holder's table: which range of which arena. */
@@ -76,10 +76,6 @@ struct vad_holder {
 	struct vad_uid_usage *uid;
 	void *owner;			/* the session, for listings */
 	struct vad_holder *prev, *next; /* holders_lock */
-	struct vad_range *range_cache;
-	unsigned n_range_cache;
-	struct vad_hold *hold_cache;
-	unsigned n_hold_cache;
 };
 
 struct vad_registry_arena {
@@ -127,11 +123,12 @@ enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes,
 /* Give back a reservation that was not used. */
 void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes);
 
-/* A range object for a coming allocation (from h's cache); NULL when out of memory. */
-struct vad_range *vad_range_get(struct vad_holder *h);
+/* A range object for a coming allocation, from the calling thread's cache of spares (freed
+ * at thread exit); NULL when out of memory. */
+struct vad_range *vad_range_get(void);
 
 /* Give back a range object that was never inserted. */
-void vad_range_put(struct vad_holder *h, struct vad_range *r);
+void vad_range_put(struct vad_range *r);
 
 /* Insert n freshly allocated ranges of one arena (offset, size set; reserved already) with
  * one reference each held by h. Returns 0, or -1 when out of memory (nothing inserted). */
