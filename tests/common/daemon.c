@@ -165,6 +165,11 @@ bool vt_daemon_log_contains(const struct vt_daemon *d, const char *needle)
 
 int vt_daemon_start(struct vt_daemon *d)
 {
+	return vt_daemon_start_opts(d, NULL);
+}
+
+int vt_daemon_start_opts(struct vt_daemon *d, const struct vt_start_opts *opts)
+{
 	if (access(d->vad_bin, X_OK) != 0) {
 		fprintf(stderr, "harness: no daemon binary %s: %s\n", d->vad_bin, strerror(errno));
 		return -1;
@@ -194,6 +199,20 @@ int vt_daemon_start(struct vt_daemon *d)
 		unsetenv("LISTEN_FDNAMES");
 		unsetenv("WATCHDOG_USEC");
 		unsetenv("VAD_SOCKET");
+		for (int i = 0; opts && opts->env && opts->env[i]; i++)
+			putenv((char *)opts->env[i]);
+		if (opts && opts->listen_fd >= 0) {
+			/* systemd's protocol: fds from 3, LISTEN_PID names the receiver */
+			if (opts->listen_fd != 3) {
+				dup2(opts->listen_fd, 3);
+				close(opts->listen_fd);
+			}
+			fcntl(3, F_SETFD, 0);
+			char pid_text[32];
+			snprintf(pid_text, sizeof(pid_text), "%d", (int)getpid());
+			setenv("LISTEN_FDS", "1", 1);
+			setenv("LISTEN_PID", pid_text, 1);
+		}
 		execl(d->vad_bin, "vad", "-c", d->conf_path, "--foreground", (char *)NULL);
 		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", d->vad_bin, strerror(errno));
 		_exit(127);

@@ -72,6 +72,16 @@ int vt_daemon_write_config(struct vt_daemon *d, const char *vad_extra, const cha
  * failure prints the daemon's log. */
 int vt_daemon_start(struct vt_daemon *d);
 
+/* How to start the daemon beyond the defaults of vt_daemon_start. */
+struct vt_start_opts {
+	const char *const *env; /* extra "NAME=VALUE" entries, NULL-terminated; may be NULL */
+	int listen_fd;		/* >= 0: pass it as fd 3 with LISTEN_FDS=1 (socket activation) */
+};
+
+/* vt_daemon_start with extra environment and/or an inherited listening socket (which
+ * the harness keeps open; close it after the daemon started). */
+int vt_daemon_start_opts(struct vt_daemon *d, const struct vt_start_opts *opts);
+
 /* vt_daemon_init + vt_daemon_write_config + vt_daemon_start. */
 int vt_daemon_setup(struct vt_daemon *d, const char *vad_extra, const char *arena_sections);
 

@@ -10,7 +10,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <sqlite3.h>
@@ -462,6 +465,110 @@ static void test_socket_mode(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+/* ---- systemd integration -------------------------------------------------------- */
+
+/* A listening Unix socket at path, as systemd would create it for vad.socket. */
+static int listening_socket(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	assert_int_equal(0, bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	assert_int_equal(0, chmod(path, 0666));
+	assert_int_equal(0, listen(fd, 64));
+	return fd;
+}
+
+static void test_socket_activation(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_init(d));
+	assert_int_equal(0, vt_daemon_write_config(d, NULL, NULL));
+	int lfd = listening_socket(d->socket_path);
+	struct vt_start_opts opts = {.listen_fd = lfd};
+	assert_int_equal(0, vt_daemon_start_opts(d, &opts));
+	close(lfd);
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "activated", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_true(vt_daemon_log_contains(d, "activation"));
+	assert_int_equal(0, vt_daemon_stop(d));
+	/* systemd owns an activated socket: the daemon leaves it in place */
+	assert_int_equal(0, access(d->socket_path, F_OK));
+}
+
+/* Read notify datagrams until one contains want (or timeout); the messages seen so far
+ * are appended to log. */
+static bool notify_wait(int fd, const char *want, int timeout_ms, char *log, size_t log_len)
+{
+	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	for (;;) {
+		uint64_t now = vt_now_ns();
+		if (now >= deadline)
+			return false;
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, (int)((deadline - now) / 1000000u) + 1) <= 0)
+			continue;
+		char buf[1024];
+		ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		size_t used = strlen(log);
+		snprintf(log + used, log_len - used, "[%s]", buf);
+		if (strstr(buf, want))
+			return true;
+	}
+}
+
+static void test_sd_notify(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_init(d));
+	assert_int_equal(0, vt_daemon_write_config(d, NULL, NULL));
+	char notify_path[PATH_MAX];
+	snprintf(notify_path, sizeof(notify_path), "%s/notify", d->dir);
+	int nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(nfd >= 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	memcpy(sa.sun_path, notify_path, strlen(notify_path) + 1);
+	assert_int_equal(0, bind(nfd, (struct sockaddr *)&sa, sizeof(sa)));
+	char env_notify[PATH_MAX + 16];
+	snprintf(env_notify, sizeof(env_notify), "NOTIFY_SOCKET=%s", notify_path);
+	const char *env[] = {env_notify, "WATCHDOG_USEC=400000", NULL};
+	struct vt_start_opts opts = {.env = env, .listen_fd = -1};
+	assert_int_equal(0, vt_daemon_start_opts(d, &opts));
+
+	char seen[8192] = "";
+	int t = vt_timeout_ms(10000);
+	if (!notify_wait(nfd, "READY=1", t, seen, sizeof(seen)))
+		fail_msg("no READY=1 (got %s)", seen);
+	/* the watchdog is fed at a fraction of WATCHDOG_USEC */
+	if (!notify_wait(nfd, "WATCHDOG=1", t, seen, sizeof(seen)))
+		fail_msg("no WATCHDOG=1 with WATCHDOG_USEC set (got %s)", seen);
+	assert_int_equal(0, vt_daemon_signal(d, SIGHUP));
+	if (!notify_wait(nfd, "RELOADING=1", t, seen, sizeof(seen)))
+		fail_msg("no RELOADING=1 after SIGHUP (got %s)", seen);
+	if (!notify_wait(nfd, "READY=1", t, seen, sizeof(seen)))
+		fail_msg("no READY=1 after the reload (got %s)", seen);
+	assert_int_equal(0, vt_daemon_signal(d, SIGTERM));
+	if (!notify_wait(nfd, "STOPPING=1", t, seen, sizeof(seen)))
+		fail_msg("no STOPPING=1 after SIGTERM (got %s)", seen);
+	/* it already got SIGTERM; reap it as a clean stop */
+	int status;
+	assert_int_equal(d->pid, waitpid(d->pid, &status, 0));
+	d->pid = 0;
+	assert_true(WIFEXITED(status));
+	assert_int_equal(0, WEXITSTATUS(status));
+	assert_true(strstr(seen, "STATUS=") != NULL);
+	close(nfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -475,6 +582,8 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_sigkill_and_restart),
 	    VT_OWN_DAEMON_TEST(test_socket_mode),
 	    VT_OWN_DAEMON_TEST(test_second_daemon_refused),
+	    VT_OWN_DAEMON_TEST(test_socket_activation),
+	    VT_OWN_DAEMON_TEST(test_sd_notify),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
