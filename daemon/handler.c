@@ -412,12 +412,8 @@ static void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_re
 	}
 	Vad__FreeReply *fr = &r->u.free;
 	vad__free_reply__init(fr);
-	size_t i;
-	for (i = 0; i < m->n_offsets; i++) {
-		uint64_t size;
-		if (vad_registry_release(s->svc->reg, &s->holder, ai, m->offsets[i], &size) < 0)
-			break;
-	}
+	size_t i =
+	    vad_registry_release_batch(s->svc->reg, &s->holder, ai, m->offsets, m->n_offsets);
 	__atomic_add_fetch(&s->frees, i, __ATOMIC_RELAXED);
 	if (i < m->n_offsets) {
 		if (m->n_offsets > 1)

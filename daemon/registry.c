@@ -338,38 +338,34 @@ struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t 
 	return o;
 }
 
-/* Drop count of h's references held through o; frees the range if they were the last. */
-static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_hold *o,
-		      uint64_t count)
+/* Drop count of h's references held through o, with o's arena lock held. Returns the range
+ * if those were its last references (it is out of the arena table then: bury it after
+ * unlocking); *hold_gone says whether o left h's table (give it back after unlocking). */
+static struct vad_range *drop_locked(struct vad_registry_arena *a, struct vad_holder *h,
+				     struct vad_hold *o, uint64_t count, bool *hold_gone)
 {
 	struct vad_range *r = o->range;
-	unsigned arena = (unsigned)o->key.arena;
-	struct vad_registry_arena *a = &reg->arenas[arena];
 	uint64_t size = r->size;
-	bool hold_gone, range_gone;
-
-	pthread_mutex_lock(&a->lock);
 	o->count -= count;
 	r->refs -= count;
 	a->refs -= count;
 	a->ref_bytes -= count * size;
 	store64(&h->held_bytes, load64(&h->held_bytes) - count * size);
 	store64(&h->held_refs, load64(&h->held_refs) - count);
-	hold_gone = o->count == 0;
-	if (hold_gone)
+	*hold_gone = o->count == 0;
+	if (*hold_gone)
 		HASH_DEL(h->holds, o);
-	range_gone = r->refs == 0;
-	if (range_gone)
-		HASH_DEL(a->ranges, r);
-	pthread_mutex_unlock(&a->lock);
+	if (r->refs)
+		return NULL;
+	HASH_DEL(a->ranges, r);
+	return r;
+}
 
-	__atomic_sub_fetch(&h->uid->held, count * size, __ATOMIC_RELAXED);
-	if (hold_gone)
-		hold_put(o);
-	if (!range_gone)
-		return;
-	/* Unreachable through the arena table now; the token goes before the memory does, so
-	 * an attach holding token_lock never sees a freed range. */
+/* Give a range nobody references any more back to the allocator. No lock held: it is
+ * unreachable through the arena table; the token goes before the memory does, so an attach
+ * holding token_lock never sees a freed range. */
+static void bury(struct vad_registry *reg, struct vad_range *r)
+{
 	if (r->has_token) {
 		pthread_mutex_lock(&reg->token_lock);
 		HASH_DEL(reg->tokens, &r->tok);
@@ -377,11 +373,70 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 		__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&reg->token_lock);
 	}
-	int rc = va_free(reg->spaces[arena], r->offset, NULL);
+	int rc = va_free(reg->spaces[r->arena], r->offset, NULL);
 	if (rc < 0)
 		log_err("registry: freeing range 0x%" PRIx64 " of arena %u failed: %s", r->offset,
-			arena, va_strerror(rc));
+			r->arena, va_strerror(rc));
 	vad_range_put(r);
+}
+
+/* Drop count of h's references held through o; frees the range if they were the last. */
+static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_hold *o,
+		      uint64_t count)
+{
+	struct vad_registry_arena *a = &reg->arenas[o->key.arena];
+	uint64_t bytes = count * o->range->size;
+	bool hold_gone;
+	pthread_mutex_lock(&a->lock);
+	struct vad_range *dead = drop_locked(a, h, o, count, &hold_gone);
+	pthread_mutex_unlock(&a->lock);
+	__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+	if (hold_gone)
+		hold_put(o);
+	if (dead)
+		bury(reg, dead);
+}
+
+/* References dropped per arena lock hold in a batch. */
+#define RELEASE_CHUNK 64
+
+size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+				  const uint64_t *offsets, size_t n)
+{
+	struct vad_registry_arena *a = &reg->arenas[arena];
+	size_t done = 0;
+	bool stop = false;
+	while (done < n && !stop) {
+		struct vad_range *dead[RELEASE_CHUNK];
+		struct vad_hold *gone[RELEASE_CHUNK];
+		size_t n_dead = 0, n_gone = 0,
+		       end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
+		uint64_t bytes = 0;
+		pthread_mutex_lock(&a->lock);
+		for (; done < end; done++) {
+			/* Looked up under the lock, so a repeated offset finds the hold as the
+			 * previous release left it. */
+			struct vad_hold *o = vad_holder_find(h, arena, offsets[done]);
+			if (!o) {
+				stop = true;
+				break;
+			}
+			bool hold_gone;
+			bytes += o->range->size;
+			struct vad_range *r = drop_locked(a, h, o, 1, &hold_gone);
+			if (hold_gone)
+				gone[n_gone++] = o;
+			if (r)
+				dead[n_dead++] = r;
+		}
+		pthread_mutex_unlock(&a->lock);
+		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+		for (size_t i = 0; i < n_gone; i++)
+			hold_put(gone[i]);
+		for (size_t i = 0; i < n_dead; i++)
+			bury(reg, dead[i]);
+	}
+	return done;
 }
 
 int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigned arena,

@@ -143,6 +143,12 @@ struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t 
 int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			 uint64_t offset, uint64_t *size);
 
+/* Drop one of h's references for each offset of arena in turn (an offset may repeat), taking
+ * the arena lock once per chunk; stops at the first offset h holds no reference to. Returns
+ * how many were dropped. */
+size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+				  const uint64_t *offsets, size_t n);
+
 /* The share token of a range h holds, made on first use. Returns 0, -1 if h does not hold
  * it, -2 when out of memory, -3 when no randomness could be read. */
 int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,

@@ -703,6 +703,58 @@ static void test_share_attach_refcount(void **state)
 	tc_free(c);
 }
 
+static void small_frame_tweak(struct vad_config *cfg)
+{
+	cfg->max_frame = 4096;
+	cfg->max_batch = 4096;
+}
+
+static int setup_small_frame(void **state)
+{
+	(void)state;
+	vad_log_set_level(VAD_LOG_ERR);
+	start_service(small_frame_tweak);
+	return 0;
+}
+
+/* Free batches longer than one lock hold, with repeats and a failure in a later chunk. */
+static void test_free_batch_chunks(void **state)
+{
+	(void)state;
+	struct tclient *c = tc_hello(1000, 1000, "chunks");
+	Vad__Response *r = do_alloc(c, NULL, 4096, 0, 64, NULL, 0);
+	expect_ok(r, VAD__RESPONSE__RESULT_ALLOC);
+	uint64_t offs[64];
+	memcpy(offs, r->alloc->offsets, sizeof(offs));
+	done(r);
+	r = do_alloc(c, NULL, 4096, 0, 30, NULL, 0);
+	expect_ok(r, VAD__RESPONSE__RESULT_ALLOC);
+	uint64_t more[30];
+	memcpy(more, r->alloc->offsets, sizeof(more));
+	done(r);
+
+	/* A range held twice may be named twice; a third time fails there. */
+	char tok[33];
+	share_ok(c, NULL, offs[5], tok);
+	r = do_attach(c, tok);
+	expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
+	done(r);
+	uint64_t batch[64 + 30 + 1];
+	memcpy(batch, offs, sizeof(offs));
+	memcpy(batch + 64, more, sizeof(more));
+	batch[64 + 29] = offs[5]; /* its second reference, in the second chunk */
+	batch[64 + 30] = offs[5]; /* no third */
+	r = expect_error(do_free(c, NULL, batch, 95), VAD__ERROR__ENOTHELD);
+	assert_int_equal(r->free->freed, 94);
+	assert_non_null(strstr(r->message, "freed 94 of 95"));
+	done(r);
+	assert_int_equal(held_bytes(c), 4096); /* more[29] was not reached */
+	assert_int_equal(busy_bytes(0), 4096);
+	free_ok(c, NULL, more[29]);
+	check_consistent();
+	tc_free(c);
+}
+
 static void test_share_attach_errors(void **state)
 {
 	(void)state;
@@ -1360,20 +1412,6 @@ static void test_backpressure(void **state)
 	tc_free(c);
 }
 
-static void small_frame_tweak(struct vad_config *cfg)
-{
-	cfg->max_frame = 4096;
-	cfg->max_batch = 4096;
-}
-
-static int setup_small_frame(void **state)
-{
-	(void)state;
-	vad_log_set_level(VAD_LOG_ERR);
-	start_service(small_frame_tweak);
-	return 0;
-}
-
 /* What one alloc request allocated, one free request can free: a batch whose reply or whose
  * free request could pass max_frame is refused up front. */
 static void test_batch_fits_max_frame(void **state)
@@ -1552,6 +1590,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_free_batch_and_errors, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_share_attach_refcount, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_share_attach_errors, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_free_batch_chunks, setup_small_frame, teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect_drops_references, setup_plain,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_quotas, setup_quota, teardown),
