@@ -19,6 +19,7 @@ int vt_raw_connect(struct vt_raw *r, const char *path)
 {
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
+	r->kept_fd = -1;
 	r->next_id = 1;
 	/* A daemon that closes on us must not kill the test with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
@@ -128,7 +129,10 @@ static ssize_t raw_fill(struct vt_raw *r, int timeout_ms)
 			int fds[16];
 			memcpy(fds, CMSG_DATA(c), nfds * sizeof(int));
 			for (size_t i = 0; i < nfds; i++) {
-				close(fds[i]);
+				if (r->keep_fd && r->kept_fd < 0)
+					r->kept_fd = fds[i];
+				else
+					close(fds[i]);
 				r->fds_received++;
 			}
 		}

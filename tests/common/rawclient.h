@@ -7,6 +7,7 @@
 #ifndef VAD_TEST_RAWCLIENT_H
 #define VAD_TEST_RAWCLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,7 +20,9 @@ struct vt_raw {
 	size_t len;
 	size_t cap;
 	uint64_t next_id;
-	int fds_received; /* SCM_RIGHTS descriptors received (and closed) so far */
+	int fds_received; /* SCM_RIGHTS descriptors received so far */
+	bool keep_fd;	  /* keep the next received descriptor in kept_fd instead of closing */
+	int kept_fd;	  /* -1 until one was kept; the caller closes it */
 };
 
 /* Results of vt_raw_recv. */

@@ -1,0 +1,239 @@
+/*
+ * test_service_arenas.c - the arenas themselves as a client sees them: the memfd a
+ * client receives is sealed against resizing and is the very memory libvad hands out;
+ * several arenas with their own quanta stay independent; a directory-backed arena works
+ * like a memfd one (sharing across processes, zeros on reuse) and leaves no file behind.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "rawclient.h"
+#include "vtassert.h"
+
+#define PAGE	      4096u
+#define REPLY_TIMEOUT vt_timeout_ms(5000)
+
+/* Ask the daemon for arena's fd on a raw connection; returns it (caller closes). */
+static int raw_map_arena(const struct vt_daemon *d, const char *arena, uint64_t *size)
+{
+	struct vt_raw r;
+	assert_int_equal(0, vt_raw_connect(&r, d->socket_path));
+	assert_int_equal(0, vt_raw_hello(&r, "mapper"));
+	r.keep_fd = true;
+	Vad__Request req = VAD__REQUEST__INIT;
+	Vad__MapArena map = VAD__MAP_ARENA__INIT;
+	map.arena = (char *)arena;
+	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
+	req.map_arena = &map;
+	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	assert_non_null(resp);
+	assert_int_equal(VAD__ERROR__OK, resp->error);
+	*size = resp->map_arena->arena->size;
+	vt_raw_response_free(resp);
+	int fd = r.kept_fd;
+	vt_raw_close(&r);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static void test_memfd_is_sealed_and_shared(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, "[arena default]\nsize = 64M\n"));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "writer", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, 3 * PAGE, 0, &p));
+	strcpy(p, "written through libvad");
+	struct vad_range range;
+	VT_ASSERT_OK(c, vad_range_info(c, p, &range));
+
+	uint64_t size = 0;
+	int fd = raw_map_arena(d, "default", &size);
+	assert_int_equal(64u << 20, size);
+	struct stat st;
+	assert_int_equal(0, fstat(fd, &st));
+	assert_int_equal(64u << 20, st.st_size);
+	/* A client cannot shrink (SIGBUS for everyone) or grow the arena. */
+	int seals = fcntl(fd, F_GET_SEALS);
+	assert_true(seals >= 0);
+	assert_true(seals & F_SEAL_SHRINK);
+	assert_true(seals & F_SEAL_GROW);
+	assert_true(seals & F_SEAL_SEAL);
+	assert_int_equal(-1, ftruncate(fd, 0));
+	assert_int_equal(-1, ftruncate(fd, (off_t)size * 2));
+	assert_int_equal(-1, fallocate(fd, 0, 0, (off_t)size * 2));
+	assert_int_equal(-1, fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE)); /* sealed seals */
+
+	/* The fd is the memory libvad gave out: the same bytes at the range's offset. */
+	uint8_t *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	assert_string_equal("written through libvad", (char *)map + range.offset);
+	strcpy((char *)map + range.offset + PAGE, "written through the fd");
+	assert_string_equal("written through the fd", (char *)p + PAGE);
+	munmap(map, size);
+	close(fd);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static const char *const three_arenas = "[arena default]\n"
+					"size = 64M\n"
+					"\n"
+					"[arena big]\n"
+					"size = 1G\n"
+					"quantum = 2M\n"
+					"\n"
+					"[arena tiny]\n"
+					"size = 256K\n"
+					"quantum = 64K\n";
+
+static void test_arenas_are_independent(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, NULL, three_arenas));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "arenas", &c));
+	struct vad_arena_info *info;
+	size_t n;
+	VT_ASSERT_OK(c, vad_arenas(c, &info, &n));
+	assert_int_equal(3, n);
+	free(info);
+
+	void *pd, *pb, *pt;
+	VT_ASSERT_OK(c, vad_alloc(c, 1, 0, &pd));
+	VT_ASSERT_OK(c, vad_alloc_in(c, "big", 1, 0, &pb));
+	VT_ASSERT_OK(c, vad_alloc_in(c, "tiny", 1, 0, &pt));
+	struct vad_range rd, rb, rt;
+	VT_ASSERT_OK(c, vad_range_info(c, pd, &rd));
+	VT_ASSERT_OK(c, vad_range_info(c, pb, &rb));
+	VT_ASSERT_OK(c, vad_range_info(c, pt, &rt));
+	/* sizes round up to each arena's quantum, offsets are aligned to it */
+	assert_int_equal(PAGE, rd.size);
+	assert_int_equal(2u << 20, rb.size);
+	assert_int_equal(64u << 10, rt.size);
+	assert_int_equal(0, rb.offset % (2u << 20));
+	assert_int_equal(0, rt.offset % (64u << 10));
+	assert_string_equal("default", rd.arena);
+	assert_string_equal("big", rb.arena);
+	assert_string_equal("tiny", rt.arena);
+	/* separate memory: writing one does not touch the others */
+	memset(pd, 0xD0, PAGE);
+	memset(pb, 0xB0, 2u << 20);
+	memset(pt, 0x70, 64u << 10);
+	assert_int_equal(0xD0, ((uint8_t *)pd)[PAGE - 1]);
+	assert_int_equal(0x70, ((uint8_t *)pt)[0]);
+
+	/* filling tiny (4 quanta) does not affect the others */
+	void *more[3];
+	for (int i = 0; i < 3; i++)
+		VT_ASSERT_OK(c, vad_alloc_in(c, "tiny", 64u << 10, 0, &more[i]));
+	void *p;
+	VT_ASSERT_ERR(c, VAD_ENOSPC, vad_alloc_in(c, "tiny", 1, 0, &p));
+	VT_ASSERT_OK(c, vad_alloc_in(c, "big", 64u << 20, 0, &p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+
+	struct vad_daemon_stats *ds;
+	VT_ASSERT_OK(c, vad_stats_detail(c, NULL, &ds));
+	assert_int_equal(3, ds->n_arenas);
+	for (size_t i = 0; i < ds->n_arenas; i++) {
+		const struct vad_arena_stats *a = &ds->arenas[i];
+		if (strcmp(a->name, "tiny") == 0)
+			assert_int_equal(256u << 10, a->busy_bytes);
+		else if (strcmp(a->name, "big") == 0)
+			assert_int_equal(2u << 20, a->busy_bytes);
+		else
+			assert_int_equal(PAGE, a->busy_bytes);
+	}
+	free(ds);
+	for (int i = 0; i < 3; i++)
+		VT_ASSERT_OK(c, vad_free(c, more[i]));
+	VT_ASSERT_OK(c, vad_free(c, pd));
+	VT_ASSERT_OK(c, vad_free(c, pb));
+	VT_ASSERT_OK(c, vad_free(c, pt));
+	vad_close(c);
+	assert_int_equal(0, vt_check_invariants(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static int count_entries(const char *dir)
+{
+	DIR *dh = opendir(dir);
+	if (!dh)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(dh)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, ".."))
+			n++;
+	closedir(dh);
+	return n;
+}
+
+static void test_directory_backed_arena(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_init(d));
+	char backing[PATH_MAX];
+	snprintf(backing, sizeof(backing), "%s/backing", d->dir);
+	assert_int_equal(0, mkdir(backing, 0700));
+	char arenas[PATH_MAX + 128];
+	snprintf(arenas, sizeof(arenas), "[arena disk]\nsize = 64M\nbacking = %s\n", backing);
+	assert_int_equal(0, vt_daemon_write_config(d, NULL, arenas));
+	assert_int_equal(0, vt_daemon_start(d));
+	/* the backing file is unnamed: nothing to clean up after a crash */
+	assert_int_equal(0, count_entries(backing));
+
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "disk", &c));
+	struct vad_session s;
+	VT_ASSERT_OK(c, vad_session_info(c, &s));
+	assert_string_equal("disk", s.default_arena);
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, 16 * PAGE, 0, &p));
+	vt_fill_pattern(p, 16 * PAGE, 77);
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(c, vad_share(c, p, token));
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		vad_client *b;
+		int rc = vad_connect(d->socket_path, "disk-reader", &b);
+		VT_CHILD_CHECK(rc == 0, "connect: %d", rc);
+		void *q;
+		size_t size;
+		rc = vad_attach(b, token, &q, &size);
+		VT_CHILD_CHECK(rc == 0, "attach: %s", vad_last_error(b));
+		VT_CHILD_CHECK(vt_check_pattern(q, 16 * PAGE, 77) < 0, "other bytes in the child");
+		vad_close(b);
+		_exit(0);
+	}
+	assert_int_equal(0, vt_wait_child(pid, vt_timeout_ms(20000)));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	assert_int_equal(0, vt_purge(d));
+	/* reuse reads zeros (hole punching works on this file system too) */
+	VT_ASSERT_OK(c, vad_alloc(c, 64u << 20, 0, &p));
+	ssize_t nz = vt_first_nonzero(p, 16 * PAGE);
+	if (nz >= 0)
+		fail_msg("reused range of a directory-backed arena has 0x%02x at %zd",
+			 ((uint8_t *)p)[nz], nz);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+	assert_int_equal(0, count_entries(backing));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    VT_OWN_DAEMON_TEST(test_memfd_is_sealed_and_shared),
+	    VT_OWN_DAEMON_TEST(test_arenas_are_independent),
+	    VT_OWN_DAEMON_TEST(test_directory_backed_arena),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
