@@ -299,6 +299,13 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 	bool was_alloc = s->is_alloc;
 	c->head = (c->head + 1) % P;
 	c->inflight--;
+	/* The next request goes at the tail; with fewer than P in flight (the end of a run)
+	 * that is not this slot, so the free takes the offsets along. */
+	struct slot *t = &c->slots[(c->head + c->inflight) % P];
+	if (was_alloc && t != s) {
+		memcpy(t->offsets, s->offsets, s->n * sizeof(uint64_t));
+		t->n = s->n;
+	}
 	if (was_alloc) {
 		/* The ranges are held: free them even when stopping, so the daemon ends clean. */
 		return issue(rd, c, false) < 0 ? (db_fail(r, "out of memory"), -1) : 0;
