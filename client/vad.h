@@ -186,6 +186,30 @@ struct vad_range {
 	uint32_t refs;	   /* references this client holds (alloc plus attaches) */
 };
 
+/* What one block of an arena is (vad.BlockKind). */
+enum vad_block_kind {
+	VAD_BLOCK_BUSY = 0,   /* allocated */
+	VAD_BLOCK_FREE = 1,   /* in the free tree */
+	VAD_BLOCK_LAZY = 2,   /* freed, waiting for reclaim */
+	VAD_BLOCK_POOLED = 3, /* reclaimed, kept in a node's pool */
+};
+
+/* One block of an arena's layout. */
+struct vad_block {
+	uint64_t offset, size;
+	int kind;      /* enum vad_block_kind */
+	uint32_t node; /* owning allocator node (busy, lazy, pooled) */
+};
+
+/* An arena's layout: its blocks in address order. */
+struct vad_arena_map {
+	const char *arena;
+	uint64_t size, quantum;
+	size_t n_blocks;
+	int truncated;		   /* nonzero: more blocks exist than max_blocks allowed */
+	struct vad_block *blocks; /* n_blocks entries, in the same block */
+};
+
 /* Fill *out with the daemon's hello reply; no round trip. Strings live until vad_close. */
 int vad_session_info(vad_client *c, struct vad_session *out);
 
@@ -215,6 +239,11 @@ int vad_purge_arena(vad_client *c, const char *arena, uint64_t *released);
 /* Like vad_reload; *detail (may be NULL) gets the daemon's account of what changed,
  * malloc'd, free() it. */
 int vad_reload_detail(vad_client *c, char **detail);
+
+/* The layout of arena (NULL or "": the default) in address order, at most max_blocks
+ * blocks (0: all), fetched a page at a time (admin); pages are not one atomic picture
+ * while others allocate. *out is one malloc'd block, free() it. */
+int vad_walk(vad_client *c, const char *arena, size_t max_blocks, struct vad_arena_map **out);
 
 /* Run the daemon's allocator invariant checker on every arena (admin). *ok is 1 when
  * every arena is sound, 0 if not; *detail (may be NULL) gets the daemon's report,

@@ -200,6 +200,8 @@ static void test_typed_introspection(void **state)
 	assert_int_equal(0, vt_connect(d, "introspect", &c));
 	void *p;
 	VT_ASSERT_OK(c, vad_alloc_in(c, "small", 3 * SMALL_QUANTUM, 0, &p));
+	struct vad_range r;
+	VT_ASSERT_OK(c, vad_range_info(c, p, &r));
 
 	struct vad_daemon_stats *ds;
 	VT_ASSERT_OK(c, vad_stats_detail(c, "small", &ds));
@@ -257,6 +259,34 @@ static void test_typed_introspection(void **state)
 		uint64_t released;
 		VT_ASSERT_OK(c, vad_purge_arena(c, "small", &released));
 		VT_ASSERT_ERR(c, VAD_ENOARENA, vad_purge_arena(c, "nosuch", &released));
+	}
+	if (s.admin) {
+		/* The walk tiles the arena in address order and shows our range as busy. */
+		struct vad_arena_map *m;
+		VT_ASSERT_OK(c, vad_walk(c, "small", 0, &m));
+		assert_string_equal("small", m->arena);
+		assert_int_equal(16u << 20, m->size);
+		assert_int_equal(SMALL_QUANTUM, m->quantum);
+		assert_false(m->truncated);
+		uint64_t at = 0;
+		bool mine = false;
+		for (size_t i = 0; i < m->n_blocks; i++) {
+			assert_int_equal(at, m->blocks[i].offset);
+			at += m->blocks[i].size;
+			if (m->blocks[i].offset == r.offset) {
+				mine = true;
+				assert_int_equal(VAD_BLOCK_BUSY, m->blocks[i].kind);
+				assert_int_equal(3 * SMALL_QUANTUM, m->blocks[i].size);
+			}
+		}
+		assert_int_equal(16u << 20, at);
+		assert_true(mine);
+		free(m);
+		VT_ASSERT_OK(c, vad_walk(c, "small", 1, &m));
+		assert_int_equal(1, m->n_blocks);
+		assert_true(m->truncated);
+		free(m);
+		VT_ASSERT_ERR(c, VAD_ENOARENA, vad_walk(c, "nosuch", 0, &m));
 	}
 	VT_ASSERT_OK(c, vad_free(c, p));
 	vad_close(c);

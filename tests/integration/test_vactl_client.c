@@ -53,8 +53,10 @@ static const char *jstr(struct json_object *j, const char *path)
 	return json_object_get_string(v);
 }
 
-static const char *const commands[] = {"status", "top",	  "arenas", "clients", "stats",	 "purge",
-				       "reload", "check", "alloc",  "free",    "session"};
+static const char *const commands[] = {
+    "status", "top",   "arenas", "clients", "stats",   "purge", "reload",
+    "check",  "alloc", "free",	 "session", "history", "map",
+};
 
 static void test_help_everywhere(void **state)
 {
@@ -316,6 +318,68 @@ static void test_history(void **state)
 	vt_output_free(&o);
 }
 
+/* map draws the arena from a walk; --json lists the blocks, --svg writes a picture. */
+static void test_map(void **state)
+{
+	struct vt_daemon *d = *state;
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "mapped", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc_in(c, "small", 5 * 64 * 1024, 0, &p));
+	struct vad_range r;
+	VT_ASSERT_OK(c, vad_range_info(c, p, &r));
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--json", "map", "small", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json map small");
+	struct json_object *j = vt_json_parse(o.out);
+	assert_non_null(j);
+	assert_string_equal("small", jstr(j, "arena"));
+	assert_int_equal(16u << 20, ju64(j, "size"));
+	assert_true(ju64(j, "busy_bytes") >= 5 * 64 * 1024);
+	struct json_object *blocks = vt_json_path(j, "blocks");
+	assert_non_null(blocks);
+	bool found = false;
+	uint64_t sum = 0;
+	for (size_t i = 0; i < json_object_array_length(blocks); i++) {
+		struct json_object *b = json_object_array_get_idx(blocks, i);
+		sum += ju64(b, "size");
+		if (ju64(b, "offset") == r.offset) {
+			found = true;
+			assert_string_equal("busy", jstr(b, "kind"));
+			assert_int_equal(5 * 64 * 1024, ju64(b, "size"));
+		}
+	}
+	assert_true(found);
+	assert_int_equal(16u << 20, sum); /* the blocks tile the arena */
+	json_object_put(j);
+	vt_output_free(&o);
+
+	char svg[PATH_MAX];
+	snprintf(svg, sizeof(svg), "%s/map.svg", d->dir);
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "map", "--width", "32", "--rows",
+				     "2", "--svg", svg, NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl map --svg");
+	assert_true(vt_contains(o.out, "arena default"));
+	assert_true(vt_contains(o.out, "|"));
+	vt_output_free(&o);
+	FILE *f = fopen(svg, "r");
+	assert_non_null(f);
+	char head[8] = "";
+	assert_non_null(fgets(head, sizeof(head), f));
+	fclose(f);
+	assert_memory_equal("<svg", head, 4);
+	unlink(svg);
+
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "map", "nosuch", NULL));
+	VT_ASSERT_EXIT(&o, 1, "vactl map nosuch");
+	vt_output_free(&o);
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "map", "--width", "0", NULL));
+	VT_ASSERT_EXIT(&o, 2, "vactl map --width 0");
+	vt_output_free(&o);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+}
+
 /* A daemon that accepts but never answers (stopped): vactl gives up after --timeout. */
 static void test_timeout(void **state)
 {
@@ -333,12 +397,12 @@ static void test_timeout(void **state)
 	json_object_put(j);
 	vt_output_free(&o);
 	/* Waiting on purpose does not count: a session sleeps past its timeout. */
-	assert_int_equal(0, vt_vactl(d->socket_path, "sleep 1200ms\nstats\n", &o, "--timeout",
-				     "1s", "session", NULL));
+	assert_int_equal(0, vt_vactl(d->socket_path, "sleep 1200ms\nstats\n", &o, "--timeout", "1s",
+				     "session", NULL));
 	VT_ASSERT_EXIT(&o, 0, "vactl --timeout 1s session sleeping 1.2s");
 	vt_output_free(&o);
-	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--timeout", "soon", "status",
-				     NULL));
+	assert_int_equal(0,
+			 vt_vactl(d->socket_path, NULL, &o, "--timeout", "soon", "status", NULL));
 	VT_ASSERT_EXIT(&o, 2, "vactl --timeout soon");
 	vt_output_free(&o);
 }
@@ -360,6 +424,7 @@ int main(void)
 	    cmocka_unit_test(test_top_samples),
 	    cmocka_unit_test(test_session_human_lines),
 	    cmocka_unit_test(test_history),
+	    cmocka_unit_test(test_map),
 	    cmocka_unit_test(test_timeout),
 	    cmocka_unit_test(test_daemon_stops_clean),
 	};

@@ -1,0 +1,316 @@
+/* cmd_map.c - an arena's layout as a picture: text cells in the terminal, or an SVG. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vactl.h"
+
+struct map_args {
+	uint64_t width, rows; /* cells of the text picture */
+	const char *svg;      /* write an SVG picture to this file */
+	bool blocks;	      /* list every block */
+	uint64_t max_blocks;
+};
+
+enum { OPT_WIDTH = 0x6000, OPT_ROWS, OPT_SVG, OPT_BLOCKS, OPT_MAX_BLOCKS };
+
+static int parse_count(const char *arg, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	if (errno || *end || end == arg || v == 0 || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int on_map_opt(int opt, const char *arg, void *ctx)
+{
+	struct map_args *m = ctx;
+	switch (opt) {
+	case OPT_WIDTH:
+		if (parse_count(arg, 1000, &m->width) < 0)
+			return vactl_usage_error(&vactl_cmd_map, "bad width '%s' (1..1000)", arg);
+		return VACTL_EXIT_OK;
+	case OPT_ROWS:
+		if (parse_count(arg, 1000, &m->rows) < 0)
+			return vactl_usage_error(&vactl_cmd_map, "bad rows '%s' (1..1000)", arg);
+		return VACTL_EXIT_OK;
+	case OPT_SVG:
+		m->svg = arg;
+		return VACTL_EXIT_OK;
+	case OPT_BLOCKS:
+		m->blocks = true;
+		return VACTL_EXIT_OK;
+	case OPT_MAX_BLOCKS:
+		if (parse_count(arg, UINT64_MAX, &m->max_blocks) < 0)
+			return vactl_usage_error(&vactl_cmd_map, "bad block count '%s'", arg);
+		return VACTL_EXIT_OK;
+	}
+	return VACTL_EXIT_USAGE;
+}
+
+static const char *const kind_names[] = {"busy", "free", "lazy", "pooled"};
+
+static const char *kind_name(int kind)
+{
+	return kind >= 0 && kind < 4 ? kind_names[kind] : "unknown";
+}
+
+/* Bytes of each kind inside [lo, hi) of the arena; blocks are in address order and *cursor
+ * remembers where the previous cell's scan ended. Bytes in no block count as free. */
+static void cell_bytes(const struct vad_arena_map *m, uint64_t lo, uint64_t hi, size_t *cursor,
+		       uint64_t bytes[4])
+{
+	memset(bytes, 0, 4 * sizeof(bytes[0]));
+	uint64_t covered = 0;
+	size_t i = *cursor;
+	while (i < m->n_blocks && m->blocks[i].offset + m->blocks[i].size <= lo)
+		i++;
+	*cursor = i;
+	for (; i < m->n_blocks && m->blocks[i].offset < hi; i++) {
+		const struct vad_block *b = &m->blocks[i];
+		uint64_t s = b->offset > lo ? b->offset : lo;
+		uint64_t e = b->offset + b->size < hi ? b->offset + b->size : hi;
+		if (e > s && b->kind >= 0 && b->kind < 4) {
+			bytes[b->kind] += e - s;
+			covered += e - s;
+		}
+	}
+	bytes[VAD_BLOCK_FREE] += (hi - lo) - covered;
+}
+
+/* One character for a cell: '#' busy, '.' free, 'l' lazy, 'p' pooled, '+' mostly busy
+ * with some free, '-' mostly free with some busy. */
+static char cell_char(const uint64_t bytes[4])
+{
+	uint64_t total = bytes[0] + bytes[1] + bytes[2] + bytes[3];
+	int top = 0;
+	for (int k = 1; k < 4; k++)
+		if (bytes[k] > bytes[top])
+			top = k;
+	if (bytes[top] == total)
+		return "#.lp"[top];
+	if (top == VAD_BLOCK_BUSY)
+		return '+';
+	if (top == VAD_BLOCK_FREE)
+		return bytes[VAD_BLOCK_BUSY] ? '-' : '.';
+	return "#.lp"[top];
+}
+
+static const char *const svg_colors[] = {"#d9534f", "#e8f0e8", "#f0ad4e", "#5bc0de"};
+
+static int write_svg(const struct vad_arena_map *m, const char *path, uint64_t cols, uint64_t rows)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "vactl: cannot write %s: %s\n", path, strerror(errno));
+		return VACTL_EXIT_USAGE;
+	}
+	const unsigned cw = 4, ch = 12, top = 28;
+	char sz[32];
+	fprintf(f,
+		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%llu\" height=\"%llu\" "
+		"font-family=\"monospace\" font-size=\"12\">\n",
+		(unsigned long long)(cols * cw), (unsigned long long)(rows * ch + top + 20));
+	fprintf(f, "<text x=\"0\" y=\"14\">arena %s, %s, %zu blocks</text>\n", m->arena,
+		vactl_fmt_size(m->size, sz, sizeof(sz)), m->n_blocks);
+	uint64_t cells = cols * rows;
+	size_t cursor = 0;
+	for (uint64_t r = 0; r < rows; r++) {
+		/* Runs of cells with the same dominant kind become one rectangle. */
+		int run_kind = -1;
+		uint64_t run_start = 0;
+		for (uint64_t col = 0; col <= cols; col++) {
+			int kind = -1;
+			if (col < cols) {
+				uint64_t cell = r * cols + col;
+				uint64_t lo = (uint64_t)((long double)m->size * cell / cells);
+				uint64_t hi = (uint64_t)((long double)m->size * (cell + 1) / cells);
+				uint64_t bytes[4];
+				cell_bytes(m, lo, hi, &cursor, bytes);
+				kind = 0;
+				for (int k = 1; k < 4; k++)
+					if (bytes[k] > bytes[kind])
+						kind = k;
+			}
+			if (kind != run_kind) {
+				if (run_kind >= 0)
+					fprintf(f,
+						"<rect x=\"%llu\" y=\"%llu\" width=\"%llu\" "
+						"height=\"%u\" "
+						"fill=\"%s\"/>\n",
+						(unsigned long long)(run_start * cw),
+						(unsigned long long)(top + r * ch),
+						(unsigned long long)((col - run_start) * cw),
+						ch - 1, svg_colors[run_kind]);
+				run_kind = kind;
+				run_start = col;
+			}
+		}
+	}
+	unsigned y = (unsigned)(top + rows * ch + 14), x = 0;
+	for (int k = 0; k < 4; k++, x += 90)
+		fprintf(f,
+			"<rect x=\"%u\" y=\"%u\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+			"<text x=\"%u\" y=\"%u\">%s</text>\n",
+			x, y - 9, svg_colors[k], x + 14, y, kind_names[k]);
+	fprintf(f, "</svg>\n");
+	if (fclose(f) != 0) {
+		fprintf(stderr, "vactl: cannot write %s: %s\n", path, strerror(errno));
+		return VACTL_EXIT_USAGE;
+	}
+	return VACTL_EXIT_OK;
+}
+
+static void summarize(const struct vad_arena_map *m, uint64_t bytes[4], uint64_t blocks[4],
+		      uint64_t *largest_free)
+{
+	memset(bytes, 0, 4 * sizeof(bytes[0]));
+	memset(blocks, 0, 4 * sizeof(blocks[0]));
+	*largest_free = 0;
+	for (size_t i = 0; i < m->n_blocks; i++) {
+		const struct vad_block *b = &m->blocks[i];
+		if (b->kind < 0 || b->kind >= 4)
+			continue;
+		bytes[b->kind] += b->size;
+		blocks[b->kind]++;
+		if (b->kind == VAD_BLOCK_FREE && b->size > *largest_free)
+			*largest_free = b->size;
+	}
+}
+
+static int run_map(struct vactl_opts *o, int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"width", required_argument, NULL, OPT_WIDTH},
+	    {"rows", required_argument, NULL, OPT_ROWS},
+	    {"svg", required_argument, NULL, OPT_SVG},
+	    {"blocks", no_argument, NULL, OPT_BLOCKS},
+	    {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS},
+	    {0},
+	};
+	struct map_args a = {.width = 64, .rows = 16, .max_blocks = 1000000};
+	int first;
+	int rc = vactl_parse_cmd(&vactl_cmd_map, o, argc, argv, NULL, opts, on_map_opt, &a, &first);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	if (argc - first > 1)
+		return vactl_usage_error(&vactl_cmd_map, "unexpected argument '%s'",
+					 argv[first + 1]);
+	const char *arena = first < argc ? argv[first] : NULL;
+	vad_client *c;
+	if ((rc = vactl_connect(o, &c)))
+		return rc;
+	struct vad_arena_map *m;
+	int err = vad_walk(c, arena, (size_t)a.max_blocks, &m);
+	if (err) {
+		rc = vactl_report(o, c, err);
+		vad_close(c);
+		return rc;
+	}
+	vad_close(c);
+	uint64_t bytes[4], blocks[4], largest_free;
+	summarize(m, bytes, blocks, &largest_free);
+	double frag = vactl_fragmentation(bytes[VAD_BLOCK_FREE], largest_free);
+	if (a.svg && (rc = write_svg(m, a.svg, 256, 64)) != VACTL_EXIT_OK) {
+		free(m);
+		return rc;
+	}
+	if (o->json) {
+		json_object *j = json_object_new_object();
+		vactl_json_add_str(j, "arena", m->arena);
+		vactl_json_add_u64(j, "size", m->size);
+		vactl_json_add_u64(j, "quantum", m->quantum);
+		vactl_json_add_u64(j, "n_blocks", m->n_blocks);
+		json_object_object_add(j, "truncated", json_object_new_boolean(m->truncated));
+		for (int k = 0; k < 4; k++) {
+			char key[32];
+			snprintf(key, sizeof(key), "%s_bytes", kind_names[k]);
+			vactl_json_add_u64(j, key, bytes[k]);
+			snprintf(key, sizeof(key), "%s_blocks", kind_names[k]);
+			vactl_json_add_u64(j, key, blocks[k]);
+		}
+		vactl_json_add_u64(j, "largest_free", largest_free);
+		json_object_object_add(j, "fragmentation", json_object_new_double(frag));
+		vactl_json_add_str(j, "svg", a.svg);
+		json_object *arr = json_object_new_array();
+		for (size_t i = 0; i < m->n_blocks; i++) {
+			json_object *jb = json_object_new_object();
+			vactl_json_add_u64(jb, "offset", m->blocks[i].offset);
+			vactl_json_add_u64(jb, "size", m->blocks[i].size);
+			vactl_json_add_str(jb, "kind", kind_name(m->blocks[i].kind));
+			vactl_json_add_u64(jb, "node", m->blocks[i].node);
+			json_object_array_add(arr, jb);
+		}
+		json_object_object_add(j, "blocks", arr);
+		vactl_json_print(j);
+		free(m);
+		return VACTL_EXIT_OK;
+	}
+	char b1[32], b2[32], b3[32];
+	printf("arena %s: %s in %zu blocks%s, quantum %s; each cell is %s\n", m->arena,
+	       vactl_fmt_size(m->size, b1, sizeof(b1)), m->n_blocks,
+	       m->truncated ? " (truncated: --max-blocks)" : "",
+	       vactl_fmt_size(m->quantum, b2, sizeof(b2)),
+	       vactl_fmt_size(m->size / (a.width * a.rows), b3, sizeof(b3)));
+	uint64_t cells = a.width * a.rows;
+	size_t cursor = 0;
+	char *line = malloc(a.width + 1);
+	for (uint64_t r = 0; line && r < a.rows; r++) {
+		for (uint64_t col = 0; col < a.width; col++) {
+			uint64_t cell = r * a.width + col;
+			uint64_t lo = (uint64_t)((long double)m->size * cell / cells);
+			uint64_t hi = (uint64_t)((long double)m->size * (cell + 1) / cells);
+			uint64_t cb[4];
+			cell_bytes(m, lo, hi, &cursor, cb);
+			line[col] = cell_char(cb);
+		}
+		line[a.width] = '\0';
+		printf("  |%s|\n", line);
+	}
+	free(line);
+	printf("  # busy  . free  l lazy  p pooled  + mostly busy  - mostly free\n");
+	for (int k = 0; k < 4; k++)
+		printf("  %-7s %12s in %llu blocks\n", kind_names[k],
+		       vactl_fmt_size(bytes[k], b1, sizeof(b1)), (unsigned long long)blocks[k]);
+	printf("  largest free block %s, fragmentation %.1f%%\n",
+	       vactl_fmt_size(largest_free, b1, sizeof(b1)), 100.0 * frag);
+	if (a.blocks) {
+		static const char *const heads[] = {"OFFSET", "SIZE", "KIND", "NODE"};
+		struct vactl_table *t = vactl_table_new(4, heads);
+		for (size_t i = 0; i < m->n_blocks; i++) {
+			char off[32], node[16];
+			snprintf(off, sizeof(off), "0x%llx",
+				 (unsigned long long)m->blocks[i].offset);
+			snprintf(node, sizeof(node), "%u", m->blocks[i].node);
+			vactl_table_row(t, off, vactl_fmt_size(m->blocks[i].size, b1, sizeof(b1)),
+					kind_name(m->blocks[i].kind), node);
+		}
+		vactl_table_print(t);
+	}
+	if (a.svg)
+		printf("wrote %s\n", a.svg);
+	free(m);
+	return VACTL_EXIT_OK;
+}
+
+const struct vactl_cmd vactl_cmd_map = {
+    .name = "map",
+    .args = "[ARENA] [--width N] [--rows N] [--svg FILE] [--blocks] [--max-blocks N]",
+    .summary = "fragmentation picture of an arena, in the terminal or as SVG (admin)",
+    .help =
+	"Walks the arena's blocks in address order (admin) and draws them: each character\n"
+	"stands for an equal share of the arena ('#' busy, '.' free, 'l' lazy, 'p' pooled,\n"
+	"'+' mostly busy, '-' mostly free), --width columns by --rows rows (64 x 16).\n"
+	"  --svg FILE       also draw it as an SVG picture (256 x 64 cells) into FILE\n"
+	"  --blocks         list every block (offset, size, kind, node)\n"
+	"  --max-blocks N   fetch at most N blocks (default 1000000)\n"
+	"The walk is fetched a page at a time, so under load it is not one instant.\n"
+	"JSON: {arena, size, quantum, n_blocks, truncated, busy_bytes, busy_blocks, free_bytes,\n"
+	"free_blocks, lazy_bytes, lazy_blocks, pooled_bytes, pooled_blocks, largest_free,\n"
+	"fragmentation, svg, blocks: [{offset, size, kind, node}]}\n",
+    .run = run_map,
+};
