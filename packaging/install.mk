@@ -91,6 +91,10 @@ install: $(VAD) $(VACTL) $(LIBVAD_A) $(LIBVAD_SO) $(O)/libvad.pc
 	for m in $(MAN_PAGES); do \
 		s=$${m##*.}; $(INSTALL) -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/} || exit 1; \
 	done
+	@# A real install as root refreshes the dynamic linker's cache (for lib/ under /usr/local).
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then \
+		echo ldconfig; ldconfig; \
+	fi
 	@if [ -z "$(DESTDIR)" ]; then \
 		echo "install: done; as root, to run it under systemd:"; \
 		echo "  systemd-sysusers vad.conf && systemd-tmpfiles --create vad.conf"; \
@@ -106,7 +110,12 @@ uninstall:
 	elif [ -e $$c ]; then \
 		echo "uninstall: keeping edited $$c"; \
 	fi
-	@rmdir $(DESTDIR)$(SYSCONFDIR)/vad 2>/dev/null || true
+	@# Directories install may have created, only while empty (shared ones never are).
+	@for d in $(SYSCONFDIR)/vad $(UNITDIR) $(patsubst %/,%,$(dir $(UNITDIR))) $(SYSUSERSDIR) \
+		$(TMPFILESDIR); do rmdir $(DESTDIR)$$d 2>/dev/null || true; done
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then \
+		echo ldconfig; ldconfig; \
+	fi
 
 # Debian packages vad, libvad0 and libvad-dev, built from a copy of this tree.
 deb:
