@@ -450,9 +450,54 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 	return 0;
 }
 
+/* Drop every reference of h to ranges of one arena, given its holds, RELEASE_CHUNK per lock
+ * hold. */
+static void drop_all_in_arena(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			      struct vad_hold **holds, size_t n)
+{
+	struct vad_registry_arena *a = &reg->arenas[arena];
+	for (size_t done = 0; done < n;) {
+		struct vad_range *dead[RELEASE_CHUNK];
+		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
+		uint64_t bytes = 0;
+		pthread_mutex_lock(&a->lock);
+		for (size_t i = done; i < end; i++) {
+			bool hold_gone;
+			bytes += holds[i]->count * holds[i]->range->size;
+			struct vad_range *r =
+			    drop_locked(a, h, holds[i], holds[i]->count, &hold_gone);
+			if (r)
+				dead[n_dead++] = r;
+		}
+		pthread_mutex_unlock(&a->lock);
+		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+		for (size_t i = done; i < end; i++)
+			hold_put(holds[i]);
+		for (size_t i = 0; i < n_dead; i++)
+			bury(reg, dead[i]);
+		done = end;
+	}
+}
+
 void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 {
+	size_t n = HASH_COUNT(h->holds);
+	struct vad_hold **holds = n ? malloc(n * sizeof(*holds)) : NULL;
 	struct vad_hold *o, *tmp;
+	if (holds) {
+		/* Grouped by arena, so a disconnect takes each arena lock once per chunk. */
+		for (unsigned ai = 0; ai < reg->n_arenas; ai++) {
+			size_t k = 0;
+			HASH_ITER(hh, h->holds, o, tmp)
+			{
+				if (o->key.arena == ai)
+					holds[k++] = o;
+			}
+			drop_all_in_arena(reg, h, ai, holds, k);
+		}
+		free(holds);
+	}
+	/* Without memory for the grouping (or anything left): one hold at a time. */
 	HASH_ITER(hh, h->holds, o, tmp)
 	{
 		drop_hold(reg, h, o, o->count);

@@ -822,6 +822,43 @@ static void test_disconnect_drops_references(void **state)
 	check_consistent();
 }
 
+/* A disconnect with many references in two arenas, some shared, some held twice. */
+static void test_disconnect_many(void **state)
+{
+	(void)state;
+	struct tclient *root = tc_hello(0, 0, "root");
+	struct tclient *other = tc_hello(1000, 1000, "other");
+	for (int i = 0; i < 3; i++) {
+		Vad__Response *r = do_alloc(root, NULL, 4096, 0, 64, NULL, 0);
+		expect_ok(r, VAD__RESPONSE__RESULT_ALLOC);
+		done(r);
+		r = do_alloc(root, "private", 8192, 0, 50, NULL, 0);
+		expect_ok(r, VAD__RESPONSE__RESULT_ALLOC);
+		done(r);
+	}
+	uint64_t kept = alloc_one(root, NULL, 4096);
+	char tok[33];
+	share_ok(root, NULL, kept, tok);
+	for (int i = 0; i < 2; i++) {
+		Vad__Response *r = do_attach(root, tok); /* root holds it three times */
+		expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
+		done(r);
+	}
+	Vad__Response *r = do_attach(other, tok);
+	expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
+	done(r);
+	assert_int_equal(busy_bytes(0), (3 * 64 + 1) * 4096);
+	assert_int_equal(busy_bytes(1), 3 * 50 * 8192);
+	tc_free(root);
+	assert_int_equal(busy_bytes(0), 4096);
+	assert_int_equal(busy_bytes(1), 0);
+	assert_int_equal(vad_registry_tokens(fx->svc->reg), 1);
+	check_consistent();
+	tc_free(other);
+	assert_int_equal(busy_bytes(0), 0);
+	assert_int_equal(vad_registry_tokens(fx->svc->reg), 0);
+}
+
 /* ---- tests: quotas ------------------------------------------------------------------------ */
 
 static void quota_tweak(struct vad_config *cfg)
@@ -1593,6 +1630,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_free_batch_chunks, setup_small_frame, teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect_drops_references, setup_plain,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_disconnect_many, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_quotas, setup_quota, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_arena_fd, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_and_arenas, setup_plain, teardown),
