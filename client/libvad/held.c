@@ -8,6 +8,8 @@
 
 #include "internal.h"
 
+__thread bool libvad_hash_oom;
+
 int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
 {
 	uintptr_t addr = (uintptr_t)(arena->base + offset);
@@ -29,8 +31,14 @@ int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, 
 	h->offset = offset;
 	h->size = size;
 	h->refs = 1;
+	libvad_hash_oom = false;
 	HASH_ADD(hh, c->held, addr, sizeof(h->addr), h);
+	bool oom = libvad_hash_oom;
 	pthread_mutex_unlock(&c->held_lock);
+	if (oom) {
+		free(h);
+		return VAD_ENOMEM;
+	}
 	return VAD_OK;
 }
 

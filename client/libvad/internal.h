@@ -11,6 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A library must never exit its caller: uthash reports a failed add instead (the element
+ * is then not in the table) by setting libvad_hash_oom, which adders reset first. */
+extern __thread bool libvad_hash_oom;
+#define HASH_NONFATAL_OOM	 1
+#define uthash_nonfatal_oom(obj) (libvad_hash_oom = true)
 #include <uthash.h>
 
 #include "frame.h"
