@@ -39,30 +39,30 @@ struct db_shape {
 
 struct db_params {
 	enum db_mode mode;
-	const char *socket;	    /* raw, libvad */
-	const char *arena;	    /* "" = the daemon's default arena */
+	const char *socket; /* raw, libvad */
+	const char *arena;  /* "" = the daemon's default arena */
 	const struct db_shape *shape;
-	uint64_t unit;		    /* bytes: fix_size's size, random_size's step */
-	unsigned clients;	    /* connections */
-	unsigned pipeline;	    /* requests in flight per connection */
-	unsigned batch;		    /* ranges per request */
-	unsigned drivers;	    /* threads or processes driving the connections */
-	bool procs;		    /* drivers are processes */
-	bool touch;		    /* write into every range (maps the arena) */
-	double seconds;		    /* measure this long (when ops == 0) */
-	uint64_t ops;		    /* requests per connection; 0 = run for seconds */
+	uint64_t unit;	   /* bytes: fix_size's size, random_size's step */
+	unsigned clients;  /* connections */
+	unsigned pipeline; /* requests in flight per connection */
+	unsigned batch;	   /* ranges per request */
+	unsigned drivers;  /* threads or processes driving the connections */
+	bool procs;	   /* drivers are processes */
+	bool touch;	   /* write into every range (maps the arena) */
+	double seconds;	   /* measure this long (when ops == 0) */
+	uint64_t ops;	   /* requests per connection; 0 = run for seconds */
 	uint64_t seed;
-	int daemon_pid;		    /* > 0: report the daemon's CPU time per request */
-	const char *label;	    /* free text carried into the output (e.g. "drain") */
+	int daemon_pid;	   /* > 0: report the daemon's CPU time per request */
+	const char *label; /* free text carried into the output (e.g. "drain") */
 };
 
 struct db_result {
-	uint64_t requests; /* completed in the measured window */
-	uint64_t items;	   /* ranges allocated plus ranges freed (batch B counts B each) */
-	uint64_t allocs;   /* alloc requests completed */
-	uint64_t errors;   /* error replies */
-	uint64_t wall_ns;  /* measured window */
-	uint64_t cpu_ns;   /* this process's CPU time over the window (all drivers) */
+	uint64_t requests;	/* completed in the measured window */
+	uint64_t items;		/* ranges allocated plus ranges freed (batch B counts B each) */
+	uint64_t allocs;	/* alloc requests completed */
+	uint64_t errors;	/* error replies */
+	uint64_t wall_ns;	/* measured window */
+	uint64_t cpu_ns;	/* this process's CPU time over the window (all drivers) */
 	uint64_t daemon_cpu_ns; /* the daemon's, when daemon_pid was given */
 	uint64_t req_bytes, resp_bytes; /* frame sizes seen (alloc request, alloc reply) */
 	struct db_hist alloc_lat;	/* alloc request round trips */

@@ -69,7 +69,8 @@ static void *echo_main(void *arg)
 					goto done;
 				olen = 0;
 			}
-			vad_frame_put_header(out + olen, (uint32_t)(s->resp_len - VAD_FRAME_HEADER));
+			vad_frame_put_header(out + olen,
+					     (uint32_t)(s->resp_len - VAD_FRAME_HEADER));
 			olen += s->resp_len;
 		}
 		if (olen && write_all(s->fd, out, olen) < 0)

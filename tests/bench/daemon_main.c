@@ -28,36 +28,35 @@ struct dopts {
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: vabench --daemon SOCK [options]   load a running vad through its socket\n"
-	    "       vabench --echo [options]          the socketpair echo baseline only\n"
-	    "  --daemon SOCK      the daemon's socket (raw protocol clients)\n"
-	    "  --libvad           use the real client library instead of the raw protocol\n"
-	    "                     (P threads share each connection)\n"
-	    "  --echo             also run the echo baseline (1 client, same frame sizes)\n"
-	    "  --clients LIST     connections (default 1)\n"
-	    "  --pipeline LIST    requests in flight per connection (default 1)\n"
-	    "  --batch LIST       ranges per request (default 1)\n"
-	    "  --workload LIST    fix_size, random_size, fix_align, random_size_align\n"
-	    "                     (default fix_size)\n"
-	    "  --size BYTES       fix_size's size, the other shapes' unit (default 4K)\n"
-	    "  --drivers N        client threads (or processes) driving the connections; a\n"
-	    "                     driver with several connections multiplexes them with epoll\n"
-	    "                     (default: one per connection)\n"
-	    "  --procs            drivers are processes, not threads (the echo server too)\n"
-	    "  --touch            write into every page of every range (maps the arena)\n"
-	    "  --seconds S        measure for S seconds (default 2)\n"
-	    "  --ops N            instead: N requests per connection\n"
-	    "  --arena NAME       arena to allocate in (default: the daemon's default)\n"
-	    "  --repeat N         run the matrix N times interleaved, keep each row's best\n"
-	    "  --daemon-pid PID   also report the daemon's CPU time per request\n"
-	    "  --label TEXT       carried into every output row\n"
-	    "  --seed N           random seed (default 1)\n"
-	    "  --json             JSON lines on stdout, the table on stderr\n"
-	    "  --out FILE         also append the JSON lines to FILE\n"
-	    "Latencies are request round trips as the client sees them (send to reply); with\n"
-	    "pipelining they include the time a request waits behind the others.\n");
+	fprintf(f,
+		"usage: vabench --daemon SOCK [options]   load a running vad through its socket\n"
+		"       vabench --echo [options]          the socketpair echo baseline only\n"
+		"  --daemon SOCK      the daemon's socket (raw protocol clients)\n"
+		"  --libvad           use the real client library instead of the raw protocol\n"
+		"                     (P threads share each connection)\n"
+		"  --echo             also run the echo baseline (1 client, same frame sizes)\n"
+		"  --clients LIST     connections (default 1)\n"
+		"  --pipeline LIST    requests in flight per connection (default 1)\n"
+		"  --batch LIST       ranges per request (default 1)\n"
+		"  --workload LIST    fix_size, random_size, fix_align, random_size_align\n"
+		"                     (default fix_size)\n"
+		"  --size BYTES       fix_size's size, the other shapes' unit (default 4K)\n"
+		"  --drivers N        client threads (or processes) driving the connections; a\n"
+		"                     driver with several connections multiplexes them with epoll\n"
+		"                     (default: one per connection)\n"
+		"  --procs            drivers are processes, not threads (the echo server too)\n"
+		"  --touch            write into every page of every range (maps the arena)\n"
+		"  --seconds S        measure for S seconds (default 2)\n"
+		"  --ops N            instead: N requests per connection\n"
+		"  --arena NAME       arena to allocate in (default: the daemon's default)\n"
+		"  --repeat N         run the matrix N times interleaved, keep each row's best\n"
+		"  --daemon-pid PID   also report the daemon's CPU time per request\n"
+		"  --label TEXT       carried into every output row\n"
+		"  --seed N           random seed (default 1)\n"
+		"  --json             JSON lines on stdout, the table on stderr\n"
+		"  --out FILE         also append the JSON lines to FILE\n"
+		"Latencies are request round trips as the client sees them (send to reply); with\n"
+		"pipelining they include the time a request waits behind the others.\n");
 }
 
 bool daemon_bench_wanted(int argc, char **argv)
@@ -199,7 +198,8 @@ static int parse(int argc, char **argv, struct dopts *o)
 			save = NULL;
 			for (t = strtok_r(optarg, ",", &save); t && !rc;
 			     t = strtok_r(NULL, ",", &save)) {
-				if (o->nshapes >= MAX_LIST || !(o->shapes[o->nshapes] = db_shape_find(t)))
+				if (o->nshapes >= MAX_LIST ||
+				    !(o->shapes[o->nshapes] = db_shape_find(t)))
 					rc = -1;
 				else
 					o->nshapes++;
@@ -263,8 +263,8 @@ static int parse(int argc, char **argv, struct dopts *o)
 			return 2;
 		}
 		if (rc) {
-			fprintf(stderr, "vabench: bad value for --%s: %s\n", dlong[c - O_DAEMON].name,
-				optarg);
+			fprintf(stderr, "vabench: bad value for --%s: %s\n",
+				dlong[c - O_DAEMON].name, optarg);
 			return 2;
 		}
 	}
@@ -338,7 +338,8 @@ void db_run(const struct db_params *p, struct db_result *r)
 			d->client = clients[i / p->pipeline];
 		} else {
 			d->first_conn = (unsigned)((uint64_t)i * p->clients / nd);
-			d->n_conns = (unsigned)((uint64_t)(i + 1) * p->clients / nd) - d->first_conn;
+			d->n_conns =
+			    (unsigned)((uint64_t)(i + 1) * p->clients / nd) - d->first_conn;
 		}
 		if (p->procs) {
 			pid_t pid = fork();
@@ -356,7 +357,8 @@ void db_run(const struct db_params *p, struct db_result *r)
 	}
 	if (started < nd) {
 		/* The barrier counts every driver: without them it would never open. */
-		fprintf(stderr, "vabench: could only start %u of %u drivers; exiting\n", started, nd);
+		fprintf(stderr, "vabench: could only start %u of %u drivers; exiting\n", started,
+			nd);
 		exit(2);
 	}
 	pthread_barrier_wait(bar);
@@ -461,7 +463,8 @@ int daemon_bench_main(int argc, char **argv)
 						p.drivers = p.clients;
 					if (o.vad)
 						ps[n++] = p;
-					/* The echo: one connection, each pipeline and frame size. */
+					/* The echo: one connection, each pipeline and frame size.
+					 */
 					if (o.echo && s == 0 && c == 0) {
 						p.mode = DB_ECHO;
 						p.clients = p.drivers = 1;
@@ -478,7 +481,8 @@ int daemon_bench_main(int argc, char **argv)
 	for (unsigned rep = 0; rep < o.repeat; rep++)
 		for (size_t i = 0; i < n; i++) {
 			db_run(&ps[i], cur);
-			if (rep == 0 || cur->failed || (!best[i].failed && rate(cur) > rate(&best[i])))
+			if (rep == 0 || cur->failed ||
+			    (!best[i].failed && rate(cur) > rate(&best[i])))
 				best[i] = *cur;
 			if (rep + 1 < o.repeat)
 				continue;

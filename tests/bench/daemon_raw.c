@@ -283,8 +283,7 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 			if (!r->resp_bytes)
 				r->resp_bytes = len + VAD_FRAME_HEADER;
 		}
-	} else if (resp->result_case != VAD__RESPONSE__RESULT_FREE ||
-		   resp->free->freed != s->n) {
+	} else if (resp->result_case != VAD__RESPONSE__RESULT_FREE || resp->free->freed != s->n) {
 		db_fail(r, "free reply of kind %d freed %u of %u", (int)resp->result_case,
 			resp->result_case == VAD__RESPONSE__RESULT_FREE ? resp->free->freed : 0,
 			s->n);

@@ -155,14 +155,13 @@ static void random_size_align(uint64_t unit, uint64_t *rng, uint64_t *size, uint
 
 static const struct db_shape shape_fix = {"fix_size", "every range is one unit", fix_size};
 static const struct db_shape shape_rnd = {"random_size", "1..100 units", random_size};
-static const struct db_shape shape_align = {"fix_align", "5 units aligned to 8 units",
-					    fix_align};
+static const struct db_shape shape_align = {"fix_align", "5 units aligned to 8 units", fix_align};
 static const struct db_shape shape_rnd_align = {
     "random_size_align", "1..10 units aligned to 2^(0..22) bytes (at least the quantum)",
     random_size_align};
 
-const struct db_shape *const db_shapes[] = {&shape_fix, &shape_rnd, &shape_align,
-					    &shape_rnd_align, NULL};
+const struct db_shape *const db_shapes[] = {&shape_fix, &shape_rnd, &shape_align, &shape_rnd_align,
+					    NULL};
 
 const struct db_shape *db_shape_find(const char *name)
 {
@@ -216,34 +215,33 @@ void db_print_json(FILE *f, const struct db_params *p, const struct db_result *r
 	loadavg(&la);
 	fprintf(f, "{\"mode\":\"%s\",\"label\":", mode_name(p->mode));
 	put_json_string(f, p->label ? p->label : "");
-	fprintf(f,
-		",\"workload\":\"%s\",\"unit\":%llu,\"clients\":%u,\"pipeline\":%u,"
-		"\"batch\":%u,\"drivers\":%u,\"procs\":%s,\"touch\":%s,\"seconds\":%.6f,"
-		"\"requests\":%llu,\"items\":%llu,\"allocs\":%llu,\"errors\":%llu,"
-		"\"requests_per_sec\":%.0f,\"items_per_sec\":%.0f,"
-		"\"alloc_p50_ns\":%llu,\"alloc_p99_ns\":%llu,\"alloc_p999_ns\":%llu,"
-		"\"alloc_max_ns\":%llu,\"alloc_mean_ns\":%.0f,\"alloc_samples\":%llu,"
-		"\"all_p50_ns\":%llu,\"all_p99_ns\":%llu,"
-		"\"client_cpu_ns_per_req\":%.0f,\"daemon_cpu_ns_per_req\":%.0f,"
-		"\"req_frame\":%llu,\"resp_frame\":%llu,\"loadavg\":%.2f",
-		p->shape ? p->shape->name : "-", (unsigned long long)p->unit, p->clients,
-		p->pipeline, p->batch, p->drivers, p->procs ? "true" : "false",
-		p->touch ? "true" : "false", (double)r->wall_ns / 1e9,
-		(unsigned long long)r->requests, (unsigned long long)r->items,
-		(unsigned long long)r->allocs, (unsigned long long)r->errors,
-		per_sec(r->requests, r->wall_ns), per_sec(r->items, r->wall_ns),
-		(unsigned long long)db_hist_quantile(&r->alloc_lat, 0.5),
-		(unsigned long long)db_hist_quantile(&r->alloc_lat, 0.99),
-		(unsigned long long)db_hist_quantile(&r->alloc_lat, 0.999),
-		(unsigned long long)r->alloc_lat.max,
-		r->alloc_lat.n ? (double)r->alloc_lat.sum / (double)r->alloc_lat.n : 0,
-		(unsigned long long)r->alloc_lat.n,
-		(unsigned long long)db_hist_quantile(&r->all_lat, 0.5),
-		(unsigned long long)db_hist_quantile(&r->all_lat, 0.99),
-		r->requests ? (double)r->cpu_ns / (double)r->requests : 0,
-		r->requests && r->daemon_cpu_ns ? (double)r->daemon_cpu_ns / (double)r->requests
-						: 0,
-		(unsigned long long)r->req_bytes, (unsigned long long)r->resp_bytes, la);
+	fprintf(
+	    f,
+	    ",\"workload\":\"%s\",\"unit\":%llu,\"clients\":%u,\"pipeline\":%u,"
+	    "\"batch\":%u,\"drivers\":%u,\"procs\":%s,\"touch\":%s,\"seconds\":%.6f,"
+	    "\"requests\":%llu,\"items\":%llu,\"allocs\":%llu,\"errors\":%llu,"
+	    "\"requests_per_sec\":%.0f,\"items_per_sec\":%.0f,"
+	    "\"alloc_p50_ns\":%llu,\"alloc_p99_ns\":%llu,\"alloc_p999_ns\":%llu,"
+	    "\"alloc_max_ns\":%llu,\"alloc_mean_ns\":%.0f,\"alloc_samples\":%llu,"
+	    "\"all_p50_ns\":%llu,\"all_p99_ns\":%llu,"
+	    "\"client_cpu_ns_per_req\":%.0f,\"daemon_cpu_ns_per_req\":%.0f,"
+	    "\"req_frame\":%llu,\"resp_frame\":%llu,\"loadavg\":%.2f",
+	    p->shape ? p->shape->name : "-", (unsigned long long)p->unit, p->clients, p->pipeline,
+	    p->batch, p->drivers, p->procs ? "true" : "false", p->touch ? "true" : "false",
+	    (double)r->wall_ns / 1e9, (unsigned long long)r->requests, (unsigned long long)r->items,
+	    (unsigned long long)r->allocs, (unsigned long long)r->errors,
+	    per_sec(r->requests, r->wall_ns), per_sec(r->items, r->wall_ns),
+	    (unsigned long long)db_hist_quantile(&r->alloc_lat, 0.5),
+	    (unsigned long long)db_hist_quantile(&r->alloc_lat, 0.99),
+	    (unsigned long long)db_hist_quantile(&r->alloc_lat, 0.999),
+	    (unsigned long long)r->alloc_lat.max,
+	    r->alloc_lat.n ? (double)r->alloc_lat.sum / (double)r->alloc_lat.n : 0,
+	    (unsigned long long)r->alloc_lat.n,
+	    (unsigned long long)db_hist_quantile(&r->all_lat, 0.5),
+	    (unsigned long long)db_hist_quantile(&r->all_lat, 0.99),
+	    r->requests ? (double)r->cpu_ns / (double)r->requests : 0,
+	    r->requests && r->daemon_cpu_ns ? (double)r->daemon_cpu_ns / (double)r->requests : 0,
+	    (unsigned long long)r->req_bytes, (unsigned long long)r->resp_bytes, la);
 	if (r->failed) {
 		fputs(",\"error\":", f);
 		put_json_string(f, r->errmsg);
@@ -271,16 +269,14 @@ void db_print_row(FILE *f, const struct db_params *p, const struct db_result *r)
 			 r->errors ? "error replies " : "", p->touch ? "touch " : "",
 			 p->procs ? "procs " : "", la, p->label && *p->label ? " " : "",
 			 p->label ? p->label : "");
-	fprintf(f, "%-6s %-11.11s %4u %4u %5u %3u %11.0f %11.0f %9.1f %9.1f %9.1f %9.1f %8.0f  %s\n",
-		mode_name(p->mode), p->shape ? p->shape->name : "-", p->clients, p->pipeline,
-		p->batch, p->drivers, per_sec(r->requests, r->wall_ns),
-		per_sec(r->items, r->wall_ns),
-		(double)db_hist_quantile(&r->alloc_lat, 0.5) / 1e3,
-		(double)db_hist_quantile(&r->alloc_lat, 0.99) / 1e3,
-		(double)db_hist_quantile(&r->alloc_lat, 0.999) / 1e3,
-		(double)r->alloc_lat.max / 1e3,
-		r->requests && r->daemon_cpu_ns ? (double)r->daemon_cpu_ns / (double)r->requests
-						: 0,
-		notes);
+	fprintf(
+	    f, "%-6s %-11.11s %4u %4u %5u %3u %11.0f %11.0f %9.1f %9.1f %9.1f %9.1f %8.0f  %s\n",
+	    mode_name(p->mode), p->shape ? p->shape->name : "-", p->clients, p->pipeline, p->batch,
+	    p->drivers, per_sec(r->requests, r->wall_ns), per_sec(r->items, r->wall_ns),
+	    (double)db_hist_quantile(&r->alloc_lat, 0.5) / 1e3,
+	    (double)db_hist_quantile(&r->alloc_lat, 0.99) / 1e3,
+	    (double)db_hist_quantile(&r->alloc_lat, 0.999) / 1e3, (double)r->alloc_lat.max / 1e3,
+	    r->requests && r->daemon_cpu_ns ? (double)r->daemon_cpu_ns / (double)r->requests : 0,
+	    notes);
 	fflush(f);
 }

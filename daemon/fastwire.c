@@ -1,0 +1,314 @@
+/* fastwire.c - hand-written codec for Alloc/Free requests and replies; see fastwire.h. */
+#include "fastwire.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+/* Wire types and the tags this codec knows (field number << 3 | wire type). */
+#define WT_VARINT 0
+#define WT_LEN	  2
+
+/* ---- decoding ----------------------------------------------------------------------------- */
+
+struct cursor {
+	const uint8_t *p, *end;
+};
+
+/* One varint (at most 10 bytes, as protobuf-c accepts); false when truncated or too long. */
+static bool get_varint(struct cursor *c, uint64_t *out)
+{
+	uint64_t v = 0;
+	for (unsigned shift = 0, i = 0; i < 10; i++, shift += 7) {
+		if (c->p >= c->end)
+			return false;
+		uint8_t b = *c->p++;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* A length-delimited field's bytes. */
+static bool get_bytes(struct cursor *c, struct cursor *out)
+{
+	uint64_t len;
+	if (!get_varint(c, &len) || len > (uint64_t)(c->end - c->p))
+		return false;
+	out->p = c->p;
+	out->end = c->p + len;
+	c->p += len;
+	return true;
+}
+
+static void *get_mem(ProtobufCAllocator *a, size_t len)
+{
+	return a->alloc(a->allocator_data, len ? len : 1);
+}
+
+/* A string field as protobuf-c returns it: a NUL-terminated copy. */
+static char *get_string(ProtobufCAllocator *a, const struct cursor *s)
+{
+	size_t len = (size_t)(s->end - s->p);
+	char *str = get_mem(a, len + 1);
+	if (str) {
+		memcpy(str, s->p, len);
+		str[len] = '\0';
+	}
+	return str;
+}
+
+/* A packed repeated uint64 field; false when malformed or out of memory. */
+static bool get_packed(ProtobufCAllocator *a, const struct cursor *s, size_t *n, uint64_t **vals)
+{
+	size_t count = 0;
+	for (const uint8_t *q = s->p; q < s->end; q++)
+		count += !(*q & 0x80);
+	if (s->p < s->end && (s->end[-1] & 0x80))
+		return false; /* the last varint is cut off */
+	uint64_t *v = count ? get_mem(a, count * sizeof(*v)) : NULL;
+	if (count && !v)
+		return false;
+	struct cursor c = *s;
+	for (size_t i = 0; i < count; i++)
+		if (!get_varint(&c, &v[i]))
+			return false;
+	*n = count;
+	*vals = v;
+	return true;
+}
+
+static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct cursor c)
+{
+	Vad__Alloc *m = get_mem(a, sizeof(*m));
+	if (!m)
+		return NULL;
+	vad__alloc__init(m);
+	bool have_sizes = false;
+	while (c.p < c.end) {
+		uint64_t key, v;
+		struct cursor s;
+		if (!get_varint(&c, &key))
+			return NULL;
+		switch (key) {
+		case 1 << 3 | WT_VARINT:
+			if (!get_varint(&c, &m->size))
+				return NULL;
+			break;
+		case 2 << 3 | WT_VARINT:
+			if (!get_varint(&c, &m->align))
+				return NULL;
+			break;
+		case 3 << 3 | WT_LEN:
+			if (!get_bytes(&c, &s) || !(m->arena = get_string(a, &s)))
+				return NULL;
+			break;
+		case 4 << 3 | WT_VARINT:
+			if (!get_varint(&c, &v))
+				return NULL;
+			m->count = (uint32_t)v;
+			break;
+		case 5 << 3 | WT_LEN:
+			if (have_sizes || !get_bytes(&c, &s) ||
+			    !get_packed(a, &s, &m->n_sizes, &m->sizes))
+				return NULL;
+			have_sizes = true;
+			break;
+		default:
+			return NULL; /* unpacked lists, unknown fields: protobuf-c decides */
+		}
+	}
+	return m;
+}
+
+static Vad__Free *get_free(ProtobufCAllocator *a, struct cursor c)
+{
+	Vad__Free *m = get_mem(a, sizeof(*m));
+	if (!m)
+		return NULL;
+	vad__free__init(m);
+	bool have_offsets = false;
+	while (c.p < c.end) {
+		uint64_t key;
+		struct cursor s;
+		if (!get_varint(&c, &key))
+			return NULL;
+		switch (key) {
+		case 1 << 3 | WT_LEN:
+			if (!get_bytes(&c, &s) || !(m->arena = get_string(a, &s)))
+				return NULL;
+			break;
+		case 2 << 3 | WT_LEN:
+			if (have_offsets || !get_bytes(&c, &s) ||
+			    !get_packed(a, &s, &m->n_offsets, &m->offsets))
+				return NULL;
+			have_offsets = true;
+			break;
+		default:
+			return NULL;
+		}
+	}
+	return m;
+}
+
+Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, const uint8_t *data)
+{
+	struct cursor c = {data, data + len};
+	Vad__Request *req = get_mem(alloc, sizeof(*req));
+	if (!req)
+		return NULL;
+	vad__request__init(req);
+	while (c.p < c.end) {
+		uint64_t key;
+		struct cursor s;
+		if (!get_varint(&c, &key))
+			return NULL;
+		if (key == (1 << 3 | WT_VARINT)) {
+			if (!get_varint(&c, &req->id))
+				return NULL;
+			continue;
+		}
+		/* One operation, once: anything else (merging, other ops) is protobuf-c's. */
+		if (req->op_case != VAD__REQUEST__OP__NOT_SET || !get_bytes(&c, &s))
+			return NULL;
+		if (key == (3 << 3 | WT_LEN)) {
+			if (!(req->alloc = get_alloc(alloc, s)))
+				return NULL;
+			req->op_case = VAD__REQUEST__OP_ALLOC;
+		} else if (key == (4 << 3 | WT_LEN)) {
+			if (!(req->free = get_free(alloc, s)))
+				return NULL;
+			req->op_case = VAD__REQUEST__OP_FREE;
+		} else {
+			return NULL;
+		}
+	}
+	return req->op_case == VAD__REQUEST__OP__NOT_SET ? NULL : req;
+}
+
+/* ---- encoding ----------------------------------------------------------------------------- */
+
+static size_t varint_size(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+static size_t packed_body(size_t n, const uint64_t *v)
+{
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++)
+		len += varint_size(v[i]);
+	return len;
+}
+
+/* Size of a length-delimited field with a body of len bytes (tag < 16: one byte). */
+static size_t field_len(size_t len)
+{
+	return 1 + varint_size(len) + len;
+}
+
+static size_t alloc_reply_body(const Vad__AllocReply *a, size_t *offs, size_t *sizes)
+{
+	size_t len = 0, alen = a->arena ? strlen(a->arena) : 0;
+	*offs = packed_body(a->n_offsets, a->offsets);
+	*sizes = packed_body(a->n_sizes, a->sizes);
+	if (alen)
+		len += field_len(alen);
+	if (a->n_offsets)
+		len += field_len(*offs);
+	if (a->n_sizes)
+		len += field_len(*sizes);
+	return len;
+}
+
+static size_t free_reply_body(const Vad__FreeReply *f)
+{
+	return f->freed ? 1 + varint_size(f->freed) : 0;
+}
+
+/* Is resp one this codec encodes: OK, no message, an Alloc or Free result? */
+static bool fast_response(const Vad__Response *r)
+{
+	if (r->error != VAD__ERROR__OK || (r->message && r->message[0]))
+		return false;
+	if (r->base.n_unknown_fields)
+		return false;
+	return (r->result_case == VAD__RESPONSE__RESULT_ALLOC && r->alloc) ||
+	       (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free);
+}
+
+size_t vad_fast_response_size(const Vad__Response *r)
+{
+	if (!fast_response(r))
+		return 0;
+	size_t len = r->id ? 1 + varint_size(r->id) : 0, offs, sizes;
+	if (r->result_case == VAD__RESPONSE__RESULT_ALLOC) {
+		if (r->alloc->base.n_unknown_fields)
+			return 0;
+		len += field_len(alloc_reply_body(r->alloc, &offs, &sizes));
+	} else {
+		if (r->free->base.n_unknown_fields)
+			return 0;
+		len += field_len(free_reply_body(r->free));
+	}
+	return len;
+}
+
+static uint8_t *put_packed(uint8_t *p, unsigned field, size_t body, size_t n, const uint64_t *v)
+{
+	*p++ = (uint8_t)(field << 3 | WT_LEN);
+	p = put_varint(p, body);
+	for (size_t i = 0; i < n; i++)
+		p = put_varint(p, v[i]);
+	return p;
+}
+
+void vad_fast_pack_response(const Vad__Response *r, uint8_t *out, size_t size)
+{
+	uint8_t *p = out;
+	(void)size;
+	if (r->id) {
+		*p++ = 1 << 3 | WT_VARINT;
+		p = put_varint(p, r->id);
+	}
+	if (r->result_case == VAD__RESPONSE__RESULT_ALLOC) {
+		const Vad__AllocReply *a = r->alloc;
+		size_t offs, sizes, alen = a->arena ? strlen(a->arena) : 0;
+		*p++ = 5 << 3 | WT_LEN;
+		p = put_varint(p, alloc_reply_body(a, &offs, &sizes));
+		if (alen) {
+			*p++ = 1 << 3 | WT_LEN;
+			p = put_varint(p, alen);
+			memcpy(p, a->arena, alen);
+			p += alen;
+		}
+		if (a->n_offsets)
+			p = put_packed(p, 2, offs, a->n_offsets, a->offsets);
+		if (a->n_sizes)
+			p = put_packed(p, 3, sizes, a->n_sizes, a->sizes);
+	} else {
+		*p++ = 6 << 3 | WT_LEN;
+		p = put_varint(p, free_reply_body(r->free));
+		if (r->free->freed) {
+			*p++ = 1 << 3 | WT_VARINT;
+			p = put_varint(p, r->free->freed);
+		}
+	}
+}
