@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <json-c/json.h>
@@ -488,6 +490,152 @@ static void test_admin_as_nobody(void **state)
 	vt_output_free(&o);
 }
 
+/* ---- top, history, timeouts ----------------------------------------------------- */
+
+struct churner {
+	const char *socket_path;
+	int stop; /* atomic */
+	int ops;
+};
+
+static void *churner_run(void *arg)
+{
+	struct churner *ch = arg;
+	vad_client *c;
+	if (vad_connect(ch->socket_path, "top-churner", &c) != 0)
+		return NULL;
+	while (!__atomic_load_n(&ch->stop, __ATOMIC_ACQUIRE)) {
+		void *p;
+		if (vad_alloc(c, PAGE, 0, &p) != 0 || vad_free(c, p) != 0)
+			break;
+		ch->ops++;
+	}
+	vad_close(c);
+	return NULL;
+}
+
+static void test_top(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct churner ch = {.socket_path = d->socket_path};
+	pthread_t t;
+	assert_int_equal(0, pthread_create(&t, NULL, churner_run, &ch));
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--json", "top", "--interval",
+				     "200ms", "--count", "3", NULL));
+	__atomic_store_n(&ch.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	VT_ASSERT_EXIT(&o, 0, "vactl --json top --count 3");
+	struct json_object *lines[8];
+	int n = vt_json_lines(o.out, lines, 8);
+	if (n != 3) {
+		vt_output_print("vactl --json top", &o);
+		fail_msg("%d samples, expected 3", n);
+	}
+	uint64_t rate = 0;
+	for (int i = 0; i < n; i++) {
+		struct json_object *a = arena_named(lines[i], "default");
+		assert_non_null(a);
+		if (i > 0)
+			rate += ju64(a, "allocs_per_s");
+		ju64(lines[i], "interval_ms");
+	}
+	/* a client allocated the whole time, so the later samples show a rate */
+	assert_true(ch.ops > 0);
+	assert_true(rate > 0);
+	for (int i = 0; i < n; i++)
+		json_object_put(lines[i]);
+	vt_output_free(&o);
+}
+
+/* A socket that accepts connections and never answers. */
+static void test_timeout_on_silent_daemon(void **state)
+{
+	struct vt_daemon *d = *state;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/silent.sock", d->dir);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	assert_int_equal(0, bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	assert_int_equal(0, listen(fd, 8));
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(path, NULL, &o, "--timeout", "300ms", "status", NULL));
+	VT_ASSERT_EXIT(&o, 3, "vactl --timeout 300ms status on a silent socket");
+	assert_true(o.err[0] != '\0');
+	vt_output_free(&o);
+	close(fd);
+	unlink(path);
+}
+
+static void test_history(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "stats_interval = 200ms\n", NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "history", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, 5 * PAGE, 0, &p));
+	vt_sleep_ms(vt_timeout_ms(600));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+
+	/* The daemon is gone; history reads the file. */
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(NULL, NULL, &o, "--json", "history", "--db", d->stats_db,
+				     "--since", "all", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json history");
+	struct json_object *j = vt_json_parse(o.out);
+	assert_non_null(j);
+	struct json_object *snaps = vt_json_path(j, "snapshots");
+	assert_non_null(snaps);
+	size_t n = json_object_array_length(snaps);
+	assert_true(n >= 2);
+	uint64_t max_busy = 0;
+	bool final = false;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *snap = json_object_array_get_idx(snaps, i);
+		struct json_object *a = arena_named(snap, "default");
+		assert_non_null(a);
+		uint64_t b = ju64(a, "busy_bytes");
+		if (b > max_busy)
+			max_busy = b;
+		final |= jbool(snap, "final");
+	}
+	assert_int_equal(5 * PAGE, max_busy);
+	assert_true(final);
+	struct json_object *events = vt_json_path(j, "events");
+	assert_non_null(events);
+	bool start = false, stop = false;
+	for (size_t i = 0; i < json_object_array_length(events); i++) {
+		const char *kind = jstr(json_object_array_get_idx(events, i), "kind");
+		start |= strcmp(kind, "start") == 0;
+		stop |= strcmp(kind, "stop") == 0;
+	}
+	assert_true(start && stop);
+	struct json_object *lifetime = vt_json_path(j, "lifetime");
+	assert_non_null(lifetime);
+	bool seen = false;
+	for (size_t i = 0; i < json_object_array_length(lifetime); i++) {
+		struct json_object *l = json_object_array_get_idx(lifetime, i);
+		if (strcmp(jstr(l, "name"), "default") == 0) {
+			seen = true;
+			assert_true(ju64(l, "allocs") >= 1);
+		}
+	}
+	assert_true(seen);
+	json_object_put(j);
+	vt_output_free(&o);
+
+	/* a database that is not there: exit 1 */
+	assert_int_equal(
+	    0, vt_vactl(NULL, NULL, &o, "history", "--db", "/nonexistent/stats.db", NULL));
+	VT_ASSERT_EXIT(&o, 1, "vactl history --db /nonexistent/stats.db");
+	vt_output_free(&o);
+}
+
 static void test_shared_daemon_stops(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -540,10 +688,13 @@ int main(void)
 	    cmocka_unit_test(test_libvad_attaches_vactl_range),
 	    cmocka_unit_test(test_admin_as_root),
 	    cmocka_unit_test(test_admin_as_nobody),
+	    cmocka_unit_test(test_top),
+	    cmocka_unit_test(test_timeout_on_silent_daemon),
 	    cmocka_unit_test(test_shared_daemon_stops),
 	};
 	const struct CMUnitTest own[] = {
 	    VT_OWN_DAEMON_TEST(test_daemon_dies_mid_session),
+	    VT_OWN_DAEMON_TEST(test_history),
 	};
 	int failed = cmocka_run_group_tests_name("vactl", shared, group_setup, group_teardown);
 	failed += cmocka_run_group_tests_name("vactl, daemon killed", own, NULL, NULL);
