@@ -244,31 +244,47 @@ audit_syscalls() {
 	# shellcheck disable=SC2086
 	expand_filter $deny | LC_ALL=C sort -u >"$tmp/denied"
 	LC_ALL=C comm -23 "$tmp/allowed" "$tmp/denied" >"$tmp/permitted"
-	env -u NOTIFY_SOCKET -u LISTEN_FDS -u LISTEN_PID -u VAD_SOCKET strace -f -qq \
-		-o "$tmp/trace" "$vad_bin" -c "$tmp/vad.conf" --foreground >"$tmp/vad.log" 2>&1 &
+	# The service runs as user vad without capabilities: trace the daemon unprivileged too
+	# (as root, SQLite would chown its files, a call the unprivileged service never makes).
+	audit=$tmp/audit
+	mkdir -p "$audit"
+	drop=""
+	if [ "$(id -u)" -eq 0 ]; then
+		chmod 0755 "$tmp"
+		chown 65534:65534 "$audit"
+		drop="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	fi
+	cat >"$audit/vad.conf" <<-EOF
+	[vad]
+	socket = $audit/vad.sock
+	[arena default]
+	size = 64M
+	EOF
+	# shellcheck disable=SC2086
+	env -u NOTIFY_SOCKET -u LISTEN_FDS -u LISTEN_PID -u VAD_SOCKET $drop strace -f -qq \
+		-o "$audit/trace" "$vad_bin" -c "$audit/vad.conf" --foreground >"$tmp/vad.log" 2>&1 &
 	strace_pid=$!
 	daemon_pid=$strace_pid
-	rm -f "$tmp/vad.sock.traced"
-	if ! wait_for_socket "$tmp/vad.sock" "$strace_pid"; then
+	if ! wait_for_socket "$audit/vad.sock" "$strace_pid"; then
 		cp "$tmp/vad.log" "$tmp/out"
 		fail "system call audit: the traced daemon starts"
 		return
 	fi
 	vad_pid=$(pgrep -P "$strace_pid" | head -n 1)
 	{
-		LD_LIBRARY_PATH="$lib" "$tmp/client" "$tmp/vad.sock"
+		LD_LIBRARY_PATH="$lib" "$tmp/client" "$audit/vad.sock"
 		printf 'alloc 1M\nwrite #1 hello\nread #1\nshare #1\nfree #1\nstats\n' |
-			LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$tmp/vad.sock" session
+			LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$audit/vad.sock" session
 		for c in arenas clients stats purge reload check; do
-			LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$tmp/vad.sock" "$c"
+			LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$audit/vad.sock" "$c"
 		done
 		kill -HUP "$vad_pid"
-		LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$tmp/vad.sock" status
+		LD_LIBRARY_PATH="$lib" "$vactl_bin" --socket "$audit/vad.sock" status
 		kill -TERM "$vad_pid"
 		wait "$strace_pid"
 	} >"$tmp/audit.log" 2>&1
 	daemon_pid=""
-	sed -n 's/^[0-9]* *\([a-z_0-9]*\)(.*/\1/p' "$tmp/trace" | LC_ALL=C sort -u >"$tmp/used"
+	sed -n 's/^[0-9]* *\([a-z_0-9]*\)(.*/\1/p' "$audit/trace" | LC_ALL=C sort -u >"$tmp/used"
 	LC_ALL=C comm -23 "$tmp/used" "$tmp/permitted" >"$tmp/out"
 	if [ -s "$tmp/used" ] && [ ! -s "$tmp/out" ]; then
 		pass "system call audit: all $(wc -l <"$tmp/used") system calls the daemon made pass SystemCallFilter="
@@ -276,7 +292,7 @@ audit_syscalls() {
 		sed -i '1i system calls outside the filter:' "$tmp/out"
 		fail "system call audit: all system calls the daemon made pass SystemCallFilter="
 	fi
-	grep -o 'socket(AF_[A-Z0-9]*' "$tmp/trace" | sort -u >"$tmp/out"
+	grep -o 'socket(AF_[A-Z0-9]*' "$audit/trace" | sort -u >"$tmp/out"
 	if ! grep -qv 'socket(AF_UNIX' "$tmp/out"; then
 		pass "system call audit: the daemon creates AF_UNIX sockets only (RestrictAddressFamilies=)"
 	else
