@@ -45,6 +45,7 @@ struct db_params {
 	uint64_t unit;	   /* bytes: fix_size's size, random_size's step */
 	unsigned clients;  /* connections */
 	unsigned pipeline; /* requests in flight per connection */
+	bool burst;	   /* send P, wait for all P replies, send P again (redis-benchmark -P) */
 	unsigned batch;	   /* ranges per request */
 	unsigned drivers;  /* threads or processes driving the connections */
 	bool procs;	   /* drivers are processes */

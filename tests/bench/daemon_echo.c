@@ -191,12 +191,22 @@ void db_echo_run(const struct db_params *p, struct db_result *r)
 				done++;
 				last = now;
 			}
-			if (!stopping && (!p->ops || issued < p->ops)) {
+			if (!p->burst && !stopping && (!p->ops || issued < p->ops)) {
 				t0[(head + inflight++) % P] = now;
 				issued++;
 				refill++;
 			}
 		}
+		/* Burst pipelining: the next P go out once the last reply is in. */
+		for (unsigned b = 0;
+		     p->burst && !inflight && b < P && !stopping && (!p->ops || issued < p->ops);
+		     b++) {
+			t0[(head + b) % P] = now;
+			issued++;
+			refill++;
+		}
+		if (p->burst && !inflight)
+			inflight = refill;
 		if (refill && write_all(sv[0], out, refill * req_len) < 0) {
 			db_fail(r, "echo write failed: %s", strerror(errno));
 			goto out;

@@ -121,6 +121,7 @@ enum {
 	O_ECHO,
 	O_CLIENTS,
 	O_PIPE,
+	O_BURST,
 	O_BATCH,
 	O_WORKLOAD,
 	O_SIZE,
@@ -145,6 +146,7 @@ static const struct option dlong[] = {
     {"echo", no_argument, NULL, O_ECHO},
     {"clients", required_argument, NULL, O_CLIENTS},
     {"pipeline", required_argument, NULL, O_PIPE},
+    {"burst", no_argument, NULL, O_BURST},
     {"batch", required_argument, NULL, O_BATCH},
     {"workload", required_argument, NULL, O_WORKLOAD},
     {"size", required_argument, NULL, O_SIZE},
@@ -189,6 +191,9 @@ static int parse(int argc, char **argv, struct dopts *o)
 			break;
 		case O_PIPE:
 			rc = parse_uint_list(optarg, o->pipes, &o->npipes, 4096);
+			break;
+		case O_BURST:
+			o->base.burst = true;
 			break;
 		case O_BATCH:
 			rc = parse_uint_list(optarg, o->batches, &o->nbatches, 1024);

@@ -5,7 +5,9 @@
  *
  * Each connection keeps a ring of P slots in the order they were sent (the daemon answers a
  * connection's requests in order). A slot alternates: alloc of B ranges, then free of the
- * ranges its alloc got. A driver that owns one connection uses blocking reads; one that owns
+ * ranges its alloc got; each slot refills as its reply comes (a window), or with --burst all P
+ * refill together once the last reply is in, as redis-benchmark -P does. A driver that owns
+ * one connection uses blocking reads; one that owns
  * several multiplexes them with epoll (level-triggered), like redis-benchmark.
  */
 #include <errno.h>
@@ -231,6 +233,31 @@ static void touch(struct rconn *c, uint64_t off, uint64_t size)
 		c->map[off + o] = 1;
 }
 
+/* Burst pipelining (redis-benchmark's -P): once all P replies are in, send every slot's
+ * next request together: a free of what its alloc got, or a new alloc. */
+static int refill_burst(struct rdriver *rd, struct rconn *c)
+{
+	unsigned P = rd->p->pipeline;
+	for (unsigned k = 0; k < P; k++) {
+		struct slot *src = &c->slots[(c->head + k) % P];
+		bool alloc = !src->is_alloc;
+		if (alloc && !may_issue(rd, c))
+			continue;
+		/* A skipped slot shifts the tail: the free takes its offsets along. */
+		struct slot *t = &c->slots[(c->head + c->inflight) % P];
+		if (!alloc && t != src) {
+			memcpy(t->offsets, src->offsets, src->n * sizeof(uint64_t));
+			t->n = src->n;
+			src->is_alloc = false; /* its ranges are t's to free now */
+		}
+		if (issue(rd, c, alloc) < 0) {
+			db_fail(&rd->d->r, "out of memory");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Handle one reply frame of c at time now. -1 stops the driver (failure recorded). */
 static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload, size_t len,
 		    uint64_t now)
@@ -298,6 +325,8 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 	bool was_alloc = s->is_alloc;
 	c->head = (c->head + 1) % P;
 	c->inflight--;
+	if (p->burst)
+		return c->inflight ? 0 : refill_burst(rd, c);
 	/* The next request goes at the tail; with fewer than P in flight (the end of a run)
 	 * that is not this slot, so the free takes the offsets along. */
 	struct slot *t = &c->slots[(c->head + c->inflight) % P];
@@ -494,11 +523,13 @@ static void conn_close(const struct db_params *p, struct rconn *c)
 
 static int prime(struct rdriver *rd, struct rconn *c, bool blocking)
 {
-	for (unsigned k = 0; k < rd->p->pipeline && may_issue(rd, c); k++)
+	for (unsigned k = 0; !rd->p->burst && k < rd->p->pipeline && may_issue(rd, c); k++)
 		if (issue(rd, c, true) < 0) {
 			db_fail(&rd->d->r, "out of memory");
 			return -1;
 		}
+	if (rd->p->burst && refill_burst(rd, c) < 0)
+		return -1;
 	if (!c->inflight)
 		c->done = true;
 	return flush(rd, c, blocking);
