@@ -48,7 +48,8 @@ static void print_help(FILE *f)
 	    "  3  cannot reach the daemon (not running, wrong socket, went away, or no\n"
 	    "     answer within --timeout)\n"
 	    "  4  check found broken allocator invariants\n"
-	    "With --json, failures also print {\"error\": NAME, \"code\": N, \"message\": ...}.\n");
+	    "With --json, a refusal or an unreachable daemon also prints {\"error\": NAME,\n"
+	    "\"code\": N, \"message\": ...} on stdout; usage errors go to stderr only.\n");
 }
 
 static void print_cmd_help(const struct vactl_cmd *cmd)
