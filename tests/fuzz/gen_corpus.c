@@ -436,11 +436,11 @@ static void gen_sessions(void)
 	sc.len = 0;
 	f.len = 0;
 	req_hello(&f, "greedy", VAD_PROTOCOL_VERSION);
-	req_alloc(&f, NULL, 20 * MiB, 0, 0, 0, NULL);
-	req_alloc(&f, NULL, 20 * MiB, 0, 0, 0, NULL);
-	req_alloc(&f, "private", 12 * MiB, 0, 0, 0, NULL);
-	req_alloc(&f, "private", 12 * MiB, 0, 0, 0, NULL);
-	req_alloc(&f, NULL, 65 * MiB, 0, 0, 0, NULL);
+	req_alloc(&f, NULL, 5 * MiB, 0, 0, 0, NULL);
+	req_alloc(&f, NULL, 5 * MiB, 0, 0, 0, NULL);
+	req_alloc(&f, "private", 3 * MiB, 0, 0, 0, NULL);
+	req_alloc(&f, "private", 3 * MiB, 0, 0, 0, NULL);
+	req_alloc(&f, NULL, 17 * MiB, 0, 0, 0, NULL);
 	feed(&sc, 1, &f, CUT_WHOLE);
 	feed(&sc, 2, &f, CUT_WHOLE);
 	step(&sc, 1, FS_DRAIN, 0);
