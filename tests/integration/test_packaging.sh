@@ -119,7 +119,6 @@ check "installed vad.service runs /usr/local/sbin/vad" \
 	"$dest/usr/local/lib/systemd/system/vad.service"
 
 pcdir=$lib/pkgconfig
-pc() { PKG_CONFIG_PATH="$pcdir" PKG_CONFIG_SYSROOT_DIR="$dest" pkg-config "$@"; }
 check "pkg-config libvad: version $version, prefix /usr/local" \
 	sh -c "[ \"\$(PKG_CONFIG_PATH='$pcdir' pkg-config --modversion libvad)\" = '$version' ] &&
 	       [ \"\$(PKG_CONFIG_PATH='$pcdir' pkg-config --variable=prefix libvad)\" = /usr/local ]"
