@@ -446,6 +446,24 @@ static void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, stru
 				a->conf.name);
 		return;
 	}
+	/* Every fd sent counts against the daemon user's fds in flight (RLIMIT_NOFILE) until the
+	 * client reads it: a client that asks and never reads must not exhaust that for all. */
+	if (s->fds_unconfirmed >= VAD_FDS_UNREAD_MAX) {
+		if (s->peer_read_all && s->peer_read_all(s->io_ctx))
+			s->fds_unconfirmed = (unsigned)vad_session_fds_queued(s);
+		if (s->fds_unconfirmed >= VAD_FDS_UNREAD_MAX) {
+			vad_reply_error(r, VAD__ERROR__EBUSY,
+					"%u arena fds sent on this connection are still unread; "
+					"read the replies before asking for arena '%s' again",
+					s->fds_unconfirmed, a->conf.name);
+			log_info("session %llu (pid %d, uid %u, '%s'): refused a map-arena with "
+				 "%u arena fds unread",
+				 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid,
+				 s->name, s->fds_unconfirmed);
+			return;
+		}
+	}
+	s->fds_unconfirmed++;
 	fill_info(&r->info, a, true);
 	vad__map_arena_reply__init(&r->u.map_arena);
 	r->u.map_arena.arena = &r->info;

@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -268,6 +271,15 @@ static void refuse(int fd, Vad__Error code, const char *message)
 	close(fd);
 }
 
+/* Has the client read everything handed to its socket, fds included? Asked only when a
+ * session has many arena fds unconfirmed, never per request. */
+static bool conn_peer_read_all(void *ctx)
+{
+	struct conn *c = ctx;
+	int unread = 0;
+	return ioctl(c->fd, SIOCOUTQ, &unread) == 0 && unread == 0;
+}
+
 static void conn_open(struct worker *w, struct pending_conn *p)
 {
 	struct conn *c = calloc(1, sizeof(*c));
@@ -283,6 +295,8 @@ static void conn_open(struct worker *w, struct pending_conn *p)
 	c->fd = p->fd;
 	c->w = w;
 	c->sess = s;
+	s->peer_read_all = conn_peer_read_all;
+	s->io_ctx = c;
 	c->ev_read = event_new(w->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
 	c->ev_write = event_new(w->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
 	c->next = w->conns;
@@ -481,6 +495,29 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- life cycle ------------------------------------------------------------------------- */
 
+/* Raise the soft fd limit to the hard one: it bounds both the daemon's open sockets and the
+ * arena fds in flight to clients that have not read them yet (charged to the daemon's user). */
+static void raise_fd_limit(unsigned max_clients)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+			log_info("raised the open file limit from %llu to %llu",
+				 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+		else
+			rl.rlim_cur = was;
+	}
+	uint64_t need = (uint64_t)max_clients * (VAD_FDS_UNREAD_MAX + 1) + 64;
+	if (max_clients && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		log_warn("the open file limit %llu is low for max_clients %u: clients that do not "
+			 "read their arena fds could use it up (raise LimitNOFILE to %llu)",
+			 (unsigned long long)rl.rlim_cur, max_clients, (unsigned long long)need);
+}
+
 static pthread_once_t evthread_once = PTHREAD_ONCE_INIT;
 static int evthread_rc;
 
@@ -525,6 +562,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	*out = NULL;
 	pthread_once(&evthread_once, evthread_setup);
 	signal(SIGPIPE, SIG_IGN); /* sends use MSG_NOSIGNAL; this covers anything else */
+	raise_fd_limit(cfg->max_clients);
 	if (evthread_rc != 0) {
 		snprintf(err, err_len, "libevent has no pthreads support (evthread_use_pthreads)");
 		return -1;

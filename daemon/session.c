@@ -99,6 +99,11 @@ size_t vad_session_output_pending(const struct vad_session *s)
 	return s->out_len - s->out_head;
 }
 
+size_t vad_session_fds_queued(const struct vad_session *s)
+{
+	return s->n_marks - s->marks_head;
+}
+
 bool vad_session_closing(const struct vad_session *s)
 {
 	return s->closing;

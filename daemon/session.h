@@ -27,6 +27,9 @@ struct vad_fd_mark {
 	int fd; /* not owned: an arena fd */
 };
 
+/* Arena fds a connection may have sent and its client not yet read (see peer_read_all). */
+#define VAD_FDS_UNREAD_MAX 32
+
 struct vad_session {
 	struct vad_service *svc;
 	struct vad_peer peer;
@@ -53,6 +56,13 @@ struct vad_session {
 	size_t marks_head, n_marks, marks_cap;
 
 	struct vad_scratch scratch;
+
+	/* Arena fds sent (or queued) that the client may not have read yet. When it reaches
+	 * VAD_FDS_UNREAD_MAX, peer_read_all (set by the server; NULL: never) says whether the
+	 * client has read everything already handed to the socket. */
+	unsigned fds_unconfirmed;
+	bool (*peer_read_all)(void *io_ctx);
+	void *io_ctx;
 };
 
 /* A new session for a connected peer (copied). NULL when out of memory. */
@@ -82,6 +92,9 @@ bool vad_session_next_output(struct vad_session *s, const uint8_t **data, size_t
 
 /* n bytes of the last vad_session_next_output were sent (n >= 1 sent the fd too). */
 void vad_session_output_done(struct vad_session *s, size_t n);
+
+/* Arena fds in replies still in the session's output (not handed to the socket yet). */
+size_t vad_session_fds_queued(const struct vad_session *s);
 
 /* Bytes of reply waiting to be sent. */
 size_t vad_session_output_pending(const struct vad_session *s);

@@ -52,7 +52,7 @@ struct rc {
 	int fd;
 	uint8_t buf[1 << 17];
 	size_t len;
-	int fds[16];
+	int fds[64];
 	size_t n_fds;
 	uint64_t next_id;
 };
@@ -212,7 +212,7 @@ static Vad__Response *rc_recv(struct rc *c)
 		ssize_t n = vad_recv_with_fds(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, fds,
 					      4, &n_fds);
 		for (size_t i = 0; i < n_fds; i++) {
-			assert_true(c->n_fds < 16);
+			assert_true(c->n_fds < 64);
 			c->fds[c->n_fds++] = fds[i];
 		}
 		if (n == 0 || (n < 0 && errno == ECONNRESET))
@@ -363,6 +363,44 @@ static void test_map_share_attach(void **state)
 	assert_memory_equal(mb + off, "through the arena", 18);
 	munmap(mb, ARENA_SIZE);
 	rc_close(b);
+}
+
+/* A client that hoards arena fds is refused beyond the budget, and served again once the
+ * socket shows it has read everything (SIOCOUTQ). */
+static void test_unread_fd_budget(void **state)
+{
+	(void)state;
+	struct rc *c = rc_connect();
+	rc_hello(c, "hoarder");
+	Vad__MapArena m = VAD__MAP_ARENA__INIT;
+	m.arena = (char *)"";
+	Vad__Request q = VAD__REQUEST__INIT;
+	q.op_case = VAD__REQUEST__OP_MAP_ARENA;
+	q.map_arena = &m;
+	int total = 40, ok = 0, busy = 0;
+	for (int i = 0; i < total; i++) {
+		q.id = 0;
+		rc_send(c, &q);
+	}
+	for (int i = 0; i < total; i++) {
+		Vad__Response *r = rc_recv(c);
+		assert_non_null(r);
+		if (r->error == VAD__ERROR__OK)
+			ok++;
+		else if (r->error == VAD__ERROR__EBUSY)
+			busy++;
+		vad__response__free_unpacked(r, NULL);
+	}
+	/* However the requests were batched, at most the budget went out unread at once. */
+	assert_int_equal(ok + busy, total);
+	assert_true(ok >= 32);
+	assert_int_equal((int)c->n_fds, ok);
+	/* Everything is read now: the next one is served. */
+	q.id = 0;
+	Vad__Response *r = rc_call(c, &q);
+	expect_ok(r);
+	vad__response__free_unpacked(r, NULL);
+	rc_close(c);
 }
 
 static void test_disconnect_and_pipelining(void **state)
@@ -569,6 +607,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_map_share_attach, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unread_fd_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect_and_pipelining, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_max_clients, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_slow_reader_does_not_stall_others, setup,

@@ -1002,6 +1002,54 @@ static void test_map_arena_fd(void **state)
 	tc_free(c);
 }
 
+static bool fake_read_all(void *ctx)
+{
+	return *(bool *)ctx;
+}
+
+/* A client that asks for the arena fd again and again without reading gets refused once
+ * VAD_FDS_UNREAD_MAX fds may be unread; once it has read them, it is served again. */
+static void test_map_arena_fd_budget(void **state)
+{
+	(void)state;
+	struct tclient *c = tc_hello(1000, 1000, "hoarder");
+	bool read_all = false;
+	c->s->peer_read_all = fake_read_all;
+	c->s->io_ctx = &read_all;
+	Vad__MapArena ma = VAD__MAP_ARENA__INIT;
+	ma.arena = (char *)"";
+	Vad__Request q = VAD__REQUEST__INIT;
+	q.op_case = VAD__REQUEST__OP_MAP_ARENA;
+	q.map_arena = &ma;
+	uint8_t buf[64 * 16];
+	size_t n = 0;
+	for (int i = 0; i < VAD_FDS_UNREAD_MAX + 3; i++) {
+		q.id = (uint64_t)i + 1;
+		n += vad_frame_encode_request(&q, buf + n, sizeof(buf) - n);
+	}
+	tc_send_bytes(c, buf, n);
+	tc_drain(c);
+	assert_int_equal(c->n_fds,
+			 VAD_FDS_UNREAD_MAX); /* one per reply served, none for refusals */
+	for (int i = 0; i < VAD_FDS_UNREAD_MAX + 3; i++) {
+		Vad__Response *r = tc_recv(c);
+		if (i < VAD_FDS_UNREAD_MAX) {
+			expect_ok(r, VAD__RESPONSE__RESULT_MAP_ARENA);
+		} else {
+			expect_error(r, VAD__ERROR__EBUSY);
+			assert_non_null(strstr(r->message, "still unread"));
+		}
+		done(r);
+	}
+	/* The socket says the client read everything: served again. */
+	read_all = true;
+	q.id = 0;
+	Vad__Response *r = tc_call(c, &q);
+	expect_ok(r, VAD__RESPONSE__RESULT_MAP_ARENA);
+	done(r);
+	tc_free(c);
+}
+
 static void test_stats_and_arenas(void **state)
 {
 	(void)state;
@@ -1633,6 +1681,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_disconnect_many, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_quotas, setup_quota, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_arena_fd, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_map_arena_fd_budget, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_and_arenas, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_admin_refused, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_admin_ops, setup_plain, teardown),
