@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hostile_util.h"
 
@@ -88,6 +90,43 @@ int vt_baseline_check(const struct vt_daemon *d, const struct vt_baseline *b, in
 				b->fds);
 			return -1;
 		}
+	}
+	return 0;
+}
+
+int vt_daemon_wrap_unprivileged(struct vt_daemon *d, int nofile, bool hard_too)
+{
+	char path[sizeof(d->vad_bin)];
+	if ((size_t)snprintf(path, sizeof(path), "%s/vad-unprivileged", d->dir) >= sizeof(path))
+		return -1;
+	if (vt_is_root() && access("/usr/bin/setpriv", X_OK) != 0) {
+		fprintf(stderr, "hostile: /usr/bin/setpriv is missing: cannot drop to nobody\n");
+		return -1;
+	}
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "hostile: cannot write %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "#!/bin/sh\nulimit -S -n %d || exit 125\n", nofile);
+	if (hard_too)
+		fprintf(f, "ulimit -H -n %d || exit 125\n", nofile);
+	if (vt_is_root())
+		fprintf(f,
+			"exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups "
+			"--inh-caps=-all %s \"$@\"\n",
+			d->vad_bin);
+	else
+		fprintf(f, "exec %s \"$@\"\n", d->vad_bin);
+	if (fclose(f) != 0 || chmod(path, 0755) != 0) {
+		fprintf(stderr, "hostile: cannot write %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	memcpy(d->vad_bin, path, sizeof(path));
+	/* nobody must create the socket and the stats database in the directory. */
+	if (vt_is_root() && chown(d->dir, 65534, 65534) != 0) {
+		fprintf(stderr, "hostile: chown %s: %s\n", d->dir, strerror(errno));
+		return -1;
 	}
 	return 0;
 }

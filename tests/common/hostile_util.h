@@ -38,6 +38,13 @@ int vt_baseline_take(const struct vt_daemon *d, struct vt_baseline *b);
  * below, each waited for up to timeout_ms. Prints the differences and returns -1 if not. */
 int vt_baseline_check(const struct vt_daemon *d, const struct vt_baseline *b, int timeout_ms);
 
+/* Make d start the daemon the way a packaged one runs: through a wrapper script in d->dir
+ * that lowers RLIMIT_NOFILE to nofile (the soft limit only, or with hard_too the hard one
+ * as well, so the daemon cannot raise it) and, when the test is root, drops to nobody
+ * (setpriv) before exec'ing vad (the harness's pid stays the daemon's). Call after
+ * vt_daemon_init, before vt_daemon_start. Needs /usr/bin/setpriv when root. */
+int vt_daemon_wrap_unprivileged(struct vt_daemon *d, int nofile, bool hard_too);
+
 /* Latencies of bystander round trips. */
 struct vt_latency {
 	unsigned n;	 /* round trips completed */

@@ -1,9 +1,9 @@
 /*
  * test_hostile_conns.c - attacks on the daemon's connections and descriptors: a flood of
- * connections past max_clients, a client that has exhausted its own fds when the arena fd
- * comes, and clients that push file descriptors at the daemon by SCM_RIGHTS. Each time the
- * offender gets a clear error or is dropped, others are served, and afterwards the daemon
- * holds no extra byte, range or fd.
+ * connections past max_clients and one past the daemon's own fd limit, a client that has exhausted
+ * its own fds when the arena fd comes, and clients that push file descriptors at the daemon by
+ * SCM_RIGHTS. Each time the offender gets a clear error or is dropped, others are served, and
+ * afterwards the daemon holds no extra byte, range or fd.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -303,12 +303,87 @@ static void test_fds_sent_to_daemon(void **state)
 	assert_back_to_baseline(c);
 }
 
+/* ---- a flood past the daemon's own fd limit --------------------------------------------- */
+
+static void test_flood_past_fd_limit(void **state)
+{
+	(void)state;
+	enum { NOFILE = 64, FLOOD = 150 };
+	struct vt_daemon d;
+	struct vt_baseline base;
+	assert_int_equal(0, vt_daemon_init(&d));
+	assert_int_equal(0, vt_daemon_wrap_unprivileged(&d, NOFILE, true));
+	assert_int_equal(0, vt_daemon_write_config(&d, "stats_interval = 1h\n", NULL));
+	assert_int_equal(0, vt_daemon_start(&d));
+	assert_int_equal(0, vt_baseline_take(&d, &base));
+	struct vt_probe probe;
+	assert_int_equal(0, vt_probe_open(&probe, &d, "bystander", REPLY_TIMEOUT));
+
+	/* More connections than the daemon has fds: the kernel queues them, the daemon's
+	 * accept fails with EMFILE and it must pause accepting, not spin or die. */
+	struct vt_raw *flood = calloc(FLOOD, sizeof(*flood));
+	assert_non_null(flood);
+	int n = 0;
+	for (; n < FLOOD; n++) {
+		if (vt_raw_connect(&flood[n], d.socket_path) != 0)
+			break; /* the listen backlog is full: enough */
+		Vad__Request req = VAD__REQUEST__INIT;
+		Vad__Hello h = VAD__HELLO__INIT;
+		h.name = (char *)"fd-flood";
+		h.version = VAD_PROTOCOL_VERSION;
+		req.op_case = VAD__REQUEST__OP_HELLO;
+		req.hello = &h;
+		assert_true(vt_raw_send_request(&flood[n], &req) != 0);
+	}
+	struct vt_latency lat;
+	int rc = vt_probe_measure(&probe, (unsigned)vt_scale(200), &lat);
+	vt_latency_print("bystander while the daemon is out of fds", &lat);
+	if (rc != 0)
+		fail_msg("the bystander was not served while the daemon was out of fds: %s",
+			 probe.first_error);
+	int answered = 0;
+	for (int i = 0; i < n; i++) {
+		Vad__Response *resp = NULL;
+		if (vt_raw_recv(&flood[i], &resp, 50) == VT_RAW_RESPONSE) {
+			answered++;
+			vt_raw_response_free(resp);
+		}
+	}
+	printf("%d connections queued against a limit of %d fds; %d said hello in time; daemon "
+	       "fds now %d\n",
+	       n, NOFILE, answered, vt_fd_count(d.pid));
+	assert_true(answered < n); /* the limit did bite */
+
+	/* Once they leave, the daemon accepts again. */
+	for (int i = 0; i < n; i++)
+		vt_raw_close(&flood[i]);
+	free(flood);
+	vt_probe_close(&probe);
+	vad_client *c = NULL;
+	uint64_t deadline = vt_now_ns() + (uint64_t)REPLY_TIMEOUT * 1000000u;
+	while (vad_connect(d.socket_path, "after-flood", &c) != 0) {
+		if (vt_now_ns() >= deadline)
+			fail_msg("no new connection is served after the flood: %s",
+				 vad_last_error(NULL));
+		vt_sleep_ms(50);
+	}
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	if (vt_baseline_check(&d, &base, vt_timeout_ms(10000)) != 0)
+		fail_msg("the daemon did not return to its baseline");
+	assert_int_equal(0, vt_daemon_stop(&d));
+	vt_daemon_destroy(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_connection_flood, test_setup),
 	    cmocka_unit_test_setup(test_client_out_of_fds, test_setup),
 	    cmocka_unit_test_setup(test_fds_sent_to_daemon, test_setup),
+	    cmocka_unit_test(test_flood_past_fd_limit),
 	};
 	return cmocka_run_group_tests_name("hostile_conns", tests, group_setup, group_teardown);
 }

@@ -16,7 +16,6 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include "hostile_util.h"
 #include "vtassert.h"
@@ -34,44 +33,13 @@ struct inflight {
 	vad_client *newcomer;
 };
 
-/* A wrapper that lowers the soft fd limit and, as root, drops to nobody before exec'ing
- * vad; the harness starts it in place of the daemon binary (same pid after exec). */
-static int write_wrapper(struct vt_daemon *d)
-{
-	char path[sizeof(d->vad_bin)];
-	if ((size_t)snprintf(path, sizeof(path), "%s/vad-unprivileged", d->dir) >= sizeof(path))
-		return -1;
-	FILE *f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "#!/bin/sh\nulimit -S -n %d || exit 125\n", NOFILE_SOFT);
-	if (vt_is_root())
-		fprintf(f,
-			"exec setpriv --reuid=65534 --regid=65534 --clear-groups "
-			"--inh-caps=-all %s \"$@\"\n",
-			d->vad_bin);
-	else
-		fprintf(f, "exec %s \"$@\"\n", d->vad_bin);
-	if (fclose(f) != 0 || chmod(path, 0755) != 0)
-		return -1;
-	memcpy(d->vad_bin, path, sizeof(path));
-	/* nobody must create the socket and the stats database in the directory. */
-	if (vt_is_root() && chown(d->dir, 65534, 65534) != 0)
-		return -1;
-	return 0;
-}
-
 static int group_setup(void **state)
 {
 	struct inflight *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -1;
 	*state = t;
-	if (vt_is_root() && access("/usr/bin/setpriv", X_OK) != 0) {
-		printf("setpriv is missing: cannot run the daemon unprivileged\n");
-		return -1;
-	}
-	if (vt_daemon_init(&t->d) != 0 || write_wrapper(&t->d) != 0 ||
+	if (vt_daemon_init(&t->d) != 0 || vt_daemon_wrap_unprivileged(&t->d, NOFILE_SOFT, false) != 0 ||
 	    vt_daemon_write_config(&t->d, "stats_interval = 1h\n", NULL) != 0 ||
 	    vt_daemon_start(&t->d) != 0)
 		return -1;
