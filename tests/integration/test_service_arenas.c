@@ -228,12 +228,77 @@ static void test_directory_backed_arena(void **state)
 	assert_int_equal(0, count_entries(backing));
 }
 
+/* lazy_max bounds the freed-but-unreclaimed memory: past lazy_max a background drain
+ * starts, past 2 x lazy_max the freeing path drains itself, so lazy bytes never pile up
+ * beyond 2 x lazy_max plus the range being freed; and the books always balance. */
+static void test_lazy_max_bounds_lazy_bytes(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0,
+			 vt_daemon_setup(d, "lazy_max = 1M\n", "[arena default]\nsize = 256M\n"));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "lazy", &c));
+	enum { RANGE = 16 * 1024 };
+	int n = vt_scale(2000);
+	if (n < 400)
+		n = 400; /* at least 6 MiB, three times 2 x lazy_max */
+	void **ptrs = calloc((size_t)n, sizeof(*ptrs));
+	assert_non_null(ptrs);
+	for (int i = 0; i < n; i += 64) {
+		int k = n - i < 64 ? n - i : 64;
+		size_t sizes[64];
+		for (int j = 0; j < k; j++)
+			sizes[j] = RANGE;
+		VT_ASSERT_OK(c, vad_alloc_batch(c, (size_t)k, sizes, 0, ptrs + i));
+	}
+	uint64_t worst = 0;
+	for (int i = 0; i < n; i++) {
+		VT_ASSERT_OK(c, vad_free(c, ptrs[i]));
+		if (i % 16 != 15)
+			continue;
+		struct vad_daemon_stats *ds;
+		VT_ASSERT_OK(c, vad_stats_detail(c, "default", &ds));
+		const struct vad_arena_stats *a = &ds->arenas[0];
+		if (a->lazy_bytes > worst)
+			worst = a->lazy_bytes;
+		if (a->lazy_bytes > 2 * (1u << 20) + RANGE)
+			fail_msg(
+			    "after %d frees lazy_bytes is %llu, over 2 x lazy_max (2 MiB) + one "
+			    "range",
+			    i + 1, (unsigned long long)a->lazy_bytes);
+		uint64_t sum = a->busy_bytes + a->free_bytes + a->lazy_bytes + a->pooled_bytes;
+		if (sum != a->size)
+			fail_msg("busy %llu + free %llu + lazy %llu + pooled %llu != size %llu",
+				 (unsigned long long)a->busy_bytes,
+				 (unsigned long long)a->free_bytes,
+				 (unsigned long long)a->lazy_bytes,
+				 (unsigned long long)a->pooled_bytes, (unsigned long long)a->size);
+		free(ds);
+	}
+	struct vad_daemon_stats *ds;
+	VT_ASSERT_OK(c, vad_stats_detail(c, "default", &ds));
+	print_message("freed %d x 16 KiB: worst lazy_bytes %llu, %llu drains, %llu bytes released "
+		      "in %llu calls\n",
+		      n, (unsigned long long)worst, (unsigned long long)ds->arenas[0].drains,
+		      (unsigned long long)ds->arenas[0].released_bytes,
+		      (unsigned long long)ds->arenas[0].release_calls);
+	/* drains ran without any purge, and released memory in coalesced runs */
+	assert_true(ds->arenas[0].drains >= 1);
+	assert_true(ds->arenas[0].released_bytes >= (uint64_t)n * RANGE / 2);
+	assert_true(ds->arenas[0].release_calls < ds->arenas[0].released_bytes / RANGE);
+	free(ds);
+	free(ptrs);
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    VT_OWN_DAEMON_TEST(test_memfd_is_sealed_and_shared),
 	    VT_OWN_DAEMON_TEST(test_arenas_are_independent),
 	    VT_OWN_DAEMON_TEST(test_directory_backed_arena),
+	    VT_OWN_DAEMON_TEST(test_lazy_max_bounds_lazy_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
