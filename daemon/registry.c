@@ -12,9 +12,10 @@
 
 __thread bool vad_hash_oom;
 
-/* Spare objects of each kind a thread keeps: a few batches of max_batch in flight. A batch
+/* Spare objects of each kind a thread keeps (about 5 MiB at most, and only what the thread
+ * just held): many pipelined batches of max_batch in flight. A batch
  * may fill the hold cache beyond this for its own use. */
-#define CACHE_KEEP 4096
+#define CACHE_KEEP 16384
 
 static uint64_t load64(const uint64_t *p)
 {

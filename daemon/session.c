@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastwire.h"
 #include "frame.h"
 #include "handler.h"
 #include "log.h"
@@ -164,7 +165,8 @@ static bool push_mark(struct vad_session *s, uint64_t pos, int fd)
 /* Append r as one frame; a failure to find memory breaks the stream, so the session closes. */
 static void emit(struct vad_session *s, struct vad_reply *r)
 {
-	size_t body = vad__response__get_packed_size(&r->resp);
+	size_t fast = vad_fast_response_size(&r->resp); /* 0: not a reply fastwire encodes */
+	size_t body = fast ? fast : vad__response__get_packed_size(&r->resp);
 	if (body > UINT32_MAX || !out_reserve(s, VAD_FRAME_HEADER + body)) {
 		log_err("session %llu: out of memory for a reply of %zu bytes; closing it",
 			(unsigned long long)s->id, body);
@@ -178,7 +180,10 @@ static void emit(struct vad_session *s, struct vad_reply *r)
 		return;
 	}
 	vad_frame_put_header(s->out + s->out_len, (uint32_t)body);
-	vad__response__pack(&r->resp, s->out + s->out_len + VAD_FRAME_HEADER);
+	if (fast)
+		vad_fast_pack_response(&r->resp, s->out + s->out_len + VAD_FRAME_HEADER, fast);
+	else
+		vad__response__pack(&r->resp, s->out + s->out_len + VAD_FRAME_HEADER);
 	s->out_len += VAD_FRAME_HEADER + body;
 }
 
@@ -228,7 +233,11 @@ static void handle_frame(struct vad_session *s, const uint8_t *payload, size_t l
 {
 	struct vad_reply r;
 	vad_reply_init(&r, 0);
-	Vad__Request *req = vad__request__unpack(&s->scratch.pb, len, payload);
+	/* Plain Alloc and Free go through the hand-written codec; anything it declines (other
+	 * operations, unusual encodings, garbage) is protobuf-c's to decode or refuse. */
+	Vad__Request *req = vad_fast_unpack_request(&s->scratch.pb, len, payload);
+	if (!req)
+		req = vad__request__unpack(&s->scratch.pb, len, payload);
 	if (!req && s->scratch.failed) {
 		vad_reply_error(&r, VAD__ERROR__ENOMEM,
 				"the daemon ran out of memory decoding a request of %zu bytes; try "
