@@ -18,40 +18,19 @@
  * always means no gap exists. In exact mode the cache is never used and the walk is a
  * plain lowest-address first fit.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench_impl.h"
-#include "bench_rbtree.h"
-
-struct bw_area {
-	struct bench_rb_node rb;
-	uint64_t start, end;
-	struct bw_area *next_spare;
-};
+#include "bench_baseline.h"
 
 struct busywalk {
-	pthread_mutex_t lock;
-	struct bench_rb_root root;
-	uint64_t vstart, vend, quantum;
-	bool exact;
+	struct bench_baseline b; /* first: bench_baseline_counters reads it there */
+	struct rb_root root;	 /* busy areas */
 	/* The free_vmap_cache state. */
-	struct bench_rb_node *free_cache;
+	struct rb_node *free_cache;
 	uint64_t cached_hole_size, cached_vstart, cached_align;
-	struct bw_area *spare;
-	uint64_t nr_busy, allocs, frees, fails;
+	uint64_t nr_busy;
 };
-
-static struct bw_area *rb_area(struct bench_rb_node *n)
-{
-	return n ? bench_rb_entry(n, struct bw_area, rb) : NULL;
-}
-
-static uint64_t align_up(uint64_t x, uint64_t align)
-{
-	return (x + align - 1) & ~(align - 1);
-}
 
 static int bw_create(const struct bench_space_cfg *cfg, void **out)
 {
@@ -59,66 +38,23 @@ static int bw_create(const struct bench_space_cfg *cfg, void **out)
 
 	if (!bw)
 		return VA_ENOMEM;
-	pthread_mutex_init(&bw->lock, NULL);
-	bw->vstart = cfg->base;
-	bw->vend = cfg->base + cfg->size;
-	bw->quantum = cfg->quantum;
-	bw->exact = cfg->exact;
+	bench_baseline_init(&bw->b, cfg, sizeof(struct bench_range));
 	*out = bw;
 	return VA_OK;
-}
-
-static void free_subtree(struct bench_rb_node *n)
-{
-	while (n) {
-		struct bench_rb_node *left = n->left;
-
-		free_subtree(n->right);
-		free(rb_area(n));
-		n = left;
-	}
 }
 
 static void bw_destroy(void *h)
 {
 	struct busywalk *bw = h;
-	struct bw_area *a;
 
-	free_subtree(bw->root.node);
-	while ((a = bw->spare)) {
-		bw->spare = a->next_spare;
-		free(a);
-	}
-	pthread_mutex_destroy(&bw->lock);
+	bench_range_free_tree(&bw->root);
+	bench_baseline_fini(&bw->b);
 	free(bw);
 }
 
-static struct bw_area *get_area(struct busywalk *bw)
+static void insert_area(struct busywalk *bw, struct bench_range *a)
 {
-	struct bw_area *a = bw->spare;
-
-	if (a) {
-		bw->spare = a->next_spare;
-		return a;
-	}
-	return malloc(sizeof(*a));
-}
-
-static void put_area(struct busywalk *bw, struct bw_area *a)
-{
-	a->next_spare = bw->spare;
-	bw->spare = a;
-}
-
-static void insert_area(struct busywalk *bw, struct bw_area *a)
-{
-	struct bench_rb_node **link = &bw->root.node, *parent = NULL;
-
-	while (*link) {
-		parent = *link;
-		link = a->start < rb_area(parent)->start ? &parent->left : &parent->right;
-	}
-	bench_rb_insert(&bw->root, parent, link, &a->rb);
+	bench_range_insert(&bw->root, a);
 	bw->nr_busy++;
 }
 
@@ -129,8 +65,8 @@ static void insert_area(struct busywalk *bw, struct bw_area *a)
 static int find_gap(struct busywalk *bw, uint64_t size, uint64_t align, bool use_cache,
 		    bool *used_cache, uint64_t *out)
 {
-	uint64_t vstart = bw->vstart, vend = bw->vend, addr;
-	struct bw_area *first = NULL;
+	uint64_t vstart = bw->b.vstart, vend = bw->b.vend, addr;
+	struct bench_range *first = NULL;
 
 	*used_cache = false;
 	/* A more permissive request than the cached one invalidates the cache. */
@@ -144,18 +80,18 @@ static int find_gap(struct busywalk *bw, uint64_t size, uint64_t align, bool use
 	bw->cached_align = align;
 
 	if (bw->free_cache) {
-		first = rb_area(bw->free_cache);
-		addr = align_up(first->end, align);
+		first = bench_range_of(bw->free_cache);
+		addr = bench_align_up(first->end, align);
 		if (addr < vstart)
 			goto nocache;
 		*used_cache = true;
 	} else {
-		struct bench_rb_node *n = bw->root.node;
+		struct rb_node *n = bw->root.node;
 
-		addr = align_up(vstart, align);
+		addr = bench_align_up(vstart, align);
 		/* The lowest area ending above addr. */
 		while (n) {
-			struct bw_area *tmp = rb_area(n);
+			struct bench_range *tmp = bench_range_of(n);
 
 			if (tmp->end > addr) {
 				first = tmp;
@@ -175,8 +111,8 @@ static int find_gap(struct busywalk *bw, uint64_t size, uint64_t align, bool use
 		if (addr + bw->cached_hole_size < first->start)
 			bw->cached_hole_size = first->start - addr;
 		if (first->end > addr)
-			addr = align_up(first->end, align);
-		first = rb_area(bench_rb_next(&first->rb));
+			addr = bench_align_up(first->end, align);
+		first = bench_range_of(rb_next(&first->rb));
 		if (!first)
 			break;
 	}
@@ -190,85 +126,67 @@ found:
 static int bw_alloc(void *h, uint64_t size, uint64_t align, uint64_t *out)
 {
 	struct busywalk *bw = h;
-	struct bw_area *a;
+	struct bench_range *a;
 	bool used_cache;
 	uint64_t addr;
 	int rc;
 
-	rc = bench_normalize(bw->quantum, bw->vend - bw->vstart, &size, &align);
+	rc = bench_normalize(bw->b.quantum, bw->b.vend - bw->b.vstart, &size, &align);
 	if (rc)
 		return rc;
 	if (!out)
 		return VA_EINVAL;
-	pthread_mutex_lock(&bw->lock);
-	rc = find_gap(bw, size, align, !bw->exact, &used_cache, &addr);
+	pthread_mutex_lock(&bw->b.lock);
+	rc = find_gap(bw, size, align, !bw->b.exact, &used_cache, &addr);
 	if (rc == VA_ENOSPC && used_cache) /* the kernel purged and retried here */
 		rc = find_gap(bw, size, align, false, &used_cache, &addr);
 	if (rc == VA_OK) {
-		a = get_area(bw);
+		a = bench_baseline_get(&bw->b);
 		if (!a) {
 			rc = VA_ENOMEM;
 		} else {
 			a->start = addr;
 			a->end = addr + size;
 			insert_area(bw, a);
-			if (!bw->exact)
+			if (!bw->b.exact)
 				bw->free_cache = &a->rb;
-			bw->allocs++;
+			bw->b.allocs++;
 			*out = addr;
 		}
 	}
 	if (rc)
-		bw->fails++;
-	pthread_mutex_unlock(&bw->lock);
+		bw->b.fails++;
+	pthread_mutex_unlock(&bw->b.lock);
 	return rc;
-}
-
-/* The busy area containing addr, or NULL. */
-static struct bw_area *lookup(struct busywalk *bw, uint64_t addr)
-{
-	struct bench_rb_node *n = bw->root.node;
-
-	while (n) {
-		struct bw_area *a = rb_area(n);
-
-		if (addr < a->start)
-			n = n->left;
-		else if (addr >= a->end)
-			n = n->right;
-		else
-			return a;
-	}
-	return NULL;
 }
 
 static int bw_free(void *h, uint64_t addr)
 {
 	struct busywalk *bw = h;
-	struct bw_area *a;
+	struct bench_range *a;
 
-	if (addr < bw->vstart || addr >= bw->vend)
+	if (addr < bw->b.vstart || addr >= bw->b.vend)
 		return VA_ERANGE;
-	pthread_mutex_lock(&bw->lock);
-	a = lookup(bw, addr);
+	pthread_mutex_lock(&bw->b.lock);
+	a = bench_range_containing(&bw->root, addr);
 	if (!a || a->start != addr) {
-		pthread_mutex_unlock(&bw->lock);
+		pthread_mutex_unlock(&bw->b.lock);
 		return a ? VA_ENOTSTART : VA_EDOUBLEFREE;
 	}
 	/* __free_vmap_area's cache maintenance. */
 	if (bw->free_cache) {
 		if (a->end < bw->cached_vstart) {
 			bw->free_cache = NULL;
-		} else if (a->start <= rb_area(bw->free_cache)->start) {
+		} else if (a->start <= bench_range_of(bw->free_cache)->start) {
 			/* cached_hole_size and cached_align are left alone, as in the kernel */
-			bw->free_cache = bench_rb_prev(&a->rb);
+			bw->free_cache = rb_prev(&a->rb);
 		}
 	}
-	bench_rb_erase(&bw->root, &a->rb);
+	rb_erase(&bw->root, &a->rb, NULL);
 	bw->nr_busy--;
-	bw->frees++;
-	put_area(bw, a);
-	pthread_mutex_unlock(&bw->lock);
+	bw->b.frees++;
+	bench_baseline_put(&bw->b, a);
+	pthread_mutex_unlock(&bw->b.lock);
 	return VA_OK;
 }
 
@@ -276,19 +194,8 @@ static int bw_free(void *h, uint64_t addr)
 static bool bw_conflict(void *h, uint64_t s, uint64_t e, uint64_t *new_end)
 {
 	struct busywalk *bw = h;
-	struct bench_rb_node *n = bw->root.node;
-	struct bw_area *below = NULL;
+	struct bench_range *below = bench_range_below(&bw->root, e);
 
-	while (n) {
-		struct bw_area *a = rb_area(n);
-
-		if (a->start < e) {
-			below = a;
-			n = n->right;
-		} else {
-			n = n->left;
-		}
-	}
 	if (!below || below->end <= s)
 		return false;
 	*new_end = below->start;
@@ -299,20 +206,13 @@ static int bw_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 			      uint64_t align, uint64_t *out)
 {
 	struct busywalk *bw = h;
-	struct bw_area **areas;
-	uint64_t span, base;
+	struct bench_range **areas;
+	uint64_t base;
 	int rc;
 
-	if (align == 0)
-		align = bw->quantum;
-	rc =
-	    bench_check_congruent(bw->quantum, bw->vend - bw->vstart, offs, sizes, n, align, &span);
+	rc = bench_baseline_congruent_args(&bw->b, offs, sizes, n, &align, out);
 	if (rc)
 		return rc;
-	if (!out)
-		return VA_EINVAL;
-	if (align < bw->quantum)
-		align = bw->quantum;
 	areas = calloc(n, sizeof(*areas));
 	if (!areas)
 		return VA_ENOMEM;
@@ -325,9 +225,9 @@ static int bw_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 			return VA_ENOMEM;
 		}
 	}
-	pthread_mutex_lock(&bw->lock);
-	rc = bench_congruent_search(bw, bw_conflict, bw->vstart, bw->vend, offs, sizes, n, align,
-				    &base);
+	pthread_mutex_lock(&bw->b.lock);
+	rc = bench_congruent_search(bw, bw_conflict, bw->b.vstart, bw->b.vend, offs, sizes, n,
+				    align, &base);
 	if (rc == VA_OK) {
 		for (unsigned i = 0; i < n; i++) {
 			areas[i]->start = base + offs[i];
@@ -335,11 +235,11 @@ static int bw_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 			insert_area(bw, areas[i]);
 			out[i] = areas[i]->start;
 		}
-		bw->allocs += n;
+		bw->b.allocs += n;
 	} else {
-		bw->fails++;
+		bw->b.fails++;
 	}
-	pthread_mutex_unlock(&bw->lock);
+	pthread_mutex_unlock(&bw->b.lock);
 	if (rc)
 		for (unsigned i = 0; i < n; i++)
 			free(areas[i]);
@@ -350,19 +250,19 @@ static int bw_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 static int bw_check(void *h, char *msg, size_t msg_len)
 {
 	struct busywalk *bw = h;
-	struct bench_rb_node *n;
-	uint64_t count = 0, prev_end = bw->vstart;
+	struct rb_node *n;
+	uint64_t count = 0, prev_end = bw->b.vstart;
 	int rc = VA_OK;
 
-	pthread_mutex_lock(&bw->lock);
-	if (bench_rb_check(&bw->root)) {
+	pthread_mutex_lock(&bw->b.lock);
+	if (bench_range_tree_check(&bw->root)) {
 		snprintf(msg, msg_len, "busywalk: red-black tree rules broken");
 		rc = VA_ECORRUPT;
 	}
-	for (n = bench_rb_first(&bw->root); n && !rc; n = bench_rb_next(n)) {
-		struct bw_area *a = rb_area(n);
+	for (n = rb_first(&bw->root); n && !rc; n = rb_next(n)) {
+		struct bench_range *a = bench_range_of(n);
 
-		if (a->start < prev_end || a->end <= a->start || a->end > bw->vend) {
+		if (a->start < prev_end || a->end <= a->start || a->end > bw->b.vend) {
 			snprintf(msg, msg_len,
 				 "busywalk: area [%#llx, %#llx) overlaps or is out of range",
 				 (unsigned long long)a->start, (unsigned long long)a->end);
@@ -376,21 +276,8 @@ static int bw_check(void *h, char *msg, size_t msg_len)
 			 (unsigned long long)count, (unsigned long long)bw->nr_busy);
 		rc = VA_ECORRUPT;
 	}
-	pthread_mutex_unlock(&bw->lock);
+	pthread_mutex_unlock(&bw->b.lock);
 	return rc;
-}
-
-static void bw_counters(void *h, struct bench_counters *out)
-{
-	struct busywalk *bw = h;
-
-	pthread_mutex_lock(&bw->lock);
-	*out = (struct bench_counters){
-	    .allocs = bw->allocs,
-	    .frees = bw->frees,
-	    .fails = bw->fails,
-	};
-	pthread_mutex_unlock(&bw->lock);
 }
 
 const struct bench_impl_ops bench_impl_busywalk = {
@@ -402,5 +289,5 @@ const struct bench_impl_ops bench_impl_busywalk = {
     .free = bw_free,
     .alloc_congruent = bw_alloc_congruent,
     .check = bw_check,
-    .counters = bw_counters,
+    .counters = bench_baseline_counters,
 };

@@ -17,68 +17,44 @@
  * retried from the list head, so a failure means no block fits. Exact mode never uses
  * the marker.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench_impl.h"
-#include "bench_rbtree.h"
+#include "bench_baseline.h"
 
 struct lf_block {
-	struct bench_rb_node rb;
-	struct lf_block *prev, *next; /* free list only; next doubles as the spare link */
-	uint64_t start, end;
+	struct bench_range r;	      /* first: the trees and the spare list hold it */
+	struct lf_block *prev, *next; /* free list only */
 };
 
 struct listfit {
-	pthread_mutex_t lock;
-	struct bench_rb_root free_root, busy_root;
+	struct bench_baseline b; /* first: bench_baseline_counters reads it there */
+	struct rb_root free_root, busy_root;
 	struct lf_block head; /* list sentinel: head.next is the lowest free block */
-	uint64_t vstart, vend, quantum;
-	bool exact;
 	/* The RFC's search marker. */
 	struct lf_block *last_free_area;
 	uint64_t last_alloc_vstart, last_alloc_align, free_va_max_size;
-	struct lf_block *spare;
-	uint64_t nr_free, nr_busy, allocs, frees, fails;
+	uint64_t nr_free, nr_busy;
 };
 
-static struct lf_block *rb_block(struct bench_rb_node *n)
+static struct lf_block *block_of(struct bench_range *r)
 {
-	return n ? bench_rb_entry(n, struct lf_block, rb) : NULL;
-}
-
-static uint64_t align_up(uint64_t x, uint64_t align)
-{
-	return (x + align - 1) & ~(align - 1);
+	return r ? rb_entry(r, struct lf_block, r) : NULL;
 }
 
 static struct lf_block *get_block(struct listfit *lf)
 {
-	struct lf_block *b = lf->spare;
-
-	if (b) {
-		lf->spare = b->next;
-		return b;
-	}
-	return malloc(sizeof(*b));
+	return block_of(bench_baseline_get(&lf->b));
 }
 
 static void put_block(struct listfit *lf, struct lf_block *b)
 {
-	b->next = lf->spare;
-	lf->spare = b;
+	bench_baseline_put(&lf->b, &b->r);
 }
 
-static void tree_insert(struct bench_rb_root *root, struct lf_block *b)
+static void tree_insert(struct rb_root *root, struct lf_block *b)
 {
-	struct bench_rb_node **link = &root->node, *parent = NULL;
-
-	while (*link) {
-		parent = *link;
-		link = b->start < rb_block(parent)->start ? &parent->left : &parent->right;
-	}
-	bench_rb_insert(root, parent, link, &b->rb);
+	bench_range_insert(root, &b->r);
 }
 
 static void list_insert_after(struct lf_block *pos, struct lf_block *b)
@@ -102,19 +78,16 @@ static int lf_create(const struct bench_space_cfg *cfg, void **out)
 
 	if (!lf)
 		return VA_ENOMEM;
-	pthread_mutex_init(&lf->lock, NULL);
-	lf->vstart = cfg->base;
-	lf->vend = cfg->base + cfg->size;
-	lf->quantum = cfg->quantum;
-	lf->exact = cfg->exact;
+	bench_baseline_init(&lf->b, cfg, sizeof(struct lf_block));
 	lf->head.next = lf->head.prev = &lf->head;
 	all = malloc(sizeof(*all));
 	if (!all) {
+		bench_baseline_fini(&lf->b);
 		free(lf);
 		return VA_ENOMEM;
 	}
-	all->start = lf->vstart;
-	all->end = lf->vend;
+	all->r.start = lf->b.vstart;
+	all->r.end = lf->b.vend;
 	tree_insert(&lf->free_root, all);
 	list_insert_after(&lf->head, all);
 	lf->nr_free = 1;
@@ -122,29 +95,13 @@ static int lf_create(const struct bench_space_cfg *cfg, void **out)
 	return VA_OK;
 }
 
-static void free_subtree(struct bench_rb_node *n)
-{
-	while (n) {
-		struct bench_rb_node *left = n->left;
-
-		free_subtree(n->right);
-		free(rb_block(n));
-		n = left;
-	}
-}
-
 static void lf_destroy(void *h)
 {
 	struct listfit *lf = h;
-	struct lf_block *b;
 
-	free_subtree(lf->free_root.node);
-	free_subtree(lf->busy_root.node);
-	while ((b = lf->spare)) {
-		lf->spare = b->next;
-		free(b);
-	}
-	pthread_mutex_destroy(&lf->lock);
+	bench_range_free_tree(&lf->free_root);
+	bench_range_free_tree(&lf->busy_root);
+	bench_baseline_fini(&lf->b);
 	free(lf);
 }
 
@@ -154,27 +111,27 @@ static void lf_destroy(void *h)
  */
 static int carve(struct listfit *lf, struct lf_block *b, uint64_t s, uint64_t e)
 {
-	if (b->start == s && b->end == e) {
+	if (b->r.start == s && b->r.end == e) {
 		/* Full fit: the block goes; the marker steps back if it pointed here. */
 		if (lf->last_free_area == b)
 			lf->last_free_area = b->prev != &lf->head ? b->prev : NULL;
-		bench_rb_erase(&lf->free_root, &b->rb);
+		rb_erase(&lf->free_root, &b->r.rb, NULL);
 		list_del(b);
 		put_block(lf, b);
 		lf->nr_free--;
-	} else if (b->start == s) {
-		b->start = e; /* left edge: tree order is unchanged */
-	} else if (b->end == e) {
-		b->end = s; /* right edge */
+	} else if (b->r.start == s) {
+		b->r.start = e; /* left edge: tree order is unchanged */
+	} else if (b->r.end == e) {
+		b->r.end = s; /* right edge */
 	} else {
 		/* No edge: the left remainder needs a second object. */
 		struct lf_block *left = get_block(lf);
 
 		if (!left)
 			return VA_ENOMEM;
-		left->start = b->start;
-		left->end = s;
-		b->start = e;
+		left->r.start = b->r.start;
+		left->r.end = s;
+		b->r.start = e;
 		tree_insert(&lf->free_root, left);
 		list_insert_after(b->prev, left);
 		lf->nr_free++;
@@ -186,7 +143,7 @@ static int carve(struct listfit *lf, struct lf_block *b, uint64_t s, uint64_t e)
 static struct lf_block *walk(struct listfit *lf, uint64_t size, uint64_t align, bool use_marker,
 			     bool *used_marker, uint64_t *out)
 {
-	uint64_t vstart = lf->vstart, vend = lf->vend;
+	uint64_t vstart = lf->b.vstart, vend = lf->b.vend;
 	struct lf_block *b = lf->last_free_area;
 
 	*used_marker = true;
@@ -198,14 +155,14 @@ static struct lf_block *walk(struct listfit *lf, uint64_t size, uint64_t align, 
 		*used_marker = false;
 	}
 	for (; b != &lf->head; b = b->next) {
-		uint64_t nva = align_up(b->start > vstart ? b->start : vstart, align);
+		uint64_t nva = bench_align_up(b->r.start > vstart ? b->r.start : vstart, align);
 
 		if (nva + size < nva || nva + size > vend)
 			break;
-		if (nva + size > b->end) {
+		if (nva + size > b->r.end) {
 			/* Too small: remember the most it could have given. */
-			if (nva < b->end && b->end - nva > lf->free_va_max_size)
-				lf->free_va_max_size = b->end - nva;
+			if (nva < b->r.end && b->r.end - nva > lf->free_va_max_size)
+				lf->free_va_max_size = b->r.end - nva;
 			continue;
 		}
 		if (use_marker) {
@@ -226,8 +183,8 @@ static int add_busy(struct listfit *lf, uint64_t s, uint64_t e)
 
 	if (!a)
 		return VA_ENOMEM;
-	a->start = s;
-	a->end = e;
+	a->r.start = s;
+	a->r.end = e;
 	tree_insert(&lf->busy_root, a);
 	lf->nr_busy++;
 	return VA_OK;
@@ -241,13 +198,13 @@ static int lf_alloc(void *h, uint64_t size, uint64_t align, uint64_t *out)
 	uint64_t addr;
 	int rc;
 
-	rc = bench_normalize(lf->quantum, lf->vend - lf->vstart, &size, &align);
+	rc = bench_normalize(lf->b.quantum, lf->b.vend - lf->b.vstart, &size, &align);
 	if (rc)
 		return rc;
 	if (!out)
 		return VA_EINVAL;
-	pthread_mutex_lock(&lf->lock);
-	b = walk(lf, size, align, !lf->exact, &used_marker, &addr);
+	pthread_mutex_lock(&lf->b.lock);
+	b = walk(lf, size, align, !lf->b.exact, &used_marker, &addr);
 	if (!b && used_marker) /* the RFC purged and retried here */
 		b = walk(lf, size, align, false, &used_marker, &addr);
 	if (!b) {
@@ -258,72 +215,48 @@ static int lf_alloc(void *h, uint64_t size, uint64_t align, uint64_t *out)
 			rc = carve(lf, b, addr, addr + size);
 	}
 	if (rc) {
-		lf->fails++;
+		lf->b.fails++;
 	} else {
-		lf->allocs++;
+		lf->b.allocs++;
 		*out = addr;
 	}
-	pthread_mutex_unlock(&lf->lock);
+	pthread_mutex_unlock(&lf->b.lock);
 	return rc;
 }
 
 /* The busy area containing addr, or NULL. */
 static struct lf_block *lookup_busy(struct listfit *lf, uint64_t addr)
 {
-	struct bench_rb_node *n = lf->busy_root.node;
-
-	while (n) {
-		struct lf_block *a = rb_block(n);
-
-		if (addr < a->start)
-			n = n->left;
-		else if (addr >= a->end)
-			n = n->right;
-		else
-			return a;
-	}
-	return NULL;
+	return block_of(bench_range_containing(&lf->busy_root, addr));
 }
 
 /* The free block with the highest start below addr, or NULL. */
 static struct lf_block *free_below(struct listfit *lf, uint64_t addr)
 {
-	struct bench_rb_node *n = lf->free_root.node;
-	struct lf_block *below = NULL;
-
-	while (n) {
-		struct lf_block *b = rb_block(n);
-
-		if (b->start < addr) {
-			below = b;
-			n = n->right;
-		} else {
-			n = n->left;
-		}
-	}
-	return below;
+	return block_of(bench_range_below(&lf->free_root, addr));
 }
 
 /* Give [s, e) back to the free list, merging with both neighbours (RFC's merge). */
 static void merge_free(struct listfit *lf, struct lf_block *va)
 {
-	uint64_t marker_start = lf->last_free_area ? lf->last_free_area->start : 0;
-	struct lf_block *prev = free_below(lf, va->start);
+	uint64_t marker_start = lf->last_free_area ? lf->last_free_area->r.start : 0;
+	struct lf_block *prev = free_below(lf, va->r.start);
 	struct lf_block *next = prev ? prev->next : lf->head.next;
 	bool merged = false;
 
-	if (next != &lf->head && next->start == va->end) {
-		next->start = va->start; /* order unchanged: prev ends at or below va->start */
+	if (next != &lf->head && next->r.start == va->r.end) {
+		next->r.start =
+		    va->r.start; /* order unchanged: prev ends at or below va->r.start */
 		put_block(lf, va);
 		va = next;
 		merged = true;
 	}
-	if (prev && prev->end == va->start) {
-		prev->end = va->end;
+	if (prev && prev->r.end == va->r.start) {
+		prev->r.end = va->r.end;
 		if (merged) {
 			if (lf->last_free_area == va)
 				lf->last_free_area = prev;
-			bench_rb_erase(&lf->free_root, &va->rb);
+			rb_erase(&lf->free_root, &va->r.rb, NULL);
 			list_del(va);
 			put_block(lf, va);
 			lf->nr_free--;
@@ -339,7 +272,7 @@ static void merge_free(struct listfit *lf, struct lf_block *va)
 		lf->nr_free++;
 	}
 	/* A merge or insert below the marker moves the marker down to it. */
-	if (lf->last_free_area && va->start < marker_start)
+	if (lf->last_free_area && va->r.start < marker_start)
 		lf->last_free_area = va;
 }
 
@@ -348,19 +281,19 @@ static int lf_free(void *h, uint64_t addr)
 	struct listfit *lf = h;
 	struct lf_block *a;
 
-	if (addr < lf->vstart || addr >= lf->vend)
+	if (addr < lf->b.vstart || addr >= lf->b.vend)
 		return VA_ERANGE;
-	pthread_mutex_lock(&lf->lock);
+	pthread_mutex_lock(&lf->b.lock);
 	a = lookup_busy(lf, addr);
-	if (!a || a->start != addr) {
-		pthread_mutex_unlock(&lf->lock);
+	if (!a || a->r.start != addr) {
+		pthread_mutex_unlock(&lf->b.lock);
 		return a ? VA_ENOTSTART : VA_EDOUBLEFREE;
 	}
-	bench_rb_erase(&lf->busy_root, &a->rb);
+	rb_erase(&lf->busy_root, &a->r.rb, NULL);
 	lf->nr_busy--;
-	lf->frees++;
+	lf->b.frees++;
 	merge_free(lf, a); /* the busy object becomes the free block or is recycled */
-	pthread_mutex_unlock(&lf->lock);
+	pthread_mutex_unlock(&lf->b.lock);
 	return VA_OK;
 }
 
@@ -375,16 +308,16 @@ static bool lf_conflict(void *h, uint64_t s, uint64_t e, uint64_t *new_end)
 	struct lf_block *b = free_below(lf, e);
 
 	if (!b) {
-		*new_end = lf->vstart; /* everything below e is busy */
+		*new_end = lf->b.vstart; /* everything below e is busy */
 		return true;
 	}
-	if (b->end < e) {
-		*new_end = b->end;
+	if (b->r.end < e) {
+		*new_end = b->r.end;
 		return true;
 	}
-	if (b->start <= s)
+	if (b->r.start <= s)
 		return false;
-	*new_end = b->prev != &lf->head ? b->prev->end : lf->vstart;
+	*new_end = b->prev != &lf->head ? b->prev->r.end : lf->b.vstart;
 	return true;
 }
 
@@ -392,22 +325,15 @@ static int lf_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 			      uint64_t align, uint64_t *out)
 {
 	struct listfit *lf = h;
-	uint64_t span, base;
+	uint64_t base;
 	int rc;
 
-	if (align == 0)
-		align = lf->quantum;
-	rc =
-	    bench_check_congruent(lf->quantum, lf->vend - lf->vstart, offs, sizes, n, align, &span);
+	rc = bench_baseline_congruent_args(&lf->b, offs, sizes, n, &align, out);
 	if (rc)
 		return rc;
-	if (!out)
-		return VA_EINVAL;
-	if (align < lf->quantum)
-		align = lf->quantum;
-	pthread_mutex_lock(&lf->lock);
-	rc = bench_congruent_search(lf, lf_conflict, lf->vstart, lf->vend, offs, sizes, n, align,
-				    &base);
+	pthread_mutex_lock(&lf->b.lock);
+	rc = bench_congruent_search(lf, lf_conflict, lf->b.vstart, lf->b.vend, offs, sizes, n,
+				    align, &base);
 	for (unsigned i = 0; i < n && rc == VA_OK; i++) {
 		uint64_t s = base + offs[i], e = s + sizes[i];
 
@@ -419,10 +345,10 @@ static int lf_alloc_congruent(void *h, const uint64_t *offs, const uint64_t *siz
 		/* an ENOMEM half way leaves earlier areas allocated; the bench never sees it */
 	}
 	if (rc)
-		lf->fails++;
+		lf->b.fails++;
 	else
-		lf->allocs += n;
-	pthread_mutex_unlock(&lf->lock);
+		lf->b.allocs += n;
+	pthread_mutex_unlock(&lf->b.lock);
 	return rc;
 }
 
@@ -430,25 +356,25 @@ static int lf_check(void *h, char *msg, size_t msg_len)
 {
 	struct listfit *lf = h;
 	struct lf_block *b;
-	struct bench_rb_node *n;
-	uint64_t count = 0, prev_end = lf->vstart, busy = 0, free_bytes = 0;
+	struct rb_node *n;
+	uint64_t count = 0, prev_end = lf->b.vstart, busy = 0, free_bytes = 0;
 	int rc = VA_OK;
 
-	pthread_mutex_lock(&lf->lock);
-	if (bench_rb_check(&lf->free_root) || bench_rb_check(&lf->busy_root)) {
+	pthread_mutex_lock(&lf->b.lock);
+	if (bench_range_tree_check(&lf->free_root) || bench_range_tree_check(&lf->busy_root)) {
 		snprintf(msg, msg_len, "listfit: red-black tree rules broken");
 		rc = VA_ECORRUPT;
 	}
-	n = bench_rb_first(&lf->free_root);
-	for (b = lf->head.next; b != &lf->head && !rc; b = b->next, n = bench_rb_next(n)) {
-		if (n != &b->rb || b->start >= b->end || (count && b->start <= prev_end) ||
-		    b->start < prev_end || b->end > lf->vend) {
+	n = rb_first(&lf->free_root);
+	for (b = lf->head.next; b != &lf->head && !rc; b = b->next, n = rb_next(n)) {
+		if (n != &b->r.rb || b->r.start >= b->r.end || (count && b->r.start <= prev_end) ||
+		    b->r.start < prev_end || b->r.end > lf->b.vend) {
 			snprintf(msg, msg_len, "listfit: free block [%#llx, %#llx) out of order",
-				 (unsigned long long)b->start, (unsigned long long)b->end);
+				 (unsigned long long)b->r.start, (unsigned long long)b->r.end);
 			rc = VA_ECORRUPT;
 		}
-		prev_end = b->end;
-		free_bytes += b->end - b->start;
+		prev_end = b->r.end;
+		free_bytes += b->r.end - b->r.start;
 		count++;
 	}
 	if (!rc && (count != lf->nr_free || n)) {
@@ -456,38 +382,25 @@ static int lf_check(void *h, char *msg, size_t msg_len)
 		rc = VA_ECORRUPT;
 	}
 	count = 0;
-	prev_end = lf->vstart;
-	for (n = bench_rb_first(&lf->busy_root); n && !rc; n = bench_rb_next(n)) {
-		struct lf_block *a = rb_block(n);
+	prev_end = lf->b.vstart;
+	for (n = rb_first(&lf->busy_root); n && !rc; n = rb_next(n)) {
+		struct lf_block *a = block_of(bench_range_of(n));
 
-		if (a->start < prev_end || a->start >= a->end) {
+		if (a->r.start < prev_end || a->r.start >= a->r.end) {
 			snprintf(msg, msg_len, "listfit: busy areas overlap");
 			rc = VA_ECORRUPT;
 		}
-		prev_end = a->end;
-		busy += a->end - a->start;
+		prev_end = a->r.end;
+		busy += a->r.end - a->r.start;
 		count++;
 	}
-	if (!rc && (count != lf->nr_busy || busy + free_bytes != lf->vend - lf->vstart)) {
+	if (!rc && (count != lf->nr_busy || busy + free_bytes != lf->b.vend - lf->b.vstart)) {
 		snprintf(msg, msg_len, "listfit: busy %llu + free %llu bytes != space",
 			 (unsigned long long)busy, (unsigned long long)free_bytes);
 		rc = VA_ECORRUPT;
 	}
-	pthread_mutex_unlock(&lf->lock);
+	pthread_mutex_unlock(&lf->b.lock);
 	return rc;
-}
-
-static void lf_counters(void *h, struct bench_counters *out)
-{
-	struct listfit *lf = h;
-
-	pthread_mutex_lock(&lf->lock);
-	*out = (struct bench_counters){
-	    .allocs = lf->allocs,
-	    .frees = lf->frees,
-	    .fails = lf->fails,
-	};
-	pthread_mutex_unlock(&lf->lock);
 }
 
 const struct bench_impl_ops bench_impl_listfit = {
@@ -499,5 +412,5 @@ const struct bench_impl_ops bench_impl_listfit = {
     .free = lf_free,
     .alloc_congruent = lf_alloc_congruent,
     .check = lf_check,
-    .counters = lf_counters,
+    .counters = bench_baseline_counters,
 };

@@ -125,30 +125,22 @@ static void vs_counters(void *h, struct bench_counters *out)
 	};
 }
 
+/* Both configurations differ only in name, description and create. */
+#define VS_SHARED_OPS                                                                              \
+	.destroy = vs_destroy, .alloc = vs_alloc, .free = vs_free,                                 \
+	.alloc_congruent = vs_alloc_congruent, .thread_start = vs_thread_start,                    \
+	.quiesce = vs_quiesce, .check = vs_check, .counters = vs_counters
+
 const struct bench_impl_ops bench_impl_vaspace = {
     .name = "vaspace",
     .desc = "the product: nodes per CPU, pools, lazy reclaim, background drain",
     .create = vs_create,
-    .destroy = vs_destroy,
-    .alloc = vs_alloc,
-    .free = vs_free,
-    .alloc_congruent = vs_alloc_congruent,
-    .thread_start = vs_thread_start,
-    .quiesce = vs_quiesce,
-    .check = vs_check,
-    .counters = vs_counters,
+    VS_SHARED_OPS,
 };
 
 const struct bench_impl_ops bench_impl_globallock = {
     .name = "globallock",
     .desc = "the product's free tree under its one lock: nodes = 1, no pools",
     .create = gl_create,
-    .destroy = vs_destroy,
-    .alloc = vs_alloc,
-    .free = vs_free,
-    .alloc_congruent = vs_alloc_congruent,
-    .thread_start = vs_thread_start,
-    .quiesce = vs_quiesce,
-    .check = vs_check,
-    .counters = vs_counters,
+    VS_SHARED_OPS,
 };

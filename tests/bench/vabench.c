@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_cli.h"
 #include "bench_run.h"
 #include "daemon_bench.h"
 #include "bench_selftest.h"
@@ -69,49 +70,6 @@ static void list_all(void)
 		printf("  %-18s %s\n", bench_impls[i]->name, bench_impls[i]->desc);
 }
 
-/* Parse a non-negative integer with an optional K/M/G/T suffix; -1 on error. */
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	errno = 0;
-	if (!*s || *s == '-')
-		return -1;
-	v = strtoull(s, &end, 0);
-	if (errno)
-		return -1;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		end++;
-		break;
-	case 't':
-	case 'T':
-		shift = 40;
-		end++;
-		break;
-	default:
-		break;
-	}
-	if (*end || (shift && v > (~0ull >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 /* Split a comma list and hand each item to fn; -1 on the first bad item. */
 static int parse_list(char *arg, const char *what, unsigned *count,
 		      int (*fn)(const char *item, unsigned idx, void *ctx), void *ctx)
@@ -156,7 +114,7 @@ static int add_threads(const char *s, unsigned i, void *ctx)
 	struct options *o = ctx;
 	uint64_t v;
 
-	if (parse_u64(s, &v) || v < 1 || v > 1024)
+	if (bench_parse_u64(s, &v) || v < 1 || v > 1024)
 		return -1;
 	o->threads[i] = (unsigned)v;
 	return 0;
@@ -166,7 +124,7 @@ static int add_held(const char *s, unsigned i, void *ctx)
 {
 	struct options *o = ctx;
 
-	return parse_u64(s, &o->held[i]);
+	return bench_parse_u64(s, &o->held[i]);
 }
 
 enum {
@@ -232,35 +190,35 @@ static int parse_args(int argc, char **argv, struct options *o)
 			rc = parse_list(optarg, "held count", &o->nheld, add_held, o);
 			break;
 		case OPT_LOOPS:
-			rc = parse_u64(optarg, &o->loops);
+			rc = bench_parse_u64(optarg, &o->loops);
 			break;
 		case OPT_MAXSEC:
 			o->max_seconds = strtod(optarg, &end);
 			rc = *end || o->max_seconds < 0 ? -1 : 0;
 			break;
 		case OPT_QUANTUM:
-			rc = parse_u64(optarg, &o->quantum);
+			rc = bench_parse_u64(optarg, &o->quantum);
 			if (!rc && (o->quantum == 0 || (o->quantum & (o->quantum - 1))))
 				rc = -1;
 			break;
 		case OPT_SPACE:
-			rc = parse_u64(optarg, &o->space_size);
+			rc = bench_parse_u64(optarg, &o->space_size);
 			break;
 		case OPT_BASE:
-			rc = parse_u64(optarg, &o->base);
+			rc = bench_parse_u64(optarg, &o->base);
 			o->base_set = true;
 			break;
 		case OPT_SAMPLE:
-			rc = parse_u64(optarg, &v);
+			rc = bench_parse_u64(optarg, &v);
 			if (!rc && (v < 1 || v > 1000000))
 				rc = -1;
 			o->sample_every = (unsigned)v;
 			break;
 		case OPT_SEED:
-			rc = parse_u64(optarg, &o->seed);
+			rc = bench_parse_u64(optarg, &o->seed);
 			break;
 		case OPT_REPEAT:
-			rc = parse_u64(optarg, &v);
+			rc = bench_parse_u64(optarg, &v);
 			if (!rc && (v < 1 || v > 1000))
 				rc = -1;
 			o->repeat = (unsigned)v;
@@ -309,23 +267,6 @@ static int parse_args(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-/* Write s as a JSON string literal (messages may quote the library's sentences). */
-static void put_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void print_json(FILE *f, const struct bench_params *p, const struct bench_result *r,
 		       unsigned repeat)
 {
@@ -365,7 +306,7 @@ static void print_json(FILE *f, const struct bench_params *p, const struct bench
 			(unsigned long long)r->delta.drains);
 	if (r->error) {
 		fputs(",\"error\":", f);
-		put_json_string(f, r->errmsg);
+		bench_put_json_string(f, r->errmsg); /* may quote the library's sentences */
 	}
 	fprintf(f, "}\n");
 	fflush(f);
