@@ -12,7 +12,9 @@
  * and open fds. After warm-up (a fifth of the run, at most 60 s) neither may grow: the
  * highest RSS of the last quarter of the run must stay within 10% + 8 MiB of the highest
  * seen right after warm-up, and the fd count within the clients' own connections of it.
- * At the end every client closes, busy bytes return to zero and the daemon stops cleanly.
+ * Each period the config is rewritten (a 32 MiB per-client quota on, then off) and the
+ * daemon reloaded with SIGHUP under the load. At the end every client closes, busy bytes return to
+ * zero and the daemon stops cleanly.
  *
  * Environment: VAD_BUILD_DIR (default build), SOAK_SECONDS (600), SOAK_CLIENTS (12),
  * SOAK_CHECK_SECONDS (3). Exit status 0 only if every check passed; a summary at the end.
@@ -33,6 +35,8 @@
 #define HOLD_MAX      64
 #define TOKEN_POOL    64
 #define STALL_SECONDS 60
+#define SOAK_VAD_KEYS "stats_interval = 5s\nlog_level = notice\n"
+#define SOAK_ARENAS   "[arena default]\nsize = 8G\n[arena huge-align]\nsize = 1G\nquantum = 64K\n"
 
 enum shape { FIX_SIZE, RANDOM_SIZE, ALIGNED, BATCH, SHARE, SHARE_ATTACH, CHURN, N_SHAPES };
 static const char *const shape_names[N_SHAPES] = {"fix_size", "random_size",  "aligned", "batch",
@@ -342,9 +346,7 @@ int main(void)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if (vt_daemon_setup(&daemon_, "stats_interval = 5s\nlog_level = notice\n",
-			    "[arena default]\nsize = 8G\n[arena huge-align]\nsize = 1G\n"
-			    "quantum = 64K\n") != 0)
+	if (vt_daemon_setup(&daemon_, SOAK_VAD_KEYS, SOAK_ARENAS) != 0)
 		return 1;
 	printf("vasoak: daemon pid %d on %s; %d clients, %d s, check every %d s\n",
 	       (int)daemon_.pid, daemon_.socket_path, n_workers, seconds, check_every);
@@ -370,7 +372,7 @@ int main(void)
 			return 1;
 	}
 
-	int n_samples = 0, checks = 0, checks_ok = 0;
+	int n_samples = 0, checks = 0, checks_ok = 0, reloads = 0;
 	uint64_t last_ops = 0, last_progress = vt_now_ns();
 	double warmup = seconds / 5.0 < 60 ? seconds / 5.0 : 60;
 	while (!stopping()) {
@@ -383,6 +385,12 @@ int main(void)
 			fprintf(stderr, "vasoak: invariant check %d failed at %.0f s\n", checks, t);
 			failed = 1;
 		}
+		/* Reload under load: every other period a per-client quota comes and goes. */
+		if (vt_daemon_write_config(
+			&daemon_, checks % 2 ? SOAK_VAD_KEYS "quota_client = 32M\n" : SOAK_VAD_KEYS,
+			SOAK_ARENAS) == 0 &&
+		    vt_daemon_signal(&daemon_, SIGHUP) == 0)
+			reloads++;
 		if (!vt_daemon_alive(&daemon_)) {
 			fprintf(stderr, "vasoak: the daemon died at %.0f s\n", t);
 			vt_daemon_print_log(&daemon_, 40);
@@ -497,7 +505,9 @@ int main(void)
 	printf("  daemon fds      (besides the stats database) start %d, after warm-up %d, last "
 	       "quarter %d, end %d\n",
 	       fds_start, fds_warm, fds_late, fds_end);
-	printf("  checks          %d of %d invariant checks passed\n", checks_ok, checks);
+	printf("  checks          %d of %d invariant checks passed; %d reloads (SIGHUP) under "
+	       "load\n",
+	       checks_ok, checks, reloads);
 	for (int i = 0; i < n_workers; i++)
 		if (w[i].error[0])
 			printf("  FAILURE         client %d (%s): %s\n", i, shape_names[w[i].shape],
