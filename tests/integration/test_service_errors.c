@@ -416,6 +416,40 @@ static void test_quota_uid(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+static void nobody_allocs_half(const struct vt_daemon *d)
+{
+	vad_client *c;
+	int rc = vad_connect(d->socket_path, "nobody-quota", &c);
+	VT_CHILD_CHECK(rc == 0, "connect: %s", vad_last_error(NULL));
+	void *p;
+	rc = vad_alloc(c, 512 * 1024, 0, &p);
+	VT_CHILD_CHECK(rc == 0, "nobody's own uid quota is untouched, yet: %d (%s)", rc,
+		       vad_last_error(c));
+	rc = vad_alloc(c, 768 * 1024, 0, &p);
+	VT_CHILD_CHECK(rc == VAD_EQUOTA, "nobody past its uid quota: %d", rc);
+	vad_close(c);
+}
+
+/* quota_uid is per uid: root at its limit does not limit nobody. */
+static void test_quota_uid_is_per_uid(void **state)
+{
+	struct vt_daemon *d = *state;
+	if (!vt_is_root()) {
+		print_message("skipped: switching to uid nobody needs root\n");
+		skip();
+	}
+	assert_int_equal(0, vt_daemon_setup(d, "quota_uid = 1M\n", NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "root-quota", &c));
+	void *p, *q;
+	VT_ASSERT_OK(c, vad_alloc(c, 1024 * 1024, 0, &p));
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc(c, PAGE, 0, &q));
+	assert_int_equal(0, run_as_nobody(d, nobody_allocs_half));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 /* Connect, retrying while the daemon is still counting a connection that just closed
  * (the harness's own probes close asynchronously). */
 static int connect_when_room(const struct vt_daemon *d, const char *name, vad_client **out)
@@ -577,6 +611,7 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_quota_client),
 	    VT_OWN_DAEMON_TEST(test_quota_counts_attached_ranges),
 	    VT_OWN_DAEMON_TEST(test_quota_uid),
+	    VT_OWN_DAEMON_TEST(test_quota_uid_is_per_uid),
 	    VT_OWN_DAEMON_TEST(test_too_many_clients),
 	    VT_OWN_DAEMON_TEST(test_arena_full),
 	    VT_OWN_DAEMON_TEST(test_default_max_batch),
