@@ -1,11 +1,13 @@
 /*
  * test_faults_alloc.c - the allocation failure paths a client meets in normal life: an arena
  * that fills up (ENOSPC, single and all-or-nothing batch allocations, attaches still fine)
- * and quotas reached (EQUOTA per client and per uid, also through attach). Each failure is
+ * and quotas reached (EQUOTA per client and per uid, also through attach, and with many
+ * connections racing for the last bytes of a uid quota). Each failure is
  * a code with a sentence naming the arena or quota; nothing is half done (a refused batch
  * holds nothing), the daemon's numbers return exactly to the baseline once the ranges are
  * freed, and allocation works again right after.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "hostile_util.h"
@@ -148,11 +150,86 @@ static void test_quota_reached(void **state)
 	vt_daemon_destroy(&d);
 }
 
+/* Many connections of one uid race for the last bytes of its quota: together they never
+ * hold more than the quota, and they stop only when it is (nearly) used up. */
+struct racer {
+	pthread_t th;
+	vad_client *c;
+	uint64_t got; /* bytes allocated */
+	int last_rc;
+	char msg[256];
+};
+
+#define RACE_RANGE (64u * KiB)
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	for (;;) {
+		void *p;
+		int rc = vad_alloc(r->c, RACE_RANGE, 0, &p);
+		if (rc != 0) {
+			r->last_rc = rc;
+			snprintf(r->msg, sizeof(r->msg), "%s", vad_last_error(r->c));
+			return NULL;
+		}
+		r->got += RACE_RANGE;
+	}
+}
+
+static void test_quota_race(void **state)
+{
+	(void)state;
+	enum { RACERS = 8 };
+	const uint64_t quota = 24 * MiB;
+	struct vt_daemon d;
+	assert_int_equal(0, vt_daemon_setup(&d, "stats_interval = 1h\nquota_uid = 24M\n", NULL));
+	struct vt_baseline base;
+	assert_int_equal(0, vt_baseline_take(&d, &base));
+	int rounds = vt_scale(10);
+	for (int round = 0; round < rounds; round++) {
+		struct racer r[RACERS];
+		memset(r, 0, sizeof(r));
+		for (int i = 0; i < RACERS; i++)
+			assert_int_equal(0, vt_connect(&d, "racer", &r[i].c));
+		for (int i = 0; i < RACERS; i++)
+			assert_int_equal(0, pthread_create(&r[i].th, NULL, racer_main, &r[i]));
+		uint64_t total = 0;
+		for (int i = 0; i < RACERS; i++) {
+			pthread_join(r[i].th, NULL);
+			if (r[i].last_rc != VAD_EQUOTA)
+				fail_msg("racer %d stopped with %d (%s): %s", i, r[i].last_rc,
+					 vad_strerror(r[i].last_rc), r[i].msg);
+			total += r[i].got;
+		}
+		struct vad_stats s;
+		assert_int_equal(0, vt_stats(&d, &s));
+		if (total > quota || s.busy_bytes - base.busy > quota)
+			fail_msg(
+			    "round %d: uid holds %llu bytes (daemon busy %llu) over a quota of "
+			    "%llu",
+			    round, (unsigned long long)total,
+			    (unsigned long long)(s.busy_bytes - base.busy),
+			    (unsigned long long)quota);
+		if (total + RACE_RANGE <= quota)
+			fail_msg("round %d: refused at %llu bytes although %llu more fit the quota",
+				 round, (unsigned long long)total,
+				 (unsigned long long)(quota - total));
+		for (int i = 0; i < RACERS; i++)
+			vad_close(r[i].c);
+		if (vt_baseline_check(&d, &base, vt_timeout_ms(5000)) != 0)
+			fail_msg("round %d: the daemon did not return to its baseline", round);
+	}
+	assert_int_equal(0, vt_daemon_stop(&d));
+	vt_daemon_destroy(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_arena_exhausted),
 	    cmocka_unit_test(test_quota_reached),
+	    cmocka_unit_test(test_quota_race),
 	};
 	return cmocka_run_group_tests_name("faults_alloc", tests, NULL, NULL);
 }
