@@ -42,9 +42,9 @@ struct fixture {
 struct tclient {
 	struct vad_session *s;
 	uint8_t *buf;
-	size_t len, cap;
+	size_t head, len, cap; /* received bytes [head, len) not yet parsed */
 	int fds[64];
-	size_t fd_pos[64]; /* offset in buf where each fd arrived */
+	size_t fd_pos[64]; /* offset in buf where each fd arrived (from 0 after a full read) */
 	size_t n_fds;
 	uint64_t next_id;
 };
@@ -150,6 +150,15 @@ static void tc_drain(struct tclient *c)
 	size_t len;
 	int fd;
 	while (vad_session_next_output(c->s, &data, &len, &fd)) {
+		if (c->head == c->len) {
+			c->head = c->len = 0; /* all consumed: positions count from 0 again */
+		} else if (c->head && c->cap - c->len < len) {
+			memmove(c->buf, c->buf + c->head, c->len - c->head);
+			for (size_t i = 0; i < c->n_fds; i++)
+				c->fd_pos[i] -= c->fd_pos[i] >= c->head ? c->head : c->fd_pos[i];
+			c->len -= c->head;
+			c->head = 0;
+		}
 		if (c->cap - c->len < len) {
 			size_t cap = c->cap ? c->cap : 4096;
 			while (cap - c->len < len)
@@ -200,15 +209,12 @@ static Vad__Response *tc_recv(struct tclient *c)
 {
 	tc_drain(c);
 	size_t plen;
-	enum vad_frame_status st = vad_frame_peek(c->buf, c->len, 1u << 30, &plen);
+	enum vad_frame_status st =
+	    vad_frame_peek(c->buf + c->head, c->len - c->head, 1u << 30, &plen);
 	assert_int_equal(st, VAD_FRAME_READY);
-	Vad__Response *r = vad__response__unpack(NULL, plen, c->buf + VAD_FRAME_HEADER);
+	Vad__Response *r = vad__response__unpack(NULL, plen, c->buf + c->head + VAD_FRAME_HEADER);
 	assert_non_null(r);
-	size_t used = VAD_FRAME_HEADER + plen;
-	memmove(c->buf, c->buf + used, c->len - used);
-	c->len -= used;
-	for (size_t i = 0; i < c->n_fds; i++)
-		c->fd_pos[i] -= c->fd_pos[i] >= used ? used : c->fd_pos[i];
+	c->head += VAD_FRAME_HEADER + plen; /* no memmove per reply: long streams stay linear */
 	return r;
 }
 
@@ -216,7 +222,8 @@ static bool tc_has_reply(struct tclient *c)
 {
 	tc_drain(c);
 	size_t plen;
-	return vad_frame_peek(c->buf, c->len, 1u << 30, &plen) == VAD_FRAME_READY;
+	return vad_frame_peek(c->buf + c->head, c->len - c->head, 1u << 30, &plen) ==
+	       VAD_FRAME_READY;
 }
 
 static Vad__Response *tc_call(struct tclient *c, Vad__Request *req)
