@@ -283,6 +283,8 @@ void vad_session_process(struct vad_session *s)
 	size_t high = vad_service_high_watermark(s->svc);
 	s->requests_counted = s->requests;
 	size_t pos = 0;
+	if (!s->in)
+		return; /* nothing received yet */
 
 	while (!s->closing && vad_session_output_pending(s) < high) {
 		size_t plen = 0;
