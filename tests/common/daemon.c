@@ -213,6 +213,8 @@ int vt_daemon_start_opts(struct vt_daemon *d, const struct vt_start_opts *opts)
 			setenv("LISTEN_FDS", "1", 1);
 			setenv("LISTEN_PID", pid_text, 1);
 		}
+		if (opts && opts->as_nobody && vt_become_nobody() != 0)
+			_exit(126);
 		execl(d->vad_bin, "vad", "-c", d->conf_path, "--foreground", (char *)NULL);
 		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", d->vad_bin, strerror(errno));
 		_exit(127);

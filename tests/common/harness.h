@@ -76,6 +76,8 @@ int vt_daemon_start(struct vt_daemon *d);
 struct vt_start_opts {
 	const char *const *env; /* extra "NAME=VALUE" entries, NULL-terminated; may be NULL */
 	int listen_fd;		/* >= 0: pass it as fd 3 with LISTEN_FDS=1 (socket activation) */
+	bool as_nobody;		/* run the daemon as uid/gid 65534 (needs root; the caller makes
+				   d->dir writable for it) */
 };
 
 /* vt_daemon_start with extra environment and/or an inherited listening socket (which

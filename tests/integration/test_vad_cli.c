@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <string.h>
 #include <poll.h>
@@ -569,6 +570,75 @@ static void test_sd_notify(void **state)
 	close(nfd);
 }
 
+/* ---- an unprivileged daemon ------------------------------------------------------ */
+
+static void as_uid_purge(const struct vt_daemon *d, uid_t uid, int want)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		VT_CHILD_CHECK(setgroups(0, NULL) == 0 && setgid(uid) == 0 && setuid(uid) == 0,
+			       "cannot become uid %u", (unsigned)uid);
+		vad_client *c;
+		int rc = vad_connect(d->socket_path, "uid-probe", &c);
+		VT_CHILD_CHECK(rc == 0, "uid %u: connect: %s", (unsigned)uid, vad_last_error(NULL));
+		void *p;
+		rc = vad_alloc(c, PAGE, 0, &p);
+		VT_CHILD_CHECK(rc == 0, "uid %u: alloc: %s", (unsigned)uid, vad_last_error(c));
+		strcpy(p, "unprivileged");
+		uint64_t released;
+		rc = vad_purge(c, &released);
+		VT_CHILD_CHECK(rc == want, "uid %u: purge returned %d, expected %d", (unsigned)uid,
+			       rc, want);
+		vad_close(c);
+		_exit(0);
+	}
+	assert_int_equal(0, vt_wait_child(pid, RUN_TIMEOUT));
+}
+
+/* vad.service runs as its own user: everything works without root, the daemon's uid and
+ * root are admins, any other uid is not. */
+static void test_daemon_as_nobody(void **state)
+{
+	struct vt_daemon *d = *state;
+	if (!vt_is_root()) {
+		print_message("skipped: running the daemon as nobody needs root\n");
+		skip();
+	}
+	assert_int_equal(0, vt_daemon_init(d));
+	assert_int_equal(0, chown(d->dir, 65534, 65534));
+	assert_int_equal(0, vt_daemon_write_config(d, "stats_interval = 200ms\n", NULL));
+	struct vt_start_opts opts = {.listen_fd = -1, .as_nobody = true};
+	assert_int_equal(0, vt_daemon_start_opts(d, &opts));
+	struct stat st;
+	assert_int_equal(0, stat(d->socket_path, &st));
+	assert_int_equal(65534, st.st_uid);
+
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "root-client", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, 8 * PAGE, 0, &p));
+	vt_fill_pattern(p, 8 * PAGE, 3);
+	char token[VAD_TOKEN_LEN + 1];
+	VT_ASSERT_OK(c, vad_share(c, p, token));
+	uint64_t released;
+	VT_ASSERT_OK(c, vad_purge(c, &released)); /* root is always an admin */
+	as_uid_purge(d, 65534, VAD_OK);		  /* the daemon's own uid */
+	as_uid_purge(d, 1, VAD_EPERM);		  /* anyone else */
+	void *q;
+	size_t size;
+	VT_ASSERT_OK(c, vad_attach(c, token, &q, &size));
+	VT_ASSERT_OK(c, vad_free(c, q));
+	assert_true(vt_check_pattern(p, 8 * PAGE, 3) < 0);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_check_invariants(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+	/* it could write its stats database as nobody */
+	assert_int_equal(0, stat(d->stats_db, &st));
+	assert_int_equal(65534, st.st_uid);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +654,7 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_second_daemon_refused),
 	    VT_OWN_DAEMON_TEST(test_socket_activation),
 	    VT_OWN_DAEMON_TEST(test_sd_notify),
+	    VT_OWN_DAEMON_TEST(test_daemon_as_nobody),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
