@@ -65,9 +65,7 @@ static void report_text(const struct vactl_opts *o, int err, const char *sentenc
 {
 	if (o->json) {
 		json_object *j = json_object_new_object();
-		vactl_json_add_str(j, "error", vactl_err_name(err));
-		json_object_object_add(j, "code", json_object_new_int(err));
-		vactl_json_add_str(j, "message", sentence);
+		vactl_json_add_error(j, err, sentence);
 		vactl_json_print(j);
 	}
 }
@@ -83,6 +81,13 @@ int vactl_report(const struct vactl_opts *o, vad_client *c, int err)
 		fprintf(stderr, "vactl: %s: %s\n", label, sentence);
 	report_text(o, err, sentence);
 	return vactl_exit_code(err);
+}
+
+int vactl_report_close(const struct vactl_opts *o, vad_client *c, int err)
+{
+	int rc = vactl_report(o, c, err);
+	vad_close(c);
+	return rc;
 }
 
 static char timeout_text[256], timeout_json[320];
@@ -144,4 +149,16 @@ int vactl_connect(const struct vactl_opts *o, vad_client **out)
 		fprintf(stderr, "vactl: %s: %s\n", vactl_err_label(err), sentence);
 	report_text(o, err, sentence);
 	return vactl_exit_code(err);
+}
+
+bool vactl_begin(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
+		 int max_args, int *first, vad_client **c, int *exit_code)
+{
+	int rc = vactl_parse_cmd(cmd, o, argc, argv, NULL, NULL, NULL, NULL, first);
+	if (rc == VACTL_EXIT_OK)
+		rc = vactl_check_operands(cmd, argc, argv, *first, max_args);
+	if (rc == VACTL_EXIT_OK)
+		rc = vactl_connect(o, c);
+	*exit_code = rc < 0 ? VACTL_EXIT_OK : rc;
+	return rc == VACTL_EXIT_OK;
 }

@@ -4,34 +4,32 @@
 
 #include "vactl.h"
 
-static int parse_operands(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
-			  int max_args, int *first)
+/* Print "WORD" or "WORD: DETAIL" (no colon for an empty detail). */
+static void print_with_detail(const char *word, const char *detail)
 {
-	int rc = vactl_parse_cmd(cmd, o, argc, argv, NULL, NULL, NULL, NULL, first);
-	if (rc != VACTL_EXIT_OK)
-		return rc;
-	if (argc - *first > max_args)
-		return vactl_usage_error(cmd, "unexpected argument '%s'", argv[*first + max_args]);
-	return VACTL_EXIT_OK;
+	printf("%s%s%s\n", word, detail && *detail ? ": " : "", detail ? detail : "");
+}
+
+/* Print {key: flag, detail} as the JSON document. */
+static void print_flag_json(const char *key, bool flag, const char *detail)
+{
+	json_object *j = json_object_new_object();
+	json_object_object_add(j, key, json_object_new_boolean(flag));
+	vactl_json_add_str(j, "detail", detail);
+	vactl_json_print(j);
 }
 
 static int run_purge(struct vactl_opts *o, int argc, char **argv)
 {
-	int first;
-	int rc = parse_operands(&vactl_cmd_purge, o, argc, argv, 1, &first);
-	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
-	const char *arena = first < argc ? argv[first] : NULL;
+	int first, rc;
 	vad_client *c;
-	if ((rc = vactl_connect(o, &c)))
+	if (!vactl_begin(&vactl_cmd_purge, o, argc, argv, 1, &first, &c, &rc))
 		return rc;
+	const char *arena = first < argc ? argv[first] : NULL;
 	uint64_t released = 0;
 	int err = vad_purge_arena(c, arena, &released);
-	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
+	if (err)
+		return vactl_report_close(o, c, err);
 	if (o->json) {
 		json_object *j = json_object_new_object();
 		vactl_json_add_str(j, "arena", arena);
@@ -59,28 +57,18 @@ const struct vactl_cmd vactl_cmd_purge = {
 
 static int run_reload(struct vactl_opts *o, int argc, char **argv)
 {
-	int first;
-	int rc = parse_operands(&vactl_cmd_reload, o, argc, argv, 0, &first);
-	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
+	int first, rc;
 	vad_client *c;
-	if ((rc = vactl_connect(o, &c)))
+	if (!vactl_begin(&vactl_cmd_reload, o, argc, argv, 0, &first, &c, &rc))
 		return rc;
 	char *detail = NULL;
 	int err = vad_reload_detail(c, &detail);
-	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
-	if (o->json) {
-		json_object *j = json_object_new_object();
-		json_object_object_add(j, "reloaded", json_object_new_boolean(1));
-		vactl_json_add_str(j, "detail", detail);
-		vactl_json_print(j);
-	} else {
-		printf("reloaded%s%s\n", detail && *detail ? ": " : "", detail ? detail : "");
-	}
+	if (err)
+		return vactl_report_close(o, c, err);
+	if (o->json)
+		print_flag_json("reloaded", true, detail);
+	else
+		print_with_detail("reloaded", detail);
 	free(detail);
 	vad_close(c);
 	return VACTL_EXIT_OK;
@@ -98,28 +86,19 @@ const struct vactl_cmd vactl_cmd_reload = {
 
 static int run_check(struct vactl_opts *o, int argc, char **argv)
 {
-	int first;
-	int rc = parse_operands(&vactl_cmd_check, o, argc, argv, 0, &first);
-	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
+	int first, rc;
 	vad_client *c;
-	if ((rc = vactl_connect(o, &c)))
+	if (!vactl_begin(&vactl_cmd_check, o, argc, argv, 0, &first, &c, &rc))
 		return rc;
 	int ok = 0;
 	char *detail = NULL;
 	int err = vad_check(c, &ok, &detail);
-	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
+	if (err)
+		return vactl_report_close(o, c, err);
 	if (o->json) {
-		json_object *j = json_object_new_object();
-		json_object_object_add(j, "ok", json_object_new_boolean(ok));
-		vactl_json_add_str(j, "detail", detail);
-		vactl_json_print(j);
+		print_flag_json("ok", ok, detail);
 	} else if (ok) {
-		printf("ok%s%s\n", detail && *detail ? ": " : "", detail ? detail : "");
+		print_with_detail("ok", detail);
 	} else {
 		printf("CORRUPT: %s\n", detail && *detail ? detail : "(no detail)");
 		fprintf(stderr, "vactl: check found broken allocator invariants\n");

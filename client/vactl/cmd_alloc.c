@@ -126,8 +126,7 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 	for (size_t i = 0; !err && a.share && i < n; i++)
 		err = vad_share(c, ptrs[i], tokens[i]);
 	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
+		rc = vactl_report_close(o, c, err);
 		goto out;
 	}
 	json_object *arr = o->json ? json_object_new_array() : NULL;

@@ -334,9 +334,8 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 				 &first);
 	if (rc)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
-	if (first < argc)
-		return vactl_usage_error(&vactl_cmd_history, "unexpected argument '%s'",
-					 argv[first]);
+	if ((rc = vactl_check_operands(&vactl_cmd_history, argc, argv, first, 0)))
+		return rc;
 	char *path = a.db ? strdup(a.db) : default_db(o);
 	if (!path) {
 		fprintf(stderr, "vactl: out of memory\n");

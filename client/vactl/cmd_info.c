@@ -23,47 +23,35 @@ static const char *pct(char *buf, size_t len, uint64_t part, uint64_t whole)
 }
 #define PCT(p, w) pct((char[16]){0}, 16, (p), (w))
 
-/* Parse no options beyond the common ones and accept at most max_args operands. */
-static int simple_parse(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
-			int max_args, int *first)
+/* The daemon-wide counters status and stats both print. */
+static void add_daemon_counts(json_object *j, const struct vad_daemon_stats *d)
 {
-	int rc = vactl_parse_cmd(cmd, o, argc, argv, NULL, NULL, NULL, NULL, first);
-	if (rc != VACTL_EXIT_OK)
-		return rc;
-	if (argc - *first > max_args)
-		return vactl_usage_error(cmd, "unexpected argument '%s'", argv[*first + max_args]);
-	return VACTL_EXIT_OK;
+	vactl_json_add_u64(j, "uptime_ms", d->uptime_ms);
+	vactl_json_add_u64(j, "clients", d->clients);
+	vactl_json_add_u64(j, "requests", d->requests);
+	vactl_json_add_u64(j, "shares", d->shares);
 }
 
 /* ---- status ----------------------------------------------------------------------- */
 
 static int run_status(struct vactl_opts *o, int argc, char **argv)
 {
-	int first;
-	int rc = simple_parse(&vactl_cmd_status, o, argc, argv, 0, &first);
-	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
+	int first, rc;
 	vad_client *c;
-	if ((rc = vactl_connect(o, &c)))
+	if (!vactl_begin(&vactl_cmd_status, o, argc, argv, 0, &first, &c, &rc))
 		return rc;
 	struct vad_session s;
 	vad_session_info(c, &s);
 	struct vad_daemon_stats *d;
 	int err = vad_stats_detail(c, NULL, &d);
-	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
+	if (err)
+		return vactl_report_close(o, c, err);
 	if (o->json) {
 		json_object *j = json_object_new_object();
 		vactl_json_add_str(j, "server", s.server);
 		vactl_json_add_str(j, "socket", s.socket_path);
 		vactl_json_add_u64(j, "protocol_version", s.protocol_version);
-		vactl_json_add_u64(j, "uptime_ms", d->uptime_ms);
-		vactl_json_add_u64(j, "clients", d->clients);
-		vactl_json_add_u64(j, "requests", d->requests);
-		vactl_json_add_u64(j, "shares", d->shares);
+		add_daemon_counts(j, d);
 		vactl_json_add_u64(j, "session_id", s.session_id);
 		json_object_object_add(j, "admin", json_object_new_boolean(s.admin));
 		vactl_json_add_str(j, "default_arena", s.default_arena);
@@ -121,28 +109,20 @@ const struct vactl_cmd vactl_cmd_status = {
 
 static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 {
-	int first;
-	int rc = simple_parse(&vactl_cmd_arenas, o, argc, argv, 0, &first);
-	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
+	int first, rc;
 	vad_client *c;
-	if ((rc = vactl_connect(o, &c)))
+	if (!vactl_begin(&vactl_cmd_arenas, o, argc, argv, 0, &first, &c, &rc))
 		return rc;
 	struct vad_arena_info *info = NULL;
 	size_t n_info = 0;
 	int err = vad_arenas(c, &info, &n_info);
-	if (err && err != VAD_EPERM && err != VAD_EUNSUPPORTED) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
+	if (err && err != VAD_EPERM && err != VAD_EUNSUPPORTED)
+		return vactl_report_close(o, c, err);
 	struct vad_daemon_stats *d;
 	err = vad_stats_detail(c, NULL, &d);
 	if (err) {
-		rc = vactl_report(o, c, err);
 		free(info);
-		vad_close(c);
-		return rc;
+		return vactl_report_close(o, c, err);
 	}
 	json_object *arr = o->json ? json_object_new_array() : NULL;
 	static const char *const heads[] = {"NAME", "SIZE", "QUANTUM", "BACKING",      "BUSY",
@@ -180,9 +160,7 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 		}
 	}
 	if (arr) {
-		json_object *j = json_object_new_object();
-		json_object_object_add(j, "arenas", arr);
-		vactl_json_print(j);
+		vactl_json_print_field("arenas", arr);
 	} else {
 		vactl_table_print(t);
 		if (!info)
@@ -210,21 +188,15 @@ const struct vactl_cmd vactl_cmd_arenas = {
 
 static int run_clients(struct vactl_opts *o, int argc, char **argv)
 {
-	int first;
-	int rc = simple_parse(&vactl_cmd_clients, o, argc, argv, 0, &first);
-	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
+	int first, rc;
 	vad_client *c;
-	if ((rc = vactl_connect(o, &c)))
+	if (!vactl_begin(&vactl_cmd_clients, o, argc, argv, 0, &first, &c, &rc))
 		return rc;
 	struct vad_client_info *v;
 	size_t n;
 	int err = vad_clients(c, &v, &n);
-	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
+	if (err)
+		return vactl_report_close(o, c, err);
 	struct vad_session s;
 	vad_session_info(c, &s);
 	if (o->json) {
@@ -245,9 +217,7 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 			    jc, "self", json_object_new_boolean(v[i].session_id == s.session_id));
 			json_object_array_add(arr, jc);
 		}
-		json_object *j = json_object_new_object();
-		json_object_object_add(j, "clients", arr);
-		vactl_json_print(j);
+		vactl_json_print_field("clients", arr);
 	} else {
 		static const char *const heads[] = {"SESSION", "PID",	"UID",
 						    "NAME",    "HELD",	"RANGES",
@@ -339,31 +309,22 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 
 static int run_stats(struct vactl_opts *o, int argc, char **argv)
 {
-	int first;
-	int rc = simple_parse(&vactl_cmd_stats, o, argc, argv, 1, &first);
-	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
-	const char *arena = first < argc ? argv[first] : NULL;
+	int first, rc;
 	vad_client *c;
-	if ((rc = vactl_connect(o, &c)))
+	if (!vactl_begin(&vactl_cmd_stats, o, argc, argv, 1, &first, &c, &rc))
 		return rc;
+	const char *arena = first < argc ? argv[first] : NULL;
 	struct vad_daemon_stats *d;
 	int err = vad_stats_detail(c, arena, &d);
-	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
+	if (err)
+		return vactl_report_close(o, c, err);
 	struct vad_arena_stats tot = {.name = "total"};
 	for (size_t i = 0; i < d->n_arenas; i++)
 		add_totals(&tot, &d->arenas[i]);
 	tot.quantum = 0;
 	if (o->json) {
 		json_object *j = json_object_new_object();
-		vactl_json_add_u64(j, "uptime_ms", d->uptime_ms);
-		vactl_json_add_u64(j, "clients", d->clients);
-		vactl_json_add_u64(j, "requests", d->requests);
-		vactl_json_add_u64(j, "shares", d->shares);
+		add_daemon_counts(j, d);
 		json_object *arr = json_object_new_array();
 		for (size_t i = 0; i < d->n_arenas; i++)
 			json_object_array_add(arr, vactl_json_arena_stats(&d->arenas[i]));

@@ -197,20 +197,16 @@ static int run_map(struct vactl_opts *o, int argc, char **argv)
 	int rc = vactl_parse_cmd(&vactl_cmd_map, o, argc, argv, NULL, opts, on_map_opt, &a, &first);
 	if (rc)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
-	if (argc - first > 1)
-		return vactl_usage_error(&vactl_cmd_map, "unexpected argument '%s'",
-					 argv[first + 1]);
+	if ((rc = vactl_check_operands(&vactl_cmd_map, argc, argv, first, 1)))
+		return rc;
 	const char *arena = first < argc ? argv[first] : NULL;
 	vad_client *c;
 	if ((rc = vactl_connect(o, &c)))
 		return rc;
 	struct vad_arena_map *m;
 	int err = vad_walk(c, arena, (size_t)a.max_blocks, &m);
-	if (err) {
-		rc = vactl_report(o, c, err);
-		vad_close(c);
-		return rc;
-	}
+	if (err)
+		return vactl_report_close(o, c, err);
 	vad_close(c);
 	uint64_t bytes[4], blocks[4], largest_free;
 	summarize(m, bytes, blocks, &largest_free);

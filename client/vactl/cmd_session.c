@@ -93,9 +93,7 @@ static void say_fail(struct session *s, const char *cmd, int err)
 	if (s->o->json) {
 		json_object *j = result(cmd);
 		json_object_object_add(j, "ok", json_object_new_boolean(0));
-		vactl_json_add_str(j, "error", vactl_err_name(err));
-		json_object_object_add(j, "code", json_object_new_int(err));
-		vactl_json_add_str(j, "message", msg);
+		vactl_json_add_error(j, err, msg);
 		vactl_json_line(j);
 	} else {
 		printf("error: %s: %s: %s\n", cmd, vactl_err_label(err), msg);
@@ -126,6 +124,21 @@ static void add_range_fields(json_object *j, int idx, const struct entry *e)
 	vactl_json_add_str(j, "arena", e->arena);
 	vactl_json_add_u64(j, "offset", e->offset);
 	vactl_json_add_u64(j, "size", e->size);
+}
+
+/* Record a range cmd just got (p) as this session's next #N and print it. */
+static void say_new_range(struct session *s, const char *cmd, void *p)
+{
+	int idx = add_entry(s, p);
+	if (idx < 0) {
+		vad_free(s->c, p);
+		return say_fail(s, cmd, VAD_ENOMEM);
+	}
+	struct entry *e = &s->v[idx - 1];
+	json_object *j = result(cmd);
+	add_range_fields(j, idx, e);
+	say_ok(s, j, "#%d arena=%s offset=%llu size=%zu", idx, e->arena,
+	       (unsigned long long)e->offset, e->size);
 }
 
 /* "#N" -> a live entry, or NULL after reporting why. */
@@ -204,16 +217,7 @@ static void cmd_alloc(struct session *s, char **args, int n)
 	int err = vad_alloc_in(s->c, s->arena, (size_t)size, (size_t)align, &p);
 	if (err)
 		return say_fail(s, "alloc", err);
-	int idx = add_entry(s, p);
-	if (idx < 0) {
-		vad_free(s->c, p);
-		return say_fail(s, "alloc", VAD_ENOMEM);
-	}
-	struct entry *e = &s->v[idx - 1];
-	json_object *j = result("alloc");
-	add_range_fields(j, idx, e);
-	say_ok(s, j, "#%d arena=%s offset=%llu size=%zu", idx, e->arena,
-	       (unsigned long long)e->offset, e->size);
+	say_new_range(s, "alloc", p);
 }
 
 static void cmd_free(struct session *s, char **args, int n)
@@ -280,16 +284,7 @@ static void cmd_attach(struct session *s, char **args, int n)
 	int err = vad_attach(s->c, args[0], &p, &size);
 	if (err)
 		return say_fail(s, "attach", err);
-	int idx = add_entry(s, p);
-	if (idx < 0) {
-		vad_free(s->c, p);
-		return say_fail(s, "attach", VAD_ENOMEM);
-	}
-	struct entry *e = &s->v[idx - 1];
-	json_object *j = result("attach");
-	add_range_fields(j, idx, e);
-	say_ok(s, j, "#%d arena=%s offset=%llu size=%zu", idx, e->arena,
-	       (unsigned long long)e->offset, e->size);
+	say_new_range(s, "attach", p);
 }
 
 static void cmd_write(struct session *s, const char *line)

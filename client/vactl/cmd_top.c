@@ -145,8 +145,8 @@ static int run_top(struct vactl_opts *o, int argc, char **argv)
 	int rc = vactl_parse_cmd(&vactl_cmd_top, o, argc, argv, NULL, opts, on_top_opt, &a, &first);
 	if (rc)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
-	if (first < argc)
-		return vactl_usage_error(&vactl_cmd_top, "unexpected argument '%s'", argv[first]);
+	if ((rc = vactl_check_operands(&vactl_cmd_top, argc, argv, first, 0)))
+		return rc;
 	vad_client *c;
 	if ((rc = vactl_connect(o, &c)))
 		return rc;

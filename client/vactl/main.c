@@ -78,6 +78,14 @@ int vactl_usage_error(const struct vactl_cmd *cmd, const char *fmt, ...)
 
 enum { OPT_SOCKET = 0x1000, OPT_JSON, OPT_TIMEOUT };
 
+int vactl_check_operands(const struct vactl_cmd *cmd, int argc, char **argv, int first,
+			 int max_args)
+{
+	if (argc - first > max_args)
+		return vactl_usage_error(cmd, "unexpected argument '%s'", argv[first + max_args]);
+	return VACTL_EXIT_OK;
+}
+
 static int parse_timeout(const struct vactl_cmd *cmd, struct vactl_opts *o, const char *arg)
 {
 	if (vactl_parse_duration(arg, &o->timeout_ms) < 0)

@@ -98,6 +98,20 @@ void vactl_json_line(json_object *obj)
 	json_object_put(obj);
 }
 
+void vactl_json_print_field(const char *key, json_object *value)
+{
+	json_object *j = json_object_new_object();
+	json_object_object_add(j, key, value);
+	vactl_json_print(j);
+}
+
+void vactl_json_add_error(json_object *obj, int err, const char *message)
+{
+	vactl_json_add_str(obj, "error", vactl_err_name(err));
+	json_object_object_add(obj, "code", json_object_new_int(err));
+	vactl_json_add_str(obj, "message", message);
+}
+
 json_object *vactl_json_u64(uint64_t v)
 {
 	return json_object_new_uint64(v);

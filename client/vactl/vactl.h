@@ -55,6 +55,11 @@ int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
 		    const char *short_opts, const struct option *long_opts,
 		    int (*on_opt)(int opt, const char *arg, void *ctx), void *ctx, int *first_arg);
 
+/* VACTL_EXIT_OK if at most max_args operands start at argv[first], else a usage error
+ * naming the first extra one. */
+int vactl_check_operands(const struct vactl_cmd *cmd, int argc, char **argv, int first,
+			 int max_args);
+
 /* Print "vactl: MSG" and the command's usage hint to stderr; returns VACTL_EXIT_USAGE. */
 int vactl_usage_error(const struct vactl_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -69,9 +74,18 @@ void vactl_deadline(const struct vactl_opts *o, bool on);
 /* Connect as "vactl"; on failure report it (with a hint) and return the exit code. */
 int vactl_connect(const struct vactl_opts *o, vad_client **out);
 
+/* The start of a command with no options of its own: parse at most max_args operands,
+ * then connect. Returns true with *c connected and *first indexing the first operand;
+ * false with *exit_code set to what the command returns (VACTL_EXIT_OK after --help). */
+bool vactl_begin(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc, char **argv,
+		 int max_args, int *first, vad_client **c, int *exit_code);
+
 /* Report a failed libvad call: "vactl: LABEL: SENTENCE" on stderr and, with --json, an
  * {"error": ...} document on stdout. Returns the matching exit code. */
 int vactl_report(const struct vactl_opts *o, vad_client *c, int err);
+
+/* vactl_report, then vad_close(c); returns the exit code. */
+int vactl_report_close(const struct vactl_opts *o, vad_client *c, int err);
 
 /* Exit code for a VAD_E* code. */
 int vactl_exit_code(int err);
@@ -109,6 +123,12 @@ void vactl_json_print(json_object *obj);
 
 /* Print obj as one compact JSON line on stdout (flushed) and drop the reference. */
 void vactl_json_line(json_object *obj);
+
+/* Print {key: value} as the command's one JSON document (takes value's reference). */
+void vactl_json_print_field(const char *key, json_object *value);
+
+/* Add a failed call's fields to obj: error (symbolic name), code and message. */
+void vactl_json_add_error(json_object *obj, int err, const char *message);
 
 /* json_object_new_uint64 with a signed fallback for old json-c. */
 json_object *vactl_json_u64(uint64_t v);
