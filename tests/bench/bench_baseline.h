@@ -114,6 +114,18 @@ static inline void bench_baseline_put(struct bench_baseline *b, struct bench_ran
 	b->spare = r;
 }
 
+/* Argument checks of alloc: bench_normalize on *size and *align, then out. Returns VA_OK
+ * or the VA_E* code to return. */
+static inline int bench_baseline_alloc_args(const struct bench_baseline *b, uint64_t *size,
+					    uint64_t *align, const uint64_t *out)
+{
+	int rc = bench_normalize(b->quantum, b->vend - b->vstart, size, align);
+
+	if (rc)
+		return rc;
+	return out ? VA_OK : VA_EINVAL;
+}
+
 /*
  * Argument checks of alloc_congruent: raise align to the quantum and check the request
  * (bench_check_congruent) and out. Returns VA_OK or the VA_E* code to return.

@@ -131,11 +131,9 @@ static int bw_alloc(void *h, uint64_t size, uint64_t align, uint64_t *out)
 	uint64_t addr;
 	int rc;
 
-	rc = bench_normalize(bw->b.quantum, bw->b.vend - bw->b.vstart, &size, &align);
+	rc = bench_baseline_alloc_args(&bw->b, &size, &align, out);
 	if (rc)
 		return rc;
-	if (!out)
-		return VA_EINVAL;
 	pthread_mutex_lock(&bw->b.lock);
 	rc = find_gap(bw, size, align, !bw->b.exact, &used_cache, &addr);
 	if (rc == VA_ENOSPC && used_cache) /* the kernel purged and retried here */

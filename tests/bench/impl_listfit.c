@@ -198,11 +198,9 @@ static int lf_alloc(void *h, uint64_t size, uint64_t align, uint64_t *out)
 	uint64_t addr;
 	int rc;
 
-	rc = bench_normalize(lf->b.quantum, lf->b.vend - lf->b.vstart, &size, &align);
+	rc = bench_baseline_alloc_args(&lf->b, &size, &align, out);
 	if (rc)
 		return rc;
-	if (!out)
-		return VA_EINVAL;
 	pthread_mutex_lock(&lf->b.lock);
 	b = walk(lf, size, align, !lf->b.exact, &used_marker, &addr);
 	if (!b && used_marker) /* the RFC purged and retried here */
