@@ -5,6 +5,7 @@
 #include <ftw.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -212,6 +213,11 @@ int vt_daemon_start_opts(struct vt_daemon *d, const struct vt_start_opts *opts)
 			snprintf(pid_text, sizeof(pid_text), "%d", (int)getpid());
 			setenv("LISTEN_FDS", "1", 1);
 			setenv("LISTEN_PID", pid_text, 1);
+		}
+		if (opts && opts->nofile) {
+			struct rlimit rl = {.rlim_cur = opts->nofile, .rlim_max = opts->nofile};
+			if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+				_exit(126);
 		}
 		if (opts && opts->as_nobody && vt_become_nobody() != 0)
 			_exit(126);

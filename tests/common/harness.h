@@ -78,6 +78,7 @@ struct vt_start_opts {
 	int listen_fd;		/* >= 0: pass it as fd 3 with LISTEN_FDS=1 (socket activation) */
 	bool as_nobody;		/* run the daemon as uid/gid 65534 (needs root; the caller makes
 				   d->dir writable for it) */
+	unsigned nofile;	/* > 0: the daemon's RLIMIT_NOFILE (soft and hard) */
 };
 
 /* vt_daemon_start with extra environment and/or an inherited listening socket (which

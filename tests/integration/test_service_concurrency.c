@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include "vtassert.h"
@@ -578,6 +580,75 @@ static void test_admin_ops_under_load(void **state)
 	assert_back_to_baseline(d, base.busy_bytes);
 }
 
+/* The daemon runs out of descriptors (RLIMIT_NOFILE 128) under a flood of connections:
+ * it keeps serving the clients it has, and once the flood leaves, new clients get in. */
+static void test_daemon_out_of_fds(void **state)
+{
+	struct vt_daemon *shared = *state;
+	(void)shared;
+	struct vt_daemon d;
+	assert_int_equal(0, vt_daemon_init(&d));
+	assert_int_equal(0, vt_daemon_write_config(&d, "stats_interval = 1h\n", NULL));
+	struct vt_start_opts opts = {.listen_fd = -1, .nofile = 128};
+	if (vt_daemon_start_opts(&d, &opts) != 0) {
+		vt_daemon_destroy(&d);
+		fail_msg("the daemon did not start with RLIMIT_NOFILE 128");
+	}
+	vad_client *bystander;
+	assert_int_equal(0, vt_connect(&d, "bystander", &bystander));
+	void *p;
+	VT_ASSERT_OK(bystander, vad_alloc(bystander, PAGE, 0, &p));
+	int base_fds = quiet_fd_count(&d);
+
+	enum { FLOOD = 300 };
+	int fds[FLOOD];
+	int connected = 0;
+	for (int i = 0; i < FLOOD; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(fds[i] >= 0);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		memcpy(sa.sun_path, d.socket_path, strlen(d.socket_path) + 1);
+		if (connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			connected++;
+	}
+	print_message("%d of %d flood connections were accepted or queued\n", connected, FLOOD);
+	vt_sleep_ms(vt_timeout_ms(300));
+	/* The client the daemon already had is still served. */
+	void *q;
+	VT_ASSERT_OK(bystander, vad_alloc(bystander, PAGE, 0, &q));
+	VT_ASSERT_OK(bystander, vad_free(bystander, q));
+	assert_true(vt_daemon_alive(&d));
+	/* it really ran out: it could not take every connection */
+	struct vad_stats st;
+	VT_ASSERT_OK(bystander, vad_stats(bystander, &st));
+	print_message("sessions during the flood: %u\n", st.clients);
+	assert_true(st.clients < 128);
+	for (int i = 0; i < FLOOD; i++)
+		close(fds[i]);
+	/* After the flood, a newcomer gets in (the daemon may still be pausing accepts). */
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(5000) * 1000000u;
+	vad_client *c = NULL;
+	int rc;
+	while ((rc = vad_connect(d.socket_path, "newcomer", &c)) != 0 && vt_now_ns() < deadline)
+		vt_sleep_ms(50);
+	if (rc != 0) {
+		vt_daemon_print_log(&d, 20);
+		vt_daemon_destroy(&d);
+		fail_msg("no new client got in after the flood: %d (%s)", rc, vad_strerror(rc));
+	}
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &q));
+	VT_ASSERT_OK(c, vad_free(c, q));
+	vad_close(c);
+	int now = vt_wait_fds(&d, base_fds, vt_timeout_ms(3000));
+	if (now > base_fds)
+		fail_msg("the daemon has %d descriptors after the flood, %d before", now, base_fds);
+	VT_ASSERT_OK(bystander, vad_free(bystander, p));
+	vad_close(bystander);
+	int stopped = vt_daemon_stop(&d);
+	vt_daemon_destroy(&d);
+	assert_int_equal(0, stopped);
+}
+
 static void test_daemon_stops_cleanly(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -593,6 +664,7 @@ int main(void)
 	    cmocka_unit_test(test_share_while_freeing),
 	    cmocka_unit_test(test_connection_churn),
 	    cmocka_unit_test(test_admin_ops_under_load),
+	    cmocka_unit_test(test_daemon_out_of_fds),
 	    cmocka_unit_test(test_daemon_stops_cleanly),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
