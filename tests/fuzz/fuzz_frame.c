@@ -4,6 +4,10 @@
  * each payload decoded as a Request, as the daemon does, and as a Response, as libvad does.
  * What decodes must re-encode to a frame that decodes to the same encoding again (protobuf
  * encoding is canonical for one message), and the header must announce the payload exactly.
+ *
+ * Differentially, the daemon's hand-written hot-path codec (daemon/fastwire.h) must agree
+ * with protobuf-c: a request it decodes, protobuf-c decodes to the same operation and
+ * fields; a reply it encodes is byte for byte what protobuf-c encodes.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastwire.h"
 #include "frame.h"
 
 static void die(const char *what)
@@ -119,6 +124,95 @@ static void roundtrip_response(const Vad__Response *resp)
 	free(a);
 }
 
+/* A bump allocator for fastwire's objects, released all at once. */
+struct bump {
+	void *blocks[4096];
+	size_t n;
+};
+
+static void *bump_alloc(void *data, size_t size)
+{
+	struct bump *b = data;
+	if (b->n == sizeof(b->blocks) / sizeof(b->blocks[0]))
+		return NULL; /* fastwire must cope: it declines */
+	void *p = malloc(size);
+	if (p)
+		b->blocks[b->n++] = p;
+	return p;
+}
+
+static void bump_free(void *data, void *p)
+{
+	(void)data;
+	(void)p; /* released with the rest */
+}
+
+static bool same_string(const char *a, const char *b)
+{
+	return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static bool same_u64s(size_t na, const uint64_t *a, size_t nb, const uint64_t *b)
+{
+	return na == nb && (na == 0 || memcmp(a, b, na * sizeof(*a)) == 0);
+}
+
+/* fastwire's request against protobuf-c's, field by field. */
+static void compare_fast_request(const uint8_t *payload, size_t len, const Vad__Request *pb)
+{
+	struct bump b = {.n = 0};
+	ProtobufCAllocator alloc = {.alloc = bump_alloc, .free = bump_free, .allocator_data = &b};
+	Vad__Request *fast = vad_fast_unpack_request(&alloc, len, payload);
+	if (fast) {
+		if (!pb)
+			die("fastwire decoded a request that protobuf-c refuses");
+		if (fast->id != pb->id || fast->op_case != pb->op_case)
+			die("fastwire and protobuf-c disagree on the id or the operation");
+		if (fast->op_case == VAD__REQUEST__OP_ALLOC) {
+			const Vad__Alloc *x = fast->alloc, *y = pb->alloc;
+			if (x->size != y->size || x->align != y->align || x->count != y->count ||
+			    !same_string(x->arena, y->arena) ||
+			    !same_u64s(x->n_sizes, x->sizes, y->n_sizes, y->sizes))
+				die("fastwire and protobuf-c decode an Alloc differently");
+		} else if (fast->op_case == VAD__REQUEST__OP_FREE) {
+			const Vad__Free *x = fast->free, *y = pb->free;
+			if (!same_string(x->arena, y->arena) ||
+			    !same_u64s(x->n_offsets, x->offsets, y->n_offsets, y->offsets))
+				die("fastwire and protobuf-c decode a Free differently");
+		} else {
+			die("fastwire decoded an operation other than Alloc or Free");
+		}
+		/* What it built must be a well-formed protobuf-c message too. */
+		if (vad__request__get_packed_size(fast) != vad__request__get_packed_size(pb) &&
+		    !has_unknown(&pb->base))
+			die("fastwire's request packs to another size than protobuf-c's");
+	}
+	for (size_t i = 0; i < b.n; i++)
+		free(b.blocks[i]);
+}
+
+/* fastwire's reply encoding against protobuf-c's. */
+static void compare_fast_response(const Vad__Response *resp)
+{
+	size_t n = vad_fast_response_size(resp);
+	if (!n)
+		return;
+	if (has_unknown(&resp->base))
+		return; /* fastwire encodes the known fields only */
+	size_t want = vad__response__get_packed_size(resp);
+	if (n != want)
+		die("fastwire's reply size differs from protobuf-c's");
+	uint8_t *a = malloc(n), *b = malloc(n);
+	if (!a || !b)
+		die("out of memory");
+	vad_fast_pack_response(resp, a, n);
+	vad__response__pack(resp, b);
+	if (memcmp(a, b, n) != 0)
+		die("fastwire encodes a reply differently from protobuf-c");
+	free(a);
+	free(b);
+}
+
 /* Walk buf as a stream of frames under max, like a receiver does. */
 static void walk(const uint8_t *buf, size_t len, size_t max)
 {
@@ -149,12 +243,14 @@ static void walk(const uint8_t *buf, size_t len, size_t max)
 			die("peek reported a payload length that is not the header's");
 		const uint8_t *payload = buf + pos + VAD_FRAME_HEADER;
 		Vad__Request *req = vad__request__unpack(NULL, plen, payload);
+		compare_fast_request(payload, plen, req);
 		if (req) {
 			roundtrip_request(req);
 			vad__request__free_unpacked(req, NULL);
 		}
 		Vad__Response *resp = vad__response__unpack(NULL, plen, payload);
 		if (resp) {
+			compare_fast_response(resp);
 			roundtrip_response(resp);
 			vad__response__free_unpacked(resp, NULL);
 		}

@@ -246,6 +246,44 @@ static void bogus_requests(struct buf *b)
 	raw_frame(b, garbage, sizeof(garbage));
 }
 
+/* A reply frame, as the daemon sends them (the frame target decodes both directions). */
+static void resp_frame(struct buf *b, Vad__Response *resp)
+{
+	size_t n = vad_frame_response_size(resp);
+	uint8_t *tmp = malloc(n);
+	if (!tmp || vad_frame_encode_response(resp, tmp, n) != n)
+		die("cannot encode a response", "");
+	put(b, tmp, n);
+	free(tmp);
+}
+
+static void replies(struct buf *b)
+{
+	static uint64_t offs[] = {0, 4096, 1u << 20, 1ull << 36};
+	static uint64_t sizes[] = {4096, 8192, 65536, 1u << 21};
+	Vad__Response r = VAD__RESPONSE__INIT;
+	Vad__AllocReply a = VAD__ALLOC_REPLY__INIT;
+	a.arena = (char *)"default";
+	a.n_offsets = a.n_sizes = 4;
+	a.offsets = offs;
+	a.sizes = sizes;
+	r.id = 42;
+	r.result_case = VAD__RESPONSE__RESULT_ALLOC;
+	r.alloc = &a;
+	resp_frame(b, &r);
+	Vad__FreeReply f = VAD__FREE_REPLY__INIT;
+	f.freed = 3;
+	r.id = 43;
+	r.result_case = VAD__RESPONSE__RESULT_FREE;
+	r.free = &f;
+	resp_frame(b, &r);
+	r.id = 44;
+	r.error = VAD__ERROR__ENOSPC;
+	r.message = (char *)"arena 'default' has no free range of 1.0 GiB";
+	r.result_case = VAD__RESPONSE__RESULT__NOT_SET;
+	resp_frame(b, &r);
+}
+
 /* ---- frame corpus ------------------------------------------------------------------------ */
 
 static void gen_frames(void)
@@ -280,6 +318,7 @@ static void gen_frames(void)
 	ONE("unknown_op", req_unknown_op(&b));
 	ONE("bogus", bogus_requests(&b));
 	ONE("empty_frame", raw_frame(&b, "", 0));
+	ONE("replies", replies(&b));
 	ONE(
 	    "too_big", do {
 		    uint8_t h[4];
