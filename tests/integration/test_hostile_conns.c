@@ -98,6 +98,8 @@ static void test_connection_flood(void **state)
 	struct conns *c = *state;
 	struct vt_raw held[MAX_CLIENTS];
 	int n_held = 0, refused = 0;
+	/* Every earlier connection is gone (only the polling one counts): all slots free. */
+	assert_int_equal(0, vt_wait_busy(&c->d, c->base.busy, 1, vt_timeout_ms(5000), NULL));
 
 	/* Fill every slot, then keep knocking. */
 	for (int i = 0; i < MAX_CLIENTS + 40; i++) {
