@@ -466,7 +466,7 @@ static void test_admin_as_nobody(void **state)
 	}
 	char bin[PATH_MAX];
 	snprintf(bin, sizeof(bin), "%s/vactl", vt_build_dir());
-	static const char *const admin[] = {"purge", "reload", "check", "clients"};
+	static const char *const admin[] = {"purge", "reload", "check", "clients", "map"};
 	for (size_t i = 0; i < sizeof(admin) / sizeof(admin[0]); i++) {
 		char *argv[] = {bin, "--socket", d->socket_path, "--json", (char *)admin[i], NULL};
 		struct vt_output o;
@@ -636,6 +636,78 @@ static void test_history(void **state)
 	vt_output_free(&o);
 }
 
+/* vactl map: the walk shows exactly the ranges a client holds, in address order,
+ * covering the arena; the SVG is written; the terminal picture shows busy cells. */
+static void test_map(void **state)
+{
+	struct vt_daemon *d = *state;
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "mapped", &c));
+	assert_int_equal(0, vt_purge(d));
+	static const size_t sizes[] = {64u << 10, 256u << 10, 1u << 20};
+	void *p[3];
+	uint64_t offsets[3];
+	for (int i = 0; i < 3; i++) {
+		VT_ASSERT_OK(c, vad_alloc_in(c, "small", sizes[i], 0, &p[i]));
+		struct vad_range r;
+		VT_ASSERT_OK(c, vad_range_info(c, p[i], &r));
+		offsets[i] = r.offset;
+	}
+	char svg[PATH_MAX];
+	snprintf(svg, sizeof(svg), "%s/map.svg", d->dir);
+	struct json_object *j = VACTL_JSON(d, "map", "small", "--blocks", "--svg", svg);
+	assert_string_equal("small", jstr(j, "arena"));
+	assert_int_equal(16u << 20, ju64(j, "size"));
+	assert_int_equal((64u << 10) + (256u << 10) + (1u << 20), ju64(j, "busy_bytes"));
+	assert_int_equal(3, ju64(j, "busy_blocks"));
+	assert_false(jbool(j, "truncated"));
+	struct json_object *blocks = vt_json_path(j, "blocks");
+	assert_non_null(blocks);
+	size_t n = json_object_array_length(blocks);
+	assert_int_equal(ju64(j, "n_blocks"), n);
+	uint64_t next = 0;
+	int busy_seen = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *b = json_object_array_get_idx(blocks, i);
+		uint64_t off = ju64(b, "offset"), size = ju64(b, "size");
+		/* address order, no gaps, no overlap */
+		if (off != next)
+			fail_msg("block %zu at %llu, expected %llu", i, (unsigned long long)off,
+				 (unsigned long long)next);
+		next = off + size;
+		if (strcmp(jstr(b, "kind"), "busy") == 0) {
+			int k;
+			for (k = 0; k < 3; k++)
+				if (offsets[k] == off && sizes[k] == size)
+					break;
+			if (k == 3)
+				fail_msg("busy block at %llu (%llu bytes) is not one of ours",
+					 (unsigned long long)off, (unsigned long long)size);
+			busy_seen++;
+		}
+	}
+	assert_int_equal(16u << 20, next);
+	assert_int_equal(3, busy_seen);
+	json_object_put(j);
+	FILE *f = fopen(svg, "r");
+	if (!f)
+		fail_msg("vactl map --svg did not write %s", svg);
+	char head[256] = "";
+	size_t got = fread(head, 1, sizeof(head) - 1, f);
+	fclose(f);
+	head[got] = '\0';
+	assert_true(vt_contains(head, "<svg"));
+
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "map", "small", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl map small");
+	assert_true(strchr(o.out, '#') != NULL);
+	vt_output_free(&o);
+	for (int i = 0; i < 3; i++)
+		VT_ASSERT_OK(c, vad_free(c, p[i]));
+	vad_close(c);
+}
+
 static void test_shared_daemon_stops(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -689,6 +761,7 @@ int main(void)
 	    cmocka_unit_test(test_admin_as_root),
 	    cmocka_unit_test(test_admin_as_nobody),
 	    cmocka_unit_test(test_top),
+	    cmocka_unit_test(test_map),
 	    cmocka_unit_test(test_timeout_on_silent_daemon),
 	    cmocka_unit_test(test_shared_daemon_stops),
 	};
