@@ -5,6 +5,18 @@
  * Every function returns 0 (or a documented value) on success and -1 on failure after
  * printing what went wrong to stderr, so it is safe to call from forked children where
  * cmocka's assertions must not be used (see VT_CHILD_CHECK).
+ *
+ * Running: tests/run-tests BUILD MODE runs every BUILD/tests/test_*; one program alone:
+ *   make build/vad build/vactl build/tests/test_service_sharing
+ *   VAD_BUILD_DIR=build build/tests/test_service_sharing
+ * $VAD_TEST_MODE (normal|asan|tsan) scales counts and timeouts; $VAD_TEST_KEEP keeps each
+ * daemon's temporary directory (config, socket, log, stats database) for a post-mortem.
+ *
+ * Files: env.c (build dir, modes, patterns), daemon.c (config, start, stop, log checks,
+ * /proc probes, fixtures), vadutil.c (libvad conveniences), run.c and proc.c (running
+ * vactl and vad, in the foreground or the background), json.c (vactl --json),
+ * children.c (forked helpers), rawclient.c/.h (the wire protocol without libvad),
+ * vtassert.h (cmocka assertions that print libvad's sentences).
  */
 #ifndef VAD_TEST_HARNESS_H
 #define VAD_TEST_HARNESS_H
