@@ -56,16 +56,9 @@ void vad_registry_free(struct vad_registry *reg)
 {
 	if (!reg)
 		return;
-	/* Holders are gone, so no range remains; free any leftovers defensively. */
-	for (size_t i = 0; i < reg->n_arenas; i++) {
-		struct vad_range *r, *tmp;
-		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp)
-		{
-			HASH_DEL(reg->arenas[i].ranges, r);
-			free(r);
-		}
+	/* Holders are gone, so no range remains (a range lives only as long as a hold on it). */
+	for (size_t i = 0; i < reg->n_arenas; i++)
 		pthread_mutex_destroy(&reg->arenas[i].lock);
-	}
 	HASH_CLEAR(hh, reg->tokens);
 	struct vad_uid_usage *u, *utmp;
 	HASH_ITER(hh, reg->uids, u, utmp)
@@ -291,21 +284,15 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		struct vad_range *r = ranges[done];
 		r->arena = arena;
 		r->refs = 1;
-		vad_hash_oom = false;
-		HASH_ADD(hh, a->ranges, offset, sizeof(r->offset), r);
-		if (vad_hash_oom) {
-			oom = true;
-			break;
-		}
 		struct vad_hold *o = hold_pop();
 		o->key.arena = arena;
 		o->key.offset = r->offset;
 		o->count = 1;
 		o->range = r;
+		vad_hash_oom = false;
 		HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
 		if (vad_hash_oom) {
 			hold_put(o);
-			HASH_DEL(a->ranges, r);
 			oom = true;
 			break;
 		}
@@ -318,7 +305,6 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 			struct vad_hold *o = vad_holder_find(h, arena, r->offset);
 			HASH_DEL(h->holds, o);
 			hold_put(o);
-			HASH_DEL(a->ranges, r);
 		}
 	} else {
 		a->refs += n;
@@ -340,7 +326,7 @@ struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t 
 }
 
 /* Drop count of h's references held through o, with o's arena lock held. Returns the range
- * if those were its last references (it is out of the arena table then: bury it after
+ * if those were its last references (no session can reach it any more: bury it after
  * unlocking); *hold_gone says whether o left h's table (give it back after unlocking). */
 static struct vad_range *drop_locked(struct vad_registry_arena *a, struct vad_holder *h,
 				     struct vad_hold *o, uint64_t count, bool *hold_gone)
@@ -356,15 +342,12 @@ static struct vad_range *drop_locked(struct vad_registry_arena *a, struct vad_ho
 	*hold_gone = o->count == 0;
 	if (*hold_gone)
 		HASH_DEL(h->holds, o);
-	if (r->refs)
-		return NULL;
-	HASH_DEL(a->ranges, r);
-	return r;
+	return r->refs ? NULL : r;
 }
 
-/* Give a range nobody references any more back to the allocator. No lock held: it is
- * unreachable through the arena table; the token goes before the memory does, so an attach
- * holding token_lock never sees a freed range. */
+/* Give a range nobody references any more back to the allocator. No lock held: no session
+ * holds it; the token goes before the memory does, so an attach or a check holding
+ * token_lock never sees a freed range (they see refs == 0: dying). */
 static void bury(struct vad_registry *reg, struct vad_range *r)
 {
 	if (r->has_token) {
@@ -703,45 +686,12 @@ void vad_registry_for_each_holder(struct vad_registry *reg,
 
 /* ---- consistency check ------------------------------------------------------------------ */
 
-static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
+/* Live ranges are found through the holds on them (a range lives exactly as long as some
+ * session holds it); check_epoch marks the ones already counted in this check. */
+static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t *arena_bytes,
+			char *msg, size_t msg_len)
 {
-	for (size_t i = 0; i < reg->n_arenas; i++) {
-		struct vad_registry_arena *a = &reg->arenas[i];
-		uint64_t refs = 0, bytes = 0;
-		struct vad_range *r, *tmp;
-		HASH_ITER(hh, a->ranges, r, tmp)
-		{
-			r->check_refs = 0;
-			if (r->refs == 0 || r->arena != i) {
-				snprintf(msg, msg_len,
-					 "range 0x%" PRIx64 " of arena %zu has %" PRIu64
-					 " references and says arena %u",
-					 r->offset, i, r->refs, r->arena);
-				return -1;
-			}
-			refs += r->refs;
-			bytes += r->refs * r->size;
-			struct va_area area;
-			int rc = va_lookup(reg->spaces[i], r->offset, &area);
-			if (rc < 0 || area.start != r->offset || area.size != r->size ||
-			    area.owner != r) {
-				snprintf(msg, msg_len,
-					 "range 0x%" PRIx64 "+%" PRIu64 " of arena %zu is not the "
-					 "allocator's busy area there (%s)",
-					 r->offset, r->size, i,
-					 rc < 0 ? va_strerror(rc) : "start, size or owner differs");
-				return -1;
-			}
-		}
-		if (refs != a->refs || bytes != a->ref_bytes) {
-			snprintf(msg, msg_len,
-				 "arena %zu totals say %" PRIu64 " references / %" PRIu64
-				 " bytes but its ranges add up to %" PRIu64 " / %" PRIu64,
-				 i, a->refs, a->ref_bytes, refs, bytes);
-			return -1;
-		}
-	}
-
+	uint64_t epoch = ++reg->check_epoch;
 	unsigned holders = 0;
 	for (struct vad_holder *h = reg->holders; h; h = h->next) {
 		uint64_t refs = 0, bytes = 0;
@@ -749,17 +699,34 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 		holders++;
 		HASH_ITER(hh, h->holds, o, tmp)
 		{
-			struct vad_range *r = NULL;
-			if (o->key.arena < reg->n_arenas)
-				HASH_FIND(hh, reg->arenas[o->key.arena].ranges, &o->key.offset,
-					  sizeof(o->key.offset), r);
-			if (!r || r != o->range || o->count == 0) {
+			struct vad_range *r = o->range;
+			if (o->key.arena >= reg->n_arenas || !r || r->arena != o->key.arena ||
+			    r->offset != o->key.offset || o->count == 0 || r->refs < o->count) {
 				snprintf(msg, msg_len,
 					 "a session holds %" PRIu64
 					 " references to range 0x%" PRIx64 " of arena %" PRIu64
-					 " that the registry does not know",
+					 " that does not match the registry's range",
 					 o->count, o->key.offset, o->key.arena);
 				return -1;
+			}
+			if (r->check_epoch != epoch) {
+				r->check_epoch = epoch;
+				r->check_refs = 0;
+				arena_refs[r->arena] += r->refs;
+				arena_bytes[r->arena] += r->refs * r->size;
+				struct va_area area;
+				int rc = va_lookup(reg->spaces[r->arena], r->offset, &area);
+				if (rc < 0 || area.start != r->offset || area.size != r->size ||
+				    area.owner != r) {
+					snprintf(msg, msg_len,
+						 "range 0x%" PRIx64 "+%" PRIu64
+						 " of arena %u is not "
+						 "the allocator's busy area there (%s)",
+						 r->offset, r->size, r->arena,
+						 rc < 0 ? va_strerror(rc)
+							: "start, size or owner differs");
+					return -1;
+				}
 			}
 			r->check_refs += o->count;
 			refs += o->count;
@@ -784,16 +751,26 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 			 reg->n_holders);
 		return -1;
 	}
-
 	for (size_t i = 0; i < reg->n_arenas; i++) {
-		struct vad_range *r, *tmp;
-		HASH_ITER(hh, reg->arenas[i].ranges, r, tmp)
+		const struct vad_registry_arena *a = &reg->arenas[i];
+		if (arena_refs[i] != a->refs || arena_bytes[i] != a->ref_bytes) {
+			snprintf(msg, msg_len,
+				 "arena %zu totals say %" PRIu64 " references / %" PRIu64
+				 " bytes but its held ranges add up to %" PRIu64 " / %" PRIu64,
+				 i, a->refs, a->ref_bytes, arena_refs[i], arena_bytes[i]);
+			return -1;
+		}
+	}
+	for (struct vad_holder *h = reg->holders; h; h = h->next) {
+		struct vad_hold *o, *tmp;
+		HASH_ITER(hh, h->holds, o, tmp)
 		{
+			struct vad_range *r = o->range;
 			if (r->check_refs != r->refs) {
 				snprintf(msg, msg_len,
-					 "range 0x%" PRIx64 " of arena %zu counts %" PRIu64
+					 "range 0x%" PRIx64 " of arena %u counts %" PRIu64
 					 " references but sessions hold %" PRIu64,
-					 r->offset, i, r->refs, r->check_refs);
+					 r->offset, r->arena, r->refs, r->check_refs);
 				return -1;
 			}
 		}
@@ -803,13 +780,13 @@ static int check_locked(struct vad_registry *reg, char *msg, size_t msg_len)
 	struct vad_token_entry *t, *ttmp;
 	HASH_ITER(hh, reg->tokens, t, ttmp)
 	{
-		struct vad_range *r = t->range, *found = NULL;
+		struct vad_range *r = t->range;
 		tokens++;
-		if (r->arena < reg->n_arenas)
-			HASH_FIND(hh, reg->arenas[r->arena].ranges, &r->offset, sizeof(r->offset),
-				  found);
-		if (found != r || !r->has_token || &r->tok != t) {
-			snprintf(msg, msg_len, "share token %.6s... points at a range that is gone",
+		/* refs == 0: its last holder is burying it right now and will remove the token
+		 * next (the memory stays valid while this check holds token_lock). */
+		if (!r->has_token || &r->tok != t || (r->refs && r->check_epoch != epoch)) {
+			snprintf(msg, msg_len,
+				 "share token %.6s... points at a range no session holds",
 				 t->token);
 			return -1;
 		}
@@ -828,7 +805,13 @@ int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len)
 	pthread_mutex_lock(&reg->token_lock);
 	for (size_t i = 0; i < reg->n_arenas; i++)
 		pthread_mutex_lock(&reg->arenas[i].lock);
-	int rc = check_locked(reg, msg, msg_len);
+	uint64_t *totals = calloc(2 * (reg->n_arenas ? reg->n_arenas : 1), sizeof(*totals));
+	int rc = -1;
+	if (totals)
+		rc = check_locked(reg, totals, totals + reg->n_arenas, msg, msg_len);
+	else
+		snprintf(msg, msg_len, "out of memory for the registry check");
+	free(totals);
 	for (size_t i = reg->n_arenas; i-- > 0;)
 		pthread_mutex_unlock(&reg->arenas[i].lock);
 	pthread_mutex_unlock(&reg->token_lock);

@@ -4,8 +4,10 @@
  *
  * Locks (take them in this order, never the reverse; every hold is short):
  *   holders_lock -> token_lock -> arena[0].lock -> arena[1].lock -> ... ; uid_lock is a leaf.
- * A range lives in its arena's table from the moment it is allocated until its last reference
- * is dropped; only then is it removed (and its token with it) and given back with va_free.
+ * A range lives from the moment it is allocated until its last reference is dropped; it is
+ * reachable only through the holds on it (and its share token), and there is no table of all
+ * ranges: the allocator's owner tag of the busy area points at it. When the last reference
+ * goes, its token is removed and the range given back with va_free.
  * A holder's own table (holds) is written only by its owning thread, under the lock of the
  * arena the entry belongs to, so a consistency check holding every lock sees a still picture.
  */
@@ -34,14 +36,14 @@ struct vad_token_entry {
 
 /* One allocated range of an arena, shared by every session that holds a reference. */
 struct vad_range {
-	uint64_t offset; /* key of the arena table */
-	uint64_t size;	 /* rounded to the arena quantum */
-	uint64_t refs;	 /* references over all sessions (arena lock) */
+	uint64_t offset;
+	uint64_t size; /* rounded to the arena quantum */
+	uint64_t refs; /* references over all sessions (arena lock) */
 	unsigned arena;
-	bool has_token;	     /* token lock */
-	uint64_t check_refs; /* consistency check scratch (all locks held) */
+	bool has_token;	      /* token lock */
+	uint64_t check_refs;  /* consistency check scratch (all locks held) */
+	uint64_t check_epoch; /* the check that last counted it */
 	struct vad_token_entry tok;
-	UT_hash_handle hh;
 	struct vad_range *next_free; /* thread's cache of spare objects */
 };
 
@@ -80,9 +82,8 @@ struct vad_holder {
 
 struct vad_registry_arena {
 	pthread_mutex_t lock;
-	struct vad_range *ranges; /* by offset */
-	uint64_t refs;		  /* sum of range refs */
-	uint64_t ref_bytes;	  /* sum of refs * size */
+	uint64_t refs;	    /* sum of range refs */
+	uint64_t ref_bytes; /* sum of refs * size */
 } __attribute__((aligned(64)));
 
 struct vad_registry {
@@ -96,7 +97,8 @@ struct vad_registry {
 	struct vad_uid_usage *uids;
 	pthread_mutex_t holders_lock;
 	struct vad_holder *holders;
-	unsigned n_holders; /* atomic */
+	uint64_t check_epoch; /* holders_lock */
+	unsigned n_holders;   /* atomic */
 };
 
 /* Which quota a charge would break. */
@@ -187,7 +189,8 @@ void vad_registry_for_each_holder(struct vad_registry *reg,
 
 /* Check the registry against itself and the allocators with every lock held: each holder's
  * totals equal its holds, each range's refs equal the holds on it, arena totals match, each
- * token points at a live range, each range is a busy area of its allocator tagged with it.
+ * token points at a held range (or one being freed), each held range is a busy area of its
+ * allocator tagged with it.
  * Returns 0, or -1 with a sentence in msg. */
 int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len);
 

@@ -866,6 +866,47 @@ static void test_disconnect_many(void **state)
 	assert_int_equal(vad_registry_tokens(fx->svc->reg), 0);
 }
 
+/* The consistency check is not a rubber stamp: it notices broken books. */
+static void test_check_detects_corruption(void **state)
+{
+	(void)state;
+	struct tclient *a = tc_hello(1000, 1000, "a");
+	struct tclient *b = tc_hello(1001, 1001, "b");
+	uint64_t off = alloc_one(a, NULL, 8192);
+	char tok[33];
+	share_ok(a, NULL, off, tok);
+	Vad__Response *r = do_attach(b, tok);
+	expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
+	done(r);
+	check_consistent();
+	char msg[512];
+	struct vad_hold *o = vad_holder_find(&a->s->holder, 0, off);
+	assert_non_null(o);
+
+	o->range->refs++; /* a reference nobody holds */
+	assert_int_equal(vad_registry_check(fx->svc->reg, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "arena 0 totals"));
+	o->range->refs--;
+
+	a->s->holder.held_bytes += 4096; /* a session's total off by a page */
+	assert_int_equal(vad_registry_check(fx->svc->reg, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "session's totals"));
+	a->s->holder.held_bytes -= 4096;
+
+	o->range->size += 4096; /* the allocator disagrees about the range */
+	assert_int_equal(vad_registry_check(fx->svc->reg, msg, sizeof(msg)), -1);
+	o->range->size -= 4096;
+
+	fx->svc->reg->n_tokens++; /* a token count that lies */
+	assert_int_equal(vad_registry_check(fx->svc->reg, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "share tokens"));
+	fx->svc->reg->n_tokens--;
+
+	check_consistent();
+	tc_free(a);
+	tc_free(b);
+}
+
 /* ---- tests: quotas ------------------------------------------------------------------------ */
 
 static void quota_tweak(struct vad_config *cfg)
@@ -1686,6 +1727,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_disconnect_drops_references, setup_plain,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect_many, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_check_detects_corruption, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_quotas, setup_quota, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_arena_fd, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_arena_fd_budget, setup_plain, teardown),
