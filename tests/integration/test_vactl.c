@@ -426,6 +426,43 @@ static void test_libvad_attaches_vactl_range(void **state)
 	json_object_put(share);
 }
 
+/* vactl alloc --share --hold: another process attaches while vactl holds; SIGTERM ends
+ * the hold cleanly and the attacher keeps the range. */
+static void test_alloc_share_hold(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_proc proc;
+	assert_int_equal(0, vt_proc_vactl(&proc, "--socket", d->socket_path, "--json", "alloc",
+					  "8K", "--share", "--hold", "forever", NULL));
+	struct json_object *j = vt_proc_read_json(&proc, READ_TIMEOUT);
+	if (!j) {
+		vt_proc_finish(&proc, READ_TIMEOUT, NULL);
+		fail_msg("vactl alloc --share --hold printed no JSON");
+	}
+	char token[VAD_TOKEN_LEN + 1];
+	snprintf(token, sizeof(token), "%s", jstr(j, "ranges.0.token"));
+	uint64_t offset = ju64(j, "ranges.0.offset");
+	json_object_put(j);
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "attacher", &c));
+	void *q;
+	size_t size;
+	VT_ASSERT_OK(c, vad_attach(c, token, &q, &size));
+	assert_int_equal(8192, size);
+	struct vad_range r;
+	VT_ASSERT_OK(c, vad_range_info(c, q, &r));
+	assert_int_equal(offset, r.offset);
+	assert_int_equal(0, kill(proc.pid, SIGTERM));
+	int code = vt_proc_finish(&proc, READ_TIMEOUT, NULL);
+	assert_int_equal(0, code);
+	/* vactl let go; the attacher still holds it */
+	assert_int_equal(8192, vad_size(c, q));
+	struct vad_stats st;
+	assert_int_equal(0, vt_wait_busy(d, 8192, UINT32_MAX, vt_timeout_ms(2000), &st));
+	VT_ASSERT_OK(c, vad_free(c, q));
+	vad_close(c);
+}
+
 /* ---- admin commands ------------------------------------------------------------- */
 
 static void test_admin_as_root(void **state)
@@ -758,6 +795,7 @@ int main(void)
 	    cmocka_unit_test(test_session_errors_continue),
 	    cmocka_unit_test(test_session_attaches_libvad_range),
 	    cmocka_unit_test(test_libvad_attaches_vactl_range),
+	    cmocka_unit_test(test_alloc_share_hold),
 	    cmocka_unit_test(test_admin_as_root),
 	    cmocka_unit_test(test_admin_as_nobody),
 	    cmocka_unit_test(test_top),
