@@ -15,9 +15,12 @@
 #include "registry.h"
 #include "session.h"
 
-#define SCHEMA_VERSION "1"
+/* The schema this vad writes; PRAGMA user_version and meta.schema_version both say it. */
+#define SCHEMA_VERSION 2
 
-static const char schema_sql[] =
+/* Version 1, the first layout: meta.schema_version = '1', user_version left at 0. A new
+ * database is created as version 1 and then migrated like any other. */
+static const char schema_v1_sql[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
     "CREATE TABLE IF NOT EXISTS snapshot(id INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL,"
     " uptime_ms INTEGER, clients INTEGER, requests INTEGER, shares INTEGER,"
@@ -41,7 +44,34 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS event_ts ON event(ts_ms);"
     "CREATE TABLE IF NOT EXISTS lifetime(name TEXT PRIMARY KEY, allocs INTEGER,"
     " frees INTEGER, fails INTEGER, drains INTEGER, released_bytes INTEGER,"
-    " requests INTEGER, starts INTEGER, updated_ms INTEGER);";
+    " requests INTEGER, starts INTEGER, updated_ms INTEGER);"
+    "INSERT OR IGNORE INTO meta VALUES('schema_version', '1');";
+
+/* Version 1 -> 2: the latency maximum the issue asks for per arena, and one row per client
+ * session. Sessions of a version-1 database are rebuilt from their snapshots; version 1 did not
+ * record how they ended, except those still there at a final (shutdown) snapshot. */
+static const char migrate_v2_sql[] =
+    "ALTER TABLE arena_snapshot ADD COLUMN alloc_max_ns INTEGER;"
+    "CREATE TABLE session(session_id INTEGER NOT NULL, connect_ms INTEGER NOT NULL,"
+    " pid INTEGER, uid INTEGER, gid INTEGER, name TEXT, disconnect_ms INTEGER,"
+    " end_state TEXT NOT NULL, allocs INTEGER, frees INTEGER, peak_bytes INTEGER,"
+    " last_seen_ms INTEGER, PRIMARY KEY(session_id, connect_ms));"
+    "CREATE INDEX session_connect ON session(connect_ms);"
+    "INSERT INTO session SELECT ss.session_id, ss.connected_ms, MAX(ss.pid), MAX(ss.uid),"
+    " MAX(ss.gid), MAX(ss.name), MAX(s.ts_ms),"
+    " CASE WHEN MAX(s.final) = 1 THEN 'daemon-stop' ELSE 'unrecorded' END,"
+    " MAX(ss.allocs), MAX(ss.frees), MAX(ss.held_bytes), MAX(s.ts_ms)"
+    " FROM session_snapshot ss JOIN snapshot s ON s.id = ss.snapshot_id"
+    " GROUP BY ss.session_id, ss.connected_ms;";
+
+/* Each step takes a database from version to - 1 to version to, in one transaction. */
+static const struct migration {
+	int to;
+	const char *sql;
+} migrations[] = {
+    {1, schema_v1_sql},
+    {2, migrate_v2_sql},
+};
 
 /* Counters of earlier runs, added to this run's. */
 struct lifetime_base {
@@ -159,6 +189,7 @@ static int write_arena(struct vad_stats_writer *w, sqlite3_stmt *st, sqlite3_stm
 	uint64_t p90 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.90, NULL);
 	uint64_t p99 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.99, NULL);
 	uint64_t p999 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.999, NULL);
+	uint64_t max = vad_latency_quantile(&lat, &w->prev_latency[i], 1.0, NULL);
 	w->prev_latency[i] = lat;
 	double frag = vs.free_bytes ? 1.0 - (double)vs.largest_free / (double)vs.free_bytes : 0.0;
 
@@ -183,7 +214,8 @@ static int write_arena(struct vad_stats_writer *w, sqlite3_stmt *st, sqlite3_stm
 			      p50,
 			      p90,
 			      p99,
-			      p999};
+			      p999,
+			      max};
 	for (size_t j = 0; j < sizeof(c) / sizeof(c[0]); j++)
 		bind_u64(st, k++, c[j]);
 	if (run(w, st) < 0)
@@ -217,22 +249,36 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 					" shares, final) VALUES(?,?,?,?,?,?)");
 	sqlite3_stmt *arena =
 	    prepare(w, "INSERT INTO arena_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?,?,"
-		       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+		       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 	sqlite3_stmt *sess =
 	    prepare(w, "INSERT INTO session_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+	/* A session seen now is connected (or ended by the stop, in the final snapshot); one that
+	 * was connected at the last snapshot and is gone now has closed since. Its peak is the
+	 * most it held at any snapshot. */
+	sqlite3_stmt *seen = prepare(
+	    w, "INSERT INTO session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms,"
+	       " end_state, allocs, frees, peak_bytes, last_seen_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"
+	       " ON CONFLICT(session_id, connect_ms) DO UPDATE SET name = excluded.name,"
+	       " disconnect_ms = excluded.disconnect_ms, end_state = excluded.end_state,"
+	       " allocs = excluded.allocs, frees = excluded.frees,"
+	       " peak_bytes = MAX(peak_bytes, excluded.peak_bytes),"
+	       " last_seen_ms = excluded.last_seen_ms");
+	sqlite3_stmt *gone = prepare(w, "UPDATE session SET end_state = 'closed', disconnect_ms = ?"
+					" WHERE end_state = 'connected' AND last_seen_ms < ?");
 	sqlite3_stmt *ev = prepare(w, "INSERT INTO event(ts_ms, kind, detail) VALUES(?,?,?)");
 	sqlite3_stmt *life =
 	    prepare(w, "INSERT OR REPLACE INTO lifetime VALUES(?,?,?,?,?,?,?,?,?)");
-	sqlite3_stmt *prune[4] = {
+	sqlite3_stmt *prune[5] = {
 	    prepare(w, "DELETE FROM arena_snapshot WHERE snapshot_id IN"
 		       " (SELECT id FROM snapshot WHERE ts_ms < ?)"),
 	    prepare(w, "DELETE FROM session_snapshot WHERE snapshot_id IN"
 		       " (SELECT id FROM snapshot WHERE ts_ms < ?)"),
 	    prepare(w, "DELETE FROM snapshot WHERE ts_ms < ?"),
 	    prepare(w, "DELETE FROM event WHERE ts_ms < ?"),
+	    prepare(w, "DELETE FROM session WHERE end_state != 'connected' AND disconnect_ms < ?"),
 	};
-	if (!snap || !arena || !sess || !ev || !life || !prune[0] || !prune[1] || !prune[2] ||
-	    !prune[3])
+	if (!snap || !arena || !sess || !seen || !gone || !ev || !life || !prune[0] ||
+	    !prune[1] || !prune[2] || !prune[3] || !prune[4])
 		goto out;
 	if (exec(w, "BEGIN IMMEDIATE") < 0)
 		goto out;
@@ -265,7 +311,26 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 		bind_u64(sess, 11, r->connected_ms);
 		if (run(w, sess) < 0)
 			goto rollback;
+		bind_u64(seen, 1, r->session_id);
+		bind_u64(seen, 2, r->connected_ms);
+		bind_u64(seen, 3, r->pid);
+		bind_u64(seen, 4, r->uid);
+		bind_u64(seen, 5, r->gid);
+		sqlite3_bind_text(seen, 6, r->name, -1, SQLITE_STATIC);
+		if (final)
+			bind_u64(seen, 7, now);
+		sqlite3_bind_text(seen, 8, final ? "daemon-stop" : "connected", -1, SQLITE_STATIC);
+		bind_u64(seen, 9, r->allocs);
+		bind_u64(seen, 10, r->frees);
+		bind_u64(seen, 11, r->held_bytes);
+		bind_u64(seen, 12, now);
+		if (run(w, seen) < 0)
+			goto rollback;
 	}
+	bind_u64(gone, 1, now);
+	bind_u64(gone, 2, now);
+	if (run(w, gone) < 0)
+		goto rollback;
 	for (struct vad_event *e = events; e; e = e->next) {
 		bind_u64(ev, 1, e->ts_ms);
 		sqlite3_bind_text(ev, 2, e->kind, -1, SQLITE_STATIC);
@@ -283,7 +348,7 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 	if (run(w, life) < 0)
 		goto rollback;
 	if (w->retention_ms && now > w->retention_ms) {
-		for (int k = 0; k < 4; k++) {
+		for (int k = 0; k < 5; k++) {
 			bind_u64(prune[k], 1, now - w->retention_ms);
 			if (run(w, prune[k]) < 0)
 				goto rollback;
@@ -299,9 +364,11 @@ out:
 	sqlite3_finalize(snap);
 	sqlite3_finalize(arena);
 	sqlite3_finalize(sess);
+	sqlite3_finalize(seen);
+	sqlite3_finalize(gone);
 	sqlite3_finalize(ev);
 	sqlite3_finalize(life);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 5; k++)
 		sqlite3_finalize(prune[k]);
 	free(sessions.rows);
 	vad_events_free(events);
@@ -341,29 +408,86 @@ static void *stats_main(void *arg)
 
 /* ---- open / close ------------------------------------------------------------------------ */
 
-static int check_schema(struct vad_stats_writer *w, char *err, size_t err_len)
+/* One integer from a query's first row, or -1 with err set. */
+static int64_t query_int(struct vad_stats_writer *w, const char *sql, char *err, size_t err_len)
 {
-	sqlite3_stmt *st = prepare(w, "SELECT value FROM meta WHERE key = 'schema_version'");
-	if (!st) {
-		snprintf(err, err_len, "%s: %s", w->path, sqlite3_errmsg(w->db));
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+	if (sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	else
+		snprintf(err, err_len, "cannot read the stats database %s: %s", w->path,
+			 sqlite3_errmsg(w->db));
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* The schema version of the file: PRAGMA user_version from version 2 on; before that a
+ * meta.schema_version row (version 1); 0 for an empty file. -1 with err set when it is not a
+ * stats database or cannot be read. */
+static int read_schema_version(struct vad_stats_writer *w, char *err, size_t err_len)
+{
+	int64_t user = query_int(w, "PRAGMA user_version", err, err_len);
+	if (user != 0)
+		return user < 0 ? -1 : (int)user;
+	int64_t tables = query_int(w, "SELECT COUNT(*) FROM sqlite_master", err, err_len);
+	if (tables <= 0)
+		return (int)tables;
+	int64_t meta = query_int(w, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"
+				    " AND name = 'meta'", err, err_len);
+	if (meta < 0)
+		return -1;
+	int64_t v = meta ? query_int(w, "SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta"
+					" WHERE key = 'schema_version'", err, err_len)
+			 : 0;
+	if (v < 0)
+		return -1;
+	if (v == 0) {
+		snprintf(err, err_len,
+			 "%s has tables but no stats schema version: not a vad stats database, "
+			 "leaving it alone",
+			 w->path);
 		return -1;
 	}
-	int rc = 0;
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		const char *v = (const char *)sqlite3_column_text(st, 0);
-		if (!v || strcmp(v, SCHEMA_VERSION) != 0) {
-			snprintf(err, err_len,
-				 "%s has stats schema version %s but this vad writes version %s; "
-				 "move the old file away",
-				 w->path, v ? v : "(none)", SCHEMA_VERSION);
-			rc = -1;
-		}
-	} else if (exec(w, "INSERT INTO meta VALUES('schema_version', '" SCHEMA_VERSION "')") < 0) {
-		snprintf(err, err_len, "%s: cannot write its schema version", w->path);
-		rc = -1;
+	return v > INT32_MAX ? INT32_MAX : (int)v;
+}
+
+/* Bring the file to SCHEMA_VERSION one step at a time, each step in one transaction, or
+ * refuse a file written by a newer vad (it is left untouched). */
+static int migrate(struct vad_stats_writer *w, char *err, size_t err_len)
+{
+	int version = read_schema_version(w, err, err_len);
+	if (version < 0)
+		return -1;
+	if (version > SCHEMA_VERSION) {
+		snprintf(err, err_len,
+			 "%s has stats schema version %d, newer than version %d that this vad "
+			 "writes; not writing to it (upgrade vad or move the file away)",
+			 w->path, version, SCHEMA_VERSION);
+		return -1;
 	}
-	sqlite3_finalize(st);
-	return rc;
+	for (size_t i = 0; i < sizeof(migrations) / sizeof(migrations[0]); i++) {
+		const struct migration *m = &migrations[i];
+		if (m->to <= version)
+			continue;
+		char bump[160];
+		snprintf(bump, sizeof(bump),
+			 "PRAGMA user_version = %d;"
+			 "UPDATE meta SET value = '%d' WHERE key = 'schema_version';",
+			 m->to, m->to);
+		if (exec(w, "BEGIN IMMEDIATE") < 0 || exec(w, m->sql) < 0 || exec(w, bump) < 0 ||
+		    exec(w, "COMMIT") < 0) {
+			snprintf(err, err_len, "cannot migrate the stats database %s to version %d: %s",
+				 w->path, m->to, sqlite3_errmsg(w->db));
+			sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+			return -1;
+		}
+		if (version > 0)
+			log_notice("stats: %s migrated from schema version %d to %d", w->path,
+				   m->to - 1, m->to);
+	}
+	return 0;
 }
 
 static void load_lifetime(struct vad_stats_writer *w)
@@ -438,14 +562,22 @@ int vad_stats_start(struct vad_service *svc, const char *path, uint64_t interval
 		return -1;
 	}
 	sqlite3_busy_timeout(w->db, 2000); /* a reader such as vactl history may hold it */
-	if (exec(w, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0 ||
-	    exec(w, schema_sql) < 0) {
+	if (migrate(w, err, err_len) < 0) {
+		free_writer(w);
+		return -1;
+	}
+	if (exec(w, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0) {
 		snprintf(err, err_len, "cannot set up the stats database %s: %s", path,
 			 sqlite3_errmsg(w->db));
 		free_writer(w);
 		return -1;
 	}
-	if (check_schema(w, err, err_len) < 0) {
+	/* Sessions still connected when the last vad ended without a final snapshot: they
+	 * ended with it, some time after they were last seen. */
+	if (exec(w, "UPDATE session SET end_state = 'lost', disconnect_ms = last_seen_ms"
+		    " WHERE end_state = 'connected'") < 0) {
+		snprintf(err, err_len, "cannot write the stats database %s: %s", path,
+			 sqlite3_errmsg(w->db));
 		free_writer(w);
 		return -1;
 	}

@@ -3,7 +3,9 @@
  * allocation latency, sessions) and writes it to SQLite in one transaction, never on the
  * request path. Lifetime counters survive restarts; rows older than stats_retention go.
  *
- * Schema (version 1; meta.schema_version says which):
+ * Schema version 2 (PRAGMA user_version; meta.schema_version says the same; version 1 had only
+ * meta.schema_version = '1' and lacked alloc_max_ns and the session table). A file of an older
+ * version is migrated at start, one step per transaction; a newer one is refused, untouched:
  *   meta(key TEXT PRIMARY KEY, value TEXT)
  *   snapshot(id INTEGER PRIMARY KEY, ts_ms, uptime_ms, clients, requests, shares,
  *            final)                          -- final = 1 for the one written at shutdown
@@ -12,10 +14,17 @@
  *            fragmentation REAL,             -- 1 - largest_free / free_bytes
  *            allocs, frees, fails, drains, released_bytes, release_calls, pool_hits,
  *            punch_failures,
- *            interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns)
- *                                            -- latency of alloc requests since the last row
+ *            interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns,
+ *            alloc_max_ns)                   -- latency of alloc requests since the last row
  *   session_snapshot(snapshot_id, session_id, pid, uid, gid, name, held_bytes, held_ranges,
  *            allocs, frees, connected_ms)
+ *   session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms, end_state, allocs,
+ *            frees, peak_bytes, last_seen_ms) -- one row per client session, kept up to date at
+ *            each snapshot: end_state is connected, closed (gone at a snapshot; disconnect_ms is
+ *            when that snapshot noticed), daemon-stop (still there at the final snapshot), lost
+ *            (vad ended without one; disconnect_ms = last seen) or unrecorded (from version 1).
+ *            peak_bytes is the most held at any snapshot. A session that comes and goes
+ *            between two snapshots is not seen.
  *   event(id INTEGER PRIMARY KEY, ts_ms, kind, detail)   -- start, stop, reload, ...
  *   lifetime(name TEXT PRIMARY KEY, allocs, frees, fails, drains, released_bytes, requests,
  *            starts, updated_ms)            -- one row per arena name, plus "vad" for requests

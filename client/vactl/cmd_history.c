@@ -3,16 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include <sqlite3.h>
 
+#include "statsdb.h"
 #include "vactl.h"
-
-#define SYSTEM_SOCKET	"/run/vad/vad.sock"
-#define SYSTEM_STATS_DB "/var/lib/vad/stats.db"
-#define SCHEMA_VERSION	"1"
 
 struct history_args {
 	const char *db;
@@ -49,23 +45,6 @@ static int on_history_opt(int opt, const char *arg, void *ctx)
 		return VACTL_EXIT_OK;
 	}
 	return VACTL_EXIT_USAGE;
-}
-
-/* Where the daemon writes its history when vad.conf leaves stats_db empty: beside its
- * socket, or the system path for the system socket. */
-static char *default_db(const struct vactl_opts *o)
-{
-	const char *sock = o->socket;
-	if (!sock || !*sock)
-		sock = getenv("VAD_SOCKET");
-	if (!sock || !*sock || strcmp(sock, SYSTEM_SOCKET) == 0)
-		return strdup(SYSTEM_STATS_DB);
-	const char *slash = strrchr(sock, '/');
-	char *path;
-	if (asprintf(&path, "%.*s/vad-stats.db", slash ? (int)(slash - sock) : 1,
-		     slash ? sock : ".") < 0)
-		return NULL;
-	return path;
 }
 
 static int64_t col(sqlite3_stmt *st, int i)
@@ -113,26 +92,6 @@ static int db_fail(const struct history *h, const char *what)
 {
 	fprintf(stderr, "vactl: %s: %s: %s\n", h->path, what, sqlite3_errmsg(h->db));
 	return VACTL_EXIT_REFUSED;
-}
-
-static int check_schema(const struct history *h)
-{
-	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(h->db, "SELECT value FROM meta WHERE key = 'schema_version'", -1,
-			       &st, NULL) != SQLITE_OK)
-		return db_fail(h, "not a vad stats database");
-	int rc = VACTL_EXIT_OK;
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		fprintf(stderr, "vactl: %s: no schema version recorded\n", h->path);
-		rc = VACTL_EXIT_REFUSED;
-	} else if (strcmp(col_text(st, 0), SCHEMA_VERSION) != 0) {
-		fprintf(stderr,
-			"vactl: %s has stats schema version %s; this vactl reads version %s\n",
-			h->path, col_text(st, 0), SCHEMA_VERSION);
-		rc = VACTL_EXIT_REFUSED;
-	}
-	sqlite3_finalize(st);
-	return rc;
 }
 
 /* One snapshot's arena rows: as JSON into arr, or as table rows. */
@@ -336,47 +295,23 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
 	if ((rc = vactl_check_operands(&vactl_cmd_history, argc, argv, first, 0)))
 		return rc;
-	char *path = a.db ? strdup(a.db) : default_db(o);
-	if (!path) {
-		fprintf(stderr, "vactl: out of memory\n");
-		return VACTL_EXIT_REFUSED;
-	}
-	struct stat sb;
-	if (stat(path, &sb) < 0) {
-		fprintf(stderr,
-			"vactl: no stats database at %s: %s (the daemon writes one when stats_db "
-			"is set or beside its socket; try --db PATH)\n",
-			path, strerror(errno));
-		free(path);
-		return VACTL_EXIT_REFUSED;
-	}
-	struct history h = {.path = path, .a = &a, .o = o};
-	if (sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-		rc = db_fail(&h, "cannot open");
-		sqlite3_close(h.db);
-		free(path);
+	/* Every schema version so far has the columns read here. */
+	struct vactl_statsdb sdb;
+	if ((rc = vactl_statsdb_open(o, a.db, 1, &sdb)))
 		return rc;
-	}
-	sqlite3_busy_timeout(h.db, 2000);
-	if (a.since_ms) {
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-		h.since_ts = now_ms - (int64_t)a.since_ms;
-	}
+	struct history h = {.db = sdb.db, .path = sdb.path, .a = &a, .o = o};
+	h.since_ts = vactl_statsdb_since(a.since_ms);
 	json_object *j = o->json ? json_object_new_object() : NULL;
-	rc = check_schema(&h);
-	if (!rc) {
-		if (j) {
-			vactl_json_add_str(j, "db", path);
-			vactl_json_add_str(j, "schema_version", SCHEMA_VERSION);
-			vactl_json_add_u64(j, "since_ts_ms", (uint64_t)h.since_ts);
-		} else {
-			printf("stats history in %s%s\n", path,
-			       a.since_ms ? "" : " (everything kept)");
-		}
-		rc = show_snapshots(&h, j);
+	if (j) {
+		char version[16];
+		snprintf(version, sizeof(version), "%d", sdb.version);
+		vactl_json_add_str(j, "db", sdb.path);
+		vactl_json_add_str(j, "schema_version", version);
+		vactl_json_add_u64(j, "since_ts_ms", (uint64_t)h.since_ts);
+	} else {
+		printf("stats history in %s%s\n", sdb.path, a.since_ms ? "" : " (everything kept)");
 	}
+	rc = show_snapshots(&h, j);
 	if (!rc)
 		rc = show_events(&h, j);
 	if (!rc)
@@ -387,8 +322,7 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 		else
 			json_object_put(j);
 	}
-	sqlite3_close(h.db);
-	free(path);
+	vactl_statsdb_close(&sdb);
 	return rc;
 }
 

@@ -207,7 +207,13 @@ static void test_snapshots_and_lifetime(void **state)
 			 1);
 	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 5);
 	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 1);
-	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	/* The session alive at the stop was ended by it. */
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session WHERE name = 'writer' AND"
+				       " end_state = 'daemon-stop' AND peak_bytes = 20480 AND"
+				       " allocs = 5 AND disconnect_ms IS NOT NULL"),
+			 1);
 	sqlite3_close(db);
 
 	/* Second run on the same file: lifetime counters go on from where they were. */
@@ -240,6 +246,135 @@ static void test_snapshots_and_lifetime(void **state)
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot"), 2);
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session_snapshot"), 0);
 	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 3);
+	sqlite3_close(db);
+}
+
+/* ---- migration ----------------------------------------------------------------------------- */
+
+/* The version-1 fixture, found from this file's place in the tree (tests run from the root). */
+static void load_fixture(const char *name)
+{
+	char path[512], dir[256];
+	snprintf(dir, sizeof(dir), "%s", __FILE__);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	else
+		snprintf(dir, sizeof(dir), ".");
+	snprintf(path, sizeof(path), "%s/../fixtures/%s", dir, name);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		fail_msg("cannot open the fixture %s (run the tests from the source root)", path);
+	static char sql[64 * 1024];
+	size_t n = fread(sql, 1, sizeof(sql) - 1, f);
+	fclose(f);
+	assert_true(n > 0 && n < sizeof(sql) - 1);
+	sql[n] = '\0';
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("%s: %s", path, msg ? msg : "?");
+	sqlite3_close(db);
+}
+
+static void test_migrate_from_v1(void **state)
+{
+	(void)state;
+	load_fixture("stats-v1.sql");
+	sqlite3 *db = open_db();
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 0);
+	sqlite3_close(db);
+
+	/* retention 0: keep the fixture's old rows. */
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w;
+	char err[512];
+	if (vad_stats_start(svc, db_path, HOUR_MS, 0, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start on a version-1 file: %s", err);
+	struct vad_session *s = session_with_allocs(svc, "after", 2);
+	vad_stats_stop(w);
+	vad_session_free(s);
+	vad_service_destroy(svc);
+
+	db = open_db();
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+	/* The old rows are intact... */
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot WHERE id <= 2"), 2);
+	assert_int_equal(query_int(db, "SELECT busy_bytes FROM arena_snapshot WHERE"
+				       " snapshot_id = 1 AND arena = 'default'"),
+			 40960);
+	assert_int_equal(query_int(db, "SELECT alloc_p999_ns FROM arena_snapshot WHERE"
+				       " snapshot_id = 1 AND arena = 'default'"),
+			 9000);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot WHERE"
+				       " snapshot_id <= 2 AND alloc_max_ns IS NULL"),
+			 4);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session_snapshot WHERE"
+				       " snapshot_id <= 2"),
+			 3);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM event WHERE id <= 2"), 2);
+	/* ...their sessions rebuilt from the snapshots... */
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session WHERE name = 'stays' AND"
+				       " end_state = 'daemon-stop' AND peak_bytes = 32768 AND"
+				       " allocs = 12 AND disconnect_ms = 1700000010000"),
+			 1);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session WHERE name = 'left' AND"
+				       " end_state = 'unrecorded' AND peak_bytes = 8192"),
+			 1);
+	/* ...lifetime counters go on from the old ones... */
+	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 44);
+	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 2);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM event WHERE kind = 'start'"), 2);
+	/* ...and the new snapshots are written in the new layout. */
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot"), 4);
+	assert_true(query_int(db, "SELECT alloc_max_ns FROM arena_snapshot a JOIN snapshot s ON"
+				  " a.snapshot_id = s.id WHERE s.id = 4 AND a.arena = 'default'") >=
+		    query_int(db, "SELECT alloc_p50_ns FROM arena_snapshot a JOIN snapshot s ON"
+				  " a.snapshot_id = s.id WHERE s.id = 4 AND a.arena = 'default'"));
+	assert_true(query_int(db, "SELECT alloc_max_ns FROM arena_snapshot WHERE"
+				  " snapshot_id = 4 AND arena = 'default'") > 0);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session WHERE name = 'after' AND"
+				       " end_state = 'daemon-stop' AND allocs = 2"),
+			 1);
+	sqlite3_close(db);
+
+	/* Opening it again (already version 2) changes nothing in the layout. */
+	svc = new_service();
+	if (vad_stats_start(svc, db_path, HOUR_MS, 0, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start on a version-2 file: %s", err);
+	vad_stats_stop(w);
+	vad_service_destroy(svc);
+	db = open_db();
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 44);
+	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 3);
+	sqlite3_close(db);
+}
+
+/* A file from a newer vad (user_version above ours) is refused and left as it was. */
+static void test_newer_version_refused(void **state)
+{
+	(void)state;
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+				      "CREATE TABLE future(x INTEGER); PRAGMA user_version = 7;",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w = NULL;
+	char err[512] = "";
+	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), -1);
+	assert_null(w);
+	assert_non_null(strstr(err, "version 7"));
+	assert_non_null(strstr(err, "newer"));
+	vad_service_destroy(svc);
+	db = open_db();
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 7);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM sqlite_master"), 1);
 	sqlite3_close(db);
 }
 
@@ -285,6 +420,8 @@ int main(void)
 	    cmocka_unit_test(test_latency_quantiles),
 	    cmocka_unit_test_setup_teardown(test_snapshots_and_lifetime, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrate_from_v1, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_newer_version_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
