@@ -55,11 +55,12 @@ static int read_version(struct vactl_statsdb *s)
 	int64_t v = 0;
 	if (query_int(s->db, "PRAGMA user_version", &v) < 0)
 		return vactl_statsdb_fail(s, "not a database");
-	if (v == 0 && query_int(s->db,
-				"SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'",
-				&v) < 0) {
-		fprintf(stderr, "vactl: %s: no stats schema version recorded (not a vad stats "
-				"database?)\n",
+	if (v == 0 &&
+	    query_int(s->db, "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'schema_version'",
+		      &v) < 0) {
+		fprintf(stderr,
+			"vactl: %s: no stats schema version recorded (not a vad stats "
+			"database?)\n",
 			s->path);
 		return VACTL_EXIT_REFUSED;
 	}
