@@ -256,13 +256,14 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 	 * was connected at the last snapshot and is gone now has closed since. Its peak is the
 	 * most it held at any snapshot. */
 	sqlite3_stmt *seen = prepare(
-	    w, "INSERT INTO session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms,"
-	       " end_state, allocs, frees, peak_bytes, last_seen_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"
-	       " ON CONFLICT(session_id, connect_ms) DO UPDATE SET name = excluded.name,"
-	       " disconnect_ms = excluded.disconnect_ms, end_state = excluded.end_state,"
-	       " allocs = excluded.allocs, frees = excluded.frees,"
-	       " peak_bytes = MAX(peak_bytes, excluded.peak_bytes),"
-	       " last_seen_ms = excluded.last_seen_ms");
+	    w,
+	    "INSERT INTO session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms,"
+	    " end_state, allocs, frees, peak_bytes, last_seen_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"
+	    " ON CONFLICT(session_id, connect_ms) DO UPDATE SET name = excluded.name,"
+	    " disconnect_ms = excluded.disconnect_ms, end_state = excluded.end_state,"
+	    " allocs = excluded.allocs, frees = excluded.frees,"
+	    " peak_bytes = MAX(peak_bytes, excluded.peak_bytes),"
+	    " last_seen_ms = excluded.last_seen_ms");
 	sqlite3_stmt *gone = prepare(w, "UPDATE session SET end_state = 'closed', disconnect_ms = ?"
 					" WHERE end_state = 'connected' AND last_seen_ms < ?");
 	sqlite3_stmt *ev = prepare(w, "INSERT INTO event(ts_ms, kind, detail) VALUES(?,?,?)");
@@ -277,8 +278,8 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 	    prepare(w, "DELETE FROM event WHERE ts_ms < ?"),
 	    prepare(w, "DELETE FROM session WHERE end_state != 'connected' AND disconnect_ms < ?"),
 	};
-	if (!snap || !arena || !sess || !seen || !gone || !ev || !life || !prune[0] ||
-	    !prune[1] || !prune[2] || !prune[3] || !prune[4])
+	if (!snap || !arena || !sess || !seen || !gone || !ev || !life || !prune[0] || !prune[1] ||
+	    !prune[2] || !prune[3] || !prune[4])
 		goto out;
 	if (exec(w, "BEGIN IMMEDIATE") < 0)
 		goto out;
@@ -434,12 +435,16 @@ static int read_schema_version(struct vad_stats_writer *w, char *err, size_t err
 	int64_t tables = query_int(w, "SELECT COUNT(*) FROM sqlite_master", err, err_len);
 	if (tables <= 0)
 		return (int)tables;
-	int64_t meta = query_int(w, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"
-				    " AND name = 'meta'", err, err_len);
+	int64_t meta = query_int(w,
+				 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"
+				 " AND name = 'meta'",
+				 err, err_len);
 	if (meta < 0)
 		return -1;
-	int64_t v = meta ? query_int(w, "SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta"
-					" WHERE key = 'schema_version'", err, err_len)
+	int64_t v = meta ? query_int(w,
+				     "SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) FROM meta"
+				     " WHERE key = 'schema_version'",
+				     err, err_len)
 			 : 0;
 	if (v < 0)
 		return -1;
@@ -478,8 +483,9 @@ static int migrate(struct vad_stats_writer *w, char *err, size_t err_len)
 			 m->to, m->to);
 		if (exec(w, "BEGIN IMMEDIATE") < 0 || exec(w, m->sql) < 0 || exec(w, bump) < 0 ||
 		    exec(w, "COMMIT") < 0) {
-			snprintf(err, err_len, "cannot migrate the stats database %s to version %d: %s",
-				 w->path, m->to, sqlite3_errmsg(w->db));
+			snprintf(err, err_len,
+				 "cannot migrate the stats database %s to version %d: %s", w->path,
+				 m->to, sqlite3_errmsg(w->db));
 			sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
 			return -1;
 		}
