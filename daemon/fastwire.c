@@ -1,6 +1,7 @@
 /* fastwire.c - hand-written codec for Alloc/Free requests and replies; see fastwire.h. */
 #include "fastwire.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -14,11 +15,12 @@ struct cursor {
 	const uint8_t *p, *end;
 };
 
-/* One varint (at most 10 bytes, as protobuf-c accepts); false when truncated or too long. */
-static bool get_varint(struct cursor *c, uint64_t *out)
+/* One varint of at most max bytes; false when truncated or longer. protobuf-c reads values
+ * of up to 10 bytes, but tags and length prefixes of at most 5. */
+static bool get_varint_max(struct cursor *c, uint64_t *out, unsigned max)
 {
 	uint64_t v = 0;
-	for (unsigned shift = 0, i = 0; i < 10; i++, shift += 7) {
+	for (unsigned shift = 0, i = 0; i < max; i++, shift += 7) {
 		if (c->p >= c->end)
 			return false;
 		uint8_t b = *c->p++;
@@ -31,11 +33,24 @@ static bool get_varint(struct cursor *c, uint64_t *out)
 	return false;
 }
 
+/* A varint value (up to 10 bytes). */
+static bool get_varint(struct cursor *c, uint64_t *out)
+{
+	return get_varint_max(c, out, 10);
+}
+
+/* A field's tag and wire type (up to 5 bytes, as protobuf-c's parse_tag_and_wiretype). */
+static bool get_key(struct cursor *c, uint64_t *out)
+{
+	return get_varint_max(c, out, 5);
+}
+
 /* A length-delimited field's bytes. */
 static bool get_bytes(struct cursor *c, struct cursor *out)
 {
 	uint64_t len;
-	if (!get_varint(c, &len) || len > (uint64_t)(c->end - c->p))
+	/* protobuf-c's scan_length_prefix: at most 5 bytes, at most INT_MAX. */
+	if (!get_varint_max(c, &len, 5) || len > INT_MAX || len > (uint64_t)(c->end - c->p))
 		return false;
 	out->p = c->p;
 	out->end = c->p + len;
@@ -90,7 +105,7 @@ static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct cursor c)
 	while (c.p < c.end) {
 		uint64_t key, v;
 		struct cursor s;
-		if (!get_varint(&c, &key))
+		if (!get_key(&c, &key))
 			return NULL;
 		switch (key) {
 		case 1 << 3 | WT_VARINT:
@@ -133,7 +148,7 @@ static Vad__Free *get_free(ProtobufCAllocator *a, struct cursor c)
 	while (c.p < c.end) {
 		uint64_t key;
 		struct cursor s;
-		if (!get_varint(&c, &key))
+		if (!get_key(&c, &key))
 			return NULL;
 		switch (key) {
 		case 1 << 3 | WT_LEN:
@@ -163,7 +178,7 @@ Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, con
 	while (c.p < c.end) {
 		uint64_t key;
 		struct cursor s;
-		if (!get_varint(&c, &key))
+		if (!get_key(&c, &key))
 			return NULL;
 		if (key == (1 << 3 | WT_VARINT)) {
 			if (!get_varint(&c, &req->id))

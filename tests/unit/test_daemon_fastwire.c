@@ -203,6 +203,23 @@ static void test_declines_other_messages(void **state)
 	assert_non_null(slow);
 	assert_int_equal(slow->free->n_offsets, 2);
 
+	/* A length prefix of 6 bytes (protobuf-c reads at most 5): Request{id 22, Alloc{size 0,
+	 * size 23, arena: length 80 80 80 80 80 00}} (the fuzzer's service-bugs #8 input). */
+	const uint8_t longlen[] = {0x08, 0x16, 0x1a, 0x0b, 0x08, 0x00, 0x08, 0x17,
+				   0x1a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+	assert_null(vad__request__unpack(&s.pb, sizeof(longlen), longlen));
+	assert_null(vad_fast_unpack_request(&s.pb, sizeof(longlen), longlen));
+
+	/* A tag of 6 bytes (protobuf-c reads at most 5): id written as 88 80 80 80 80 00. */
+	const uint8_t longtag[] = {0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x22, 0x00};
+	assert_null(vad__request__unpack(&s.pb, sizeof(longtag), longtag));
+	assert_null(vad_fast_unpack_request(&s.pb, sizeof(longtag), longtag));
+
+	/* The same tag in 5 bytes is fine for both. */
+	const uint8_t tag5[] = {0x88, 0x80, 0x80, 0x80, 0x00, 0x01, 0x22, 0x00};
+	assert_non_null(vad__request__unpack(&s.pb, sizeof(tag5), tag5));
+	assert_non_null(vad_fast_unpack_request(&s.pb, sizeof(tag5), tag5));
+
 	/* A varint of 11 bytes. */
 	const uint8_t longvar[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
 				   0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
