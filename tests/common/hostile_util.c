@@ -67,8 +67,10 @@ int vt_baseline_check(const struct vt_daemon *d, const struct vt_baseline *b, in
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	struct vad_stats s = {0};
 	for (;;) {
+		/* Fewer clients than at the baseline is no leak: a connection of the previous
+		 * test may still have been closing when the baseline was taken. */
 		if (vt_purge(d) == 0 && vt_stats(d, &s) == 0 && s.busy_bytes == b->busy &&
-		    s.clients == b->clients + 1)
+		    s.clients <= b->clients + 1)
 			break;
 		if (vt_now_ns() >= deadline) {
 			fprintf(stderr,
