@@ -381,6 +381,67 @@ out:
 
 /* ---- thread ------------------------------------------------------------------------------ */
 
+static int migrate(struct vad_stats_writer *w, char *err, size_t err_len);
+static void load_lifetime(struct vad_stats_writer *w);
+
+/* How long to wait between attempts to open a database that could not be opened. */
+static uint64_t retry_ms(const struct vad_stats_writer *w)
+{
+	if (w->interval_ms < 1000)
+		return 1000;
+	return w->interval_ms > 30000 ? 30000 : w->interval_ms;
+}
+
+static void close_database(struct vad_stats_writer *w)
+{
+	if (w->db)
+		sqlite3_close(w->db);
+	w->db = NULL;
+}
+
+/* Open (or create) the database, migrate it, record the start and write a first
+ * snapshot. On failure the writer is left without a database, to be retried. */
+static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
+{
+	int rc = sqlite3_open_v2(w->path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, err_len, "cannot open the stats database %s: %s", w->path,
+			 w->db ? sqlite3_errmsg(w->db) : sqlite3_errstr(rc));
+		close_database(w);
+		return -1;
+	}
+	sqlite3_busy_timeout(w->db, 2000); /* a reader such as vactl history may hold it */
+	if (migrate(w, err, err_len) < 0) {
+		close_database(w);
+		return -1;
+	}
+	if (exec(w, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0) {
+		snprintf(err, err_len, "cannot set up the stats database %s: %s", w->path,
+			 sqlite3_errmsg(w->db));
+		close_database(w);
+		return -1;
+	}
+	/* Sessions still connected when the last vad ended without a final snapshot: they
+	 * ended with it, some time after they were last seen. */
+	if (exec(w, "UPDATE session SET end_state = 'lost', disconnect_ms = last_seen_ms"
+		    " WHERE end_state = 'connected'") < 0) {
+		snprintf(err, err_len, "cannot write the stats database %s: %s", w->path,
+			 sqlite3_errmsg(w->db));
+		close_database(w);
+		return -1;
+	}
+	load_lifetime(w);
+	for (size_t i = 0; i < w->svc->n_arenas; i++)
+		vad_latency_sum(&w->svc->alloc_latency[i], &w->prev_latency[i]);
+	char detail[64];
+	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
+		 (unsigned long long)w->vad_base.starts + 1);
+	vad_service_event(w->svc, "start", detail);
+	write_snapshot(w, false); /* the start is on disk at once */
+
+	return 0;
+}
+
 static void *stats_main(void *arg)
 {
 	struct vad_stats_writer *w = arg;
@@ -388,8 +449,9 @@ static void *stats_main(void *arg)
 	while (!w->stopping) {
 		struct timespec deadline;
 		clock_gettime(CLOCK_MONOTONIC, &deadline);
-		deadline.tv_sec += (time_t)(w->interval_ms / 1000);
-		deadline.tv_nsec += (long)(w->interval_ms % 1000) * 1000000L;
+		uint64_t wait_ms = w->db ? w->interval_ms : retry_ms(w);
+		deadline.tv_sec += (time_t)(wait_ms / 1000);
+		deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
 		if (deadline.tv_nsec >= 1000000000L) {
 			deadline.tv_sec++;
 			deadline.tv_nsec -= 1000000000L;
@@ -400,7 +462,13 @@ static void *stats_main(void *arg)
 		if (w->stopping)
 			break;
 		pthread_mutex_unlock(&w->lock);
-		write_snapshot(w, false);
+		if (w->db) {
+			write_snapshot(w, false);
+		} else {
+			char err[PATH_MAX + 256];
+			if (open_database(w, err, sizeof(err)) == 0)
+				log_notice("stats: %s is open now; snapshots resume", w->path);
+		}
 		pthread_mutex_lock(&w->lock);
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -560,41 +628,12 @@ int vad_stats_start(struct vad_service *svc, const char *path, uint64_t interval
 		free_writer(w);
 		return -1;
 	}
-	int rc = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-	if (rc != SQLITE_OK) {
-		snprintf(err, err_len, "cannot open the stats database %s: %s", path,
-			 w->db ? sqlite3_errmsg(w->db) : sqlite3_errstr(rc));
-		free_writer(w);
-		return -1;
+	int opened = open_database(w, err, err_len);
+	if (opened < 0) {
+		/* Said once; the thread retries quietly and says when it succeeds. */
+		log_warn("running without stats for now: %s (retrying every %llu s)", err,
+			 (unsigned long long)(retry_ms(w) / 1000));
 	}
-	sqlite3_busy_timeout(w->db, 2000); /* a reader such as vactl history may hold it */
-	if (migrate(w, err, err_len) < 0) {
-		free_writer(w);
-		return -1;
-	}
-	if (exec(w, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;") < 0) {
-		snprintf(err, err_len, "cannot set up the stats database %s: %s", path,
-			 sqlite3_errmsg(w->db));
-		free_writer(w);
-		return -1;
-	}
-	/* Sessions still connected when the last vad ended without a final snapshot: they
-	 * ended with it, some time after they were last seen. */
-	if (exec(w, "UPDATE session SET end_state = 'lost', disconnect_ms = last_seen_ms"
-		    " WHERE end_state = 'connected'") < 0) {
-		snprintf(err, err_len, "cannot write the stats database %s: %s", path,
-			 sqlite3_errmsg(w->db));
-		free_writer(w);
-		return -1;
-	}
-	load_lifetime(w);
-	for (size_t i = 0; i < svc->n_arenas; i++)
-		vad_latency_sum(&svc->alloc_latency[i], &w->prev_latency[i]);
-	char detail[64];
-	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
-		 (unsigned long long)w->vad_base.starts + 1);
-	vad_service_event(svc, "start", detail);
-	write_snapshot(w, false); /* the start is on disk at once */
 
 	int e = pthread_create(&w->thread, NULL, stats_main, w);
 	if (e) {
@@ -604,7 +643,7 @@ int vad_stats_start(struct vad_service *svc, const char *path, uint64_t interval
 	}
 	w->thread_started = true;
 	*out = w;
-	return 0;
+	return opened < 0 ? 1 : 0;
 }
 
 void vad_stats_stop(struct vad_stats_writer *w)
@@ -618,8 +657,10 @@ void vad_stats_stop(struct vad_stats_writer *w)
 		pthread_mutex_unlock(&w->lock);
 		pthread_join(w->thread, NULL);
 	}
-	vad_service_event(w->svc, "stop", NULL);
-	if (write_snapshot(w, true) == 0)
-		log_info("stats: final snapshot written to %s", w->path);
+	if (w->db) {
+		vad_service_event(w->svc, "stop", NULL);
+		if (write_snapshot(w, true) == 0)
+			log_info("stats: final snapshot written to %s", w->path);
+	}
 	free_writer(w);
 }

@@ -42,9 +42,11 @@
 struct vad_stats_writer;
 
 /* Open (or create) the database at path, record a start event and start the thread that
- * writes a snapshot every interval_ms and prunes rows older than retention_ms. Returns 0, or
- * -1 with a reason in err (the daemon then runs without stats). Events queued with
- * vad_service_event are written with each snapshot. */
+ * writes a snapshot every interval_ms and prunes rows older than retention_ms. Returns 0;
+ * 1 when the database cannot be opened now (the reason is in err and logged once; the
+ * thread retries every interval, clamped to 1-30 s, and says when it succeeds); or -1 with
+ * a reason in err when the thread cannot start (the daemon then runs without stats).
+ * Events queued with vad_service_event are written with each snapshot. */
 int vad_stats_start(struct vad_service *svc, const char *path, uint64_t interval_ms,
 		    uint64_t retention_ms, struct vad_stats_writer **out, char *err,
 		    size_t err_len);

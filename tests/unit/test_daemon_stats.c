@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -367,10 +368,11 @@ static void test_newer_version_refused(void **state)
 	struct vad_service *svc = new_service();
 	struct vad_stats_writer *w = NULL;
 	char err[512] = "";
-	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), -1);
-	assert_null(w);
+	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), 1);
+	assert_non_null(w);
 	assert_non_null(strstr(err, "version 7"));
 	assert_non_null(strstr(err, "newer"));
+	vad_stats_stop(w);
 	vad_service_destroy(svc);
 	db = open_db();
 	assert_int_equal(query_int(db, "PRAGMA user_version"), 7);
@@ -386,9 +388,10 @@ static void test_refusals(void **state)
 	char err[512] = "";
 	assert_int_equal(vad_stats_start(svc, "/nonexistent-dir/x/stats.db", HOUR_MS, HOUR_MS, &w,
 					 err, sizeof(err)),
-			 -1);
-	assert_null(w);
+			 1);
+	assert_non_null(w);
 	assert_non_null(strstr(err, "/nonexistent-dir/x/stats.db"));
+	vad_stats_stop(w);
 
 	/* A database from a future vad is left alone. */
 	sqlite3 *db;
@@ -400,8 +403,9 @@ static void test_refusals(void **state)
 			 NULL, NULL, NULL),
 	    SQLITE_OK);
 	sqlite3_close(db);
-	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), -1);
+	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), 1);
 	assert_non_null(strstr(err, "version 99"));
+	vad_stats_stop(w);
 
 	/* Not a database at all. */
 	teardown(NULL);
@@ -409,9 +413,49 @@ static void test_refusals(void **state)
 	assert_non_null(f);
 	fputs("this is not an SQLite file, just some text long enough to have a header........", f);
 	fclose(f);
-	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), -1);
+	assert_int_equal(vad_stats_start(svc, db_path, HOUR_MS, HOUR_MS, &w, err, sizeof(err)), 1);
 	assert_non_null(strstr(err, db_path));
+	vad_stats_stop(w);
 	vad_service_destroy(svc);
+}
+
+/* A database that cannot be opened at start is retried: once its directory exists, the
+ * writer opens it, records the start and writes snapshots. */
+static void test_retry_until_openable(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/vad-stats-retry-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char sub[sizeof(dir) + 8], path[sizeof(dir) + 32];
+	snprintf(sub, sizeof(sub), "%s/later", dir);
+	snprintf(path, sizeof(path), "%s/stats.db", sub);
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w = NULL;
+	char err[512] = "";
+	assert_int_equal(vad_stats_start(svc, path, 100, HOUR_MS, &w, err, sizeof(err)), 1);
+	assert_non_null(w);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	/* Retries come every second here (the interval, clamped to 1-30 s). */
+	bool opened = false;
+	for (int i = 0; i < 100 && !opened; i++) {
+		usleep(100000);
+		sqlite3 *db;
+		if (access(path, F_OK) == 0 &&
+		    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+			opened = query_int(db, "PRAGMA user_version") == 2;
+			sqlite3_close(db);
+		}
+	}
+	assert_true(opened);
+	vad_stats_stop(w);
+	vad_service_destroy(svc);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_true(query_int(db, "SELECT COUNT(*) FROM event WHERE kind = 'start'") >= 1);
+	sqlite3_close(db);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
 }
 
 int main(void)
@@ -422,6 +466,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_migrate_from_v1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_version_refused, setup, teardown),
+	    cmocka_unit_test(test_retry_until_openable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
