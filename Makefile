@@ -119,7 +119,7 @@ $(O)/tests/%: tests/integration/%.c $(LIBTEST) $(LIBDAEMON) $(LIBVAD_A) $(LIBPRO
 	$(CC) $(CPPFLAGS) -Itests/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LINK)
 
 # ---- running ---------------------------------------------------------------
-run: all
+run: deps-quiet $(VAD) $(VACTL)
 	@scripts/run-dev $(O)
 
 # The normal build, then ASan+UBSan, then TSan; each prints "N passed, N failed".
