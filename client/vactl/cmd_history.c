@@ -1,5 +1,6 @@
 /* cmd_history.c - the daemon's stats history, read straight from its SQLite file. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include "sparkline.h"
 #include "statsdb.h"
 #include "vactl.h"
 
@@ -200,6 +202,95 @@ static int show_snapshots(const struct history *h, json_object *out)
 	return rc;
 }
 
+/* Per arena, sparklines over the period: busy bytes, fragmentation, alloc p99 and
+ * failures per interval (the fails counter restarts with the daemon: a drop is a restart). */
+static int show_trends(const struct history *h)
+{
+	static const char sql[] =
+	    "SELECT a.arena, a.busy_bytes, a.fragmentation, a.alloc_p99_ns, a.fails"
+	    " FROM arena_snapshot a JOIN snapshot s ON s.id = a.snapshot_id"
+	    " WHERE s.ts_ms >= ?1 AND (?2 IS NULL OR a.arena = ?2) ORDER BY a.arena, s.ts_ms, s.id";
+	sqlite3_stmt *st;
+	if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_fail(h, "reading arena snapshots");
+	sqlite3_bind_int64(st, 1, h->since_ts);
+	if (h->a->arena)
+		sqlite3_bind_text(st, 2, h->a->arena, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 2);
+	size_t n = 0, cap = 0;
+	double *series[4] = {NULL, NULL, NULL, NULL};
+	char arena[128] = "";
+	int64_t last_fails = 0;
+	int step, rc = VACTL_EXIT_OK;
+	bool header = false;
+	for (;;) {
+		step = sqlite3_step(st);
+		const char *name = step == SQLITE_ROW ? col_text(st, 0) : NULL;
+		if (n && (!name || strcmp(name, arena) != 0)) {
+			static const char *const labels[] = {"busy", "fragmentation", "alloc p99",
+							     "failures"};
+			if (!header) {
+				printf("\ntrends (oldest to newest, each scaled to its maximum):\n");
+				header = true;
+			}
+			printf("  %s (%zu snapshots)\n", arena, n);
+			for (int k = 0; k < 4; k++) {
+				char line[60 * 4 + 1];
+				double max = 0;
+				for (size_t i = 0; i < n; i++)
+					if (series[k][i] > max)
+						max = series[k][i];
+				vactl_sparkline(series[k], n, 60, line, sizeof(line));
+				char top[32];
+				if (k == 0)
+					vactl_fmt_size((uint64_t)max, top, sizeof(top));
+				else if (k == 1)
+					snprintf(top, sizeof(top), "%.1f%%", 100.0 * max);
+				else if (k == 2)
+					fmt_ns((int64_t)max, top, sizeof(top));
+				else
+					snprintf(top, sizeof(top), "%.0f", max);
+				printf("    %-14s %s  max %s\n", labels[k], line, top);
+			}
+			n = 0;
+		}
+		if (!name)
+			break;
+		if (n == 0) {
+			snprintf(arena, sizeof(arena), "%s", name);
+			last_fails = 0;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			for (int k = 0; k < 4; k++) {
+				double *p = realloc(series[k], ncap * sizeof(double));
+				if (!p) {
+					fprintf(stderr, "vactl: out of memory\n");
+					rc = VACTL_EXIT_REFUSED;
+					goto out;
+				}
+				series[k] = p;
+			}
+			cap = ncap;
+		}
+		int64_t fails = col(st, 4);
+		series[0][n] = (double)col(st, 1);
+		series[1][n] = sqlite3_column_double(st, 2);
+		series[2][n] = (double)col(st, 3);
+		series[3][n] = (double)(fails >= last_fails ? fails - last_fails : fails);
+		last_fails = fails;
+		n++;
+	}
+	if (step != SQLITE_DONE)
+		rc = db_fail(h, "reading arena snapshots");
+out:
+	for (int k = 0; k < 4; k++)
+		free(series[k]);
+	sqlite3_finalize(st);
+	return rc;
+}
+
 static int show_events(const struct history *h, json_object *out)
 {
 	sqlite3_stmt *st;
@@ -312,6 +403,8 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 		printf("stats history in %s%s\n", sdb.path, a.since_ms ? "" : " (everything kept)");
 	}
 	rc = show_snapshots(&h, j);
+	if (!rc && !j)
+		rc = show_trends(&h);
 	if (!rc)
 		rc = show_events(&h, j);
 	if (!rc)

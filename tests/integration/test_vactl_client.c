@@ -308,6 +308,17 @@ static void test_history(void **state)
 	assert_true(saw_default);
 	json_object_put(j);
 	vt_output_free(&o);
+	/* The table for people ends each arena with sparklines of its trends. */
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "history", "--db", d->stats_db,
+				     "--since", "all", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl history");
+	assert_true(vt_contains(o.out, "trends"));
+	assert_true(vt_contains(o.out, "busy "));
+	assert_true(vt_contains(o.out, "fragmentation "));
+	assert_true(vt_contains(o.out, "alloc p99 "));
+	assert_true(vt_contains(o.out, "failures "));
+	assert_true(vt_contains(o.out, "\xe2\x96")); /* a block character, U+2581..U+2588 */
+	vt_output_free(&o);
 	assert_int_equal(
 	    0, vt_vactl(NULL, NULL, &o, "history", "--db", "/nonexistent/stats.db", NULL));
 	VT_ASSERT_EXIT(&o, 1, "vactl history --db /nonexistent/stats.db");
