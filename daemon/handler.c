@@ -138,6 +138,8 @@ static void quota_error(struct vad_session *s, struct vad_reply *r, enum vad_quo
 				"quota exceeded: uid %u holds %s of %s; this request needs %s more",
 				(unsigned)s->peer.uid, SZ(h, held), SZ(q, l.quota_uid),
 				SZ(w, want));
+	/* Operators look for refusals in vactl history; the queue is bounded. */
+	vad_service_event(s->svc, "quota-refused", r->text);
 }
 
 static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
@@ -231,6 +233,7 @@ static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struc
 		vad_reply_error(r, VAD__ERROR__ENOSPC,
 				"arena '%s' has no free range of %s (largest free block %s)%s",
 				a->conf.name, SZ(b1, size), SZ(b2, st.largest_free), which);
+		vad_service_event(s->svc, "alloc-failed", r->text);
 		break;
 	}
 	case VA_EALIGN:

@@ -50,6 +50,7 @@ struct tclient {
 };
 
 static struct fixture *fx;
+static bool took_event(const char *kind, const char *text);
 
 /* ---- fixture ------------------------------------------------------------------------------ */
 
@@ -572,6 +573,8 @@ static void test_alloc_errors(void **state)
 	assert_non_null(strstr(r->message, "arena 'default' has no free range of 30 MiB"));
 	assert_non_null(strstr(r->message, "largest free block 24 MiB"));
 	done(r);
+	/* The failure is an event for the stats database. */
+	assert_true(took_event("alloc-failed", "no free range of 30 MiB"));
 	assert_int_equal(held_bytes(c), 40 * MiB);
 
 	/* All or nothing: the third range cannot fit, so the first two are given back. */
@@ -907,6 +910,19 @@ static void test_check_detects_corruption(void **state)
 	tc_free(b);
 }
 
+/* Does the event queue hold an event of this kind whose detail contains text? Takes
+ * (and frees) every queued event. */
+static bool took_event(const char *kind, const char *text)
+{
+	struct vad_event *ev = vad_service_take_events(fx->svc);
+	bool found = false;
+	for (struct vad_event *e = ev; e; e = e->next)
+		if (strcmp(e->kind, kind) == 0 && e->detail && strstr(e->detail, text))
+			found = true;
+	vad_events_free(ev);
+	return found;
+}
+
 /* ---- tests: quotas ------------------------------------------------------------------------ */
 
 static void quota_tweak(struct vad_config *cfg)
@@ -932,6 +948,7 @@ static void test_quotas(void **state)
 	assert_non_null(
 	    strstr(r->message, "quota exceeded: client 'encoder' holds 1.0 MiB of 1.0 MiB"));
 	done(r);
+	assert_true(took_event("quota-refused", "client 'encoder'"));
 
 	/* Same uid, another session: the uid quota (1.5 MiB) binds first. */
 	struct tclient *b = tc_hello(1000, 1000, "decoder");
