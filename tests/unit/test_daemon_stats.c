@@ -439,12 +439,20 @@ static void test_retry_until_openable(void **state)
 	bool opened = false;
 	for (int i = 0; i < 100 && !opened; i++) {
 		usleep(100000);
-		sqlite3 *db;
+		sqlite3 *db = NULL;
 		if (access(path, F_OK) == 0 &&
 		    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-			opened = query_int(db, "PRAGMA user_version") == 2;
-			sqlite3_close(db);
+			/* The writer may hold the file while it creates it: busy is "not yet". */
+			sqlite3_busy_timeout(db, 1000);
+			sqlite3_stmt *st;
+			if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) ==
+			    SQLITE_OK) {
+				opened = sqlite3_step(st) == SQLITE_ROW &&
+					 sqlite3_column_int64(st, 0) == 2;
+				sqlite3_finalize(st);
+			}
 		}
+		sqlite3_close(db);
 	}
 	assert_true(opened);
 	vad_stats_stop(w);
