@@ -1,4 +1,5 @@
-/* cmd_alloc.c - one-shot allocation (alloc, with an optional hold) and the free stub. */
+/* cmd_alloc.c - one-shot allocation (alloc, with an optional hold), and free: a one-shot
+ * command that explains it can only free ranges of its own session, then exits 2 (usage). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
