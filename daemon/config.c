@@ -178,61 +178,63 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/* A user name or a number; numbers need no passwd entry (containers often have none). */
-static int lookup_uid(const char *s, uid_t *out)
+/* getpwnam_r/getgrnam_r behind one shape: 0 and *id on a match, ENOENT if none, else errno. */
+typedef int (*id_by_name_fn)(const char *name, char *buf, size_t cap, uint64_t *id);
+
+static int uid_by_name(const char *name, char *buf, size_t cap, uint64_t *id)
 {
-	uint64_t v;
-	if (all_digits(s)) {
-		if (parse_uint(s, (uid_t)-2, &v))
-			return -1;
-		*out = (uid_t)v;
-		return 0;
-	}
 	struct passwd pw, *res = NULL;
+	int rc = getpwnam_r(name, &pw, buf, cap, &res);
+	if (rc == 0 && res)
+		*id = pw.pw_uid;
+	return rc ? rc : res ? 0 : ENOENT;
+}
+
+static int gid_by_name(const char *name, char *buf, size_t cap, uint64_t *id)
+{
+	struct group gr, *res = NULL;
+	int rc = getgrnam_r(name, &gr, buf, cap, &res);
+	if (rc == 0 && res)
+		*id = gr.gr_gid;
+	return rc ? rc : res ? 0 : ENOENT;
+}
+
+/* A name or a number; numbers need no passwd/group entry (containers often have none). */
+static int lookup_id(const char *s, uint64_t max, id_by_name_fn by_name, uint64_t *out)
+{
+	if (all_digits(s))
+		return parse_uint(s, max, out);
 	size_t cap = 4096;
 	for (;;) {
 		char *buf = malloc(cap);
 		if (!buf)
 			return -1;
-		int rc = getpwnam_r(s, &pw, buf, cap, &res);
+		int rc = by_name(s, buf, cap, out);
+		free(buf);
 		if (rc == ERANGE && cap < (1u << 20)) {
-			free(buf);
 			cap *= 4;
 			continue;
 		}
-		if (rc == 0 && res)
-			*out = pw.pw_uid;
-		free(buf);
-		return (rc == 0 && res) ? 0 : -1;
+		return rc ? -1 : 0;
 	}
+}
+
+static int lookup_uid(const char *s, uid_t *out)
+{
+	uint64_t v;
+	if (lookup_id(s, (uid_t)-2, uid_by_name, &v))
+		return -1;
+	*out = (uid_t)v;
+	return 0;
 }
 
 static int lookup_gid(const char *s, gid_t *out)
 {
 	uint64_t v;
-	if (all_digits(s)) {
-		if (parse_uint(s, (gid_t)-2, &v))
-			return -1;
-		*out = (gid_t)v;
-		return 0;
-	}
-	struct group gr, *res = NULL;
-	size_t cap = 4096;
-	for (;;) {
-		char *buf = malloc(cap);
-		if (!buf)
-			return -1;
-		int rc = getgrnam_r(s, &gr, buf, cap, &res);
-		if (rc == ERANGE && cap < (1u << 20)) {
-			free(buf);
-			cap *= 4;
-			continue;
-		}
-		if (rc == 0 && res)
-			*out = gr.gr_gid;
-		free(buf);
-		return (rc == 0 && res) ? 0 : -1;
-	}
+	if (lookup_id(s, (gid_t)-2, gid_by_name, &v))
+		return -1;
+	*out = (gid_t)v;
+	return 0;
 }
 
 static bool is_power_of_two(uint64_t v)
