@@ -1,8 +1,8 @@
 /*
  * bench_cli.h - command-line and output helpers of vabench's two front ends.
  *
- * vabench.c (the library bench) uses them; daemon_main.c and daemon_stats.c (the
- * --daemon bench) keep copies of the same two functions and could use these instead.
+ * vabench.c (the library bench) and daemon_main.c / daemon_stats.c (the --daemon bench)
+ * share them.
  */
 #ifndef BENCH_CLI_H
 #define BENCH_CLI_H

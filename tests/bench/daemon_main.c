@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_cli.h"
 #include "daemon_bench.h"
 #include "vad.h"
 
@@ -71,47 +72,13 @@ bool daemon_bench_wanted(int argc, char **argv)
 	return false;
 }
 
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	if (!*s || *s == '-')
-		return -1;
-	unsigned long long v = strtoull(s, &end, 0);
-	unsigned shift = 0;
-	if (errno)
-		return -1;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		shift = 10;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		break;
-	default:
-		break;
-	}
-	if (shift)
-		end++;
-	if (*end || (shift && v > (~0ull >> shift)))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 static int parse_uint_list(char *arg, unsigned *vals, unsigned *n, unsigned max)
 {
 	char *save = NULL;
 	*n = 0;
 	for (char *t = strtok_r(arg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		uint64_t v;
-		if (*n >= MAX_LIST || parse_u64(t, &v) || v < 1 || v > max)
+		if (*n >= MAX_LIST || bench_parse_u64(t, &v) || v < 1 || v > max)
 			return -1;
 		vals[(*n)++] = (unsigned)v;
 	}
@@ -214,12 +181,12 @@ static int parse(int argc, char **argv, struct dopts *o)
 			}
 			break;
 		case O_SIZE:
-			rc = parse_u64(optarg, &o->base.unit);
+			rc = bench_parse_u64(optarg, &o->base.unit);
 			if (!rc && o->base.unit == 0)
 				rc = -1;
 			break;
 		case O_DRIVERS:
-			rc = parse_u64(optarg, &v);
+			rc = bench_parse_u64(optarg, &v);
 			if (!rc && (v < 1 || v > 4096))
 				rc = -1;
 			o->base.drivers = (unsigned)v;
@@ -235,26 +202,26 @@ static int parse(int argc, char **argv, struct dopts *o)
 			rc = *end || o->base.seconds <= 0 ? -1 : 0;
 			break;
 		case O_OPS:
-			rc = parse_u64(optarg, &o->base.ops);
+			rc = bench_parse_u64(optarg, &o->base.ops);
 			break;
 		case O_ARENA:
 			o->base.arena = optarg;
 			break;
 		case O_REPEAT:
-			rc = parse_u64(optarg, &v);
+			rc = bench_parse_u64(optarg, &v);
 			if (!rc && (v < 1 || v > 100))
 				rc = -1;
 			o->repeat = (unsigned)v;
 			break;
 		case O_DPID:
-			rc = parse_u64(optarg, &v);
+			rc = bench_parse_u64(optarg, &v);
 			o->base.daemon_pid = (int)v;
 			break;
 		case O_LABEL:
 			o->base.label = optarg;
 			break;
 		case O_SEED:
-			rc = parse_u64(optarg, &o->base.seed);
+			rc = bench_parse_u64(optarg, &o->base.seed);
 			break;
 		case O_JSON:
 			o->json = true;

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_cli.h"
 #include "daemon_bench.h"
 
 /* ---- histograms ------------------------------------------------------------------------- */
@@ -194,27 +195,12 @@ static void loadavg(double *l1)
 	fclose(f);
 }
 
-static void put_json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 void db_print_json(FILE *f, const struct db_params *p, const struct db_result *r)
 {
 	double la;
 	loadavg(&la);
 	fprintf(f, "{\"mode\":\"%s\",\"label\":", mode_name(p->mode));
-	put_json_string(f, p->label ? p->label : "");
+	bench_put_json_string(f, p->label ? p->label : "");
 	fprintf(
 	    f,
 	    ",\"workload\":\"%s\",\"unit\":%llu,\"clients\":%u,\"pipeline\":%u,"
@@ -244,7 +230,7 @@ void db_print_json(FILE *f, const struct db_params *p, const struct db_result *r
 	    (unsigned long long)r->req_bytes, (unsigned long long)r->resp_bytes, la);
 	if (r->failed) {
 		fputs(",\"error\":", f);
-		put_json_string(f, r->errmsg);
+		bench_put_json_string(f, r->errmsg);
 	}
 	fputs("}\n", f);
 	fflush(f);
