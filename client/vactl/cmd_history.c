@@ -409,14 +409,7 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 		rc = show_events(&h, j);
 	if (!rc)
 		rc = show_lifetime(&h, j);
-	if (j) {
-		if (!rc)
-			vactl_json_print(j);
-		else
-			json_object_put(j);
-	}
-	vactl_statsdb_close(&sdb);
-	return rc;
+	return vactl_statsdb_finish(&sdb, j, rc);
 }
 
 const struct vactl_cmd vactl_cmd_history = {

@@ -154,14 +154,7 @@ static int run_sessions(struct vactl_opts *o, int argc, char **argv)
 		       a.since_ms ? "" : " (everything kept)");
 	}
 	rc = show_sessions(&sdb, since_ts, j);
-	if (j) {
-		if (!rc)
-			vactl_json_print(j);
-		else
-			json_object_put(j);
-	}
-	vactl_statsdb_close(&sdb);
-	return rc;
+	return vactl_statsdb_finish(&sdb, j, rc);
 }
 
 const struct vactl_cmd vactl_cmd_sessions = {

@@ -128,3 +128,15 @@ int64_t vactl_statsdb_since(uint64_t since_ms)
 	clock_gettime(CLOCK_REALTIME, &now);
 	return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - (int64_t)since_ms;
 }
+
+int vactl_statsdb_finish(struct vactl_statsdb *s, json_object *j, int rc)
+{
+	if (j) {
+		if (!rc)
+			vactl_json_print(j);
+		else
+			json_object_put(j);
+	}
+	vactl_statsdb_close(s);
+	return rc;
+}

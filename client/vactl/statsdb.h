@@ -26,6 +26,10 @@ int vactl_statsdb_open(const struct vactl_opts *o, const char *db, int min_versi
 /* Close what vactl_statsdb_open opened (safe on a zeroed struct). */
 void vactl_statsdb_close(struct vactl_statsdb *s);
 
+/* Finish a command that read s: print j (if any) when rc is VACTL_EXIT_OK, else drop it;
+ * then close s. Returns rc. */
+int vactl_statsdb_finish(struct vactl_statsdb *s, json_object *j, int rc);
+
 /* Print "vactl: PATH: what: sqlite's message" and return VACTL_EXIT_REFUSED. */
 int vactl_statsdb_fail(const struct vactl_statsdb *s, const char *what);
 
