@@ -100,6 +100,21 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
  * non-NULL it receives the owner tag. */
 int va_free(struct va_space *vs, uint64_t addr, void **owner_out);
 
+/* Allocate n areas, area i of sizes[i] bytes aligned to align, tagged owners[i] (owners may
+ * be NULL: no tags), as n calls of va_alloc would, but taking a node's lock once per run of
+ * pool hits instead of once per area. All or nothing: 0 with out_addrs[i] set, or the error
+ * of the first area that failed, *failed (if non-NULL) its index, and no area kept (those
+ * already allocated are freed again, lazily, and counted as frees). */
+int va_alloc_batch(struct va_space *vs, size_t n, const uint64_t *sizes, uint64_t align,
+		   void *const *owners, uint64_t *out_addrs, size_t *failed);
+
+/* Free addrs[0..n) in order, as n calls of va_free would, taking a node's lock once per run
+ * of areas in that node. 0 when all were freed; else the first error (va_free's codes),
+ * with *done (if non-NULL) the number freed before it and the rest untried. owners_out, if
+ * non-NULL, receives area i's owner tag in owners_out[i]. */
+int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **owners_out,
+		  size_t *done);
+
 /* Description of one busy area. */
 struct va_area {
 	uint64_t start;
