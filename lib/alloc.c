@@ -325,6 +325,93 @@ int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t 
 	return alloc_common(vs, size, align, vstart, vend, owner, out_addr);
 }
 
+/* ---- batches ---------------------------------------------------------------------- */
+
+/* Pool class (1..pool_classes) of an area of size bytes aligned to align, or 0 when it must
+ * take va_alloc's path (no pools, a stronger alignment, a size the pools do not keep, or a
+ * bad argument that path reports). */
+static unsigned pool_class_of(const struct va_space *vs, uint64_t size, uint64_t align)
+{
+	if (!vs->pool_classes || align > vs->quantum || (align & (align - 1)) || !size ||
+	    size > vs->size)
+		return 0;
+	uint64_t q = (size + vs->quantum - 1) >> vs->qshift;
+	return q <= vs->pool_classes ? (unsigned)q : 0;
+}
+
+/*
+ * A run of pool hits for areas 0..n under one hold of the home node's lock: as many as the
+ * home pools can serve. Stops at the first area that is not poolable, whose class is empty,
+ * or whose block lies in another node's zone (the single path knows how to lock that node).
+ * Returns how many were allocated.
+ */
+static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
+				  const uint64_t *sizes, uint64_t align, void *const *owners,
+				  uint64_t *out)
+{
+	struct va_node *hn = &vs->node[home];
+	size_t j = 0;
+
+	va_lock(&hn->lock);
+	for (; j < n; j++) {
+		unsigned q = pool_class_of(vs, sizes[j], align);
+		struct va_block *b;
+
+		if (!q)
+			break;
+		b = pool_pop(hn, q, vs->quantum);
+		if (!b)
+			break; /* the single path counts the wish and refills */
+		if (va_node_of(vs, b->start) != home) {
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
+			break;
+		}
+		hn->pool[q - 1].wanted++;
+		b->owner = owners ? owners[j] : NULL;
+		b->home = home;
+		busy_insert(hn, b);
+		hn->pool_hits++;
+		hn->allocs++;
+		out[j] = b->start;
+	}
+	va_unlock(&hn->lock);
+	return j;
+}
+
+int va_alloc_batch(struct va_space *vs, size_t n, const uint64_t *sizes, uint64_t align,
+		   void *const *owners, uint64_t *out_addrs, size_t *failed)
+{
+	size_t i = 0;
+	unsigned home;
+	int rc = 0;
+
+	if (!vs || (n && (!sizes || !out_addrs)))
+		return VA_EINVAL;
+	home = va_home_node(vs);
+	while (i < n) {
+		if (pool_class_of(vs, sizes[i], align)) {
+			i += alloc_run_from_pool(vs, home, n - i, sizes + i, align,
+						 owners ? owners + i : NULL, out_addrs + i);
+			if (i == n)
+				break;
+		}
+		/* a miss, another node's block or an area the pools do not keep */
+		rc = alloc_common(vs, sizes[i], align, vs->base, vs->end, owners ? owners[i] : NULL,
+				  &out_addrs[i]);
+		if (rc)
+			break;
+		i++;
+	}
+	if (rc) {
+		/* All or nothing: what this batch got goes back (lazily, as frees). */
+		if (i)
+			va_free_batch(vs, i, out_addrs, NULL, NULL);
+		if (failed)
+			*failed = i;
+	}
+	return rc;
+}
+
 /* ---- congruent groups ---------------------------------------------------------------- */
 
 /*

@@ -255,38 +255,32 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	return 0;
 }
 
-int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
-{
-	struct va_node *n;
-	struct va_block *b;
-	uint64_t size, flush = 0;
-	unsigned k;
+/* What lazy_free_locked did with an address. */
+enum lazy_free_result {
+	LF_DONE,  /* moved to the lazy array */
+	LF_MISS,  /* no busy area starts there: classify it */
+	LF_EAGER, /* no memory to grow the lazy array: release it now instead */
+};
 
-	if (!vs)
-		return VA_EINVAL;
-	if (addr < vs->base || addr >= vs->end)
-		return VA_ERANGE;
-	if (vs->cfg.eager)
-		return free_eager(vs, addr, owner_out);
-	k = va_node_of(vs, addr);
-	n = &vs->node[k];
-	va_lock(&n->lock);
-	b = busy_find(n, addr);
-	if (!b) {
-		va_unlock(&n->lock);
-		return classify_miss(vs, addr, k);
-	}
+/*
+ * Move the busy area starting at addr from node n's busy tree to its lazy array (n->lock
+ * held; lazy_reserve may drop and retake it). Bytes that crossed the node's flush threshold
+ * are added to *flush for lazy_flush_bytes once the lock is dropped.
+ */
+static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n,
+					      uint64_t addr, void **owner_out, uint64_t *flush)
+{
+	struct va_block *b = busy_find(n, addr);
+	uint64_t size;
+
+	if (!b)
+		return LF_MISS;
 	if (n->lazy_len == n->lazy_cap) {
-		if (!lazy_reserve(n)) {
-			/* no memory for the lazy array: release this one now */
-			va_unlock(&n->lock);
-			return free_eager(vs, addr, owner_out);
-		}
+		if (!lazy_reserve(n))
+			return LF_EAGER;
 		b = busy_find(n, addr); /* the lock was dropped: look again */
-		if (!b) {
-			va_unlock(&n->lock);
-			return classify_miss(vs, addr, k);
-		}
+		if (!b)
+			return LF_MISS;
 	}
 	busy_remove(n, b);
 	if (owner_out)
@@ -300,17 +294,92 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 	n->frees++;
 	n->lazy_unflushed += size;
 	if (n->lazy_unflushed >= vs->lazy_flush) {
-		flush = n->lazy_unflushed;
+		*flush += n->lazy_unflushed;
 		n->lazy_unflushed = 0;
 	}
-	va_unlock(&n->lock);
+	return LF_DONE;
+}
+
+/* Add flushed lazy bytes to the space's total (no lock held): may wake or run a drain. */
+static void lazy_flush_bytes(struct va_space *vs, uint64_t flush)
+{
 	if (flush) {
 		uint64_t now =
 		    atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed);
 
 		lazy_after_free(vs, now + flush);
 	}
-	return 0;
+}
+
+int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
+{
+	size_t done;
+
+	return va_free_batch(vs, 1, &addr, owner_out, &done);
+}
+
+int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **owners_out,
+		  size_t *done)
+{
+	enum lazy_free_result res = LF_DONE;
+	uint64_t flush = 0;
+	size_t i = 0;
+	int rc = 0;
+
+	if (!vs || (n && !addrs)) {
+		rc = VA_EINVAL;
+		goto out;
+	}
+	while (i < n) {
+		uint64_t addr = addrs[i];
+		unsigned k;
+		struct va_node *nd;
+
+		if (addr < vs->base || addr >= vs->end) {
+			rc = VA_ERANGE;
+			break;
+		}
+		if (vs->cfg.eager) {
+			rc = free_eager(vs, addr, owners_out ? &owners_out[i] : NULL);
+			if (rc)
+				break;
+			i++;
+			continue;
+		}
+		/* one lock hold for the run of addresses in this node */
+		k = va_node_of(vs, addr);
+		nd = &vs->node[k];
+		va_lock(&nd->lock);
+		for (;;) {
+			res = lazy_free_locked(vs, nd, addr, owners_out ? &owners_out[i] : NULL,
+					       &flush);
+			if (res != LF_DONE)
+				break;
+			if (++i == n)
+				break;
+			addr = addrs[i];
+			if (addr < vs->base || addr >= vs->end || va_node_of(vs, addr) != k)
+				break;
+		}
+		va_unlock(&nd->lock);
+		if (res == LF_MISS) {
+			rc = classify_miss(vs, addr, k);
+			break;
+		}
+		if (res == LF_EAGER) {
+			rc = free_eager(vs, addr, owners_out ? &owners_out[i] : NULL);
+			if (rc)
+				break;
+			i++;
+			res = LF_DONE;
+		}
+	}
+	/* after the whole batch: one drain at most, over every run it freed */
+	lazy_flush_bytes(vs, flush);
+out:
+	if (done)
+		*done = i;
+	return rc;
 }
 
 int va_lookup(struct va_space *vs, uint64_t addr, struct va_area *out)

@@ -732,6 +732,162 @@ static int expected_free_rc(struct run *r, uint64_t addr)
 	return VA_EDOUBLEFREE;
 }
 
+/* Largest number of areas one batch operation of the test asks for. */
+#define BATCH_MAX 24
+
+/*
+ * va_alloc_batch of up to BATCH_MAX areas, mostly pool sizes. Issued only when the model has
+ * a free run far larger than the whole batch, so it must succeed in every mode (the
+ * all-or-nothing failure path is tested in test_va_batch.c); in exact mode area i must be
+ * the lowest fit once areas 0..i-1 are in place, as n calls of va_alloc would give.
+ */
+static void op_alloc_batch(struct run *r)
+{
+	struct refmodel *m = &r->m;
+	uint64_t sizes[BATCH_MAX], rsizes[BATCH_MAX], expect[BATCH_MAX], addrs[BATCH_MAX];
+	void *owners[BATCH_MAX];
+	uint64_t align = rnd_below(r, 4) ? 0 : m->quantum << rnd_below(r, 3);
+	uint64_t ralign = align < m->quantum ? m->quantum : align, need = 0, where;
+	size_t n = 1 + rnd_below(r, BATCH_MAX), failed = SIZE_MAX;
+	bool with_owners = rnd_below(r, 4) != 0;
+	int rc;
+
+	for (size_t i = 0; i < n; i++) {
+		sizes[i] = rnd_below(r, 4) ? (1 + rnd_below(r, 4)) * m->quantum - rnd_below(r, 2)
+					   : gen_size(r);
+		rsizes[i] = round_q(r, sizes[i]);
+		owners[i] = new_tag(r);
+		need += rsizes[i] + ralign + zone_bytes(r);
+	}
+	if (!rm_lowest_fit(m, 2 * need, m->quantum, m->base, space_end(r), &where)) {
+		op_alloc(r, false); /* too full for a batch that cannot fail */
+		return;
+	}
+	snprintf(r->op, sizeof(r->op), "va_alloc_batch(n=%zu, first size=0x%llx, align=0x%llx)", n,
+		 ULL(sizes[0]), ULL(align));
+	if (r->trace)
+		printf("%u: %s\n", r->step, r->op);
+	if (r->mode->exact) {
+		/* the sequential lowest fits, found with temporary areas in the model */
+		for (size_t i = 0; i < n; i++) {
+			CHECK(r, rm_lowest_fit(m, rsizes[i], ralign, m->base, space_end(r),
+					       &expect[i]),
+			      "model: no fit for area %zu", i);
+			rm_insert(m, expect[i], (uint32_t)(rsizes[i] / m->quantum), NULL);
+		}
+		for (size_t i = 0; i < n; i++)
+			rm_remove(m, rm_qi(m, expect[i]));
+	}
+	rc = va_alloc_batch(r->vs, n, sizes, align, with_owners ? owners : NULL, addrs, &failed);
+	CHECK(r, rc == 0, "returned %d (%s) at area %zu with a free run of 0x%llx bytes for 0x%llx",
+	      rc, va_strerror(rc), failed, ULL(2 * need), ULL(need));
+	for (size_t i = 0; i < n; i++) {
+		if (r->mode->exact)
+			CHECK(r, addrs[i] == expect[i],
+			      "area %zu at 0x%llx; n calls of va_alloc would give 0x%llx", i,
+			      ULL(addrs[i]), ULL(expect[i]));
+		accept_area(r, addrs[i], rsizes[i], ralign, m->base, space_end(r),
+			    with_owners ? owners[i] : NULL);
+	}
+}
+
+/*
+ * va_free_batch of distinct busy areas in random order (so runs change node), sometimes
+ * with an invalid address at a random position: the areas before it are freed, it returns
+ * what va_free would, the rest stay busy.
+ */
+static void op_free_batch(struct run *r)
+{
+	struct refmodel *m = &r->m;
+	uint64_t addrs[BATCH_MAX + 1]; /* + 1: an invalid address after the areas */
+	void *owners[BATCH_MAX + 1], *expect_owner[BATCH_MAX + 1];
+	uint32_t q0[BATCH_MAX + 1];
+	size_t n = 0, want = 1 + rnd_below(r, BATCH_MAX), bad_at = SIZE_MAX, done = SIZE_MAX;
+	bool with_owners = rnd_below(r, 2) != 0;
+	int expect = VA_OK, rc;
+
+	for (size_t tries = 0; n < want && tries < 4 * BATCH_MAX && m->nareas; tries++) {
+		uint32_t s = m->starts[rnd_below(r, m->nareas)];
+		bool dup = false;
+
+		for (size_t i = 0; i < n; i++)
+			dup |= q0[i] == s;
+		if (dup)
+			continue;
+		q0[n] = s;
+		addrs[n] = rm_addr(m, s);
+		expect_owner[n] = m->owner_at[s];
+		n++;
+	}
+	if (rnd_below(r, 8) == 0) {
+		/* an address inside an area (not its start), outside the space, or free */
+		uint64_t bad = rnd_below(r, 2) ? space_end(r) + rnd_below(r, 1 << 20)
+					       : m->base + rnd_below(r, m->size);
+
+		uint32_t s0, len0;
+		bool in_batch = false;
+
+		/* not inside an area of this batch: freeing that first would change the answer */
+		if (rm_find(m, bad, &s0, &len0))
+			for (size_t i = 0; i < n; i++)
+				in_batch |= q0[i] == s0;
+		expect = in_batch ? VA_OK : expected_free_rc(r, bad);
+		if (expect != VA_OK) {
+			bad_at = rnd_below(r, n + 1);
+			if (bad_at < n) {
+				q0[bad_at] = UINT32_MAX;
+				addrs[bad_at] = bad;
+			} else {
+				addrs[n++] = bad;
+			}
+		} else {
+			expect = VA_OK;
+		}
+	}
+	if (!n)
+		return;
+	snprintf(r->op, sizeof(r->op), "va_free_batch(n=%zu, first 0x%llx, bad at %zd)", n,
+		 ULL(addrs[0]), bad_at == SIZE_MAX ? (ssize_t)-1 : (ssize_t)bad_at);
+	if (r->trace)
+		printf("%u: %s\n", r->step, r->op);
+	size_t upto = bad_at == SIZE_MAX ? n : bad_at;
+	for (size_t i = 0; i < upto; i++)
+		rm_rel_pending(m, q0[i], m->len_at[q0[i]]);
+	rc = va_free_batch(r->vs, n, addrs, with_owners ? owners : NULL, &done);
+	if (rc)
+		r->failed_calls++;
+	CHECK(r, rc == expect && done == upto,
+	      "returned %d (%s) after %zu areas; expected %d (%s) after %zu", rc, va_strerror(rc),
+	      done, expect, va_strerror(expect), upto);
+	for (size_t i = 0; i < upto; i++) {
+		uint64_t len = m->len_at[q0[i]];
+
+		if (with_owners)
+			CHECK(r, owners[i] == expect_owner[i], "owner of area %zu is %p, expected %p",
+			      i, owners[i], expect_owner[i]);
+		rm_remove(m, q0[i]);
+		r->frees++;
+		r->freed_bytes += len * m->quantum;
+		note_recent_free(r, addrs[i]);
+	}
+	if (r->mode->eager) {
+		/* eager: one release callback per area freed, for exactly that area */
+		uint64_t(*log)[2];
+		size_t nlog = rm_rel_log_take(m, &log), matched = 0;
+
+		for (size_t i = 0; i < upto; i++)
+			for (size_t j = 0; j < nlog; j++)
+				if (log[j][0] == addrs[i]) {
+					matched++;
+					break;
+				}
+		free(log);
+		CHECK(r, nlog == upto && matched == upto,
+		      "eager mode: %zu release callbacks for %zu areas freed (%zu matched)", nlog,
+		      upto, matched);
+	}
+}
+
 static void op_bad_free(struct run *r)
 {
 	struct refmodel *m = &r->m;
@@ -1076,6 +1232,10 @@ static void run_seed(const struct mode *md, uint64_t seed)
 			op_drain(r);
 		else if (x < 160 && !md->exact)
 			va_set_home_node((unsigned)rnd_below(r, 2 * md->nodes));
+		else if (x < 175)
+			op_alloc_batch(r);
+		else if (x < 190 && m->nareas)
+			op_free_batch(r);
 		else if (want_alloc || !m->nareas)
 			op_alloc(r, rnd_below(r, md->pool_heavy ? 16 : 4) == 0);
 		else
