@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "vaspace.h"
 
@@ -275,13 +276,93 @@ static void one_drain_per_batch(void **state)
 	va_destroy(vs);
 }
 
+/* ---- threads ------------------------------------------------------------------------- */
+
+struct batch_worker {
+	struct va_space *vs;
+	unsigned id, rounds;
+	uint64_t *handoff; /* areas this thread allocated for the next thread to free */
+	size_t handoff_n;
+	int errors;
+};
+
+/* Alternating batches of pool sizes and larger areas; every area tagged with the thread; the
+ * tags read back on free must be the thread's own. */
+static void *batch_worker_main(void *arg)
+{
+	struct batch_worker *w = arg;
+	enum { N = 48 };
+	uint64_t sizes[N], addrs[N];
+	void *owners[N], *got[N];
+
+	va_set_home_node(w->id);
+	for (unsigned r = 0; r < w->rounds; r++) {
+		for (unsigned i = 0; i < N; i++) {
+			sizes[i] = (i + r) % 9 == 0 ? (40 + i) * Q : (1 + (i + r) % 4) * Q;
+			owners[i] = (void *)(uintptr_t)(16 * (w->id + 1));
+		}
+		if (va_alloc_batch(w->vs, N, sizes, 0, owners, addrs, NULL)) {
+			w->errors++;
+			continue;
+		}
+		if (va_free_batch(w->vs, N, addrs, got, NULL))
+			w->errors++;
+		for (unsigned i = 0; i < N; i++)
+			if (got[i] != owners[i])
+				w->errors++;
+	}
+	/* leave some for another thread to free */
+	for (unsigned i = 0; i < N; i++)
+		sizes[i] = Q;
+	if (va_alloc_batch(w->vs, N, sizes, 0, NULL, w->handoff, NULL) == 0)
+		w->handoff_n = N;
+	return NULL;
+}
+
+/* Threads with different home nodes batch at once (TSan checks the locking), then each
+ * frees what its neighbour left: the space must be consistent and empty. */
+static void threads_batch(void **state)
+{
+	enum { T = 4 };
+	const char *mode = getenv("VAD_TEST_MODE");
+	unsigned rounds = mode && strcmp(mode, "normal") ? 300 : 2000;
+	struct va_config cfg = {.size = 1 << 30, .quantum = Q, .nodes = 3, .lazy_max = 256 * Q};
+	struct va_space *vs = NULL;
+	struct batch_worker w[T];
+	uint64_t handoff[T][48];
+	pthread_t th[T];
+
+	(void)state;
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	for (unsigned i = 0; i < T; i++) {
+		w[i] = (struct batch_worker){.vs = vs, .id = i, .rounds = rounds, .handoff = handoff[i]};
+		assert_int_equal(pthread_create(&th[i], NULL, batch_worker_main, &w[i]), 0);
+	}
+	for (unsigned i = 0; i < T; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	for (unsigned i = 0; i < T; i++) {
+		assert_int_equal(w[i].errors, 0);
+		assert_int_equal(w[i].handoff_n, 48);
+	}
+	CHECK(vs);
+	for (unsigned i = 0; i < T; i++)
+		assert_int_equal(va_free_batch(vs, 48, handoff[(i + 1) % T], NULL, NULL), 0);
+	CHECK(vs);
+	struct va_stats st = stats(vs);
+	assert_int_equal(st.busy_bytes, 0);
+	assert_int_equal(st.allocs, st.frees);
+	va_drain(vs);
+	assert_int_equal(stats(vs).free_bytes, 1 << 30);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(alloc_all_or_nothing), cmocka_unit_test(alloc_errors),
 	    cmocka_unit_test(alloc_mixed),	    cmocka_unit_test(free_across_nodes),
 	    cmocka_unit_test(free_stops_at_error),  cmocka_unit_test(free_eager),
-	    cmocka_unit_test(one_drain_per_batch),
+	    cmocka_unit_test(one_drain_per_batch),  cmocka_unit_test(threads_batch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
