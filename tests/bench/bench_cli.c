@@ -61,3 +61,19 @@ void bench_put_json_string(FILE *f, const char *s)
 	}
 	fputc('"', f);
 }
+
+int bench_cli_check_value(int rc, const char *name, const char *value)
+{
+	if (!rc)
+		return 0;
+	fprintf(stderr, "vabench: bad value for --%s: %s\n", name, value);
+	return 2;
+}
+
+int bench_cli_no_operands(int argc, char **argv, int optind_now)
+{
+	if (optind_now >= argc)
+		return 0;
+	fprintf(stderr, "vabench: unexpected argument '%s'\n", argv[optind_now]);
+	return 2;
+}

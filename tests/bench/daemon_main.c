@@ -237,16 +237,11 @@ static int parse(int argc, char **argv, struct dopts *o)
 			usage(stderr);
 			return 2;
 		}
-		if (rc) {
-			fprintf(stderr, "vabench: bad value for --%s: %s\n",
-				dlong[c - O_DAEMON].name, optarg);
+		if (bench_cli_check_value(rc, dlong[c - O_DAEMON].name, optarg))
 			return 2;
-		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "vabench: unexpected argument '%s'\n", argv[optind]);
+	if (bench_cli_no_operands(argc, argv, optind))
 		return 2;
-	}
 	if (o->base.procs && o->base.mode == DB_LIBVAD) {
 		fprintf(stderr, "vabench: --procs works with raw clients only (a vad_client "
 				"cannot be shared across processes)\n");

@@ -243,16 +243,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 			usage(stderr);
 			return 2;
 		}
-		if (rc) {
-			fprintf(stderr, "vabench: bad value for --%s: %s\n",
-				long_opts[c - OPT_WORKLOAD].name, optarg);
+		if (bench_cli_check_value(rc, long_opts[c - OPT_WORKLOAD].name, optarg))
 			return 2;
-		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "vabench: unexpected argument '%s'\n", argv[optind]);
+	if (bench_cli_no_operands(argc, argv, optind))
 		return 2;
-	}
 	if (o->space_size == 0 || o->space_size % o->quantum) {
 		fprintf(stderr, "vabench: --space-size must be a non-zero multiple of --quantum\n");
 		return 2;
