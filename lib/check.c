@@ -157,6 +157,7 @@ static int check_busy(struct checker *c, unsigned i)
 	const char *why = NULL;
 	uint64_t bytes = 0, blocks = 0;
 	const struct va_block *prev = NULL;
+	bool hint_seen = false;
 
 	if (n->busy.node && n->busy.node->red)
 		return fail(c, "node %u: busy tree root is red", i);
@@ -178,7 +179,12 @@ static int check_busy(struct checker *c, unsigned i)
 		bytes += blk_size(b);
 		blocks++;
 		prev = b;
+		hint_seen |= b == n->busy_hint;
 	}
+	/* an insert links next to the hint and a find trusts it: it must be in this tree */
+	if (n->busy_hint && !hint_seen)
+		return fail(c, "node %u: busy hint 0x%llx is not a block of the busy tree", i,
+			    (unsigned long long)n->busy_hint->start);
 	if (bytes != n->busy_bytes || blocks != n->busy_blocks)
 		return fail(
 		    c, "node %u: busy counters (%llu bytes, %llu blocks) != tree (%llu, %llu)", i,

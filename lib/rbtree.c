@@ -9,6 +9,10 @@
  */
 #include "rbtree.h"
 
+/* Rotations and fixups are inlined into each entry point so the plain tree's copies have
+ * the augmentation tests folded away. */
+#define RB_INLINE static inline __attribute__((always_inline))
+
 static void replace_child(struct rb_root *root, struct rb_node *parent, struct rb_node *old,
 			  struct rb_node *new)
 {
@@ -20,7 +24,7 @@ static void replace_child(struct rb_root *root, struct rb_node *parent, struct r
 		parent->right = new;
 }
 
-static void rotate_left(struct rb_root *root, struct rb_node *x, const struct rb_augment *aug)
+RB_INLINE void rotate_left(struct rb_root *root, struct rb_node *x, const struct rb_augment *aug)
 {
 	struct rb_node *y = x->right;
 
@@ -37,7 +41,7 @@ static void rotate_left(struct rb_root *root, struct rb_node *x, const struct rb
 	}
 }
 
-static void rotate_right(struct rb_root *root, struct rb_node *x, const struct rb_augment *aug)
+RB_INLINE void rotate_right(struct rb_root *root, struct rb_node *x, const struct rb_augment *aug)
 {
 	struct rb_node *y = x->left;
 
@@ -71,7 +75,7 @@ static void propagate_full(struct rb_node *node, const struct rb_augment *aug)
 		aug->update(node);
 }
 
-void rb_insert_fixup(struct rb_root *root, struct rb_node *z, const struct rb_augment *aug)
+RB_INLINE void insert_fixup(struct rb_root *root, struct rb_node *z, const struct rb_augment *aug)
 {
 	if (aug) {
 		aug->update(z);
@@ -120,10 +124,19 @@ void rb_insert_fixup(struct rb_root *root, struct rb_node *z, const struct rb_au
 	root->node->red = false;
 }
 
+/* The plain (busy) tree's copy has aug folded away: no callback tests in the rotations. */
+void rb_insert_fixup(struct rb_root *root, struct rb_node *z, const struct rb_augment *aug)
+{
+	if (aug)
+		insert_fixup(root, z, aug);
+	else
+		insert_fixup(root, z, NULL);
+}
+
 /* Restore the black height after removing a black node; x (maybe NULL) is the child that
  * took its place, parent its parent. */
-static void erase_fixup(struct rb_root *root, struct rb_node *x, struct rb_node *parent,
-			const struct rb_augment *aug)
+RB_INLINE void erase_fixup(struct rb_root *root, struct rb_node *x, struct rb_node *parent,
+			   const struct rb_augment *aug)
 {
 	while (x != root->node && !is_red(x)) {
 		struct rb_node *w;
@@ -184,12 +197,20 @@ static void erase_fixup(struct rb_root *root, struct rb_node *x, struct rb_node 
 		x->red = false;
 }
 
-void rb_erase(struct rb_root *root, struct rb_node *z, const struct rb_augment *aug)
+/* Unlink z and rebalance. With want_next, returns z's in-order successor: the node moved
+ * into z's place, the lowest of z's right subtree, or else found by walking up first. */
+RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
+				const struct rb_augment *aug, bool want_next)
 {
-	struct rb_node *child, *parent;
+	struct rb_node *child, *parent, *next = NULL;
 	bool removed_red;
 
 	if (!z->left || !z->right) {
+		if (want_next && z->right)
+			for (next = z->right; next->left; next = next->left)
+				;
+		else if (want_next)
+			next = rb_next(z);
 		child = z->left ? z->left : z->right;
 		parent = z->parent;
 		removed_red = z->red;
@@ -201,6 +222,7 @@ void rb_erase(struct rb_root *root, struct rb_node *z, const struct rb_augment *
 
 		while (y->left)
 			y = y->left;
+		next = y;
 		removed_red = y->red;
 		child = y->right;
 		if (y->parent == z) {
@@ -223,6 +245,20 @@ void rb_erase(struct rb_root *root, struct rb_node *z, const struct rb_augment *
 		propagate_full(parent, aug);
 	if (!removed_red)
 		erase_fixup(root, child, parent, aug);
+	return next;
+}
+
+void rb_erase(struct rb_root *root, struct rb_node *z, const struct rb_augment *aug)
+{
+	if (aug)
+		erase(root, z, aug, false);
+	else
+		erase(root, z, NULL, false);
+}
+
+struct rb_node *rb_erase_next(struct rb_root *root, struct rb_node *z)
+{
+	return erase(root, z, NULL, true);
 }
 
 struct rb_node *rb_first(const struct rb_root *root)

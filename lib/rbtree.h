@@ -44,6 +44,10 @@ void rb_insert_fixup(struct rb_root *root, struct rb_node *node, const struct rb
 /* Remove node and rebalance; with aug, the cached values stay correct. */
 void rb_erase(struct rb_root *root, struct rb_node *node, const struct rb_augment *aug);
 
+/* Remove node from a tree without augmentation and rebalance; returns node's in-order
+ * successor (NULL if it was the last), found during the removal when it can be. */
+struct rb_node *rb_erase_next(struct rb_root *root, struct rb_node *node);
+
 /* Recompute cached values from node up to the root, stopping early when one is unchanged. */
 void rb_propagate(struct rb_node *node, const struct rb_augment *aug);
 

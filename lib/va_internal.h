@@ -110,6 +110,8 @@ struct lazy_item {
 struct va_node {
 	pthread_mutex_t lock;
 	struct rb_root busy;
+	struct va_block *busy_hint; /* NULL or a block in busy: the last inserted, or the
+				       successor of the last removed (see busy_insert) */
 	uint64_t busy_bytes, busy_blocks;
 	struct lazy_item *lazy; /* dense array, grown outside the lock */
 	uint32_t lazy_len, lazy_cap;
@@ -259,13 +261,14 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len);
 int node_init(struct va_node *n, unsigned pool_classes);
 void node_destroy(struct va_node *n, unsigned pool_classes);
 
-/* Insert b (keyed by start). */
+/* Insert b (keyed by start); next to busy_hint without a descent when b is its
+ * address-order neighbour. b becomes the hint. */
 void busy_insert(struct va_node *n, struct va_block *b);
 
-/* Remove b. */
+/* Remove b; its successor (else NULL) becomes the hint. */
 void busy_remove(struct va_node *n, struct va_block *b);
 
-/* Busy block starting exactly at addr, or NULL. */
+/* Busy block starting exactly at addr, or NULL (the hint is tried first). */
 struct va_block *busy_find(struct va_node *n, uint64_t addr);
 
 /* Busy block with the greatest start <= addr, or NULL. */
