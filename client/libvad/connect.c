@@ -124,7 +124,6 @@ int vad_connect(const char *socket_path, const char *name, vad_client **out)
 		return libvad_fail(NULL, VAD_ENOMEM, NULL);
 	c->sock = -1;
 	c->generation = __atomic_add_fetch(&next_generation, 1, __ATOMIC_RELAXED);
-	pthread_mutex_init(&c->send_lock, NULL);
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->held_lock, NULL);
@@ -149,7 +148,6 @@ void vad_close(vad_client *c)
 	libvad_transport_destroy(c);
 	libvad_held_destroy(c);
 	libvad_arenas_destroy(c);
-	pthread_mutex_destroy(&c->send_lock);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->arena_lock);
 	pthread_mutex_destroy(&c->held_lock);

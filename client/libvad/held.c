@@ -54,6 +54,22 @@ void libvad_held_drop(vad_client *c, uintptr_t addr)
 	pthread_mutex_unlock(&c->held_lock);
 }
 
+bool libvad_held_take(vad_client *c, uintptr_t addr, struct libvad_held *out)
+{
+	struct libvad_held *h;
+	pthread_mutex_lock(&c->held_lock);
+	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	if (h) {
+		*out = *h;
+		if (--h->refs == 0) {
+			HASH_DEL(c->held, h);
+			free(h);
+		}
+	}
+	pthread_mutex_unlock(&c->held_lock);
+	return h != NULL;
+}
+
 bool libvad_held_lookup(vad_client *c, uintptr_t addr, struct libvad_held *out)
 {
 	struct libvad_held *h;

@@ -54,15 +54,41 @@ struct libvad_held {
 	UT_hash_handle hh;
 };
 
+/* Buckets of the table of calls waiting for a response; ids are handed out in order, so
+ * id % LIBVAD_PENDING_BUCKETS spreads the calls in flight evenly. */
+#define LIBVAD_PENDING_BUCKETS 64
+/* Most frames the reader decodes before it takes the lock to deliver them. */
+#define LIBVAD_DELIVER_BATCH 32
+/* Send buffers of combined requests above this size are given back after use. */
+#define LIBVAD_OUTQ_KEEP (64u * 1024u)
+
+/* Where a waiting call is; the futex word it sleeps on. */
+enum libvad_wait_state {
+	LIBVAD_WAITING,	 /* awake: it checks the connection's state under c->lock */
+	LIBVAD_SLEEPING, /* asleep on its state until a reply or the reader role comes */
+	LIBVAD_DONE,	 /* answered (err, resp, fd set) and out of the table */
+};
+
 /* A call waiting for its response (lives on the caller's stack). */
 struct libvad_pending {
 	uint64_t id;
-	bool done;
+	uint32_t state;	     /* enum libvad_wait_state, atomic: the waiter reads it unlocked */
 	int err;	     /* VAD_OK or a local failure (VAD_EGONE, VAD_EPROTO) */
 	Vad__Response *resp; /* owned by the waiter once done */
 	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
-	pthread_cond_t cond;
-	struct libvad_pending *next;
+	struct libvad_pending *prev, *next; /* in its bucket */
+};
+
+/* Encoded requests queued for whoever is sending. */
+struct libvad_outbuf {
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+/* Threads to wake once c->lock is released (futex words of struct libvad_pending). */
+struct libvad_wakes {
+	uint32_t *words[LIBVAD_DELIVER_BATCH + 1];
+	size_t n;
 };
 
 struct vad_client {
@@ -77,19 +103,23 @@ struct vad_client {
 	char *server;
 	char *default_arena;
 
-	/* request ids and sending */
 	uint64_t next_id; /* atomic */
-	pthread_mutex_t send_lock;
 
-	/* receiving: leader/follower over lock */
+	/* c->lock guards the calls in flight and who sends and reads for them. One thread
+	 * at a time sends (flat combining): a call that finds another thread sending
+	 * appends its frame to outq and that thread sends it with the rest. One waiting
+	 * thread at a time reads (leader/follower) and hands every reply to its waiter. */
 	pthread_mutex_t lock;
-	struct libvad_pending *pending; /* waiters, any order */
-	bool reading;			/* one waiter is the reader now */
-	int dead_err;			/* nonzero: the connection is unusable */
-	char *dead_msg;			/* the daemon's parting sentence, if it sent one */
-	uint8_t *rbuf;			/* touched only by the reader */
+	struct libvad_pending *pending[LIBVAD_PENDING_BUCKETS];
+	bool sending;		     /* a thread is in the send loop */
+	struct libvad_outbuf outq;   /* frames waiting for the sender */
+	struct libvad_outbuf outfly; /* the frames being sent (owned by the sender) */
+	bool reading;		     /* one waiter is the reader now */
+	int dead_err;		     /* nonzero: the connection is unusable */
+	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
+	uint8_t *rbuf;		     /* touched only by the reader */
 	size_t rlen, rcap;
-	int *fdq; /* received fds not yet claimed, arrival order */
+	int *fdq; /* received fds not yet claimed, arrival order (reader only) */
 	size_t fdq_len, fdq_cap;
 
 	/* mappings and held ranges */
@@ -122,8 +152,55 @@ const char *libvad_dead_message(vad_client *c);
  * Does not free r. */
 int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect);
 
-/* Free the receive-side state (buffer, queued fds). */
+/* The VAD_E* code of a daemon error value (VAD_EPROTO for values libvad does not know). */
+int libvad_code_from_wire(Vad__Error e);
+
+/* Free the transport state (buffers, queued fds, the parting sentence). */
 void libvad_transport_destroy(vad_client *c);
+
+/* reader.c */
+
+/* With c->lock held and nobody reading: be the reader for one receive, deliver every
+ * whole reply it completes and wake their waiters, then give up the role (to a sleeping
+ * waiter, woken, if me is answered). A broken stream fails every waiter. Returns with
+ * c->lock held. */
+void libvad_read_round(vad_client *c, struct libvad_pending *me);
+
+/* Free the reader's buffer and close the fds nobody claimed. */
+void libvad_reader_destroy(vad_client *c);
+
+/* waiters.c */
+
+/* Enter p (state LIBVAD_WAITING) in the table of calls in flight. c->lock held. */
+void libvad_pending_add(vad_client *c, struct libvad_pending *p);
+
+/* Take p out of the table. c->lock held. */
+void libvad_pending_remove(vad_client *c, struct libvad_pending *p);
+
+/* The call in flight with id, or NULL. c->lock held. */
+struct libvad_pending *libvad_pending_find(vad_client *c, uint64_t id);
+
+/* Answer p: take it out of the table, set its result and mark it done; queue its thread
+ * on w if it sleeps. After this p may vanish as soon as c->lock is released. */
+void libvad_pending_finish(vad_client *c, struct libvad_pending *p, int err, Vad__Response *resp,
+			   int fd, struct libvad_wakes *w);
+
+/* Wake one sleeping waiter (queued on w) so that it takes over reading. c->lock held. */
+void libvad_pending_wake_reader(vad_client *c, struct libvad_wakes *w);
+
+/* Mark the connection dead with err (the first error sticks) and answer every call in
+ * flight with it. c->lock held. */
+void libvad_fail_all_locked(vad_client *c, int err);
+
+/* Wake the threads queued on w and empty it. Call without c->lock: they need it. */
+void libvad_wakes_flush(struct libvad_wakes *w);
+
+/* Whether p is answered (an acquire load: its result may be read after true). */
+bool libvad_pending_done(const struct libvad_pending *p);
+
+/* With c->lock held: sleep until p is answered or woken to read. Returns with c->lock
+ * held unless p is done, in which case it returns true without the lock. */
+bool libvad_pending_sleep(vad_client *c, struct libvad_pending *p);
 
 /* errors.c */
 
@@ -153,6 +230,10 @@ int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, 
 
 /* Drop one reference to the range starting at addr (no-op if not recorded). */
 void libvad_held_drop(vad_client *c, uintptr_t addr);
+
+/* Copy the record of the range starting at addr into *out, then drop one reference to it;
+ * false if there is none. */
+bool libvad_held_take(vad_client *c, uintptr_t addr, struct libvad_held *out);
 
 /* Copy the record of the range starting at addr; false if none. */
 bool libvad_held_lookup(vad_client *c, uintptr_t addr, struct libvad_held *out);

@@ -7,11 +7,21 @@
 
 #include "internal.h"
 
-/* Send one Free for offsets of arena and drop what the daemon freed from the held table.
- * The daemon frees in order and stops at the first range it refuses; its reply then
- * carries both the error and how many it freed. */
+/* Send one Free for offsets of arena. The held records are dropped before the request
+ * goes out: once the daemon has freed a range it may hand the same address to another
+ * thread of this process, whose record must not meet the old one. The daemon frees in
+ * order and stops at the first range it refuses (its reply then carries both the error
+ * and how many it freed); the records of what it did not free are put back. */
 static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const uint64_t *offsets)
 {
+	struct libvad_held one;
+	struct libvad_held *taken = n == 1 ? &one : malloc(n * sizeof(*taken));
+	if (!taken)
+		return libvad_fail(c, VAD_ENOMEM, NULL);
+	for (size_t i = 0; i < n; i++)
+		if (!libvad_held_take(c, (uintptr_t)(a->base + offsets[i]), &taken[i]))
+			taken[i].refs = 0; /* not held: the daemon will say so */
+
 	Vad__Free f = VAD__FREE__INIT;
 	f.arena = a->name;
 	f.n_offsets = n;
@@ -20,16 +30,21 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	req.op_case = VAD__REQUEST__OP_FREE;
 	req.free = &f;
 	Vad__Response *r;
+	size_t freed = 0;
 	int err = libvad_call(c, &req, &r, NULL);
+	if (err == VAD_OK) {
+		if (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free)
+			freed = r->free->freed < n ? r->free->freed : n;
+		if (r->error == VAD__ERROR__OK)
+			freed = n;
+	}
+	for (size_t i = freed; i < n; i++)
+		if (taken[i].refs > 0)
+			libvad_held_add(c, a, taken[i].offset, taken[i].size);
+	if (taken != &one)
+		free(taken);
 	if (err != VAD_OK)
 		return libvad_fail(c, err, NULL);
-	size_t freed = 0;
-	if (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free)
-		freed = r->free->freed < n ? r->free->freed : n;
-	if (r->error == VAD__ERROR__OK)
-		freed = n;
-	for (size_t i = 0; i < freed; i++)
-		libvad_held_drop(c, (uintptr_t)(a->base + offsets[i]));
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_FREE);
 	vad__response__free_unpacked(r, NULL);
 	return err;

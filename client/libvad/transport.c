@@ -1,12 +1,12 @@
 /*
- * transport.c - sending requests and matching responses, pipelined across threads.
+ * transport.c - sending requests and waiting for their responses, pipelined across threads.
  *
- * Every call registers itself as pending, sends its frame under send_lock, then waits.
- * One waiting thread at a time is the reader (leader/follower): it reads from the socket
- * with recvmsg, queues any SCM_RIGHTS fds in arrival order, decodes every whole frame
- * and hands each response to the waiter with that id. When its own response has arrived
- * it gives up the reader role and wakes one other waiter to take it over. A dead
- * connection fails every waiter, and every later call, at once.
+ * Every call enters the table of calls in flight, then sends its frame. Sending is flat
+ * combining: a call that finds another thread sending appends its frame to the out-queue
+ * and goes on to wait; the sender, once its own send is done, sends everything queued
+ * meanwhile in one send. Waiting is leader/follower (reader.c): one waiter reads and
+ * answers the others, who sleep on their own futex word. A dead connection fails every
+ * waiter, and every later call, at once.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,46 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fdpass.h"
 #include "internal.h"
-
-/* Wake one waiter that still needs a response so it can become the reader. */
-static void wake_successor(vad_client *c)
-{
-	for (struct libvad_pending *p = c->pending; p; p = p->next) {
-		if (!p->done) {
-			pthread_cond_signal(&p->cond);
-			return;
-		}
-	}
-}
-
-/* Mark the connection dead with err and fail every waiter. Called with c->lock held. */
-static void fail_all_locked(vad_client *c, int err)
-{
-	if (!c->dead_err) {
-		c->dead_err = err;
-		/* A broken stream may have a half-read frame in it; stop the daemon too. */
-		shutdown(c->sock, SHUT_RDWR);
-	}
-	for (struct libvad_pending *p = c->pending; p; p = p->next) {
-		if (!p->done) {
-			p->done = true;
-			p->err = c->dead_err;
-			pthread_cond_signal(&p->cond);
-		}
-	}
-}
-
-static void unlink_pending(vad_client *c, struct libvad_pending *me)
-{
-	for (struct libvad_pending **pp = &c->pending; *pp; pp = &(*pp)->next) {
-		if (*pp == me) {
-			*pp = me->next;
-			return;
-		}
-	}
-}
 
 static int send_all(vad_client *c, const uint8_t *buf, size_t len)
 {
@@ -70,150 +31,75 @@ static int send_all(vad_client *c, const uint8_t *buf, size_t len)
 	return VAD_OK;
 }
 
-static void close_fds(const int *fds, size_t n)
+/* Append a frame to the out-queue. c->lock held. */
+static int queue_frame(vad_client *c, const uint8_t *frame, size_t len)
 {
-	for (size_t i = 0; i < n; i++)
-		close(fds[i]);
-}
-
-/* Queue received fds; on allocation failure they are closed and VAD_ENOMEM returned. */
-static int queue_fds(vad_client *c, const int *fds, size_t n)
-{
-	if (c->fdq_len + n > c->fdq_cap) {
-		size_t cap = c->fdq_cap ? c->fdq_cap * 2 : 8;
-		while (cap < c->fdq_len + n)
+	struct libvad_outbuf *q = &c->outq;
+	if (q->cap - q->len < len) {
+		size_t cap = q->cap ? q->cap : 4096;
+		while (cap - q->len < len)
 			cap *= 2;
-		int *q = realloc(c->fdq, cap * sizeof(*q));
-		if (!q) {
-			close_fds(fds, n);
-			return VAD_ENOMEM;
-		}
-		c->fdq = q;
-		c->fdq_cap = cap;
-	}
-	memcpy(c->fdq + c->fdq_len, fds, n * sizeof(*fds));
-	c->fdq_len += n;
-	return VAD_OK;
-}
-
-static int pop_fd(vad_client *c)
-{
-	if (c->fdq_len == 0)
-		return -1;
-	int fd = c->fdq[0];
-	memmove(c->fdq, c->fdq + 1, (c->fdq_len - 1) * sizeof(*c->fdq));
-	c->fdq_len--;
-	return fd;
-}
-
-/* One receive into the buffer, collecting fds (proto/fdpass). Returns VAD_OK, or the
- * error that kills the connection. Runs without c->lock: only the reader touches rbuf and
- * fdq. */
-static int read_some(vad_client *c, const char **why)
-{
-	if (c->rcap - c->rlen < 4096) {
-		size_t cap = c->rcap ? c->rcap * 2 : LIBVAD_RBUF_KEEP;
-		uint8_t *b = realloc(c->rbuf, cap);
+		uint8_t *b = realloc(q->buf, cap);
 		if (!b)
 			return VAD_ENOMEM;
-		c->rbuf = b;
-		c->rcap = cap;
+		q->buf = b;
+		q->cap = cap;
 	}
-	int fds[LIBVAD_FDS_PER_READ];
-	size_t nfds = 0;
-	ssize_t n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
-				      LIBVAD_FDS_PER_READ, &nfds);
-	if (n < 0) {
-		if (errno == EMSGSIZE) {
-			/* The kernel could not install a passed fd (usually RLIMIT_NOFILE): the
-			 * fd order no longer matches the replies, so the connection is over. */
-			*why = "a file descriptor the daemon passed (an arena's fd) could not be "
-			       "received: this process may be out of file descriptors "
-			       "(RLIMIT_NOFILE); the connection is closed";
-			return VAD_EPROTO;
-		}
-		return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
-	}
-	if (nfds > 0) {
-		int err = queue_fds(c, fds, nfds);
-		if (err != VAD_OK)
-			return err;
-	}
-	if (n == 0)
-		return VAD_EGONE;
-	c->rlen += (size_t)n;
+	memcpy(q->buf + q->len, frame, len);
+	q->len += len;
 	return VAD_OK;
 }
 
-/* Daemon error codes are vad.Error values; libvad's are their negations. */
-static int code_from_wire(Vad__Error e)
+/* A send that fails because the daemon hung up is not fatal yet: the reader reads what it
+ * said before it left (an EBUSY reply, say) and fails every waiter at the end of the
+ * stream. Any other failure may leave a partial frame on the wire: the connection is
+ * over. c->lock held. */
+static void send_failed_locked(vad_client *c, int err)
 {
-	if ((int)e <= 0 || (int)e > VAD__ERROR__ENOHELLO)
-		return VAD_EPROTO;
-	return -(int)e;
+	if (err != VAD_EGONE)
+		libvad_fail_all_locked(c, VAD_EPROTO);
 }
 
-/* Decode every whole frame in rbuf and deliver it. Called with c->lock held. */
-static int deliver_frames_locked(vad_client *c)
+/* The sender's loop, c->lock held and c->sending set: send what other calls queued while
+ * this thread was sending, until nothing is left; then give up the role. */
+static void flush_queue_locked(vad_client *c)
 {
-	size_t off = 0;
-	int err = VAD_OK;
-	for (;;) {
-		size_t len;
-		enum vad_frame_status st =
-		    vad_frame_peek(c->rbuf + off, c->rlen - off, LIBVAD_RESPONSE_MAX, &len);
-		if (st == VAD_FRAME_NEED_MORE)
-			break;
-		if (st != VAD_FRAME_READY) {
-			err = VAD_EPROTO;
-			break;
+	while (c->outq.len > 0 && !c->dead_err) {
+		struct libvad_outbuf fly = c->outq;
+		c->outq = c->outfly;
+		c->outfly = fly;
+		pthread_mutex_unlock(&c->lock);
+		int err = send_all(c, fly.buf, fly.len);
+		pthread_mutex_lock(&c->lock);
+		c->outfly.len = 0;
+		if (c->outfly.cap > LIBVAD_OUTQ_KEEP) {
+			free(c->outfly.buf);
+			c->outfly = (struct libvad_outbuf){NULL, 0, 0};
 		}
-		Vad__Response *r =
-		    vad__response__unpack(NULL, len, c->rbuf + off + VAD_FRAME_HEADER);
-		off += VAD_FRAME_HEADER + len;
-		if (!r) {
-			err = VAD_EPROTO;
-			break;
+		if (err != VAD_OK) {
+			send_failed_locked(c, err);
+			/* Nothing more goes through; the waiters of what is queued learn it from
+			 * the reader (end of stream) or have been failed already. */
+			c->outq.len = 0;
 		}
-		if (r->id == 0 && r->error != VAD__ERROR__OK) {
-			/* Unasked (id 0): the daemon refuses the whole connection (EBUSY, a
-			 * broken frame) and is closing it. Every waiter gets its reason. */
-			err = code_from_wire(r->error);
-			if (!c->dead_msg && *r->message)
-				c->dead_msg = strdup(r->message);
-			vad__response__free_unpacked(r, NULL);
-			break;
-		}
-		int fd = -1;
-		if (r->result_case == VAD__RESPONSE__RESULT_MAP_ARENA && r->error == VAD__ERROR__OK)
-			fd = pop_fd(c);
-		struct libvad_pending *p = c->pending;
-		while (p && (p->id != r->id || p->done))
-			p = p->next;
-		if (!p) {
-			/* Nobody asked (e.g. an unsolicited error before a close): drop it. */
-			if (fd >= 0)
-				close(fd);
-			vad__response__free_unpacked(r, NULL);
+	}
+	c->outq.len = 0; /* a dead connection sends nothing more */
+	c->sending = false;
+}
+
+/* Wait for me's response, reading for everyone when nobody else does. Called with c->lock
+ * held; returns without it. */
+static void wait_reply(vad_client *c, struct libvad_pending *me)
+{
+	while (!libvad_pending_done(me)) {
+		if (!c->reading) {
+			libvad_read_round(c, me);
 			continue;
 		}
-		p->resp = r;
-		p->fd = fd;
-		p->err = VAD_OK;
-		p->done = true;
-		pthread_cond_signal(&p->cond);
+		if (libvad_pending_sleep(c, me))
+			return;
 	}
-	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
-	c->rlen -= off;
-	/* A huge reply (a long client list) grew the buffer: give the memory back. */
-	if (c->rcap > LIBVAD_RBUF_KEEP && c->rlen <= LIBVAD_RBUF_KEEP / 2) {
-		uint8_t *b = realloc(c->rbuf, LIBVAD_RBUF_KEEP);
-		if (b) {
-			c->rbuf = b;
-			c->rcap = LIBVAD_RBUF_KEEP;
-		}
-	}
-	return err;
+	pthread_mutex_unlock(&c->lock);
 }
 
 int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
@@ -235,63 +121,41 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 			free(frame);
 		return VAD_EINVAL;
 	}
-	pthread_cond_init(&me.cond, NULL);
 
-	/* Register before sending so a fast reply always finds its waiter. */
+	/* Enter the table before sending so a fast reply always finds its waiter. */
 	pthread_mutex_lock(&c->lock);
-	if (c->dead_err) {
-		int dead = c->dead_err;
-		pthread_mutex_unlock(&c->lock);
-		pthread_cond_destroy(&me.cond);
-		if (frame != stackbuf)
-			free(frame);
-		return dead;
+	int err = c->dead_err;
+	if (err == VAD_OK) {
+		libvad_pending_add(c, &me);
+		if (c->sending) {
+			err = queue_frame(c, frame, flen);
+			if (err != VAD_OK)
+				libvad_pending_remove(c, &me);
+		} else {
+			c->sending = true;
+			pthread_mutex_unlock(&c->lock);
+			int serr = send_all(c, frame, flen);
+			pthread_mutex_lock(&c->lock);
+			if (serr != VAD_OK) {
+				send_failed_locked(c, serr);
+				/* The caller learns the local cause, not the connection's. */
+				if (serr != VAD_EGONE)
+					me.err = serr;
+			}
+			flush_queue_locked(c);
+		}
 	}
-	me.next = c->pending;
-	c->pending = &me;
-	pthread_mutex_unlock(&c->lock);
-
-	pthread_mutex_lock(&c->send_lock);
-	int serr = send_all(c, frame, flen);
-	pthread_mutex_unlock(&c->send_lock);
 	if (frame != stackbuf)
 		free(frame);
-
-	pthread_mutex_lock(&c->lock);
-	/* A send that fails because the daemon hung up is not fatal yet: read what it said
-	 * before it left (an EBUSY reply, say); the reader fails every waiter at the end of
-	 * the stream. Any other send failure may leave a partial frame on the wire. */
-	if (serr != VAD_OK && serr != VAD_EGONE && !me.done) {
-		fail_all_locked(c, VAD_EPROTO);
-		me.err = serr;
-	}
-	while (!me.done) {
-		if (c->reading) {
-			pthread_cond_wait(&me.cond, &c->lock);
-			continue;
-		}
-		c->reading = true;
+	if (err != VAD_OK) {
 		pthread_mutex_unlock(&c->lock);
-		const char *why = NULL;
-		int rerr = read_some(c, &why);
-		pthread_mutex_lock(&c->lock);
-		if (why && !c->dead_msg)
-			c->dead_msg = strdup(why);
-		if (rerr == VAD_OK)
-			rerr = deliver_frames_locked(c);
-		c->reading = false;
-		if (rerr != VAD_OK)
-			fail_all_locked(c, rerr);
-		else
-			wake_successor(c);
+		return err;
 	}
-	unlink_pending(c, &me);
-	/* We may have been woken to read after our response came in: pass the role on. */
-	if (!c->reading)
-		wake_successor(c);
-	pthread_mutex_unlock(&c->lock);
-	pthread_cond_destroy(&me.cond);
+	int own_err = me.err;
+	wait_reply(c, &me);
 
+	if (own_err != VAD_OK)
+		me.err = own_err;
 	if (me.err != VAD_OK) {
 		if (me.resp)
 			vad__response__free_unpacked(me.resp, NULL);
@@ -307,10 +171,18 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 	return VAD_OK;
 }
 
+/* Daemon error codes are vad.Error values; libvad's are their negations. */
+int libvad_code_from_wire(Vad__Error e)
+{
+	if ((int)e <= 0 || (int)e > VAD__ERROR__ENOHELLO)
+		return VAD_EPROTO;
+	return -(int)e;
+}
+
 int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect)
 {
 	if (r->error != VAD__ERROR__OK) {
-		int err = code_from_wire(r->error);
+		int err = libvad_code_from_wire(r->error);
 		if (err == VAD_EPROTO && r->error != VAD__ERROR__EPROTO)
 			return libvad_failf(c, err,
 					    "the daemon answered with unknown error code %d: %s",
@@ -354,13 +226,10 @@ int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expec
 
 void libvad_transport_destroy(vad_client *c)
 {
-	close_fds(c->fdq, c->fdq_len);
-	free(c->fdq);
-	c->fdq = NULL;
-	c->fdq_len = c->fdq_cap = 0;
-	free(c->rbuf);
-	c->rbuf = NULL;
+	libvad_reader_destroy(c);
+	free(c->outq.buf);
+	free(c->outfly.buf);
+	c->outq = c->outfly = (struct libvad_outbuf){NULL, 0, 0};
 	free(c->dead_msg);
 	c->dead_msg = NULL;
-	c->rlen = c->rcap = 0;
 }

@@ -1,0 +1,225 @@
+/*
+ * reader.c - the reader role: one waiting thread at a time receives from the socket,
+ * queues the SCM_RIGHTS fds in arrival order, decodes every whole frame without holding
+ * c->lock, then hands each response to the waiter with that id and wakes it (after
+ * releasing the lock). When its own response has come it gives the role to one sleeping
+ * waiter; a waiter whose reply came in the reader's receive is never woken twice.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fdpass.h"
+#include "internal.h"
+
+static void close_fds(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* Queue received fds; on allocation failure they are closed and VAD_ENOMEM returned. */
+static int queue_fds(vad_client *c, const int *fds, size_t n)
+{
+	if (c->fdq_len + n > c->fdq_cap) {
+		size_t cap = c->fdq_cap ? c->fdq_cap * 2 : 8;
+		while (cap < c->fdq_len + n)
+			cap *= 2;
+		int *q = realloc(c->fdq, cap * sizeof(*q));
+		if (!q) {
+			close_fds(fds, n);
+			return VAD_ENOMEM;
+		}
+		c->fdq = q;
+		c->fdq_cap = cap;
+	}
+	memcpy(c->fdq + c->fdq_len, fds, n * sizeof(*fds));
+	c->fdq_len += n;
+	return VAD_OK;
+}
+
+static int pop_fd(vad_client *c)
+{
+	if (c->fdq_len == 0)
+		return -1;
+	int fd = c->fdq[0];
+	memmove(c->fdq, c->fdq + 1, (c->fdq_len - 1) * sizeof(*c->fdq));
+	c->fdq_len--;
+	return fd;
+}
+
+/* One receive into the buffer, collecting fds (proto/fdpass). Returns VAD_OK, or the
+ * error that kills the connection. Runs without c->lock: only the reader touches rbuf and
+ * fdq. */
+static int read_some(vad_client *c, const char **why)
+{
+	if (c->rcap - c->rlen < 4096) {
+		size_t cap = c->rcap ? c->rcap * 2 : LIBVAD_RBUF_KEEP;
+		uint8_t *b = realloc(c->rbuf, cap);
+		if (!b)
+			return VAD_ENOMEM;
+		c->rbuf = b;
+		c->rcap = cap;
+	}
+	int fds[LIBVAD_FDS_PER_READ];
+	size_t nfds = 0;
+	ssize_t n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
+				      LIBVAD_FDS_PER_READ, &nfds);
+	if (n < 0) {
+		if (errno == EMSGSIZE) {
+			/* The kernel could not install a passed fd (usually RLIMIT_NOFILE): the
+			 * fd order no longer matches the replies, so the connection is over. */
+			*why = "a file descriptor the daemon passed (an arena's fd) could not be "
+			       "received: this process may be out of file descriptors "
+			       "(RLIMIT_NOFILE); the connection is closed";
+			return VAD_EPROTO;
+		}
+		return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
+	}
+	if (nfds > 0) {
+		int err = queue_fds(c, fds, nfds);
+		if (err != VAD_OK)
+			return err;
+	}
+	if (n == 0)
+		return VAD_EGONE;
+	c->rlen += (size_t)n;
+	return VAD_OK;
+}
+
+/* Responses decoded from the buffer, not yet delivered. */
+struct decoded {
+	Vad__Response *resp[LIBVAD_DELIVER_BATCH];
+	int fd[LIBVAD_DELIVER_BATCH];
+	size_t n;
+	int err;	   /* the stream is broken (or the daemon is closing it) after these */
+	char *parting_msg; /* the daemon's sentence with an unasked error, malloc'd */
+};
+
+/* Decode whole frames from rbuf at *off, at most LIBVAD_DELIVER_BATCH. Without c->lock. */
+static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
+{
+	while (d->n < LIBVAD_DELIVER_BATCH) {
+		size_t len;
+		enum vad_frame_status st =
+		    vad_frame_peek(c->rbuf + *off, c->rlen - *off, LIBVAD_RESPONSE_MAX, &len);
+		if (st == VAD_FRAME_NEED_MORE)
+			return;
+		if (st != VAD_FRAME_READY) {
+			d->err = VAD_EPROTO;
+			return;
+		}
+		Vad__Response *r =
+		    vad__response__unpack(NULL, len, c->rbuf + *off + VAD_FRAME_HEADER);
+		*off += VAD_FRAME_HEADER + len;
+		if (!r) {
+			d->err = VAD_EPROTO;
+			return;
+		}
+		if (r->id == 0 && r->error != VAD__ERROR__OK) {
+			/* Unasked (id 0): the daemon refuses the whole connection (EBUSY, a
+			 * broken frame) and is closing it. Every waiter gets its reason. */
+			d->err = libvad_code_from_wire(r->error);
+			if (*r->message)
+				d->parting_msg = strdup(r->message);
+			vad__response__free_unpacked(r, NULL);
+			return;
+		}
+		int fd = -1;
+		if (r->result_case == VAD__RESPONSE__RESULT_MAP_ARENA && r->error == VAD__ERROR__OK)
+			fd = pop_fd(c);
+		d->resp[d->n] = r;
+		d->fd[d->n] = fd;
+		d->n++;
+	}
+}
+
+/* Hand decoded responses to their waiters. c->lock held. */
+static void deliver_locked(vad_client *c, struct decoded *d, struct libvad_wakes *w)
+{
+	for (size_t i = 0; i < d->n; i++) {
+		Vad__Response *r = d->resp[i];
+		struct libvad_pending *p = libvad_pending_find(c, r->id);
+		if (!p) {
+			/* Nobody asked (e.g. an unsolicited error before a close): drop it. */
+			if (d->fd[i] >= 0)
+				close(d->fd[i]);
+			vad__response__free_unpacked(r, NULL);
+			continue;
+		}
+		libvad_pending_finish(c, p, VAD_OK, r, d->fd[i], w);
+	}
+	d->n = 0;
+	if (d->parting_msg && !c->dead_msg) {
+		c->dead_msg = d->parting_msg;
+		d->parting_msg = NULL;
+	}
+}
+
+/* Drop the consumed bytes; a huge reply (a long client list) grew the buffer: give the
+ * memory back. Reader only. */
+static void compact(vad_client *c, size_t off)
+{
+	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+	c->rlen -= off;
+	if (c->rcap > LIBVAD_RBUF_KEEP && c->rlen <= LIBVAD_RBUF_KEEP / 2) {
+		uint8_t *b = realloc(c->rbuf, LIBVAD_RBUF_KEEP);
+		if (b) {
+			c->rbuf = b;
+			c->rcap = LIBVAD_RBUF_KEEP;
+		}
+	}
+}
+
+void libvad_read_round(vad_client *c, struct libvad_pending *me)
+{
+	c->reading = true;
+	pthread_mutex_unlock(&c->lock);
+
+	const char *why = NULL;
+	int err = read_some(c, &why);
+	struct libvad_wakes w = {.n = 0};
+	size_t off = 0;
+	struct decoded d = {.n = 0, .err = VAD_OK, .parting_msg = NULL};
+	for (;;) {
+		if (err == VAD_OK)
+			decode_frames(c, &off, &d);
+		bool full = d.n == LIBVAD_DELIVER_BATCH;
+		pthread_mutex_lock(&c->lock);
+		deliver_locked(c, &d, &w);
+		if (err == VAD_OK)
+			err = d.err;
+		free(d.parting_msg);
+		d.parting_msg = NULL;
+		if (err != VAD_OK || !full)
+			break;
+		/* More frames than one batch: wake this batch before decoding the next. */
+		pthread_mutex_unlock(&c->lock);
+		libvad_wakes_flush(&w);
+	}
+	if (why && !c->dead_msg)
+		c->dead_msg = strdup(why);
+	compact(c, off);
+	c->reading = false;
+	if (err != VAD_OK)
+		libvad_fail_all_locked(c, err);
+	else if (libvad_pending_done(me))
+		libvad_pending_wake_reader(c, &w);
+	if (w.n > 0) {
+		pthread_mutex_unlock(&c->lock);
+		libvad_wakes_flush(&w);
+		pthread_mutex_lock(&c->lock);
+	}
+}
+
+void libvad_reader_destroy(vad_client *c)
+{
+	close_fds(c->fdq, c->fdq_len);
+	free(c->fdq);
+	c->fdq = NULL;
+	c->fdq_len = c->fdq_cap = 0;
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rlen = c->rcap = 0;
+}
