@@ -47,6 +47,7 @@ enum vad_key {
 	K_SOCKET,
 	K_SOCKET_MODE,
 	K_WORKERS,
+	K_WORKER_BALANCE,
 	K_NODES,
 	K_LAZY_MAX,
 	K_MAX_FRAME,
@@ -63,7 +64,7 @@ enum vad_key {
 };
 
 static const char *const vad_key_names[N_VAD_KEYS] = {
-	"socket",      "socket_mode", "workers",	"nodes",	  "lazy_max",
+	"socket",      "socket_mode", "workers",	"worker_balance", "nodes",	  "lazy_max",
 	"max_frame",   "max_clients", "max_batch",	"quota_client",	  "quota_uid",
 	"admin_group", "stats_db",    "stats_interval", "stats_retention", "log_level",
 };
@@ -345,6 +346,17 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 	}
 	case K_WORKERS:
 		return key_count(ps, key, v, &cfg->workers);
+	case K_WORKER_BALANCE:
+		if (strcasecmp(v, "adaptive") == 0)
+			cfg->worker_balance = VAD_BALANCE_ADAPTIVE;
+		else if (strcasecmp(v, "even") == 0)
+			cfg->worker_balance = VAD_BALANCE_EVEN;
+		else
+			return fail_at(ps, ps->lineno,
+				       "worker_balance = %s: not adaptive (as few workers as keep "
+				       "up) or even (every worker, round-robin)",
+				       v);
+		return 1;
 	case K_NODES:
 		return key_count(ps, key, v, &cfg->nodes);
 	case K_LAZY_MAX:

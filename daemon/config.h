@@ -23,12 +23,19 @@ struct vad_arena_conf {
 	size_t n_allow_gids;
 };
 
+/* How connections are spread over the workers (worker_balance). */
+enum vad_worker_balance {
+	VAD_BALANCE_ADAPTIVE = 0, /* as few workers as keep up; more when they saturate */
+	VAD_BALANCE_EVEN,	  /* round-robin over every worker */
+};
+
 /* The whole file. Limits marked (reload) are re-read on SIGHUP. */
 struct vad_config {
 	char path[PATH_MAX];	   /* the file it came from, "" for defaults */
 	char socket_path[PATH_MAX]; /* "" = the standard path */
 	mode_t socket_mode;	   /* default 0660 */
 	unsigned workers;	   /* 0 = one per CPU */
+	enum vad_worker_balance worker_balance; /* default adaptive */
 	unsigned nodes;		   /* allocator nodes per arena; 0 = one per CPU */
 	uint64_t lazy_max;	   /* 0 = the allocator default */
 	uint32_t max_frame;	   /* (reload) default 64 KiB */

@@ -23,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +42,10 @@
 #define CLOSE_LINGER_S	5   /* a closing connection gets this long to take its last replies */
 #define ACCEPT_PAUSE_MS 100 /* back-off when out of fds */
 #define MAX_WORKERS	256
+#define BALANCE_MS	100 /* how often the adaptive balancer looks at the workers' load */
+#define BUSY_SATURATED	0.9 /* a worker wanting a CPU this share of the time is saturated */
+#define SATURATED_TICKS 2   /* ... this many ticks in a row before another worker helps */
+#define BUSY_GATHER	0.6 /* active workers busy less than (active - 1) x this: one fewer */
 
 struct worker;
 
@@ -70,8 +75,14 @@ struct worker {
 	pthread_mutex_t lock; /* queue and stopping */
 	struct pending_conn *queue_head, *queue_tail;
 	bool stopping;
+	struct conn *moved; /* (lock) connections handed over by another worker */
+	unsigned give_count, give_first,
+	    give_span;	    /* (lock) the balancer's order, see on_balance */
 	struct conn *conns; /* worker thread only */
-	unsigned n_conns;
+	unsigned n_conns;   /* written by the worker, read by the listener (atomic) */
+	int tid;	    /* (atomic) the thread's id, 0 until it runs */
+	int schedstat_fd;   /* listener: /proc/self/task/TID/schedstat, -1 until opened */
+	uint64_t busy_ns;   /* listener: run + runnable-wait time at the last balance tick */
 };
 
 struct vad_server {
@@ -82,6 +93,13 @@ struct vad_server {
 	struct event *ev_sig[3];
 	struct worker *workers;
 	unsigned n_workers, next_worker;
+	bool adaptive;	       /* worker_balance = adaptive: use as few workers as keep up */
+	unsigned active;       /* adaptive: new and moved connections go to workers 0..active-1 */
+	bool balance_armed;    /* the balance timer is pending */
+	unsigned balance_hold; /* ticks to wait after a change before deciding again */
+	uint64_t balance_ns;   /* when the workers' busy times were last read, 0 = not yet */
+	unsigned saturated_ticks; /* ticks in a row with every active worker saturated */
+	struct event *ev_balance;
 	int stop_requested; /* atomic */
 	bool listening;
 	bool watchdog;
@@ -114,8 +132,17 @@ static void conn_close(struct conn *c, const char *why)
 		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	w->n_conns--;
+	__atomic_store_n(&w->n_conns, w->n_conns - 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
+	free(c);
+}
+
+/* Close a connection that no worker owns (handed over, never taken): no events, no list. */
+static void conn_drop_detached(struct vad_server *srv, struct conn *c)
+{
+	close(c->fd);
+	vad_session_free(c->sess);
+	__atomic_sub_fetch(&srv->svc->clients, 1, __ATOMIC_RELAXED);
 	free(c);
 }
 
@@ -281,6 +308,16 @@ static bool conn_peer_read_all(void *ctx)
 	return ioctl(c->fd, SIOCOUTQ, &unread) == 0 && unread == 0;
 }
 
+static void conn_link(struct worker *w, struct conn *c)
+{
+	c->prev = NULL;
+	c->next = w->conns;
+	if (w->conns)
+		w->conns->prev = c;
+	w->conns = c;
+	__atomic_store_n(&w->n_conns, w->n_conns + 1, __ATOMIC_RELAXED);
+}
+
 static void conn_open(struct worker *w, struct pending_conn *p)
 {
 	struct conn *c = calloc(1, sizeof(*c));
@@ -300,11 +337,7 @@ static void conn_open(struct worker *w, struct pending_conn *p)
 	s->io_ctx = c;
 	c->ev_read = event_new(w->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
 	c->ev_write = event_new(w->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
-	c->next = w->conns;
-	if (w->conns)
-		w->conns->prev = c;
-	w->conns = c;
-	w->n_conns++;
+	conn_link(w, c);
 	if (!c->ev_read || !c->ev_write) {
 		conn_close(c, "out of memory for its events");
 		return;
@@ -316,6 +349,71 @@ static void conn_open(struct worker *w, struct pending_conn *p)
 		events_failed(c);
 }
 
+/* ---- moving connections between workers (adaptive balance) ------------------------------ */
+
+/* Take over a connection another worker handed to us: new events on our base, then the
+ * same read/write interest it had (data that arrived meanwhile fires at once: level-triggered). */
+static void conn_adopt(struct worker *w, struct conn *c)
+{
+	c->w = w;
+	c->reading = c->writing = false;
+	c->ev_read = event_new(w->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
+	c->ev_write = event_new(w->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
+	conn_link(w, c);
+	if (!c->ev_read || !c->ev_write) {
+		conn_close(c, "out of memory for its events");
+		return;
+	}
+	conn_update(c);
+}
+
+static void worker_take(struct worker *w, struct conn *c)
+{
+	pthread_mutex_lock(&w->lock);
+	c->next = w->moved;
+	w->moved = c;
+	pthread_mutex_unlock(&w->lock);
+	event_active(w->ev_notify, EV_READ, 0);
+}
+
+/* Hand up to count of our connections to workers first..first+span-1, round-robin. A closing
+ * connection (lingering over its last replies) stays: it is about to go anyway. Runs in the
+ * worker's own thread, between callbacks, so no connection is mid-request. */
+static void worker_give(struct worker *w, unsigned count, unsigned first, unsigned span)
+{
+	struct vad_server *s = w->srv;
+	unsigned moved = 0, next = 0;
+	struct conn *c = w->conns;
+	while (c && moved < count) {
+		struct conn *after = c->next;
+		if (c->lingering || c->eof || vad_session_closing(c->sess)) {
+			c = after;
+			continue;
+		}
+		struct worker *to = &s->workers[first + next++ % span];
+		if (to == w) {
+			c = after;
+			continue;
+		}
+		event_free(c->ev_read); /* event_free deletes a pending event first */
+		event_free(c->ev_write);
+		c->ev_read = c->ev_write = NULL;
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			w->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		__atomic_store_n(&w->n_conns, w->n_conns - 1, __ATOMIC_RELAXED);
+		worker_take(to, c);
+		moved++;
+		c = after;
+	}
+	if (moved)
+		log_debug("worker %u handed %u connections to workers %u-%u", w->index, moved,
+			  first, first + span - 1);
+}
+
 /* ---- workers ---------------------------------------------------------------------------- */
 
 static void on_notify(evutil_socket_t fd, short what, void *arg)
@@ -324,8 +422,18 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_lock(&w->lock);
 	struct pending_conn *q = w->queue_head;
 	w->queue_head = w->queue_tail = NULL;
+	struct conn *moved = w->moved;
+	w->moved = NULL;
+	unsigned give_count = w->give_count, give_first = w->give_first, give_span = w->give_span;
+	w->give_count = 0;
 	bool stopping = w->stopping;
 	pthread_mutex_unlock(&w->lock);
+
+	while (moved) {
+		struct conn *next = moved->next;
+		conn_adopt(w, moved); /* when stopping, closed below with the others */
+		moved = next;
+	}
 
 	while (q) {
 		struct pending_conn *next = q->next;
@@ -343,12 +451,16 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 		while (w->conns)
 			conn_close(w->conns, "the daemon is shutting down");
 		event_base_loopbreak(w->base);
+		return;
 	}
+	if (give_count && give_span)
+		worker_give(w, give_count, give_first, give_span);
 }
 
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	__atomic_store_n(&w->tid, (int)gettid(), __ATOMIC_RELEASE);
 	va_set_home_node(w->index);
 	vad_latency_set_shard(w->index);
 	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
@@ -365,6 +477,169 @@ static void worker_push(struct worker *w, struct pending_conn *p)
 	w->queue_tail = p;
 	pthread_mutex_unlock(&w->lock);
 	event_active(w->ev_notify, EV_READ, 0);
+}
+
+/* ---- adaptive balance (listener thread) ------------------------------------------------- */
+
+/* A worker's time on a CPU plus its time runnable but waiting for one, in ns: the CPU it
+ * wanted. Read from schedstat, so a worker starved by other processes still counts as busy.
+ * Returns -1 if the kernel does not provide it. */
+static int worker_busy_ns(struct worker *w, uint64_t *out)
+{
+	int tid = __atomic_load_n(&w->tid, __ATOMIC_ACQUIRE);
+	if (tid == 0)
+		return -1;
+	if (w->schedstat_fd < 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+		w->schedstat_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (w->schedstat_fd < 0)
+			return -1;
+	}
+	char buf[128];
+	ssize_t n = pread(w->schedstat_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	unsigned long long run, wait;
+	if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
+		return -1;
+	*out = run + wait;
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void order_give(struct worker *w, unsigned count, unsigned first, unsigned span)
+{
+	pthread_mutex_lock(&w->lock);
+	w->give_count = count;
+	w->give_first = first;
+	w->give_span = span;
+	pthread_mutex_unlock(&w->lock);
+	event_active(w->ev_notify, EV_READ, 0);
+}
+
+/* Read every worker's busy time; load[i] is the share of the time since the last sample
+ * that worker i wanted a CPU. Without scheduler statistics, adaptive balance turns itself
+ * off (every worker active) and this returns -1. */
+static int balance_sample(struct vad_server *s, double *load)
+{
+	uint64_t now = now_ns(), dt = now - s->balance_ns;
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = &s->workers[i];
+		uint64_t busy;
+		if (worker_busy_ns(w, &busy) < 0) {
+			log_info("worker balance: no scheduler statistics for worker %u "
+				 "(/proc/self/task/TID/schedstat); spreading connections over "
+				 "all %u workers",
+				 i, s->n_workers);
+			s->adaptive = false;
+			s->active = s->n_workers;
+			return -1;
+		}
+		if (load)
+			load[i] =
+			    busy > w->busy_ns && dt ? (double)(busy - w->busy_ns) / (double)dt : 0;
+		w->busy_ns = busy;
+	}
+	s->balance_ns = now;
+	return 0;
+}
+
+/* Tick while clients are connected; the first tick measures from now. */
+static void balance_arm(struct vad_server *s)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = BALANCE_MS * 1000};
+	if (s->balance_armed || !s->adaptive)
+		return;
+	if (s->balance_ns == 0 && balance_sample(s, NULL) < 0)
+		return;
+	if (event_add(s->ev_balance, &tv) == 0)
+		s->balance_armed = true;
+}
+
+/* Every BALANCE_MS while clients are connected: how much of the time did each active worker
+ * want a CPU (running or runnable)? All of them saturated for SATURATED_TICKS ticks: wake one
+ * more and give it its share of their connections. Together busy for less than what one
+ * worker fewer could carry at BUSY_GATHER each: the last active one hands its connections to
+ * the others. A lightly loaded daemon thus runs on one worker, one wakeup per round of ready
+ * connections and the other CPUs left to its clients; a busy one spreads over every worker.
+ * The gap between the two thresholds keeps a load near the boundary from flapping (two
+ * workers serving what one could carry cost more wakeups, so they look busier than one). */
+static void on_balance(evutil_socket_t fd, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	double load[MAX_WORKERS];
+	s->balance_armed = false;
+	if (__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) || balance_sample(s, load) < 0)
+		return;
+	if (__atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED) == 0) {
+		/* Nobody to serve: the next clients start on one worker; stop ticking. */
+		s->active = 1;
+		s->balance_ns = 0;
+		s->saturated_ticks = 0;
+		return;
+	}
+	unsigned k = s->active;
+	bool all_saturated = true, can_split = false;
+	double busy = 0;
+	for (unsigned i = 0; i < k; i++) {
+		if (load[i] < BUSY_SATURATED)
+			all_saturated = false;
+		if (__atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED) >= 2)
+			can_split = true;
+		busy += load[i];
+	}
+	s->saturated_ticks = all_saturated && can_split ? s->saturated_ticks + 1 : 0;
+	if (s->balance_hold) {
+		s->balance_hold--; /* the last interval included a move */
+	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers) {
+		for (unsigned i = 0; i < k; i++) {
+			unsigned n = __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
+			if (n / (k + 1))
+				order_give(&s->workers[i], n / (k + 1), k, 1);
+		}
+		log_debug("worker balance: %u workers saturated; spreading over %u", k, k + 1);
+		s->active = k + 1;
+		s->balance_hold = 1;
+		s->saturated_ticks = 0;
+	} else if (k > 1 && busy < (k - 1) * BUSY_GATHER) {
+		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
+			  k, busy, k - 1);
+		s->active = k - 1;
+		s->balance_hold = 1;
+	}
+	/* Workers out of the active set hand over whatever they still have (also connections
+	 * that were on their way to them when the set shrank). */
+	for (unsigned i = s->active; i < s->n_workers; i++)
+		if (__atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED) > 0)
+			order_give(&s->workers[i], ~0u, 0, s->active);
+	balance_arm(s);
+}
+
+/* The worker for a new connection: round-robin over all, or (adaptive) the active worker
+ * with the fewest connections. */
+static struct worker *pick_worker(struct vad_server *s)
+{
+	if (!s->adaptive)
+		return &s->workers[s->next_worker++ % s->n_workers];
+	struct worker *best = &s->workers[0];
+	unsigned best_n = __atomic_load_n(&best->n_conns, __ATOMIC_RELAXED);
+	for (unsigned i = 1; i < s->active; i++) {
+		unsigned n = __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
+		if (n < best_n) {
+			best = &s->workers[i];
+			best_n = n;
+		}
+	}
+	balance_arm(s);
+	return best;
 }
 
 /* ---- listener --------------------------------------------------------------------------- */
@@ -444,8 +719,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			continue;
 		}
 		p->fd = fd;
-		struct worker *w = &s->workers[s->next_worker++ % s->n_workers];
-		worker_push(w, p);
+		worker_push(pick_worker(s), p);
 	}
 }
 
@@ -533,6 +807,13 @@ static void free_server(struct vad_server *s)
 		struct worker *w = &s->workers[i];
 		while (w->conns)
 			conn_close(w->conns, "the daemon is shutting down");
+		while (w->moved) {
+			struct conn *c = w->moved;
+			w->moved = c->next;
+			conn_drop_detached(s, c);
+		}
+		if (w->schedstat_fd >= 0)
+			close(w->schedstat_fd);
 		while (w->queue_head) {
 			struct pending_conn *p = w->queue_head;
 			w->queue_head = p->next;
@@ -547,8 +828,8 @@ static void free_server(struct vad_server *s)
 		pthread_mutex_destroy(&w->lock);
 	}
 	free(s->workers);
-	struct event *evs[] = {s->ev_listen, s->ev_resume, s->ev_stop,	s->ev_tick,
-			       s->ev_sig[0], s->ev_sig[1], s->ev_sig[2]};
+	struct event *evs[] = {s->ev_listen,  s->ev_resume, s->ev_stop,	  s->ev_tick,
+			       s->ev_balance, s->ev_sig[0], s->ev_sig[1], s->ev_sig[2]};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -592,6 +873,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		struct worker *w = &s->workers[i];
 		w->srv = s;
 		w->index = i;
+		w->schedstat_fd = -1;
 		pthread_mutex_init(&w->lock, NULL);
 		w->base = event_base_new();
 		if (!w->base)
@@ -604,6 +886,9 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->ev_resume = evtimer_new(s->base, on_resume, s);
 	s->ev_stop = event_new(s->base, -1, 0, on_stop, s);
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+	s->ev_balance = evtimer_new(s->base, on_balance, s);
+	s->adaptive = cfg->worker_balance == VAD_BALANCE_ADAPTIVE && n > 1;
+	s->active = s->adaptive ? 1 : n;
 	/* Catch signals from now on: one arriving before vad_server_run waits in the base
 	 * instead of killing the process with its default action. */
 	const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
@@ -612,7 +897,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		if (!s->ev_sig[i] || event_add(s->ev_sig[i], NULL) < 0)
 			goto nomem;
 	}
-	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick)
+	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick || !s->ev_balance)
 		goto nomem;
 
 	/* Last: on success the service owns the arenas; on failure main still does. */
@@ -664,7 +949,8 @@ int vad_server_run(struct vad_server *s)
 				     .tv_usec = (suseconds_t)(tick_us % 1000000)};
 		if (getenv("NOTIFY_SOCKET"))
 			event_add(s->ev_tick, &tv);
-		sd_notifyf(0, "READY=1\nSTATUS=listening with %u workers", s->n_workers);
+		sd_notifyf(0, "READY=1\nSTATUS=listening with %u workers%s", s->n_workers,
+			   s->adaptive ? " (adaptive: as many as the load needs)" : "");
 		if (!__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) &&
 		    event_base_dispatch(s->base) < 0) {
 			log_err("the listener event loop failed");
@@ -679,6 +965,8 @@ int vad_server_run(struct vad_server *s)
 		event_del(s->ev_sig[i]);
 	event_del(s->ev_tick);
 	event_del(s->ev_resume);
+	event_del(s->ev_balance);
+	s->balance_armed = false;
 
 	/* The final snapshot still sees the sessions of this moment. */
 	vad_stats_stop(s->stats);
