@@ -986,6 +986,280 @@ static void test_pool_decay(void **state)
 	va_destroy(vs);
 }
 
+/* ---- busy index: hinted inserts and finds, lookups across nodes ------------------------- */
+
+/* The i-th slot (of n) visited by order kind: ascending, descending, outside-in zigzag,
+ * a stride, middle-out, or a fixed shuffle (perm). */
+static unsigned visit(unsigned kind, unsigned n, unsigned i, const unsigned *perm)
+{
+	switch (kind) {
+	case 0:
+		return i;
+	case 1:
+		return n - 1 - i;
+	case 2:
+		return i % 2 ? n - 1 - i / 2 : i / 2;
+	case 3:
+		return (i * 37) % n;
+	case 4:
+		return i % 2 ? n / 2 - 1 - i / 2 : n / 2 + i / 2;
+	default:
+		return perm[i];
+	}
+}
+
+static void shuffle(unsigned *perm, unsigned n, uint64_t *rng)
+{
+	for (unsigned i = 0; i < n; i++)
+		perm[i] = i;
+	for (unsigned i = n - 1; i > 0; i--) {
+		unsigned j;
+
+		*rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+		j = (unsigned)((*rng >> 33) % (i + 1));
+		unsigned t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+}
+
+#define HINT_SLOTS 96
+#define HINT_SLOT  (4 * Q)
+
+/* Every quantum (and a byte inside it) of the space looked up against the slot model. */
+static void hint_verify(struct va_space *vs, uint64_t base, const bool *busy, const uint64_t *size)
+{
+	for (uint64_t x = base; x < base + HINT_SLOTS * HINT_SLOT; x += Q / 2) {
+		unsigned s = (unsigned)((x - base) / HINT_SLOT);
+		uint64_t start = base + s * HINT_SLOT;
+		struct va_area area;
+		int rc = va_lookup(vs, x, &area);
+
+		if (busy[s] && x < start + size[s]) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(area.start, start);
+			assert_int_equal(area.size, size[s]);
+			if (x != start) {
+				assert_int_equal(va_free(vs, x, NULL), VA_ENOTSTART);
+				assert_int_equal(va_set_owner(vs, x, NULL), VA_ENOTSTART);
+			}
+		} else {
+			assert_int_equal(rc, VA_ENOTFOUND);
+			assert_int_equal(va_free(vs, x, NULL), VA_EDOUBLEFREE);
+		}
+	}
+	CHECK(vs);
+}
+
+static void hint_insert(struct va_space *vs, uint64_t base, unsigned s, uint64_t size, bool *busy)
+{
+	uint64_t start = base + s * HINT_SLOT, a = 0;
+	struct va_area area;
+
+	assert_false(busy[s]);
+	assert_int_equal(va_alloc_range(vs, size, 0, start, start + size, &busy[s], &a), 0);
+	assert_int_equal(a, start);
+	busy[s] = true;
+	CHECK(vs);
+	/* the new area is found by its start (the hint) and its neighbours still are */
+	assert_int_equal(va_lookup(vs, start + size - 1, &area), 0);
+	assert_int_equal(area.start, start);
+	assert_ptr_equal(area.owner, &busy[s]);
+	if (s && busy[s - 1])
+		assert_int_equal(va_set_owner(vs, start - HINT_SLOT, &busy[s - 1]), 0);
+	if (s + 1 < HINT_SLOTS && busy[s + 1])
+		assert_int_equal(va_set_owner(vs, start + HINT_SLOT, &busy[s + 1]), 0);
+}
+
+static void hint_remove(struct va_space *vs, uint64_t base, unsigned s, bool *busy)
+{
+	uint64_t start = base + s * HINT_SLOT;
+	void *owner = NULL;
+
+	assert_true(busy[s]);
+	assert_int_equal(va_free(vs, start, &owner), 0);
+	assert_ptr_equal(owner, &busy[s]);
+	busy[s] = false;
+	CHECK(vs);
+	assert_int_equal(va_free(vs, start, NULL), VA_EDOUBLEFREE);
+	assert_int_equal(va_set_owner(vs, start, NULL), VA_ENOTFOUND);
+	CHECK(vs);
+}
+
+/*
+ * The busy tree links an insert next to the last inserted block (or the successor of the
+ * last removed one) when that is its place, else descends. Insert and free areas in every
+ * pair of orders (ascending, descending, zigzag, stride, middle-out, shuffled), touching or
+ * with gaps, and a half free / refill in between: after every step va_check verifies order,
+ * colours and the hint, and every address is looked up against a model.
+ */
+static void test_busy_hint_orders(void **state)
+{
+	const uint64_t base = 1ull << 32;
+	uint64_t rng = 7, size[HINT_SLOTS];
+	unsigned perm[HINT_SLOTS];
+	bool busy[HINT_SLOTS] = {0};
+
+	(void)state;
+	for (unsigned touching = 0; touching < 2; touching++) {
+		for (unsigned s = 0; s < HINT_SLOTS; s++)
+			size[s] = touching ? HINT_SLOT : (1 + s % 3) * Q;
+		for (unsigned ins = 0; ins < 6; ins++) {
+			for (unsigned del = 0; del < 6; del++) {
+				struct va_space *vs =
+				    make_exact(base, HINT_SLOTS * HINT_SLOT, NULL);
+
+				shuffle(perm, HINT_SLOTS, &rng);
+				for (unsigned i = 0; i < HINT_SLOTS; i++)
+					hint_insert(vs, base, visit(ins, HINT_SLOTS, i, perm),
+						    size[visit(ins, HINT_SLOTS, i, perm)], busy);
+				hint_verify(vs, base, busy, size);
+				/* every other slot of the removal order goes, then comes back */
+				for (unsigned i = 0; i < HINT_SLOTS; i += 2)
+					hint_remove(vs, base, visit(del, HINT_SLOTS, i, perm),
+						    busy);
+				hint_verify(vs, base, busy, size);
+				for (unsigned i = 0; i < HINT_SLOTS; i++) {
+					unsigned s = visit(ins, HINT_SLOTS, i, perm);
+
+					if (!busy[s])
+						hint_insert(vs, base, s, size[s], busy);
+				}
+				for (unsigned i = 0; i < HINT_SLOTS; i++)
+					hint_remove(vs, base, visit(del, HINT_SLOTS, i, perm),
+						    busy);
+				hint_verify(vs, base, busy, size);
+				assert_int_equal(stats(vs).busy_blocks, 0);
+				va_destroy(vs);
+			}
+		}
+	}
+}
+
+/*
+ * Areas of 1..11 quanta with gaps over 4-quantum zones of 3 nodes, so most span zones of
+ * other nodes: va_lookup of every address must find the area containing it (kept in its
+ * start's node) or report none, whatever nodes hold blocks below the address; a free of a
+ * non-start is VA_ENOTSTART. Inserted and freed in shuffled orders.
+ */
+static void test_busy_lookup_across_zones(void **state)
+{
+	enum { MAXA = 64 };
+	const uint64_t zone = 4 * Q, space = 400 * Q;
+	struct va_config cfg = {.size = space,
+				.quantum = Q,
+				.nodes = 3,
+				.zone_size = zone,
+				.no_pools = true,
+				.eager = true,
+				.no_thread = true};
+	uint64_t start[MAXA], size[MAXA], rng = 11, cur = 0;
+	bool live[MAXA] = {0};
+	unsigned perm[MAXA], n = 0;
+	struct va_space *vs;
+
+	(void)state;
+	while (n < MAXA) {
+		uint64_t gap, len;
+
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		gap = (rng >> 33) % 3 * Q;
+		len = (1 + (rng >> 40) % 11) * Q;
+		if (cur + gap + len > space)
+			break;
+		start[n] = cur + gap;
+		size[n++] = len;
+		cur += gap + len;
+	}
+	for (int round = 0; round < 3; round++) {
+		vs = make_cfg(&cfg);
+		shuffle(perm, n, &rng);
+		for (unsigned i = 0; i < n; i++) {
+			unsigned k = perm[i];
+			uint64_t a = 0;
+
+			assert_int_equal(
+			    va_alloc_range(vs, size[k], 0, start[k], start[k] + size[k], NULL, &a),
+			    0);
+			assert_int_equal(a, start[k]);
+			live[k] = true;
+			CHECK(vs);
+		}
+		for (int phase = 0; phase < 2; phase++) {
+			unsigned k = 0;
+
+			for (uint64_t x = 0; x < space; x += Q / 4) {
+				struct va_area area;
+				int rc = va_lookup(vs, x, &area);
+
+				while (k < n && start[k] + size[k] <= x)
+					k++;
+				if (k < n && live[k] && x >= start[k]) {
+					assert_int_equal(rc, 0);
+					assert_int_equal(area.start, start[k]);
+					assert_int_equal(area.size, size[k]);
+					assert_int_equal(area.node, (start[k] / zone) % 3);
+					if (x % Q == 0 && x != start[k])
+						assert_int_equal(va_free(vs, x, NULL),
+								 VA_ENOTSTART);
+				} else {
+					assert_int_equal(rc, VA_ENOTFOUND);
+					if (x % Q == 0)
+						assert_int_equal(va_free(vs, x, NULL),
+								 VA_EDOUBLEFREE);
+				}
+			}
+			CHECK(vs);
+			/* then a shuffled half goes and the lookups run again */
+			for (unsigned i = 0; phase == 0 && i < n; i += 2) {
+				free_ok(vs, start[perm[i]]);
+				live[perm[i]] = false;
+			}
+		}
+		for (unsigned i = 1; i < n; i += 2) {
+			free_ok(vs, start[perm[i]]);
+			live[perm[i]] = false;
+		}
+		assert_int_equal(stats(vs).busy_blocks, 0);
+		va_destroy(vs);
+	}
+}
+
+/*
+ * Pool allocations come at consecutive addresses, so inserts mostly take the hint; frees in
+ * the same order, reversed, and interleaved between two threads' worth of homes leave the
+ * hint on successors and stale neighbours. Every area is still found by its start.
+ */
+static void test_busy_hint_pools(void **state)
+{
+	enum { N = 300 };
+	struct va_config cfg = {.size = 8192 * Q, .quantum = Q, .nodes = 2, .no_thread = true};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a[N];
+	struct va_area area;
+
+	(void)state;
+	for (int round = 0; round < 4; round++) {
+		for (unsigned i = 0; i < N; i++) {
+			va_set_home_node(i / 16 % 2);
+			a[i] = alloc_ok(vs, (1 + round % 2) * Q, 0);
+		}
+		for (unsigned i = 0; i < N; i++) {
+			assert_int_equal(va_lookup(vs, a[i], &area), 0);
+			assert_int_equal(area.start, a[i]);
+		}
+		for (unsigned i = 0; i < N; i++) {
+			unsigned k = round == 0 ? i : round == 1 ? N - 1 - i : (i * 7) % N;
+
+			free_ok(vs, a[k]);
+			assert_int_equal(va_free(vs, a[k], NULL), VA_EDOUBLEFREE);
+		}
+		assert_int_equal(stats(vs).busy_blocks, 0);
+	}
+	va_set_home_node(0);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1009,6 +1283,9 @@ int main(void)
 	    cmocka_unit_test(test_release_reentry),
 	    cmocka_unit_test(test_impossible_alignment),
 	    cmocka_unit_test(test_pool_decay),
+	    cmocka_unit_test(test_busy_hint_orders),
+	    cmocka_unit_test(test_busy_lookup_across_zones),
+	    cmocka_unit_test(test_busy_hint_pools),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
