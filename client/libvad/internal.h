@@ -115,6 +115,7 @@ struct vad_client {
 	struct libvad_outbuf outq;   /* frames waiting for the sender */
 	struct libvad_outbuf outfly; /* the frames being sent (owned by the sender) */
 	bool reading;		     /* one waiter is the reader now */
+	size_t sleepers;	     /* waiters in LIBVAD_SLEEPING */
 	int dead_err;		     /* nonzero: the connection is unusable */
 	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;		     /* touched only by the reader */
@@ -162,9 +163,9 @@ void libvad_transport_destroy(vad_client *c);
 
 /* With c->lock held and nobody reading: be the reader for one receive, deliver every
  * whole reply it completes and wake their waiters, then give up the role (to a sleeping
- * waiter, woken, if me is answered). A broken stream fails every waiter. Returns with
- * c->lock held. */
-void libvad_read_round(vad_client *c, struct libvad_pending *me);
+ * waiter, woken, if me is answered). A broken stream fails every waiter. Returns true,
+ * without c->lock, if me is answered; false with c->lock held otherwise. */
+bool libvad_read_round(vad_client *c, struct libvad_pending *me);
 
 /* Free the reader's buffer and close the fds nobody claimed. */
 void libvad_reader_destroy(vad_client *c);

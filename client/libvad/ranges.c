@@ -120,17 +120,18 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 				   "alloc: client, sizes or out is NULL, or the count is 0");
 	if (n > SIZE_MAX / sizeof(uint64_t))
 		return libvad_fail(c, VAD_ETOOBIG, "alloc: too many ranges in one batch");
-	uint64_t *wire = malloc(n * sizeof(*wire));
-	if (!wire)
-		return libvad_fail(c, VAD_ENOMEM, NULL);
-	for (size_t i = 0; i < n; i++)
-		wire[i] = sizes[i];
 	Vad__Alloc al = VAD__ALLOC__INIT;
 	al.align = align;
 	al.arena = (char *)libvad_arena_arg(arena);
+	uint64_t *wire = NULL; /* a single size goes in al.size: no allocation per call */
 	if (n == 1) {
 		al.size = sizes[0];
 	} else {
+		wire = malloc(n * sizeof(*wire));
+		if (!wire)
+			return libvad_fail(c, VAD_ENOMEM, NULL);
+		for (size_t i = 0; i < n; i++)
+			wire[i] = sizes[i];
 		al.n_sizes = n;
 		al.sizes = wire;
 	}

@@ -172,7 +172,7 @@ static void compact(vad_client *c, size_t off)
 	}
 }
 
-void libvad_read_round(vad_client *c, struct libvad_pending *me)
+bool libvad_read_round(vad_client *c, struct libvad_pending *me)
 {
 	c->reading = true;
 	pthread_mutex_unlock(&c->lock);
@@ -204,13 +204,17 @@ void libvad_read_round(vad_client *c, struct libvad_pending *me)
 	c->reading = false;
 	if (err != VAD_OK)
 		libvad_fail_all_locked(c, err);
-	else if (libvad_pending_done(me))
+	bool done = libvad_pending_done(me);
+	if (done)
 		libvad_pending_wake_reader(c, &w);
-	if (w.n > 0) {
+	if (done || w.n > 0) {
 		pthread_mutex_unlock(&c->lock);
 		libvad_wakes_flush(&w);
+		if (done)
+			return true;
 		pthread_mutex_lock(&c->lock);
 	}
+	return false;
 }
 
 void libvad_reader_destroy(vad_client *c)

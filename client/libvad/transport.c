@@ -93,7 +93,8 @@ static void wait_reply(vad_client *c, struct libvad_pending *me)
 {
 	while (!libvad_pending_done(me)) {
 		if (!c->reading) {
-			libvad_read_round(c, me);
+			if (libvad_read_round(c, me))
+				return;
 			continue;
 		}
 		if (libvad_pending_sleep(c, me))

@@ -72,23 +72,30 @@ void libvad_pending_finish(vad_client *c, struct libvad_pending *p, int err, Vad
 	 * lock, or futex_wait finds the word changed): no wake needed. A wake that lands
 	 * after the waiter has returned is a spurious wake-up of whatever uses that stack
 	 * word next, which every futex user tolerates. */
-	if (was == LIBVAD_SLEEPING)
+	if (was == LIBVAD_SLEEPING) {
+		c->sleepers--;
 		wakes_add(w, &p->state);
+	}
 }
 
 void libvad_pending_wake_reader(vad_client *c, struct libvad_wakes *w)
 {
-	for (size_t i = 0; i < LIBVAD_PENDING_BUCKETS; i++) {
-		for (struct libvad_pending *p = c->pending[i]; p; p = p->next) {
-			uint32_t sleeping = LIBVAD_SLEEPING;
-			if (__atomic_compare_exchange_n(&p->state, &sleeping, LIBVAD_WAITING, false,
-							__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-				wakes_add(w, &p->state);
-				return;
-			}
-		}
-	}
-	/* Nobody sleeps: every waiter is awake and checks c->reading before it sleeps. */
+	/* The oldest call: replies come in the order the daemon read the requests, so its
+	 * reply is the next one (it may be in the socket already, and then the new reader
+	 * returns with it without sleeping again). */
+	struct libvad_pending *oldest = NULL;
+	if (c->sleepers == 0)
+		return; /* every waiter is awake and checks c->reading before it sleeps */
+	for (size_t i = 0; i < LIBVAD_PENDING_BUCKETS; i++)
+		for (struct libvad_pending *p = c->pending[i]; p; p = p->next)
+			if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) == LIBVAD_SLEEPING &&
+			    (!oldest || p->id < oldest->id))
+				oldest = p;
+	if (!oldest)
+		return;
+	c->sleepers--;
+	__atomic_store_n(&oldest->state, LIBVAD_WAITING, __ATOMIC_RELAXED);
+	wakes_add(w, &oldest->state);
 }
 
 void libvad_fail_all_locked(vad_client *c, int err)
@@ -126,6 +133,7 @@ bool libvad_pending_done(const struct libvad_pending *p)
 bool libvad_pending_sleep(vad_client *c, struct libvad_pending *p)
 {
 	__atomic_store_n(&p->state, LIBVAD_SLEEPING, __ATOMIC_RELAXED);
+	c->sleepers++;
 	pthread_mutex_unlock(&c->lock);
 	for (;;) {
 		/* Returns at once (EAGAIN) if the state already changed; EINTR and spurious
