@@ -1,0 +1,316 @@
+/*
+ * test_service_balance.c - worker_balance through the real daemon: with adaptive balance a
+ * lightly loaded daemon keeps every connection on one worker, `even` deals them round-robin,
+ * and connections moved between workers under load (and gathered back when it drops) keep
+ * being served correctly: every range is written and verified by its owner, busy bytes return
+ * to the baseline, the registry stays consistent, and a daemon stopped while it moves
+ * connections exits cleanly (no sanitizer report, no leak).
+ *
+ * Whether and when the daemon moves connections depends on how busy its workers are, which
+ * a test cannot dictate: the load below (many connections, each in its own thread, batches
+ * of ranges) keeps one worker wanting a CPU all the time on any machine, so it spreads; if it
+ * has not within a generous bound, the move checks are skipped, never failed.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vtassert.h"
+
+#define PAGE	  4096u
+#define BATCH	  128
+#define N_LOADERS 12
+
+struct span {
+	char *p;
+	size_t size;
+};
+
+/* Order spans by address. */
+static int by_address(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+	return x->p < y->p ? -1 : x->p > y->p;
+}
+
+struct loader {
+	const char *socket_path;
+	int id;
+	volatile int *stop; /* set by the main thread: finish the round and leave */
+	bool expect_errors; /* the daemon is stopped under it: errors end it quietly */
+	uint64_t rounds;    /* (atomic) rounds done */
+	char error[512];
+};
+
+/* Allocate BATCH ranges in one request, check they do not overlap one another, write and
+ * verify the first and the last (a range overlapping another client's would be overwritten),
+ * free them in one request, until told to stop. Few bytes written per range keep the work on
+ * the daemon's side, so that its worker is the busy one. */
+static void *loader_run(void *arg)
+{
+	struct loader *l = arg;
+	vad_client *c = NULL;
+	if (vad_connect(l->socket_path, "balance", &c) != 0) {
+		if (!l->expect_errors)
+			snprintf(l->error, sizeof(l->error), "loader %d: vad_connect: %s", l->id,
+				 vad_last_error(NULL));
+		return NULL;
+	}
+	for (uint64_t round = 0; !__atomic_load_n(l->stop, __ATOMIC_RELAXED); round++) {
+		size_t sizes[BATCH];
+		void *p[BATCH];
+		for (int i = 0; i < BATCH; i++)
+			sizes[i] = PAGE * (1 + (size_t)((round + (uint64_t)i) % 4));
+		int rc = vad_alloc_batch(c, BATCH, sizes, 0, p);
+		if (rc != 0) {
+			if (!l->expect_errors)
+				snprintf(l->error, sizeof(l->error),
+					 "loader %d round %llu: vad_alloc_batch: %d %s", l->id,
+					 (unsigned long long)round, rc, vad_last_error(c));
+			break;
+		}
+		struct span sp[BATCH];
+		for (int i = 0; i < BATCH; i++)
+			sp[i] = (struct span){.p = p[i], .size = sizes[i]};
+		qsort(sp, BATCH, sizeof(sp[0]), by_address);
+		for (int i = 1; i < BATCH; i++) {
+			if (sp[i - 1].p + sp[i - 1].size > sp[i].p) {
+				snprintf(
+				    l->error, sizeof(l->error),
+				    "loader %d round %llu: ranges %p (%zu bytes) and %p overlap",
+				    l->id, (unsigned long long)round, (void *)sp[i - 1].p,
+				    sp[i - 1].size, (void *)sp[i].p);
+				goto out;
+			}
+		}
+		uint64_t seed = ((uint64_t)l->id << 40) | (round << 8);
+		const int check[2] = {0, BATCH - 1};
+		for (int k = 0; k < 2; k++)
+			vt_fill_pattern(p[check[k]], sizes[check[k]], seed + (uint64_t)k);
+		for (int k = 0; k < 2; k++) {
+			ssize_t bad =
+			    vt_check_pattern(p[check[k]], sizes[check[k]], seed + (uint64_t)k);
+			if (bad >= 0) {
+				snprintf(
+				    l->error, sizeof(l->error),
+				    "loader %d round %llu: range %d changed at byte %zd: another "
+				    "live range overlaps it",
+				    l->id, (unsigned long long)round, check[k], bad);
+				goto out;
+			}
+		}
+		rc = vad_free_batch(c, BATCH, p);
+		if (rc != 0) {
+			if (!l->expect_errors)
+				snprintf(l->error, sizeof(l->error),
+					 "loader %d round %llu: vad_free_batch: %d %s", l->id,
+					 (unsigned long long)round, rc, vad_last_error(c));
+			break;
+		}
+		__atomic_add_fetch(&l->rounds, 1, __ATOMIC_RELAXED);
+	}
+out:
+	vad_close(c);
+	return NULL;
+}
+
+struct load {
+	struct loader l[N_LOADERS];
+	pthread_t t[N_LOADERS];
+	volatile int stop;
+};
+
+static void load_start(struct load *ld, const struct vt_daemon *d, bool expect_errors)
+{
+	memset(ld, 0, sizeof(*ld));
+	for (int i = 0; i < N_LOADERS; i++) {
+		ld->l[i].socket_path = d->socket_path;
+		ld->l[i].id = i;
+		ld->l[i].stop = &ld->stop;
+		ld->l[i].expect_errors = expect_errors;
+		assert_int_equal(0, pthread_create(&ld->t[i], NULL, loader_run, &ld->l[i]));
+	}
+}
+
+/* Stop the loaders and fail with the first one's message. */
+static void load_finish(struct load *ld)
+{
+	__atomic_store_n(&ld->stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < N_LOADERS; i++)
+		pthread_join(ld->t[i], NULL);
+	for (int i = 0; i < N_LOADERS; i++)
+		if (ld->l[i].error[0])
+			fail_msg("%s", ld->l[i].error);
+}
+
+/* Fewest rounds any loader has done. */
+static uint64_t load_min_rounds(struct load *ld)
+{
+	uint64_t min = UINT64_MAX;
+	for (int i = 0; i < N_LOADERS; i++) {
+		uint64_t r = __atomic_load_n(&ld->l[i].rounds, __ATOMIC_RELAXED);
+		min = r < min ? r : min;
+	}
+	return min;
+}
+
+/* Wait up to timeout_ms for needle in the daemon's log. */
+static bool wait_log(const struct vt_daemon *d, const char *needle, int timeout_ms)
+{
+	uint64_t end = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	while (!vt_daemon_log_contains(d, needle)) {
+		if (vt_now_ns() > end)
+			return false;
+		vt_sleep_ms(20);
+	}
+	return true;
+}
+
+/* Count per worker (of 2) the sessions that said hello as "light": the log has
+ * "session N opened: ..., worker W" and then "session N: hello from 'light'" (the harness's
+ * own probe connection says no hello). */
+static void count_light(const struct vt_daemon *d, int per_worker[2])
+{
+	int worker_of[64];
+	memset(worker_of, -1, sizeof(worker_of));
+	per_worker[0] = per_worker[1] = 0;
+	FILE *f = fopen(d->log_path, "r");
+	assert_non_null(f);
+	char line[1024];
+	while (fgets(line, sizeof(line), f)) {
+		const char *at = strstr(line, "session ");
+		if (!at)
+			continue;
+		int id = atoi(at + strlen("session "));
+		if (id < 0 || id >= 64)
+			continue;
+		const char *w = strstr(at, " opened: ");
+		w = w ? strstr(w, ", worker ") : NULL;
+		if (w) {
+			worker_of[id] = atoi(w + strlen(", worker "));
+			assert_true(worker_of[id] >= 0 && worker_of[id] < 2);
+		} else if (strstr(at, ": hello from 'light'") && worker_of[id] >= 0) {
+			per_worker[worker_of[id]]++;
+		}
+	}
+	fclose(f);
+}
+
+/* n clients connect one after the other and each does one alloc and free. */
+static void light_clients(const struct vt_daemon *d, int n)
+{
+	vad_client *c[8];
+	assert_true(n <= 8);
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(0, vt_connect(d, "light", &c[i]));
+		void *p;
+		VT_ASSERT_OK(c[i], vad_alloc(c[i], PAGE, 0, &p));
+		VT_ASSERT_OK(c[i], vad_free(c[i], p));
+	}
+	for (int i = 0; i < n; i++)
+		vad_close(c[i]);
+}
+
+static void test_adaptive_light_load_stays_on_one_worker(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "workers = 2\nlog_level = debug\n", NULL));
+	light_clients(d, 6);
+	int per[2];
+	count_light(d, per);
+	assert_int_equal(per[0], 6);
+	assert_int_equal(per[1], 0);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static void test_even_deals_round_robin(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(
+	    0, vt_daemon_setup(d, "workers = 2\nworker_balance = even\nlog_level = debug\n", NULL));
+	light_clients(d, 6);
+	int per[2];
+	count_light(d, per);
+	assert_int_equal(per[0], 3);
+	assert_int_equal(per[1], 3);
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static void test_moved_connections_keep_working(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "workers = 2\nlog_level = debug\n", NULL));
+	struct vad_stats base;
+	assert_int_equal(0, vt_stats(d, &base));
+
+	struct load ld;
+	load_start(&ld, d, false);
+	bool spread = wait_log(d, "spreading over 2", vt_timeout_ms(20000)) &&
+		      wait_log(d, "handed", vt_timeout_ms(5000));
+	/* Every loader completes rounds after the move (a moved connection that was lost
+	 * would stall its loader, and the wait below would time out). */
+	uint64_t after = load_min_rounds(&ld) + (uint64_t)vt_scale(50);
+	uint64_t end = vt_now_ns() + (uint64_t)vt_timeout_ms(30000) * 1000000u;
+	while (spread && load_min_rounds(&ld) < after && vt_now_ns() < end)
+		vt_sleep_ms(20);
+	uint64_t reached = load_min_rounds(&ld);
+	/* One client stays, idle, while the load goes: the workers gather on one again (the
+	 * last one hands its connections over) and it is still served. */
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "stays", &c));
+	load_finish(&ld);
+	if (spread && reached < after)
+		fail_msg("a loader did only %llu rounds of %llu within 30 s after the move",
+			 (unsigned long long)reached, (unsigned long long)after);
+	if (spread && !wait_log(d, "gathering on 1", vt_timeout_ms(10000)))
+		fail_msg("the workers did not gather on one with a single idle client");
+	vt_sleep_ms(300); /* the hand-over follows the decision */
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, 3 * PAGE, 0, &p));
+	vt_fill_pattern(p, 3 * PAGE, 77);
+	assert_true(vt_check_pattern(p, 3 * PAGE, 77) < 0);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+
+	struct vad_stats s;
+	if (vt_wait_busy(d, base.busy_bytes, 1, vt_timeout_ms(5000), &s) != 0)
+		fail_msg("busy bytes %llu with %u clients, baseline %llu",
+			 (unsigned long long)s.busy_bytes, s.clients,
+			 (unsigned long long)base.busy_bytes);
+	assert_int_equal(0, vt_check_invariants(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+	if (!spread)
+		skip(); /* served correctly, but the load never saturated a worker here */
+}
+
+static void test_stop_while_moving(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "workers = 2\nlog_level = debug\n", NULL));
+	struct load ld;
+	load_start(&ld, d, true);
+	bool spread = wait_log(d, "handed", vt_timeout_ms(20000));
+	/* Stop the daemon in the middle of the load (right after a move when there was one):
+	 * it must exit 0, every session dropped, sanitizers quiet. */
+	assert_int_equal(0, vt_daemon_stop(d));
+	load_finish(&ld);
+	if (!spread)
+		skip();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_adaptive_light_load_stays_on_one_worker,
+					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_even_deals_round_robin, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_moved_connections_keep_working,
+					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_stop_while_moving, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
