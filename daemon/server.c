@@ -3,8 +3,11 @@
  * libevent base (the memcached model).
  *
  * The listener (the thread in vad_server_run) accepts, reads the peer's credentials, applies
- * max_clients, and queues the socket to a worker round-robin (a mutex-protected queue plus
- * event_active on the worker's notify event). A worker owns its connections: per readable
+ * max_clients, and queues the socket to a worker (a mutex-protected queue plus event_active
+ * on the worker's notify event): round-robin with worker_balance = even; by default
+ * (adaptive) to the least loaded of the active workers, whose number follows the load (see
+ * on_balance; a worker hands connections to another between its callbacks, through the same
+ * queue). A worker owns its connections: per readable
  * event it does one read, handles every whole frame (session.c), and writes all replies with
  * one send; a reply carrying an arena fd goes with sendmsg. A connection whose pending output
  * passes the high watermark is not read from until it drains below the low watermark.
