@@ -41,14 +41,18 @@
 #include "session.h"
 #include "stats.h"
 
-#define ACCEPT_BURST	64  /* accepts per listener wake-up, so signals are not starved */
-#define CLOSE_LINGER_S	5   /* a closing connection gets this long to take its last replies */
-#define ACCEPT_PAUSE_MS 100 /* back-off when out of fds */
-#define MAX_WORKERS	256
-#define BALANCE_MS	100 /* how often the adaptive balancer looks at the workers' load */
-#define BUSY_SATURATED	0.9 /* a worker wanting a CPU this share of the time is saturated */
-#define SATURATED_TICKS 2   /* ... this many ticks in a row before another worker helps */
-#define BUSY_GATHER	0.6 /* active workers busy less than (active - 1) x this: one fewer */
+#define ACCEPT_BURST	  64  /* accepts per listener wake-up, so signals are not starved */
+#define CLOSE_LINGER_S	  5   /* a closing connection gets this long to take its last replies */
+#define ACCEPT_PAUSE_MS	  100 /* back-off when out of fds */
+#define MAX_WORKERS	  256
+#define BALANCE_MS	  100  /* how often the adaptive balancer looks at the workers' load */
+#define BUSY_SATURATED	  0.9  /* a worker wanting a CPU this share of the time is saturated */
+#define SATURATED_TICKS	  2    /* ... this many ticks in a row before another worker helps */
+#define BUSY_GATHER	  0.6  /* active workers busy less than (active - 1) x this: one fewer */
+#define TRIAL_TICKS	  3    /* after a spread, ticks of requests/s to compare with before */
+#define TRIAL_GAIN	  1.05 /* ... the spread stays if it raised requests/s this much */
+#define BACKOFF_TICKS	  20   /* a spread that did not pay is not tried again for this long, */
+#define BACKOFF_MAX_TICKS 600  /* doubling up to this, until the clients change */
 
 struct worker;
 
@@ -102,6 +106,12 @@ struct vad_server {
 	unsigned balance_hold; /* ticks to wait after a change before deciding again */
 	uint64_t balance_ns;   /* when the workers' busy times were last read, 0 = not yet */
 	unsigned saturated_ticks; /* ticks in a row with every active worker saturated */
+	uint64_t requests_seen;	  /* svc->requests at the last tick */
+	double before_sum;	  /* requests/s summed over the saturated ticks */
+	bool trial;		  /* the last spread is on trial: does it raise requests/s? */
+	double trial_before;	  /* requests/s before the spread on trial */
+	double trial_sum;	  /* requests/s summed over the trial's ticks so far */
+	unsigned trial_ticks, backoff, backoff_len;
 	struct event *ev_balance;
 	int stop_requested; /* atomic */
 	bool listening;
@@ -579,14 +589,23 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_server *s = arg;
 	double load[MAX_WORKERS];
+	uint64_t since = s->balance_ns;
 	s->balance_armed = false;
 	if (__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) || balance_sample(s, load) < 0)
 		return;
+	uint64_t requests = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
+	double rate = s->balance_ns > since ? (double)(requests - s->requests_seen) * 1e9 /
+						  (double)(s->balance_ns - since)
+					    : 0;
+	s->requests_seen = requests;
 	if (__atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED) == 0) {
-		/* Nobody to serve: the next clients start on one worker; stop ticking. */
+		/* Nobody to serve: the next clients start afresh on one worker; stop ticking. */
 		s->active = 1;
 		s->balance_ns = 0;
 		s->saturated_ticks = 0;
+		s->trial = false;
+		s->backoff = 0;
+		s->backoff_len = BACKOFF_TICKS;
 		return;
 	}
 	unsigned k = s->active;
@@ -599,10 +618,41 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 			can_split = true;
 		busy += load[i];
 	}
-	s->saturated_ticks = all_saturated && can_split ? s->saturated_ticks + 1 : 0;
+	if (all_saturated && can_split) {
+		s->saturated_ticks++;
+		s->before_sum += rate;
+	} else {
+		s->saturated_ticks = 0;
+		s->before_sum = 0;
+	}
+	if (s->backoff)
+		s->backoff--;
 	if (s->balance_hold) {
 		s->balance_hold--; /* the last interval included a move */
-	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers) {
+	} else if (s->trial) {
+		/* Keep the spread only if it served more: with many clients that each send one
+		 * small request at a time, a second worker mostly adds wakeups. */
+		s->trial_sum += rate;
+		if (++s->trial_ticks >= TRIAL_TICKS) {
+			double after = s->trial_sum / s->trial_ticks;
+			double before = s->trial_before;
+			s->trial = false;
+			s->before_sum = 0;
+			s->saturated_ticks = 0;
+			if (after < before * TRIAL_GAIN) {
+				s->active = k - 1;
+				s->balance_hold = 1;
+				s->backoff = s->backoff_len;
+				log_debug("worker balance: %u workers served %.0f requests/s, %u "
+					  "served %.0f; back to %u for %u ms",
+					  k, after, k - 1, before, k - 1, s->backoff * BALANCE_MS);
+				if (s->backoff_len < BACKOFF_MAX_TICKS)
+					s->backoff_len *= 2;
+			} else {
+				s->backoff_len = BACKOFF_TICKS;
+			}
+		}
+	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers && !s->backoff) {
 		for (unsigned i = 0; i < k; i++) {
 			unsigned n = __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
 			if (n / (k + 1))
@@ -611,6 +661,10 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		log_debug("worker balance: %u workers saturated; spreading over %u", k, k + 1);
 		s->active = k + 1;
 		s->balance_hold = 1;
+		s->trial = true;
+		s->trial_sum = 0;
+		s->trial_ticks = 0;
+		s->trial_before = s->before_sum / s->saturated_ticks;
 		s->saturated_ticks = 0;
 	} else if (k > 1 && busy < (k - 1) * BUSY_GATHER) {
 		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
@@ -892,6 +946,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->ev_balance = evtimer_new(s->base, on_balance, s);
 	s->adaptive = cfg->worker_balance == VAD_BALANCE_ADAPTIVE && n > 1;
 	s->active = s->adaptive ? 1 : n;
+	s->backoff_len = BACKOFF_TICKS;
 	/* Catch signals from now on: one arriving before vad_server_run waits in the base
 	 * instead of killing the process with its default action. */
 	const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
