@@ -153,6 +153,10 @@ const char *libvad_dead_message(vad_client *c);
  * Does not free r. */
 int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect);
 
+/* The sender's loop, c->lock held and c->sending set by the caller: send what other calls
+ * queued meanwhile, until nothing is left; then give up the role. */
+void libvad_flush_queue_locked(vad_client *c);
+
 /* The VAD_E* code of a daemon error value (VAD_EPROTO for values libvad does not know). */
 int libvad_code_from_wire(Vad__Error e);
 

@@ -1,9 +1,14 @@
 /*
  * reader.c - the reader role: one waiting thread at a time receives from the socket,
  * queues the SCM_RIGHTS fds in arrival order, decodes every whole frame without holding
- * c->lock, then hands each response to the waiter with that id and wakes it (after
- * releasing the lock). When its own response has come it gives the role to one sleeping
- * waiter; a waiter whose reply came in the reader's receive is never woken twice.
+ * c->lock, then hands each response to the waiter with that id and wakes it once (after
+ * releasing the lock). When its own response has come it gives the role to the oldest
+ * sleeping waiter and, holding the sender role while it wakes the others, sends in one
+ * go the requests they make meanwhile.
+ *
+ * Nobody sleeps while nobody reads: a waiter sleeps only while c->reading is set, and a
+ * reader that stops wakes a successor. So a sender blocked because the daemon holds back
+ * until its replies are read always has a reader behind it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -207,13 +212,27 @@ bool libvad_read_round(vad_client *c, struct libvad_pending *me)
 	bool done = libvad_pending_done(me);
 	if (done)
 		libvad_pending_wake_reader(c, &w);
-	if (done || w.n > 0) {
-		pthread_mutex_unlock(&c->lock);
-		libvad_wakes_flush(&w);
-		if (done)
-			return true;
+	if (!done && w.n == 0)
+		return false;
+	/* The threads woken now mostly call again at once: while this thread holds the
+	 * sender role they queue their frames, and it sends them together after the wakes
+	 * (one send, and one read for the daemon, instead of one per thread). Only once
+	 * answered: a send can block until the daemon can write its replies to us, and
+	 * then someone must be reading (the successor woken above); a reader still waiting
+	 * for its own reply goes back to reading instead. */
+	bool sender = done && w.n > 0 && !c->sending && !c->dead_err;
+	if (sender)
+		c->sending = true;
+	pthread_mutex_unlock(&c->lock);
+	libvad_wakes_flush(&w);
+	if (sender) {
 		pthread_mutex_lock(&c->lock);
+		libvad_flush_queue_locked(c);
+		pthread_mutex_unlock(&c->lock);
 	}
+	if (done)
+		return true;
+	pthread_mutex_lock(&c->lock);
 	return false;
 }
 

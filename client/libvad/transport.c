@@ -60,9 +60,7 @@ static void send_failed_locked(vad_client *c, int err)
 		libvad_fail_all_locked(c, VAD_EPROTO);
 }
 
-/* The sender's loop, c->lock held and c->sending set: send what other calls queued while
- * this thread was sending, until nothing is left; then give up the role. */
-static void flush_queue_locked(vad_client *c)
+void libvad_flush_queue_locked(vad_client *c)
 {
 	while (c->outq.len > 0 && !c->dead_err) {
 		struct libvad_outbuf fly = c->outq;
@@ -143,7 +141,7 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 				if (serr != VAD_EGONE)
 					me.err = serr;
 			}
-			flush_queue_locked(c);
+			libvad_flush_queue_locked(c);
 		}
 	}
 	if (frame != stackbuf)
