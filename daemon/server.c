@@ -571,8 +571,11 @@ static void balance_arm(struct vad_server *s)
 	struct timeval tv = {.tv_sec = 0, .tv_usec = BALANCE_MS * 1000};
 	if (s->balance_armed || !s->adaptive)
 		return;
-	if (s->balance_ns == 0 && balance_sample(s, NULL) < 0)
-		return;
+	if (s->balance_ns == 0) {
+		if (balance_sample(s, NULL) < 0)
+			return;
+		s->requests_seen = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
+	}
 	if (event_add(s->ev_balance, &tv) == 0)
 		s->balance_armed = true;
 }
