@@ -582,7 +582,9 @@ static void balance_arm(struct vad_server *s)
 
 /* Every BALANCE_MS while clients are connected: how much of the time did each active worker
  * want a CPU (running or runnable)? All of them saturated for SATURATED_TICKS ticks: wake one
- * more and give it its share of their connections. Together busy for less than what one
+ * more and give it its share of their connections, on trial: unless the next TRIAL_TICKS
+ * serve TRIAL_GAIN times the requests/s of before, they go back and spreading waits a
+ * back-off that doubles while the same clients stay. Together busy for less than what one
  * worker fewer could carry at BUSY_GATHER each: the last active one hands its connections to
  * the others. A lightly loaded daemon thus runs on one worker, one wakeup per round of ready
  * connections and the other CPUs left to its clients; a busy one spreads over every worker.
