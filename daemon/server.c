@@ -82,14 +82,14 @@ struct worker {
 	pthread_mutex_t lock; /* queue and stopping */
 	struct pending_conn *queue_head, *queue_tail;
 	bool stopping;
-	struct conn *moved; /* (lock) connections handed over by another worker */
-	unsigned give_count, give_first,
-	    give_span;	    /* (lock) the balancer's order, see on_balance */
-	struct conn *conns; /* worker thread only */
-	unsigned n_conns;   /* written by the worker, read by the listener (atomic) */
-	int tid;	    /* (atomic) the thread's id, 0 until it runs */
-	int schedstat_fd;   /* listener: /proc/self/task/TID/schedstat, -1 until opened */
-	uint64_t busy_ns;   /* listener: run + runnable-wait time at the last balance tick */
+	struct conn *moved;		/* (lock) connections handed over by another worker */
+	unsigned give_count;		/* (lock) the balancer's order (order_give): hand this */
+	unsigned give_first, give_span; /* many connections to workers first..first+span-1 */
+	struct conn *conns;		/* worker thread only */
+	unsigned n_conns;		/* written by the worker, read by the listener (atomic) */
+	int tid;			/* (atomic) the thread's id, 0 until it runs */
+	int schedstat_fd; /* listener: /proc/self/task/TID/schedstat, -1 until opened */
+	uint64_t busy_ns; /* listener: run + runnable-wait time at the last balance tick */
 };
 
 struct vad_server {
