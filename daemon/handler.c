@@ -348,33 +348,44 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	}
 
 	uint64_t t0 = vad_now_ns();
-	size_t done = 0;
+	size_t got = 0, failed = 0;
 	int rc = 0;
-	for (; done < n; done++) {
-		struct vad_range *rg = vad_range_get();
-		if (!rg) {
+	for (; got < n; got++) {
+		ranges[got] = vad_range_get();
+		if (!ranges[got]) {
 			rc = VA_ENOMEM;
+			failed = got;
 			break;
 		}
-		rc = va_alloc(a->vs, sizes[done], align, rg, &offsets[done]);
-		if (rc < 0) {
-			vad_range_put(rg);
-			break;
-		}
-		rg->offset = offsets[done];
-		rg->size = sizes[done];
-		ranges[done] = rg;
 	}
-	if (done == n && vad_registry_insert(s->svc->reg, &s->holder, ai, ranges, n) < 0)
-		rc = VA_ENOMEM;
-	if (rc < 0) {
-		/* All or nothing: give back what this batch got. */
-		for (size_t i = 0; i < done; i++) {
-			va_free(a->vs, offsets[i], NULL);
-			vad_range_put(ranges[i]);
+	/* One call for the batch: the allocator takes each node lock once per run of areas.
+	 * The range objects are the owner tags the consistency check compares against. */
+	if (rc == 0)
+		rc = va_alloc_batch(a->vs, n, sizes, align, (void *const *)ranges, offsets,
+				    &failed);
+	if (rc == 0) {
+		for (size_t i = 0; i < n; i++) {
+			ranges[i]->offset = offsets[i];
+			ranges[i]->size = sizes[i];
 		}
+		if (vad_registry_insert(s->svc->reg, &s->holder, ai, ranges, n) < 0) {
+			/* All or nothing: give back what this batch got. */
+			size_t freed = 0;
+			int frc = va_free_batch(a->vs, n, offsets, NULL, &freed);
+			if (frc < 0)
+				log_err("session %llu: giving back range 0x%" PRIx64
+					" of an alloc batch in '%s' failed: %s",
+					(unsigned long long)s->id, offsets[freed], a->conf.name,
+					va_strerror(frc));
+			rc = VA_ENOMEM;
+			failed = n;
+		}
+	}
+	if (rc < 0) {
+		for (size_t i = 0; i < got; i++)
+			vad_range_put(ranges[i]);
 		vad_registry_unreserve(&s->holder, total);
-		alloc_failed(s, r, a, rc, done < n ? sizes[done] : total, align, done, n);
+		alloc_failed(s, r, a, rc, failed < n ? sizes[failed] : total, align, failed, n);
 		return;
 	}
 	vad_latency_record(&s->svc->alloc_latency[ai], vad_now_ns() - t0);

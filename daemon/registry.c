@@ -17,6 +17,9 @@ __thread bool vad_hash_oom;
  * may fill the hold cache beyond this for its own use. */
 #define CACHE_KEEP 16384
 
+/* References dropped per holder lock hold in a batch, and ranges per va_free_batch. */
+#define RELEASE_CHUNK 64
+
 static uint64_t load64(const uint64_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_RELAXED);
@@ -44,7 +47,6 @@ struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_a
 	for (size_t i = 0; i < n_arenas; i++) {
 		reg->spaces[i] = spaces[i];
 		memset(&reg->arenas[i], 0, sizeof(reg->arenas[i]));
-		pthread_mutex_init(&reg->arenas[i].lock, NULL);
 	}
 	pthread_mutex_init(&reg->token_lock, NULL);
 	pthread_mutex_init(&reg->uid_lock, NULL);
@@ -57,8 +59,6 @@ void vad_registry_free(struct vad_registry *reg)
 	if (!reg)
 		return;
 	/* Holders are gone, so no range remains (a range lives only as long as a hold on it). */
-	for (size_t i = 0; i < reg->n_arenas; i++)
-		pthread_mutex_destroy(&reg->arenas[i].lock);
 	HASH_CLEAR(hh, reg->tokens);
 	struct vad_uid_usage *u, *utmp;
 	HASH_ITER(hh, reg->uids, u, utmp)
@@ -78,6 +78,7 @@ int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, v
 {
 	memset(h, 0, sizeof(*h));
 	h->owner = owner;
+	pthread_mutex_init(&h->lock, NULL);
 
 	pthread_mutex_lock(&reg->uid_lock);
 	struct vad_uid_usage *u;
@@ -86,6 +87,7 @@ int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, v
 		u = calloc(1, sizeof(*u));
 		if (!u) {
 			pthread_mutex_unlock(&reg->uid_lock);
+			pthread_mutex_destroy(&h->lock);
 			return -1;
 		}
 		u->uid = uid;
@@ -94,6 +96,7 @@ int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, v
 		if (vad_hash_oom) {
 			free(u);
 			pthread_mutex_unlock(&reg->uid_lock);
+			pthread_mutex_destroy(&h->lock);
 			return -1;
 		}
 	}
@@ -267,6 +270,13 @@ void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes)
 
 /* ---- insert / release ------------------------------------------------------------------- */
 
+/* Add to an arena's totals; called with a holder lock held, so a check sees them still. */
+static void arena_add(struct vad_registry_arena *a, int64_t refs, int64_t bytes)
+{
+	__atomic_add_fetch(&a->refs, (uint64_t)refs, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&a->ref_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+}
+
 int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			struct vad_range *const *ranges, size_t n)
 {
@@ -274,16 +284,15 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		trim_caches();
 		return -1;
 	}
-	struct vad_registry_arena *a = &reg->arenas[arena];
 	uint64_t bytes = 0;
 	size_t done = 0;
 	bool oom = false;
 
-	pthread_mutex_lock(&a->lock);
+	pthread_mutex_lock(&h->lock);
 	for (; done < n; done++) {
 		struct vad_range *r = ranges[done];
 		r->arena = arena;
-		r->refs = 1;
+		store64(&r->refs, 1);
 		struct vad_hold *o = hold_pop();
 		o->key.arena = arena;
 		o->key.offset = r->offset;
@@ -307,12 +316,11 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 			hold_put(o);
 		}
 	} else {
-		a->refs += n;
-		a->ref_bytes += bytes;
+		arena_add(&reg->arenas[arena], (int64_t)n, (int64_t)bytes);
 		store64(&h->held_bytes, load64(&h->held_bytes) + bytes);
 		store64(&h->held_refs, load64(&h->held_refs) + n);
 	}
-	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_unlock(&h->lock);
 	trim_caches();
 	return oom ? -1 : 0;
 }
@@ -325,78 +333,103 @@ struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t 
 	return o;
 }
 
-/* Drop count of h's references held through o, with o's arena lock held. Returns the range
- * if those were its last references (no session can reach it any more: bury it after
- * unlocking); *hold_gone says whether o left h's table (give it back after unlocking). */
-static struct vad_range *drop_locked(struct vad_registry_arena *a, struct vad_holder *h,
-				     struct vad_hold *o, uint64_t count, bool *hold_gone)
+/* Drop count of h's references held through o, with h's lock held (the caller fixes the
+ * arena totals, still under it). Returns the range if those were its last references (no
+ * session can reach it any more: bury it after unlocking); *hold_gone says whether o left
+ * h's table (give it back after unlocking). */
+static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, uint64_t count,
+				     bool *hold_gone)
 {
 	struct vad_range *r = o->range;
-	uint64_t size = r->size;
+	uint64_t size = r->size, left;
 	o->count -= count;
-	r->refs -= count;
-	a->refs -= count;
-	a->ref_bytes -= count * size;
+	if (r->has_token) {
+		/* Other sessions may hold it too and drop theirs at the same time: the one
+		 * reaching 0 buries it. Release orders this holder's last use of the range
+		 * before the burial; acquire orders the others' before ours. */
+		left = __atomic_sub_fetch(&r->refs, count, __ATOMIC_ACQ_REL);
+	} else {
+		/* No token, so no attach: h is its only holder and nobody else writes it. */
+		left = load64(&r->refs) - count;
+		store64(&r->refs, left);
+	}
 	store64(&h->held_bytes, load64(&h->held_bytes) - count * size);
 	store64(&h->held_refs, load64(&h->held_refs) - count);
 	*hold_gone = o->count == 0;
 	if (*hold_gone)
 		HASH_DEL(h->holds, o);
-	return r->refs ? NULL : r;
+	return left ? NULL : r;
 }
 
-/* Give a range nobody references any more back to the allocator. No lock held: no session
- * holds it; the token goes before the memory does, so an attach or a check holding
- * token_lock never sees a freed range (they see refs == 0: dying). */
-static void bury(struct vad_registry *reg, struct vad_range *r)
+/* Give n ranges of one arena that nobody references any more back to the allocator. No lock
+ * held: no session holds them; their tokens go before the memory does, so an attach or a
+ * check holding token_lock never sees a freed range (they see refs == 0: dying). */
+static void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dead,
+		 size_t n)
 {
-	if (r->has_token) {
+	uint64_t addrs[RELEASE_CHUNK];
+	bool tokens = false;
+	for (size_t i = 0; i < n; i++)
+		tokens |= dead[i]->has_token;
+	if (tokens) {
 		pthread_mutex_lock(&reg->token_lock);
-		HASH_DEL(reg->tokens, &r->tok);
-		r->has_token = false;
-		__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+		for (size_t i = 0; i < n; i++) {
+			struct vad_range *r = dead[i];
+			if (!r->has_token)
+				continue;
+			HASH_DEL(reg->tokens, &r->tok);
+			r->has_token = false;
+			__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+		}
 		pthread_mutex_unlock(&reg->token_lock);
 	}
-	int rc = va_free(reg->spaces[r->arena], r->offset, NULL);
-	if (rc < 0)
-		log_err("registry: freeing range 0x%" PRIx64 " of arena %u failed: %s", r->offset,
-			r->arena, va_strerror(rc));
-	vad_range_put(r);
+	for (size_t i = 0; i < n; i++)
+		addrs[i] = dead[i]->offset;
+	for (size_t i = 0; i < n;) {
+		size_t done = 0;
+		int rc = va_free_batch(reg->spaces[arena], n - i, addrs + i, NULL, &done);
+		if (rc == 0)
+			break;
+		/* Never happens unless the registry and the allocator disagree: say so, and
+		 * give back the rest. */
+		log_err("registry: freeing range 0x%" PRIx64 " of arena %u failed: %s",
+			addrs[i + done], arena, va_strerror(rc));
+		i += done + 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		vad_range_put(dead[i]);
 }
 
 /* Drop count of h's references held through o; frees the range if they were the last. */
 static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_hold *o,
 		      uint64_t count)
 {
-	struct vad_registry_arena *a = &reg->arenas[o->key.arena];
+	unsigned arena = (unsigned)o->key.arena;
 	uint64_t bytes = count * o->range->size;
 	bool hold_gone;
-	pthread_mutex_lock(&a->lock);
-	struct vad_range *dead = drop_locked(a, h, o, count, &hold_gone);
-	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_lock(&h->lock);
+	struct vad_range *dead = drop_locked(h, o, count, &hold_gone);
+	arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)bytes);
+	pthread_mutex_unlock(&h->lock);
 	__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
 	if (hold_gone)
 		hold_put(o);
 	if (dead)
-		bury(reg, dead);
+		bury(reg, arena, &dead, 1);
 }
-
-/* References dropped per arena lock hold in a batch. */
-#define RELEASE_CHUNK 64
 
 size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 				  const uint64_t *offsets, size_t n)
 {
-	struct vad_registry_arena *a = &reg->arenas[arena];
 	size_t done = 0;
 	bool stop = false;
 	while (done < n && !stop) {
 		struct vad_range *dead[RELEASE_CHUNK];
 		struct vad_hold *gone[RELEASE_CHUNK];
-		size_t n_dead = 0, n_gone = 0,
+		size_t n_dead = 0, n_gone = 0, first = done,
 		       end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
 		uint64_t bytes = 0;
-		pthread_mutex_lock(&a->lock);
+		pthread_mutex_lock(&h->lock);
 		for (; done < end; done++) {
 			/* Looked up under the lock, so a repeated offset finds the hold as the
 			 * previous release left it. */
@@ -407,18 +440,19 @@ size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h
 			}
 			bool hold_gone;
 			bytes += o->range->size;
-			struct vad_range *r = drop_locked(a, h, o, 1, &hold_gone);
+			struct vad_range *r = drop_locked(h, o, 1, &hold_gone);
 			if (hold_gone)
 				gone[n_gone++] = o;
 			if (r)
 				dead[n_dead++] = r;
 		}
-		pthread_mutex_unlock(&a->lock);
+		arena_add(&reg->arenas[arena], -(int64_t)(done - first), -(int64_t)bytes);
+		pthread_mutex_unlock(&h->lock);
 		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
 		for (size_t i = 0; i < n_gone; i++)
 			hold_put(gone[i]);
-		for (size_t i = 0; i < n_dead; i++)
-			bury(reg, dead[i]);
+		if (n_dead)
+			bury(reg, arena, dead, n_dead);
 	}
 	return done;
 }
@@ -439,26 +473,26 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 static void drop_all_in_arena(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			      struct vad_hold **holds, size_t n)
 {
-	struct vad_registry_arena *a = &reg->arenas[arena];
 	for (size_t done = 0; done < n;) {
 		struct vad_range *dead[RELEASE_CHUNK];
 		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
-		uint64_t bytes = 0;
-		pthread_mutex_lock(&a->lock);
+		uint64_t refs = 0, bytes = 0;
+		pthread_mutex_lock(&h->lock);
 		for (size_t i = done; i < end; i++) {
 			bool hold_gone;
+			refs += holds[i]->count;
 			bytes += holds[i]->count * holds[i]->range->size;
-			struct vad_range *r =
-			    drop_locked(a, h, holds[i], holds[i]->count, &hold_gone);
+			struct vad_range *r = drop_locked(h, holds[i], holds[i]->count, &hold_gone);
 			if (r)
 				dead[n_dead++] = r;
 		}
-		pthread_mutex_unlock(&a->lock);
+		arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
+		pthread_mutex_unlock(&h->lock);
 		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
 		for (size_t i = done; i < end; i++)
 			hold_put(holds[i]);
-		for (size_t i = 0; i < n_dead; i++)
-			bury(reg, dead[i]);
+		if (n_dead)
+			bury(reg, arena, dead, n_dead);
 		done = end;
 	}
 }
@@ -469,7 +503,7 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 	struct vad_hold **holds = n ? malloc(n * sizeof(*holds)) : NULL;
 	struct vad_hold *o, *tmp;
 	if (holds) {
-		/* Grouped by arena, so a disconnect takes each arena lock once per chunk. */
+		/* Grouped by arena, so each chunk's dead ranges go back in one batch. */
 		for (unsigned ai = 0; ai < reg->n_arenas; ai++) {
 			size_t k = 0;
 			HASH_ITER(hh, h->holds, o, tmp)
@@ -497,6 +531,8 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 		h->next->prev = h->prev;
 	__atomic_sub_fetch(&reg->n_holders, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&reg->holders_lock);
+	/* Unlisted: no check can be waiting for its lock any more. */
+	pthread_mutex_destroy(&h->lock);
 
 	if (h->uid) {
 		pthread_mutex_lock(&reg->uid_lock);
@@ -612,12 +648,13 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 		return VAD_ATTACH_NOMEM;
 
 	enum vad_attach_status st = VAD_ATTACH_OK;
+	pthread_mutex_lock(&h->lock);
 	pthread_mutex_lock(&reg->token_lock);
 	struct vad_token_entry *t;
 	HASH_FIND(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
 	if (!t) {
-		pthread_mutex_unlock(&reg->token_lock);
-		return VAD_ATTACH_UNKNOWN;
+		st = VAD_ATTACH_UNKNOWN;
+		goto out;
 	}
 	struct vad_range *r = t->range;
 	/* Arena and size never change while the range is in the token table. */
@@ -625,48 +662,58 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	out->offset = r->offset;
 	out->size = r->size;
 	if (!allowed[r->arena]) {
-		pthread_mutex_unlock(&reg->token_lock);
-		return VAD_ATTACH_DENIED;
+		st = VAD_ATTACH_DENIED;
+		goto out;
 	}
 	out->quota = vad_registry_reserve(h, r->size, quota_client, quota_uid, &out->held);
 	if (out->quota != VAD_QUOTA_OK) {
-		pthread_mutex_unlock(&reg->token_lock);
-		return VAD_ATTACH_QUOTA;
+		st = VAD_ATTACH_QUOTA;
+		goto out;
 	}
 
-	struct vad_registry_arena *a = &reg->arenas[r->arena];
-	pthread_mutex_lock(&a->lock);
-	if (r->refs == 0) {
-		/* Its last holder is freeing it right now. */
-		st = VAD_ATTACH_UNKNOWN;
-	} else {
-		struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
-		if (!o) {
-			o = hold_pop();
-			o->key.arena = r->arena;
-			o->key.offset = r->offset;
-			o->range = r;
-			vad_hash_oom = false;
-			HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
-			if (vad_hash_oom) {
-				hold_put(o);
-				o = NULL;
-				st = VAD_ATTACH_NOMEM;
-			}
-		}
-		if (o) {
-			o->count++;
-			r->refs++;
-			a->refs++;
-			a->ref_bytes += r->size;
-			store64(&h->held_bytes, load64(&h->held_bytes) + r->size);
-			store64(&h->held_refs, load64(&h->held_refs) + 1);
+	/* The hold first, so that once the reference is taken nothing can fail (giving a
+	 * reference back could make this attach the range's last holder). */
+	struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
+	bool fresh_hold = !o;
+	if (!o) {
+		o = hold_pop();
+		o->key.arena = r->arena;
+		o->key.offset = r->offset;
+		o->range = r;
+		vad_hash_oom = false;
+		HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
+		if (vad_hash_oom) {
+			hold_put(o);
+			st = VAD_ATTACH_NOMEM;
+			goto unreserve;
 		}
 	}
-	pthread_mutex_unlock(&a->lock);
+	/* Take a reference only if one is left: at 0 its last holder is burying it and will
+	 * remove the token next (which waits for token_lock, held here). */
+	uint64_t refs = __atomic_load_n(&r->refs, __ATOMIC_RELAXED);
+	do {
+		if (refs == 0)
+			break;
+	} while (!__atomic_compare_exchange_n(&r->refs, &refs, refs + 1, true, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	if (refs == 0) {
+		if (fresh_hold) {
+			HASH_DEL(h->holds, o);
+			hold_put(o);
+		}
+		st = VAD_ATTACH_UNKNOWN;
+		goto unreserve;
+	}
+	o->count++;
+	arena_add(&reg->arenas[r->arena], 1, (int64_t)r->size);
+	store64(&h->held_bytes, load64(&h->held_bytes) + r->size);
+	store64(&h->held_refs, load64(&h->held_refs) + 1);
+	goto out;
+unreserve:
+	vad_registry_unreserve(h, out->size);
+out:
 	pthread_mutex_unlock(&reg->token_lock);
-	if (st != VAD_ATTACH_OK)
-		vad_registry_unreserve(h, out->size);
+	pthread_mutex_unlock(&h->lock);
 	return st;
 }
 
@@ -701,7 +748,8 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 		{
 			struct vad_range *r = o->range;
 			if (o->key.arena >= reg->n_arenas || !r || r->arena != o->key.arena ||
-			    r->offset != o->key.offset || o->count == 0 || r->refs < o->count) {
+			    r->offset != o->key.offset || o->count == 0 ||
+			    load64(&r->refs) < o->count) {
 				snprintf(msg, msg_len,
 					 "a session holds %" PRIu64
 					 " references to range 0x%" PRIx64 " of arena %" PRIu64
@@ -712,8 +760,8 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 			if (r->check_epoch != epoch) {
 				r->check_epoch = epoch;
 				r->check_refs = 0;
-				arena_refs[r->arena] += r->refs;
-				arena_bytes[r->arena] += r->refs * r->size;
+				arena_refs[r->arena] += load64(&r->refs);
+				arena_bytes[r->arena] += load64(&r->refs) * r->size;
 				struct va_area area;
 				int rc = va_lookup(reg->spaces[r->arena], r->offset, &area);
 				if (rc < 0 || area.start != r->offset || area.size != r->size ||
@@ -753,11 +801,12 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 	}
 	for (size_t i = 0; i < reg->n_arenas; i++) {
 		const struct vad_registry_arena *a = &reg->arenas[i];
-		if (arena_refs[i] != a->refs || arena_bytes[i] != a->ref_bytes) {
+		if (arena_refs[i] != load64(&a->refs) || arena_bytes[i] != load64(&a->ref_bytes)) {
 			snprintf(msg, msg_len,
 				 "arena %zu totals say %" PRIu64 " references / %" PRIu64
 				 " bytes but its held ranges add up to %" PRIu64 " / %" PRIu64,
-				 i, a->refs, a->ref_bytes, arena_refs[i], arena_bytes[i]);
+				 i, load64(&a->refs), load64(&a->ref_bytes), arena_refs[i],
+				 arena_bytes[i]);
 			return -1;
 		}
 	}
@@ -766,11 +815,11 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 		HASH_ITER(hh, h->holds, o, tmp)
 		{
 			struct vad_range *r = o->range;
-			if (r->check_refs != r->refs) {
+			if (r->check_refs != load64(&r->refs)) {
 				snprintf(msg, msg_len,
 					 "range 0x%" PRIx64 " of arena %u counts %" PRIu64
 					 " references but sessions hold %" PRIu64,
-					 r->offset, r->arena, r->refs, r->check_refs);
+					 r->offset, r->arena, load64(&r->refs), r->check_refs);
 				return -1;
 			}
 		}
@@ -784,7 +833,8 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 		tokens++;
 		/* refs == 0: its last holder is burying it right now and will remove the token
 		 * next (the memory stays valid while this check holds token_lock). */
-		if (!r->has_token || &r->tok != t || (r->refs && r->check_epoch != epoch)) {
+		if (!r->has_token || &r->tok != t ||
+		    (load64(&r->refs) && r->check_epoch != epoch)) {
 			snprintf(msg, msg_len,
 				 "share token %.6s... points at a range no session holds",
 				 t->token);
@@ -802,9 +852,9 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len)
 {
 	pthread_mutex_lock(&reg->holders_lock);
+	for (struct vad_holder *h = reg->holders; h; h = h->next)
+		pthread_mutex_lock(&h->lock);
 	pthread_mutex_lock(&reg->token_lock);
-	for (size_t i = 0; i < reg->n_arenas; i++)
-		pthread_mutex_lock(&reg->arenas[i].lock);
 	uint64_t *totals = calloc(2 * (reg->n_arenas ? reg->n_arenas : 1), sizeof(*totals));
 	int rc = -1;
 	if (totals)
@@ -812,9 +862,9 @@ int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len)
 	else
 		snprintf(msg, msg_len, "out of memory for the registry check");
 	free(totals);
-	for (size_t i = reg->n_arenas; i-- > 0;)
-		pthread_mutex_unlock(&reg->arenas[i].lock);
 	pthread_mutex_unlock(&reg->token_lock);
+	for (struct vad_holder *h = reg->holders; h; h = h->next)
+		pthread_mutex_unlock(&h->lock);
 	pthread_mutex_unlock(&reg->holders_lock);
 	return rc;
 }

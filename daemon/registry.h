@@ -3,13 +3,22 @@
  * per-uid usage for quotas, and the list of connected holders (sessions).
  *
  * Locks (take them in this order, never the reverse; every hold is short):
- *   holders_lock -> token_lock -> arena[0].lock -> arena[1].lock -> ... ; uid_lock is a leaf.
+ *   holders_lock -> holder.lock (one per session; only the consistency check takes more than
+ *   one, and it holds holders_lock while it does) -> token_lock; uid_lock is a leaf.
+ * A holder's lock guards its own holds table, the counts in it and its totals: the hot paths
+ * (alloc, free) take only the lock of their own session, which no other worker touches, so
+ * two workers never wait for each other there.
  * A range lives from the moment it is allocated until its last reference is dropped; it is
  * reachable only through the holds on it (and its share token), and there is no table of all
- * ranges: the allocator's owner tag of the busy area points at it. When the last reference
- * goes, its token is removed and the range given back with va_free.
- * A holder's own table (holds) is written only by its owning thread, under the lock of the
- * arena the entry belongs to, so a consistency check holding every lock sees a still picture.
+ * ranges: the allocator's owner tag of the busy area points at it. Its reference count is an
+ * atomic changed only under the lock of the holder whose reference comes or goes, so the check
+ * (holders_lock, every holder lock, token_lock) sees a still picture. A range without a share
+ * token has exactly one holder (attach needs the token), which changes refs alone; a shared
+ * range's count is decremented atomically (the one who reaches 0 buries it, exactly once) and
+ * attach increments it only if it is not 0, under token_lock, so a dying range is never
+ * brought back. When the last reference goes, its token is removed (token_lock) and then the
+ * range given back to the allocator (one va_free_batch per chunk of released ranges).
+ * A holder's own table (holds) is written only by its owning thread, under its lock.
  */
 #ifndef VAD_REGISTRY_H
 #define VAD_REGISTRY_H
@@ -38,9 +47,9 @@ struct vad_token_entry {
 struct vad_range {
 	uint64_t offset;
 	uint64_t size; /* rounded to the arena quantum */
-	uint64_t refs; /* references over all sessions (arena lock) */
+	uint64_t refs; /* atomic; references over all sessions (see the lock order) */
 	unsigned arena;
-	bool has_token;	      /* token lock */
+	bool has_token;	      /* set and cleared under token_lock; stable while referenced */
 	uint64_t check_refs;  /* consistency check scratch (all locks held) */
 	uint64_t check_epoch; /* the check that last counted it */
 	struct vad_token_entry tok;
@@ -72,7 +81,8 @@ struct vad_uid_usage {
 
 /* One session's holdings. */
 struct vad_holder {
-	struct vad_hold *holds; /* written by the owner thread under the entry's arena lock */
+	pthread_mutex_t lock;	/* holds, their counts, the totals below */
+	struct vad_hold *holds; /* written by the owner thread under lock */
 	uint64_t held_bytes;	/* atomic; sum of count * size */
 	uint64_t held_refs;	/* atomic; sum of count */
 	struct vad_uid_usage *uid;
@@ -81,9 +91,8 @@ struct vad_holder {
 };
 
 struct vad_registry_arena {
-	pthread_mutex_t lock;
-	uint64_t refs;	    /* sum of range refs */
-	uint64_t ref_bytes; /* sum of refs * size */
+	uint64_t refs;	    /* atomic, changed under a holder lock; sum of range refs */
+	uint64_t ref_bytes; /* likewise; sum of refs * size */
 } __attribute__((aligned(64)));
 
 struct vad_registry {
@@ -146,7 +155,7 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 			 uint64_t offset, uint64_t *size);
 
 /* Drop one of h's references for each offset of arena in turn (an offset may repeat), taking
- * the arena lock once per chunk; stops at the first offset h holds no reference to. Returns
+ * h's lock once per chunk and freeing the chunk's dead ranges with one va_free_batch; stops at the first offset h holds no reference to. Returns
  * how many were dropped. */
 size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 				  const uint64_t *offsets, size_t n);
