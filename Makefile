@@ -122,16 +122,16 @@ $(O)/tests/%: tests/integration/%.c $(LIBTEST) $(LIBDAEMON) $(LIBVAD_A) $(LIBPRO
 run: deps-quiet $(VAD) $(VACTL)
 	@scripts/run-dev $(O)
 
-# The normal build, then ASan+UBSan, then TSan; each prints "N passed, N failed".
-# Builds use every core; tests run one program at a time.
+# Every build and every test mode: the normal build, then TSan, then ASan+UBSan, then the
+# fuzz targets, each build on every core; each mode's tests (VAD_TEST_JOBS at a time, default
+# 2) and fuzz-smoke run in the background as soon as their build is done, so they overlap the
+# later builds (tests/run-check). Prints each mode's "N passed, N failed", fuzz-smoke's
+# result and a table of when each phase ran; fails when anything failed.
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 check: deps
-	$(MAKE) -j$(NPROC) all
-	$(MAKE) check-normal
-	$(MAKE) check-asan
-	$(MAKE) check-tsan
-	$(MAKE) fuzz-smoke
+	+@MAKE="$(MAKE)" NPROC=$(NPROC) tests/run-check $(O)
 
+# One mode alone, as `make check` runs it (tests/run-tests prints "N passed, N failed").
 check-normal: all
 	@tests/run-tests $(O) normal
 
