@@ -10,64 +10,97 @@
 
 __thread bool libvad_hash_oom;
 
-int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
+/* A record from the spare list, or a new one. held_lock held. */
+static struct libvad_held *record_get(vad_client *c)
+{
+	struct libvad_held *h = c->held_spare;
+	if (!h)
+		return malloc(sizeof(*h));
+	c->held_spare = h->next_spare;
+	c->n_held_spare--;
+	return h;
+}
+
+/* Keep a record for reuse (an alloc/free pair then costs no malloc), up to a limit. */
+static void record_put(vad_client *c, struct libvad_held *h)
+{
+	if (c->n_held_spare >= LIBVAD_HELD_SPARE_MAX) {
+		free(h);
+		return;
+	}
+	h->next_spare = c->held_spare;
+	c->held_spare = h;
+	c->n_held_spare++;
+}
+
+static int add_locked(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
 {
 	uintptr_t addr = (uintptr_t)(arena->base + offset);
 	struct libvad_held *h;
-	pthread_mutex_lock(&c->held_lock);
 	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
 	if (h) {
 		h->refs++;
-		pthread_mutex_unlock(&c->held_lock);
 		return VAD_OK;
 	}
-	h = calloc(1, sizeof(*h));
-	if (!h) {
-		pthread_mutex_unlock(&c->held_lock);
+	h = record_get(c);
+	if (!h)
 		return VAD_ENOMEM;
-	}
-	h->addr = addr;
-	h->arena = arena;
-	h->offset = offset;
-	h->size = size;
-	h->refs = 1;
+	*h = (struct libvad_held){
+	    .addr = addr, .arena = arena, .offset = offset, .size = size, .refs = 1};
 	libvad_hash_oom = false;
 	HASH_ADD(hh, c->held, addr, sizeof(h->addr), h);
-	bool oom = libvad_hash_oom;
-	pthread_mutex_unlock(&c->held_lock);
-	if (oom) {
-		free(h);
+	if (libvad_hash_oom) {
+		record_put(c, h);
 		return VAD_ENOMEM;
 	}
 	return VAD_OK;
 }
 
-void libvad_held_drop(vad_client *c, uintptr_t addr)
+/* Drop one reference; copy the record first into *out if out is not NULL. */
+static bool drop_locked(vad_client *c, uintptr_t addr, struct libvad_held *out)
 {
 	struct libvad_held *h;
-	pthread_mutex_lock(&c->held_lock);
 	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
-	if (h && --h->refs == 0) {
+	if (!h)
+		return false;
+	if (out)
+		*out = *h;
+	if (--h->refs == 0) {
 		HASH_DEL(c->held, h);
-		free(h);
+		record_put(c, h);
 	}
-	pthread_mutex_unlock(&c->held_lock);
+	return true;
 }
 
-bool libvad_held_take(vad_client *c, uintptr_t addr, struct libvad_held *out)
+int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
+			 const uint64_t *offsets, const uint64_t *sizes)
 {
-	struct libvad_held *h;
 	pthread_mutex_lock(&c->held_lock);
-	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
-	if (h) {
-		*out = *h;
-		if (--h->refs == 0) {
-			HASH_DEL(c->held, h);
-			free(h);
+	for (size_t i = 0; i < n; i++) {
+		if (add_locked(c, arena, offsets[i], sizes[i]) != VAD_OK) {
+			for (size_t j = 0; j < i; j++)
+				drop_locked(c, (uintptr_t)(arena->base + offsets[j]), NULL);
+			pthread_mutex_unlock(&c->held_lock);
+			return VAD_ENOMEM;
 		}
 	}
 	pthread_mutex_unlock(&c->held_lock);
-	return h != NULL;
+	return VAD_OK;
+}
+
+int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
+{
+	return libvad_held_add_many(c, arena, 1, &offset, &size);
+}
+
+void libvad_held_take_many(vad_client *c, struct libvad_arena *arena, size_t n,
+			   const uint64_t *offsets, struct libvad_held *out)
+{
+	pthread_mutex_lock(&c->held_lock);
+	for (size_t i = 0; i < n; i++)
+		if (!drop_locked(c, (uintptr_t)(arena->base + offsets[i]), &out[i]))
+			out[i].refs = 0;
+	pthread_mutex_unlock(&c->held_lock);
 }
 
 bool libvad_held_lookup(vad_client *c, uintptr_t addr, struct libvad_held *out)
@@ -89,6 +122,11 @@ void libvad_held_destroy(vad_client *c)
 		HASH_DEL(c->held, h);
 		free(h);
 	}
+	while ((h = c->held_spare)) {
+		c->held_spare = h->next_spare;
+		free(h);
+	}
+	c->n_held_spare = 0;
 }
 
 size_t vad_size(vad_client *c, void *ptr)

@@ -52,7 +52,11 @@ struct libvad_held {
 	uint64_t size;
 	uint32_t refs; /* alloc plus attaches of the same range by this client */
 	UT_hash_handle hh;
+	struct libvad_held *next_spare; /* on the spare list, once out of the table */
 };
+
+/* Most unused held records a client keeps for reuse. */
+#define LIBVAD_HELD_SPARE_MAX 4096u
 
 /* Buckets of the table of calls waiting for a response; ids are handed out in order, so
  * id % LIBVAD_PENDING_BUCKETS spreads the calls in flight evenly. */
@@ -129,6 +133,8 @@ struct vad_client {
 	size_t n_arenas, cap_arenas;
 	pthread_mutex_t held_lock;
 	struct libvad_held *held;
+	struct libvad_held *held_spare; /* records to reuse (held_lock) */
+	size_t n_held_spare;
 };
 
 /* transport.c */
@@ -233,12 +239,15 @@ void libvad_arenas_destroy(vad_client *c);
 /* Record one more reference to [offset, offset+size) of arena; VAD_ENOMEM on failure. */
 int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size);
 
-/* Drop one reference to the range starting at addr (no-op if not recorded). */
-void libvad_held_drop(vad_client *c, uintptr_t addr);
+/* Record one more reference to each range [offsets[i], offsets[i] + sizes[i]) of arena,
+ * under one lock; all or nothing (VAD_ENOMEM: none recorded). */
+int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
+			 const uint64_t *offsets, const uint64_t *sizes);
 
-/* Copy the record of the range starting at addr into *out, then drop one reference to it;
- * false if there is none. */
-bool libvad_held_take(vad_client *c, uintptr_t addr, struct libvad_held *out);
+/* For each of the n ranges of arena at offsets: copy its record into out[i], then drop one
+ * reference to it; out[i].refs is 0 if it is not held. Under one lock. */
+void libvad_held_take_many(vad_client *c, struct libvad_arena *arena, size_t n,
+			   const uint64_t *offsets, struct libvad_held *out);
 
 /* Copy the record of the range starting at addr; false if none. */
 bool libvad_held_lookup(vad_client *c, uintptr_t addr, struct libvad_held *out);

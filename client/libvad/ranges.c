@@ -18,9 +18,7 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	struct libvad_held *taken = n == 1 ? &one : malloc(n * sizeof(*taken));
 	if (!taken)
 		return libvad_fail(c, VAD_ENOMEM, NULL);
-	for (size_t i = 0; i < n; i++)
-		if (!libvad_held_take(c, (uintptr_t)(a->base + offsets[i]), &taken[i]))
-			taken[i].refs = 0; /* not held: the daemon will say so */
+	libvad_held_take_many(c, a, n, offsets, taken); /* refs 0: not held, the daemon says so */
 
 	Vad__Free f = VAD__FREE__INIT;
 	f.arena = a->name;
@@ -99,13 +97,9 @@ static int take_ranges(vad_client *c, Vad__AllocReply *ar, size_t n, void **out)
 					    a->name);
 		}
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (libvad_held_add(c, a, ar->offsets[i], ar->sizes[i]) != VAD_OK) {
-			for (size_t j = 0; j < i; j++)
-				libvad_held_drop(c, (uintptr_t)(a->base + ar->offsets[j]));
-			give_back(c, ar->arena, n, ar->offsets);
-			return libvad_fail(c, VAD_ENOMEM, NULL);
-		}
+	if (libvad_held_add_many(c, a, n, ar->offsets, ar->sizes) != VAD_OK) {
+		give_back(c, ar->arena, n, ar->offsets);
+		return libvad_fail(c, VAD_ENOMEM, NULL);
 	}
 	for (size_t i = 0; i < n; i++)
 		out[i] = a->base + ar->offsets[i];
