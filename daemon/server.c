@@ -47,7 +47,9 @@
 #define MAX_WORKERS	  256
 #define BALANCE_MS	  100  /* how often the adaptive balancer looks at the workers' load */
 #define BUSY_SATURATED	  0.9  /* a worker wanting a CPU this share of the time is saturated */
-#define SATURATED_TICKS	  2    /* ... this many ticks in a row before another worker helps */
+#define SATURATED_TICKS	  2    /* ... this many ticks in a row before another worker is tried */
+#define BUSY_PIPELINED	  0.5  /* or busy this much with pipelined clients: */
+#define PIPELINED_READS	  2.0  /* requests per read at least this */
 #define BUSY_GATHER	  0.6  /* active workers busy less than (active - 1) x this: one fewer */
 #define TRIAL_TICKS	  3    /* after a spread, ticks of requests/s to compare with before */
 #define TRIAL_GAIN	  1.05 /* ... the spread stays if it raised requests/s this much */
@@ -88,8 +90,10 @@ struct worker {
 	struct conn *conns;		/* worker thread only */
 	unsigned n_conns;		/* written by the worker, read by the listener (atomic) */
 	int tid;			/* (atomic) the thread's id, 0 until it runs */
-	int schedstat_fd; /* listener: /proc/self/task/TID/schedstat, -1 until opened */
-	uint64_t busy_ns; /* listener: run + runnable-wait time at the last balance tick */
+	int schedstat_fd;	  /* listener: /proc/self/task/TID/schedstat, -1 until opened */
+	uint64_t busy_ns;	  /* listener: run + runnable-wait time at the last balance tick */
+	uint64_t reads, requests; /* (atomic) reads that brought requests, requests handled */
+	uint64_t reads_seen, requests_seen; /* listener: both at the last balance tick */
 };
 
 struct vad_server {
@@ -105,7 +109,7 @@ struct vad_server {
 	bool balance_armed;    /* the balance timer is pending */
 	unsigned balance_hold; /* ticks to wait after a change before deciding again */
 	uint64_t balance_ns;   /* when the workers' busy times were last read, 0 = not yet */
-	unsigned saturated_ticks; /* ticks in a row with every active worker saturated */
+	unsigned saturated_ticks; /* ticks in a row that called for a spread */
 	uint64_t requests_seen;	  /* svc->requests at the last tick */
 	double before_sum;	  /* requests/s summed over the saturated ticks */
 	bool trial;		  /* the last spread is on trial: does it raise requests/s? */
@@ -276,7 +280,15 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	vad_session_input_commit(c->sess, (size_t)n);
+	uint64_t handled = c->sess->requests;
 	vad_session_process(c->sess);
+	handled = c->sess->requests - handled;
+	if (handled) {
+		/* How many requests a read brings: the balancer's sign of pipelined clients. */
+		struct worker *w = c->w;
+		__atomic_store_n(&w->reads, w->reads + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->requests, w->requests + handled, __ATOMIC_RELAXED);
+	}
 	if (conn_flush(c) < 0)
 		return;
 	conn_update(c);
@@ -581,7 +593,8 @@ static void balance_arm(struct vad_server *s)
 }
 
 /* Every BALANCE_MS while clients are connected: how much of the time did each active worker
- * want a CPU (running or runnable)? All of them saturated for SATURATED_TICKS ticks: wake one
+ * want a CPU (running or runnable)? All of them saturated for SATURATED_TICKS ticks (or busy
+ * BUSY_PIPELINED with clients that pipeline, PIPELINED_READS requests per read): wake one
  * more and give it its share of their connections, on trial: unless the next TRIAL_TICKS
  * serve TRIAL_GAIN times the requests/s of before, they go back and spreading waits a
  * back-off that doubles while the same clients stay. Together busy for less than what one
@@ -614,16 +627,34 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	unsigned k = s->active;
-	bool all_saturated = true, can_split = false;
+	bool all_saturated = true, all_busy = true, can_split = false;
 	double busy = 0;
+	uint64_t reads = 0, handled = 0;
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = &s->workers[i];
+		uint64_t r = __atomic_load_n(&w->reads, __ATOMIC_RELAXED);
+		uint64_t q = __atomic_load_n(&w->requests, __ATOMIC_RELAXED);
+		if (i < k) {
+			reads += r - w->reads_seen;
+			handled += q - w->requests_seen;
+		}
+		w->reads_seen = r;
+		w->requests_seen = q;
+	}
 	for (unsigned i = 0; i < k; i++) {
 		if (load[i] < BUSY_SATURATED)
 			all_saturated = false;
+		if (load[i] < BUSY_PIPELINED)
+			all_busy = false;
 		if (__atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED) >= 2)
 			can_split = true;
 		busy += load[i];
 	}
-	if (all_saturated && can_split) {
+	/* Clients that send one request at a time bring a wakeup's worth of work per read: a
+	 * second worker only splits those wakeups (more of them, each as costly) unless one
+	 * worker truly cannot keep up. Pipelined clients bring more per read: try sooner. */
+	bool pipelined = reads && (double)handled >= PIPELINED_READS * (double)reads;
+	if (can_split && (all_saturated || (all_busy && pipelined))) {
 		s->saturated_ticks++;
 		s->before_sum += rate;
 	} else {
@@ -663,7 +694,8 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 			if (n / (k + 1))
 				order_give(&s->workers[i], n / (k + 1), k, 1);
 		}
-		log_debug("worker balance: %u workers saturated; spreading over %u", k, k + 1);
+		log_debug("worker balance: %u workers %s; spreading over %u", k,
+			  all_saturated ? "saturated" : "busy with pipelined clients", k + 1);
 		s->active = k + 1;
 		s->balance_hold = 1;
 		s->trial = true;

@@ -21,7 +21,8 @@
 
 #define PAGE	  4096u
 #define BATCH	  128
-#define N_LOADERS 12
+#define N_CONNS	  6
+#define N_LOADERS 18 /* threads, N_LOADERS / N_CONNS per connection: libvad pipelines them */
 
 struct span {
 	char *p;
@@ -36,7 +37,7 @@ static int by_address(const void *a, const void *b)
 }
 
 struct loader {
-	const char *socket_path;
+	vad_client *c; /* shared with the other loaders of its connection */
 	int id;
 	volatile int *stop; /* set by the main thread: finish the round and leave */
 	bool expect_errors; /* the daemon is stopped under it: errors end it quietly */
@@ -51,13 +52,7 @@ struct loader {
 static void *loader_run(void *arg)
 {
 	struct loader *l = arg;
-	vad_client *c = NULL;
-	if (vad_connect(l->socket_path, "balance", &c) != 0) {
-		if (!l->expect_errors)
-			snprintf(l->error, sizeof(l->error), "loader %d: vad_connect: %s", l->id,
-				 vad_last_error(NULL));
-		return NULL;
-	}
+	vad_client *c = l->c;
 	for (uint64_t round = 0; !__atomic_load_n(l->stop, __ATOMIC_RELAXED); round++) {
 		size_t sizes[BATCH];
 		void *p[BATCH];
@@ -112,11 +107,11 @@ static void *loader_run(void *arg)
 		__atomic_add_fetch(&l->rounds, 1, __ATOMIC_RELAXED);
 	}
 out:
-	vad_close(c);
 	return NULL;
 }
 
 struct load {
+	vad_client *c[N_CONNS];
 	struct loader l[N_LOADERS];
 	pthread_t t[N_LOADERS];
 	volatile int stop;
@@ -125,8 +120,10 @@ struct load {
 static void load_start(struct load *ld, const struct vt_daemon *d, bool expect_errors)
 {
 	memset(ld, 0, sizeof(*ld));
+	for (int i = 0; i < N_CONNS; i++)
+		assert_int_equal(0, vt_connect(d, "balance", &ld->c[i]));
 	for (int i = 0; i < N_LOADERS; i++) {
-		ld->l[i].socket_path = d->socket_path;
+		ld->l[i].c = ld->c[i % N_CONNS];
 		ld->l[i].id = i;
 		ld->l[i].stop = &ld->stop;
 		ld->l[i].expect_errors = expect_errors;
@@ -140,6 +137,8 @@ static void load_finish(struct load *ld)
 	__atomic_store_n(&ld->stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < N_LOADERS; i++)
 		pthread_join(ld->t[i], NULL);
+	for (int i = 0; i < N_CONNS; i++)
+		vad_close(ld->c[i]);
 	for (int i = 0; i < N_LOADERS; i++)
 		if (ld->l[i].error[0])
 			fail_msg("%s", ld->l[i].error);
