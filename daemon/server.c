@@ -621,6 +621,7 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		s->active = 1;
 		s->balance_ns = 0;
 		s->saturated_ticks = 0;
+		s->before_sum = 0;
 		s->trial = false;
 		s->backoff = 0;
 		s->backoff_len = BACKOFF_TICKS;
@@ -703,6 +704,7 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		s->trial_ticks = 0;
 		s->trial_before = s->before_sum / s->saturated_ticks;
 		s->saturated_ticks = 0;
+		s->before_sum = 0;
 	} else if (k > 1 && busy < (k - 1) * BUSY_GATHER) {
 		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
 			  k, busy, k - 1);
