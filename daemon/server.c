@@ -46,7 +46,7 @@
 #define ACCEPT_PAUSE_MS	  100 /* back-off when out of fds */
 #define MAX_WORKERS	  256
 #define BALANCE_MS	  100  /* how often the adaptive balancer looks at the workers' load */
-#define BUSY_SATURATED	  0.9  /* a worker wanting a CPU this share of the time is saturated */
+#define RUN_SATURATED	  0.85 /* a worker that ran this share of the time is saturated */
 #define SATURATED_TICKS	  2    /* ... this many ticks in a row before another worker is tried */
 #define BUSY_PIPELINED	  0.5  /* or busy this much with pipelined clients: */
 #define PIPELINED_READS	  2.0  /* requests per read at least this */
@@ -92,6 +92,7 @@ struct worker {
 	int tid;			/* (atomic) the thread's id, 0 until it runs */
 	int schedstat_fd;	  /* listener: /proc/self/task/TID/schedstat, -1 until opened */
 	uint64_t busy_ns;	  /* listener: run + runnable-wait time at the last balance tick */
+	uint64_t run_ns;	  /* listener: run time at the last balance tick */
 	uint64_t reads, requests; /* (atomic) reads that brought requests, requests handled */
 	uint64_t reads_seen, requests_seen; /* listener: both at the last balance tick */
 };
@@ -506,10 +507,10 @@ static void worker_push(struct worker *w, struct pending_conn *p)
 
 /* ---- adaptive balance (listener thread) ------------------------------------------------- */
 
-/* A worker's time on a CPU plus its time runnable but waiting for one, in ns: the CPU it
- * wanted. Read from schedstat, so a worker starved by other processes still counts as busy.
- * Returns -1 if the kernel does not provide it. */
-static int worker_busy_ns(struct worker *w, uint64_t *out)
+/* A worker's time on a CPU (*run) and that plus its time runnable but waiting for one
+ * (*busy: the CPU it wanted), in ns, from schedstat. Returns -1 if the kernel does not
+ * provide it. */
+static int worker_cpu_ns(struct worker *w, uint64_t *run_out, uint64_t *busy_out)
 {
 	int tid = __atomic_load_n(&w->tid, __ATOMIC_ACQUIRE);
 	if (tid == 0)
@@ -529,7 +530,8 @@ static int worker_busy_ns(struct worker *w, uint64_t *out)
 	unsigned long long run, wait;
 	if (sscanf(buf, "%llu %llu", &run, &wait) != 2)
 		return -1;
-	*out = run + wait;
+	*run_out = run;
+	*busy_out = run + wait;
 	return 0;
 }
 
@@ -550,16 +552,16 @@ static void order_give(struct worker *w, unsigned count, unsigned first, unsigne
 	event_active(w->ev_notify, EV_READ, 0);
 }
 
-/* Read every worker's busy time; load[i] is the share of the time since the last sample
- * that worker i wanted a CPU. Without scheduler statistics, adaptive balance turns itself
+/* Read every worker's CPU times; since the last sample, worker i wanted a CPU load[i] of
+ * the time and ran ran[i] of it. Without scheduler statistics, adaptive balance turns itself
  * off (every worker active) and this returns -1. */
-static int balance_sample(struct vad_server *s, double *load)
+static int balance_sample(struct vad_server *s, double *load, double *ran)
 {
 	uint64_t now = now_ns(), dt = now - s->balance_ns;
 	for (unsigned i = 0; i < s->n_workers; i++) {
 		struct worker *w = &s->workers[i];
-		uint64_t busy;
-		if (worker_busy_ns(w, &busy) < 0) {
+		uint64_t run, busy;
+		if (worker_cpu_ns(w, &run, &busy) < 0) {
 			log_info("worker balance: no scheduler statistics for worker %u "
 				 "(/proc/self/task/TID/schedstat); spreading connections over "
 				 "all %u workers",
@@ -568,10 +570,13 @@ static int balance_sample(struct vad_server *s, double *load)
 			s->active = s->n_workers;
 			return -1;
 		}
-		if (load)
+		if (load) {
 			load[i] =
 			    busy > w->busy_ns && dt ? (double)(busy - w->busy_ns) / (double)dt : 0;
+			ran[i] = run > w->run_ns && dt ? (double)(run - w->run_ns) / (double)dt : 0;
+		}
 		w->busy_ns = busy;
+		w->run_ns = run;
 	}
 	s->balance_ns = now;
 	return 0;
@@ -584,7 +589,7 @@ static void balance_arm(struct vad_server *s)
 	if (s->balance_armed || !s->adaptive)
 		return;
 	if (s->balance_ns == 0) {
-		if (balance_sample(s, NULL) < 0)
+		if (balance_sample(s, NULL, NULL) < 0)
 			return;
 		s->requests_seen = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
 	}
@@ -592,24 +597,24 @@ static void balance_arm(struct vad_server *s)
 		s->balance_armed = true;
 }
 
-/* Every BALANCE_MS while clients are connected: how much of the time did each active worker
- * want a CPU (running or runnable)? All of them saturated for SATURATED_TICKS ticks (or busy
- * BUSY_PIPELINED with clients that pipeline, PIPELINED_READS requests per read): wake one
- * more and give it its share of their connections, on trial: unless the next TRIAL_TICKS
- * serve TRIAL_GAIN times the requests/s of before, they go back and spreading waits a
- * back-off that doubles while the same clients stay. Together busy for less than what one
- * worker fewer could carry at BUSY_GATHER each: the last active one hands its connections to
- * the others. A lightly loaded daemon thus runs on one worker, one wakeup per round of ready
- * connections and the other CPUs left to its clients; a busy one spreads over every worker.
- * The gap between the two thresholds keeps a load near the boundary from flapping (two
- * workers serving what one could carry cost more wakeups, so they look busier than one). */
+/* Every BALANCE_MS while clients are connected, from the workers' scheduler statistics: the
+ * active workers all ran RUN_SATURATED of the time (they are short of CPU, not of a turn on
+ * one), or all wanted a CPU BUSY_PIPELINED of the time with clients that pipeline
+ * (PIPELINED_READS requests per read), for SATURATED_TICKS ticks: wake one more and give it
+ * its share of their connections, on trial: unless the next TRIAL_TICKS serve TRIAL_GAIN
+ * times the requests/s of before, they go back and spreading waits a back-off that doubles
+ * while the same clients stay. Together busy for less than what one worker fewer could
+ * carry at BUSY_GATHER each: the last active one hands its connections to the others.
+ * A lightly loaded daemon thus runs on one worker, one wakeup per round of ready connections
+ * and the other CPUs left to its clients; a busy one spreads when that serves more. */
 static void on_balance(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_server *s = arg;
-	double load[MAX_WORKERS];
+	double load[MAX_WORKERS], ran[MAX_WORKERS];
 	uint64_t since = s->balance_ns;
 	s->balance_armed = false;
-	if (__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) || balance_sample(s, load) < 0)
+	if (__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) ||
+	    balance_sample(s, load, ran) < 0)
 		return;
 	uint64_t requests = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
 	double rate = s->balance_ns > since ? (double)(requests - s->requests_seen) * 1e9 /
@@ -643,7 +648,7 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		w->requests_seen = q;
 	}
 	for (unsigned i = 0; i < k; i++) {
-		if (load[i] < BUSY_SATURATED)
+		if (ran[i] < RUN_SATURATED)
 			all_saturated = false;
 		if (load[i] < BUSY_PIPELINED)
 			all_busy = false;
@@ -653,7 +658,8 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 	}
 	/* Clients that send one request at a time bring a wakeup's worth of work per read: a
 	 * second worker only splits those wakeups (more of them, each as costly) unless one
-	 * worker truly cannot keep up. Pipelined clients bring more per read: try sooner. */
+	 * worker has run out of CPU; waiting for a CPU other threads hold is no reason, a second
+	 * worker would compete for the same CPUs. Pipelined clients bring more per read: try. */
 	bool pipelined = reads && (double)handled >= PIPELINED_READS * (double)reads;
 	if (can_split && (all_saturated || (all_busy && pipelined))) {
 		s->saturated_ticks++;
