@@ -46,15 +46,20 @@ static int on_alloc_opt(int opt, const char *arg, void *ctx)
 	return VACTL_EXIT_USAGE;
 }
 
-/* Wait for the hold time or until SIGINT/SIGTERM/SIGHUP; either way the caller frees. */
-static void hold(const struct alloc_args *a)
+/* Block SIGINT/SIGTERM/SIGHUP into *set, so that one arriving once the ranges are printed
+ * ends the hold (and the ranges are freed) instead of killing vactl. */
+static void block_hold_signals(sigset_t *set)
 {
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	sigprocmask(SIG_BLOCK, set, NULL);
+}
+
+/* Wait for the hold time or until a signal of set (blocked); either way the caller frees. */
+static void hold(const struct alloc_args *a, sigset_t set)
+{
 	if (a->hold_forever) {
 		while (sigwaitinfo(&set, NULL) < 0 && errno == EINTR)
 			;
@@ -152,6 +157,9 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 		}
 	}
 	bool holding = a.hold_forever || a.hold_ms > 0;
+	sigset_t hold_set;
+	if (holding)
+		block_hold_signals(&hold_set); /* before the output a caller waits for */
 	if (arr) {
 		json_object *j = json_object_new_object();
 		json_object_object_add(j, "ranges", arr);
@@ -171,7 +179,7 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 		    "also drops a session's ranges when it disconnects)\n",
 		    n, n == 1 ? "" : "s", how);
 		vactl_deadline(o, false);
-		hold(&a);
+		hold(&a, hold_set);
 		vactl_deadline(o, true);
 	}
 	err = vad_free_batch(c, n, ptrs);
