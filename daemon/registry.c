@@ -12,9 +12,8 @@
 
 __thread bool vad_hash_oom;
 
-/* Spare objects of each kind a thread keeps (about 5 MiB at most, and only what the thread
- * just held): many pipelined batches of max_batch in flight. A batch
- * may fill the hold cache beyond this for its own use. */
+/* Spare range objects a thread keeps (about 2 MiB at most, and only what the thread just
+ * held): many pipelined batches of max_batch in flight. */
 #define CACHE_KEEP 16384
 
 /* References dropped per holder lock hold in a batch, and ranges per va_free_batch. */
@@ -116,14 +115,12 @@ int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, v
 
 /* ---- object caches (per thread, no lock) ---------------------------------------------- */
 
-/* Spare range and hold objects of the calling thread: a worker allocates and frees them for
- * all of its sessions without malloc. Objects migrate freely between threads (a range made
- * by one worker may be freed by another); each cache stays below CACHE_KEEP per kind. */
+/* Spare range objects of the calling thread: a worker allocates and frees them for all of
+ * its sessions without malloc. Objects migrate freely between threads (a range made by one
+ * worker may be freed by another); each cache stays below CACHE_KEEP. */
 struct obj_cache {
 	struct vad_range *ranges;
 	unsigned n_ranges;
-	struct vad_hold *holds;
-	unsigned n_holds;
 	bool registered;
 };
 
@@ -139,12 +136,7 @@ static void cache_release(void *arg)
 		c->ranges = r->next_free;
 		free(r);
 	}
-	while (c->holds) {
-		struct vad_hold *o = c->holds;
-		c->holds = o->next_free;
-		free(o);
-	}
-	c->n_ranges = c->n_holds = 0;
+	c->n_ranges = 0;
 }
 
 static void cache_key_create(void)
@@ -192,53 +184,158 @@ void vad_range_put(struct vad_range *r)
 	c->n_ranges++;
 }
 
-/* Make sure n hold objects wait in the cache, so none is malloc'ed under a lock. */
-static int hold_cache_fill(size_t n)
+/* ---- a holder's table ------------------------------------------------------------------ */
+
+/* Smallest table: a session's first. */
+#define TABLE_MIN 16
+
+static size_t slot_home(const struct vad_holder *h, uint64_t arena, uint64_t offset)
 {
-	struct obj_cache *c = my_cache();
-	while (c->n_holds < n) {
-		struct vad_hold *o = malloc(sizeof(*o));
-		if (!o)
-			return -1;
-		o->next_free = c->holds;
-		c->holds = o;
-		c->n_holds++;
-	}
-	return 0;
+	return (size_t)vad_hash_pair(arena, offset) & (h->cap - 1);
 }
 
-/* One of the objects hold_cache_fill made sure of. */
-static struct vad_hold *hold_pop(void)
+struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)
 {
-	struct obj_cache *c = &tl_cache;
-	struct vad_hold *o = c->holds;
-	c->holds = o->next_free;
-	c->n_holds--;
-	memset(o, 0, sizeof(*o));
+	if (!h->cap)
+		return NULL;
+	size_t mask = h->cap - 1;
+	for (size_t i = slot_home(h, arena, offset);; i = (i + 1) & mask) {
+		struct vad_hold *o = &h->holds[i];
+		if (!o->range)
+			return NULL; /* load <= 1/2: an empty slot always ends the probe */
+		if (o->offset == offset && o->arena == arena)
+			return o;
+	}
+}
+
+/* Put a key known to be absent into the first free slot of its probe sequence. */
+static struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offset)
+{
+	size_t mask = h->cap - 1, i = slot_home(h, arena, offset);
+	while (h->holds[i].range)
+		i = (i + 1) & mask;
+	struct vad_hold *o = &h->holds[i];
+	o->arena = arena;
+	o->offset = offset;
+	o->count = 0;
+	h->used++;
 	return o;
 }
 
-static void hold_put(struct vad_hold *o)
+/* Empty slot o by backward shift: each later entry of the cluster whose home does not lie
+ * cyclically after the hole moves into it, so probes never need tombstones. */
+static void slot_delete(struct vad_holder *h, struct vad_hold *o)
 {
-	struct obj_cache *c = my_cache();
-	if (c->n_holds >= CACHE_KEEP) {
-		free(o);
-		return;
+	size_t mask = h->cap - 1, hole = (size_t)(o - h->holds), j = hole;
+	for (;;) {
+		j = (j + 1) & mask;
+		struct vad_hold *next = &h->holds[j];
+		if (!next->range)
+			break;
+		size_t home = slot_home(h, next->arena, next->offset);
+		/* next may fill the hole iff the hole lies within [home, j) cyclically. */
+		if (((j - home) & mask) >= ((j - hole) & mask)) {
+			h->holds[hole] = *next;
+			hole = j;
+		}
 	}
-	o->next_free = c->holds;
-	c->holds = o;
-	c->n_holds++;
+	h->holds[hole].range = NULL;
+	h->used--;
 }
 
-static void trim_caches(void)
+/* A zeroed table of cap slots, or NULL. */
+static struct vad_hold *table_alloc(size_t cap)
 {
-	struct obj_cache *c = &tl_cache;
-	while (c->n_holds > CACHE_KEEP) {
-		struct vad_hold *o = c->holds;
-		c->holds = o->next_free;
-		c->n_holds--;
-		free(o);
+	struct vad_hold *t = aligned_alloc(64, cap * sizeof(*t));
+	if (t)
+		memset(t, 0, cap * sizeof(*t));
+	return t;
+}
+
+/* Smallest table size holding n entries at load at most 1/4 (so that a fresh table takes
+ * twice its entries before it grows again). */
+static size_t table_size_for(size_t n)
+{
+	size_t cap = TABLE_MIN;
+	while (cap / 4 < n)
+		cap *= 2;
+	return cap;
+}
+
+/* Move h's entries into the empty table fresh of cap slots, with h's lock held. Returns the
+ * old table (free it after unlocking). */
+static struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh, size_t cap)
+{
+	struct vad_hold *old = h->holds;
+	size_t old_cap = h->cap;
+	h->holds = fresh;
+	h->cap = cap;
+	h->used = 0;
+	for (size_t i = 0; i < old_cap; i++) {
+		if (!old[i].range)
+			continue;
+		struct vad_hold *o = slot_insert(h, old[i].arena, old[i].offset);
+		o->count = old[i].count;
+		o->range = old[i].range;
 	}
+	return old;
+}
+
+/* A table for h to switch to before adding extra entries, allocated without any lock (only
+ * the owner thread changes h->used, so it is stable here). Returns 0 with *fresh NULL when
+ * the current table suffices, 0 with *fresh and *cap set, or -1 when out of memory. */
+static int table_prepare(const struct vad_holder *h, size_t extra, struct vad_hold **fresh,
+			 size_t *cap)
+{
+	*fresh = NULL;
+	if (extra > SIZE_MAX / 8 - h->used)
+		return -1;
+	if ((h->used + extra) * 2 <= h->cap)
+		return 0;
+	*cap = table_size_for(h->used + extra);
+	if (*cap > SIZE_MAX / sizeof(struct vad_hold))
+		return -1;
+	*fresh = table_alloc(*cap);
+	return *fresh ? 0 : -1;
+}
+
+/* Give memory back once h's table is big and mostly empty (below 1/8): a smaller table is
+ * built without the lock and swapped in under it. Never below VAD_HOLDS_KEEP_SLOTS, so a
+ * session whose holdings swing between none and a few thousand (a pipelined burst of allocs,
+ * then their frees) keeps its table instead of shrinking and growing it every burst. Owner
+ * thread, no lock held. When memory is short the big table simply stays. */
+static void table_maybe_shrink(struct vad_holder *h)
+{
+	if (h->cap <= VAD_HOLDS_KEEP_SLOTS || h->used >= h->cap / 8)
+		return;
+	size_t cap = table_size_for(h->used);
+	if (cap < VAD_HOLDS_KEEP_SLOTS)
+		cap = VAD_HOLDS_KEEP_SLOTS;
+	struct vad_hold *fresh = table_alloc(cap), *old;
+	if (!fresh)
+		return;
+	pthread_mutex_lock(&h->lock);
+	old = table_swap_locked(h, fresh, cap);
+	pthread_mutex_unlock(&h->lock);
+	free(old);
+}
+
+void vad_holder_for_each(struct vad_holder *h, void (*fn)(void *ctx, const struct vad_hold *o),
+			 void *ctx)
+{
+	for (size_t i = 0; i < h->cap; i++)
+		if (h->holds[i].range)
+			fn(ctx, &h->holds[i]);
+}
+
+size_t vad_holder_count(const struct vad_holder *h)
+{
+	return h->used;
+}
+
+size_t vad_holder_capacity(const struct vad_holder *h)
+{
+	return h->cap;
 }
 
 /* ---- quotas ---------------------------------------------------------------------------- */
@@ -280,65 +377,39 @@ static void arena_add(struct vad_registry_arena *a, int64_t refs, int64_t bytes)
 int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			struct vad_range *const *ranges, size_t n)
 {
-	if (hold_cache_fill(n) < 0) {
-		trim_caches();
-		return -1;
-	}
+	struct vad_hold *fresh, *old = NULL;
+	size_t cap;
+	if (table_prepare(h, n, &fresh, &cap) < 0)
+		return -1; /* nothing inserted: the caller frees the ranges */
 	uint64_t bytes = 0;
-	size_t done = 0;
-	bool oom = false;
 
 	pthread_mutex_lock(&h->lock);
-	for (; done < n; done++) {
-		struct vad_range *r = ranges[done];
+	if (fresh)
+		old = table_swap_locked(h, fresh, cap);
+	for (size_t i = 0; i < n; i++) {
+		struct vad_range *r = ranges[i];
 		r->arena = arena;
 		store64(&r->refs, 1);
-		struct vad_hold *o = hold_pop();
-		o->key.arena = arena;
-		o->key.offset = r->offset;
+		/* A fresh range: no hold on its offset can exist (the allocator just gave it). */
+		struct vad_hold *o = slot_insert(h, arena, r->offset);
 		o->count = 1;
 		o->range = r;
-		vad_hash_oom = false;
-		HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
-		if (vad_hash_oom) {
-			hold_put(o);
-			oom = true;
-			break;
-		}
 		bytes += r->size;
 	}
-	if (oom) {
-		/* Undo what this call added: the caller frees the ranges. */
-		for (size_t i = 0; i < done; i++) {
-			struct vad_range *r = ranges[i];
-			struct vad_hold *o = vad_holder_find(h, arena, r->offset);
-			HASH_DEL(h->holds, o);
-			hold_put(o);
-		}
-	} else {
-		arena_add(&reg->arenas[arena], (int64_t)n, (int64_t)bytes);
-		store64(&h->held_bytes, load64(&h->held_bytes) + bytes);
-		store64(&h->held_refs, load64(&h->held_refs) + n);
-	}
+	arena_add(&reg->arenas[arena], (int64_t)n, (int64_t)bytes);
+	store64(&h->held_bytes, load64(&h->held_bytes) + bytes);
+	store64(&h->held_refs, load64(&h->held_refs) + n);
 	pthread_mutex_unlock(&h->lock);
-	trim_caches();
-	return oom ? -1 : 0;
-}
-
-struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)
-{
-	struct vad_hold_key key = {.arena = arena, .offset = offset};
-	struct vad_hold *o;
-	HASH_FIND(hh, h->holds, &key, sizeof(key), o);
-	return o;
+	free(old);
+	return 0;
 }
 
 /* Drop count of h's references held through o, with h's lock held (the caller fixes the
- * arena totals, still under it). Returns the range if those were its last references (no
- * session can reach it any more: bury it after unlocking); *hold_gone says whether o left
- * h's table (give it back after unlocking). */
-static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, uint64_t count,
-				     bool *hold_gone)
+ * arena totals, still under it); o leaves h's table when its count reaches 0 (which moves
+ * other slots: o and other pointers into the table are stale afterwards). Returns the range
+ * if those were its last references (no session can reach it any more: bury it after
+ * unlocking). */
+static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, uint64_t count)
 {
 	struct vad_range *r = o->range;
 	uint64_t size = r->size, left;
@@ -355,17 +426,15 @@ static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, u
 	}
 	store64(&h->held_bytes, load64(&h->held_bytes) - count * size);
 	store64(&h->held_refs, load64(&h->held_refs) - count);
-	*hold_gone = o->count == 0;
-	if (*hold_gone)
-		HASH_DEL(h->holds, o);
+	if (o->count == 0)
+		slot_delete(h, o);
 	return left ? NULL : r;
 }
 
 /* Give n ranges of one arena that nobody references any more back to the allocator. No lock
  * held: no session holds them; their tokens go before the memory does, so an attach or a
  * check holding token_lock never sees a freed range (they see refs == 0: dying). */
-static void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dead,
-		 size_t n)
+static void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dead, size_t n)
 {
 	uint64_t addrs[RELEASE_CHUNK];
 	bool tokens = false;
@@ -404,16 +473,13 @@ static void bury(struct vad_registry *reg, unsigned arena, struct vad_range *con
 static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_hold *o,
 		      uint64_t count)
 {
-	unsigned arena = (unsigned)o->key.arena;
+	unsigned arena = (unsigned)o->arena;
 	uint64_t bytes = count * o->range->size;
-	bool hold_gone;
 	pthread_mutex_lock(&h->lock);
-	struct vad_range *dead = drop_locked(h, o, count, &hold_gone);
+	struct vad_range *dead = drop_locked(h, o, count);
 	arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)bytes);
 	pthread_mutex_unlock(&h->lock);
 	__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
-	if (hold_gone)
-		hold_put(o);
 	if (dead)
 		bury(reg, arena, &dead, 1);
 }
@@ -425,8 +491,7 @@ size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h
 	bool stop = false;
 	while (done < n && !stop) {
 		struct vad_range *dead[RELEASE_CHUNK];
-		struct vad_hold *gone[RELEASE_CHUNK];
-		size_t n_dead = 0, n_gone = 0, first = done,
+		size_t n_dead = 0, first = done,
 		       end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
 		uint64_t bytes = 0;
 		pthread_mutex_lock(&h->lock);
@@ -438,22 +503,18 @@ size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h
 				stop = true;
 				break;
 			}
-			bool hold_gone;
 			bytes += o->range->size;
-			struct vad_range *r = drop_locked(h, o, 1, &hold_gone);
-			if (hold_gone)
-				gone[n_gone++] = o;
+			struct vad_range *r = drop_locked(h, o, 1);
 			if (r)
 				dead[n_dead++] = r;
 		}
 		arena_add(&reg->arenas[arena], -(int64_t)(done - first), -(int64_t)bytes);
 		pthread_mutex_unlock(&h->lock);
 		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
-		for (size_t i = 0; i < n_gone; i++)
-			hold_put(gone[i]);
 		if (n_dead)
 			bury(reg, arena, dead, n_dead);
 	}
+	table_maybe_shrink(h);
 	return done;
 }
 
@@ -465,13 +526,14 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 		return -1;
 	*size = o->range->size;
 	drop_hold(reg, h, o, 1);
+	table_maybe_shrink(h);
 	return 0;
 }
 
-/* Drop every reference of h to ranges of one arena, given its holds, RELEASE_CHUNK per lock
- * hold. */
+/* Drop every reference of h to the ranges of one arena at the given offsets (each held
+ * once in h's table), RELEASE_CHUNK per lock hold. */
 static void drop_all_in_arena(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-			      struct vad_hold **holds, size_t n)
+			      const uint64_t *offsets, size_t n)
 {
 	for (size_t done = 0; done < n;) {
 		struct vad_range *dead[RELEASE_CHUNK];
@@ -479,18 +541,18 @@ static void drop_all_in_arena(struct vad_registry *reg, struct vad_holder *h, un
 		uint64_t refs = 0, bytes = 0;
 		pthread_mutex_lock(&h->lock);
 		for (size_t i = done; i < end; i++) {
-			bool hold_gone;
-			refs += holds[i]->count;
-			bytes += holds[i]->count * holds[i]->range->size;
-			struct vad_range *r = drop_locked(h, holds[i], holds[i]->count, &hold_gone);
+			/* Looked up again: deleting earlier ones moved slots. */
+			struct vad_hold *o = vad_holder_find(h, arena, offsets[i]);
+			uint64_t count = o->count;
+			refs += count;
+			bytes += count * o->range->size;
+			struct vad_range *r = drop_locked(h, o, count);
 			if (r)
 				dead[n_dead++] = r;
 		}
 		arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
 		pthread_mutex_unlock(&h->lock);
 		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
-		for (size_t i = done; i < end; i++)
-			hold_put(holds[i]);
 		if (n_dead)
 			bury(reg, arena, dead, n_dead);
 		done = end;
@@ -499,28 +561,26 @@ static void drop_all_in_arena(struct vad_registry *reg, struct vad_holder *h, un
 
 void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 {
-	size_t n = HASH_COUNT(h->holds);
-	struct vad_hold **holds = n ? malloc(n * sizeof(*holds)) : NULL;
-	struct vad_hold *o, *tmp;
-	if (holds) {
+	size_t n = h->used;
+	uint64_t *offsets = n ? malloc(n * sizeof(*offsets)) : NULL;
+	if (offsets) {
 		/* Grouped by arena, so each chunk's dead ranges go back in one batch. */
 		for (unsigned ai = 0; ai < reg->n_arenas; ai++) {
 			size_t k = 0;
-			HASH_ITER(hh, h->holds, o, tmp)
-			{
-				if (o->key.arena == ai)
-					holds[k++] = o;
-			}
-			drop_all_in_arena(reg, h, ai, holds, k);
+			for (size_t i = 0; i < h->cap; i++)
+				if (h->holds[i].range && h->holds[i].arena == ai)
+					offsets[k++] = h->holds[i].offset;
+			drop_all_in_arena(reg, h, ai, offsets, k);
 		}
-		free(holds);
+		free(offsets);
 	}
 	/* Without memory for the grouping (or anything left): one hold at a time. */
-	HASH_ITER(hh, h->holds, o, tmp)
-	{
-		drop_hold(reg, h, o, o->count);
+	for (size_t i = 0; h->used && i < h->cap;) {
+		if (h->holds[i].range)
+			drop_hold(reg, h, &h->holds[i], h->holds[i].count); /* refills slot i */
+		else
+			i++;
 	}
-	HASH_CLEAR(hh, h->holds);
 
 	pthread_mutex_lock(&reg->holders_lock);
 	if (h->prev)
@@ -533,6 +593,9 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 	pthread_mutex_unlock(&reg->holders_lock);
 	/* Unlisted: no check can be waiting for its lock any more. */
 	pthread_mutex_destroy(&h->lock);
+	free(h->holds);
+	h->holds = NULL;
+	h->cap = h->used = 0;
 
 	if (h->uid) {
 		pthread_mutex_lock(&reg->uid_lock);
@@ -644,11 +707,16 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	memset(out, 0, sizeof(*out));
 	if (!token_well_formed(token))
 		return VAD_ATTACH_MALFORMED;
-	if (hold_cache_fill(1) < 0)
+	/* Room for one more hold, allocated before any lock (used even if the hold exists). */
+	struct vad_hold *fresh, *old = NULL;
+	size_t cap;
+	if (table_prepare(h, 1, &fresh, &cap) < 0)
 		return VAD_ATTACH_NOMEM;
 
 	enum vad_attach_status st = VAD_ATTACH_OK;
 	pthread_mutex_lock(&h->lock);
+	if (fresh)
+		old = table_swap_locked(h, fresh, cap);
 	pthread_mutex_lock(&reg->token_lock);
 	struct vad_token_entry *t;
 	HASH_FIND(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
@@ -676,17 +744,8 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
 	bool fresh_hold = !o;
 	if (!o) {
-		o = hold_pop();
-		o->key.arena = r->arena;
-		o->key.offset = r->offset;
+		o = slot_insert(h, r->arena, r->offset); /* room made above */
 		o->range = r;
-		vad_hash_oom = false;
-		HASH_ADD(hh, h->holds, key, sizeof(o->key), o);
-		if (vad_hash_oom) {
-			hold_put(o);
-			st = VAD_ATTACH_NOMEM;
-			goto unreserve;
-		}
 	}
 	/* Take a reference only if one is left: at 0 its last holder is burying it and will
 	 * remove the token next (which waits for token_lock, held here). */
@@ -697,10 +756,8 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	} while (!__atomic_compare_exchange_n(&r->refs, &refs, refs + 1, true, __ATOMIC_ACQUIRE,
 					      __ATOMIC_RELAXED));
 	if (refs == 0) {
-		if (fresh_hold) {
-			HASH_DEL(h->holds, o);
-			hold_put(o);
-		}
+		if (fresh_hold)
+			slot_delete(h, o);
 		st = VAD_ATTACH_UNKNOWN;
 		goto unreserve;
 	}
@@ -714,6 +771,7 @@ unreserve:
 out:
 	pthread_mutex_unlock(&reg->token_lock);
 	pthread_mutex_unlock(&h->lock);
+	free(old);
 	return st;
 }
 
@@ -742,19 +800,29 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 	unsigned holders = 0;
 	for (struct vad_holder *h = reg->holders; h; h = h->next) {
 		uint64_t refs = 0, bytes = 0;
-		struct vad_hold *o, *tmp;
+		size_t used = 0;
 		holders++;
-		HASH_ITER(hh, h->holds, o, tmp)
-		{
+		for (size_t i = 0; i < h->cap; i++) {
+			struct vad_hold *o = &h->holds[i];
 			struct vad_range *r = o->range;
-			if (o->key.arena >= reg->n_arenas || !r || r->arena != o->key.arena ||
-			    r->offset != o->key.offset || o->count == 0 ||
+			if (!r)
+				continue;
+			used++;
+			if (vad_holder_find(h, (unsigned)o->arena, o->offset) != o) {
+				snprintf(msg, msg_len,
+					 "a session's hold on range 0x%" PRIx64 " of arena %" PRIu64
+					 " cannot be found by its key",
+					 o->offset, o->arena);
+				return -1;
+			}
+			if (o->arena >= reg->n_arenas || r->arena != o->arena ||
+			    r->offset != o->offset || o->count == 0 ||
 			    load64(&r->refs) < o->count) {
 				snprintf(msg, msg_len,
 					 "a session holds %" PRIu64
 					 " references to range 0x%" PRIx64 " of arena %" PRIu64
 					 " that does not match the registry's range",
-					 o->count, o->key.offset, o->key.arena);
+					 o->count, o->offset, o->arena);
 				return -1;
 			}
 			if (r->check_epoch != epoch) {
@@ -779,6 +847,12 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 			r->check_refs += o->count;
 			refs += o->count;
 			bytes += o->count * r->size;
+		}
+		if (used != h->used || used > h->cap / 2) {
+			snprintf(msg, msg_len,
+				 "a session's table has %zu holds in %zu slots but counts %zu",
+				 used, h->cap, h->used);
+			return -1;
 		}
 		if (refs != load64(&h->held_refs) || bytes != load64(&h->held_bytes)) {
 			snprintf(msg, msg_len,
@@ -811,10 +885,10 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 		}
 	}
 	for (struct vad_holder *h = reg->holders; h; h = h->next) {
-		struct vad_hold *o, *tmp;
-		HASH_ITER(hh, h->holds, o, tmp)
-		{
-			struct vad_range *r = o->range;
+		for (size_t i = 0; i < h->cap; i++) {
+			struct vad_range *r = h->holds[i].range;
+			if (!r)
+				continue;
 			if (r->check_refs != load64(&r->refs)) {
 				snprintf(msg, msg_len,
 					 "range 0x%" PRIx64 " of arena %u counts %" PRIu64

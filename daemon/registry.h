@@ -18,7 +18,9 @@
  * attach increments it only if it is not 0, under token_lock, so a dying range is never
  * brought back. When the last reference goes, its token is removed (token_lock) and then the
  * range given back to the allocator (one va_free_batch per chunk of released ranges).
- * A holder's own table (holds) is written only by its owning thread, under its lock.
+ * A holder's own table (holds) is written only by its owning thread, under its lock; it
+ * grows into an array allocated before the lock is taken (the owner knows how many entries it
+ * is about to add) and shrinks when mostly empty, so only the rehash and swap run locked.
  */
 #ifndef VAD_REGISTRY_H
 #define VAD_REGISTRY_H
@@ -56,20 +58,18 @@ struct vad_range {
 	struct vad_range *next_free; /* thread's cache of spare objects */
 };
 
-/* Key of a holder's table: which range of which arena. */
-struct vad_hold_key {
-	uint64_t arena;
-	uint64_t offset;
-};
-
-/* A holder's references to one range. */
+/* A holder's references to one range: a slot of its open-addressing table, key and data
+ * inline (one cache line of the table per lookup, then the range). Empty when range is NULL.
+ * The count is 64-bit, so no number of attaches can overflow it. */
 struct vad_hold {
-	struct vad_hold_key key;
+	uint64_t offset;
 	uint64_t count;
 	struct vad_range *range;
-	UT_hash_handle hh;
-	struct vad_hold *next_free;
-};
+	uint64_t arena;
+} __attribute__((aligned(32)));
+
+/* Slots below which a holder's table is never shrunk (128 KiB): see table_maybe_shrink. */
+#define VAD_HOLDS_KEEP_SLOTS 4096
 
 /* Bytes held by every session of one uid. */
 struct vad_uid_usage {
@@ -82,7 +82,10 @@ struct vad_uid_usage {
 /* One session's holdings. */
 struct vad_holder {
 	pthread_mutex_t lock;	/* holds, their counts, the totals below */
-	struct vad_hold *holds; /* written by the owner thread under lock */
+	struct vad_hold *holds; /* table of cap slots (NULL when cap is 0); written by the owner
+				 * thread under lock, linear probing, backward-shift deletion */
+	size_t cap;		/* 0 or a power of two */
+	size_t used;		/* occupied slots; at most cap / 2 */
 	uint64_t held_bytes;	/* atomic; sum of count * size */
 	uint64_t held_refs;	/* atomic; sum of count */
 	struct vad_uid_usage *uid;
@@ -123,7 +126,7 @@ void vad_registry_free(struct vad_registry *reg);
 int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, void *owner);
 
 /* Drop every reference h holds (ranges whose last reference goes are freed), unregister it
- * and free its caches. */
+ * and free its table. */
 void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h);
 
 /* Reserve bytes against the quotas (0 = unlimited) before allocating or attaching. On
@@ -146,8 +149,21 @@ void vad_range_put(struct vad_range *r);
 int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			struct vad_range *const *ranges, size_t n);
 
-/* The hold h has on the range at (arena, offset), or NULL. Owner thread only. */
+/* The hold h has on the range at (arena, offset), or NULL; valid until h's table changes.
+ * Owner thread only (or with h's lock held). */
 struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset);
+
+/* Call fn for each hold of h in table order; fn must not change h's holds. Owner thread only
+ * (or with h's lock held). */
+void vad_holder_for_each(struct vad_holder *h, void (*fn)(void *ctx, const struct vad_hold *o),
+			 void *ctx);
+
+/* Number of distinct ranges h holds. Owner thread only (or with h's lock held). */
+size_t vad_holder_count(const struct vad_holder *h);
+
+/* Slots of h's table (0 before the first insert), to watch growth and shrinking. Owner
+ * thread only (or with h's lock held). */
+size_t vad_holder_capacity(const struct vad_holder *h);
 
 /* Drop one of h's references to the range at (arena, offset); the last reference frees the
  * range. Returns 0, or -1 if h holds no reference to it. *size gets the range size. */
@@ -155,8 +171,9 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 			 uint64_t offset, uint64_t *size);
 
 /* Drop one of h's references for each offset of arena in turn (an offset may repeat), taking
- * h's lock once per chunk and freeing the chunk's dead ranges with one va_free_batch; stops at the first offset h holds no reference to. Returns
- * how many were dropped. */
+ * h's lock once per chunk and freeing the chunk's dead ranges with one va_free_batch; stops
+ * at the first offset h holds no reference to. Gives the table's memory back once it is mostly
+ * empty. Returns how many were dropped. */
 size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 				  const uint64_t *offsets, size_t n);
 

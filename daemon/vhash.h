@@ -42,6 +42,19 @@ static inline unsigned vad_hash_bytes(const void *key, size_t len)
 	return (unsigned)h;
 }
 
+/* Hash of an (arena, offset) key for the holders' tables: offsets are quantum multiples
+ * (low bits zero), so every input bit is mixed into the low bits the table index uses. */
+static inline uint64_t vad_hash_pair(uint64_t arena, uint64_t offset)
+{
+	uint64_t h = offset ^ (arena * 0x9e3779b97f4a7c15ull);
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	h *= 0x94d049bb133111ebull;
+	h ^= h >> 29;
+	return h;
+}
+
 #define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = vad_hash_bytes((keyptr), (size_t)(keylen)))
 #define HASH_NONFATAL_OOM		     1
 #define uthash_nonfatal_oom(obj)	     (vad_hash_oom = true)

@@ -6,6 +6,9 @@
  * consistency check without pause. Every range is freed exactly once (allocator busy bytes
  * back to 0, as many frees as allocations, no token left), an attach never revives a dying
  * range, and every check sees a consistent registry.
+ * Then each holder's open-addressing table through the registry API: growth across many
+ * sizes, deletions that shift entries back across the end of the table, shrinking, absent
+ * keys, equal offsets in many arenas and a growth that runs out of memory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,11 +16,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "registry.h"
@@ -41,7 +46,7 @@ struct race {
 	pthread_barrier_t barrier;
 	char tokens[BATCH][VAD_TOKEN_CHARS + 1];
 	uint64_t offsets[BATCH];
-	bool published;	  /* the owner's tokens of this round are valid */
+	bool published;	   /* the owner's tokens of this round are valid */
 	unsigned arrivals; /* atomic: the start line of each round's race */
 	int n_rounds;
 	char error[256]; /* the owner's first failure (read after the join) */
@@ -123,8 +128,7 @@ static void *owner_run(void *arg)
 }
 
 /* Attach every token of the round; *n gets the offsets this holder now references. */
-static void attach_all(struct race *r, struct vad_holder *h, int round, uint64_t *held,
-		       size_t *n)
+static void attach_all(struct race *r, struct vad_holder *h, int round, uint64_t *held, size_t *n)
 {
 	static const bool allowed[] = {true};
 	*n = 0;
@@ -280,10 +284,483 @@ static void test_share_attach_free_race(void **state)
 	va_destroy(r.vs);
 }
 
+/* ---- the holders' tables ---------------------------------------------------------------- */
+
+#define TABLE_ARENAS 4
+#define TABLE_SPACE  (4ull * 1024 * 1024 * 1024)
+
+/* Arenas for the table tests: equal bases, so equal offsets recur in every arena. */
+struct tables {
+	struct va_space *vs[TABLE_ARENAS];
+	struct vad_registry *reg;
+};
+
+static void tables_setup(struct tables *t)
+{
+	struct va_config cfg = {.size = TABLE_SPACE, .quantum = QUANTUM, .nodes = 1};
+	for (int i = 0; i < TABLE_ARENAS; i++)
+		assert_int_equal(0, va_create(&cfg, &t->vs[i]));
+	t->reg = vad_registry_new(t->vs, TABLE_ARENAS);
+	assert_non_null(t->reg);
+}
+
+static void tables_teardown(struct tables *t)
+{
+	for (int i = 0; i < TABLE_ARENAS; i++) {
+		struct va_stats st;
+		va_get_stats(t->vs[i], &st);
+		assert_int_equal(0, st.busy_blocks); /* every range went back exactly once */
+		assert_int_equal(st.allocs, st.frees);
+	}
+	vad_registry_free(t->reg);
+	for (int i = 0; i < TABLE_ARENAS; i++)
+		va_destroy(t->vs[i]);
+}
+
+static void check_ok(struct vad_registry *reg)
+{
+	char msg[320];
+	if (vad_registry_check(reg, msg, sizeof(msg)) < 0)
+		fail_msg("registry check: %s", msg);
+}
+
+/* Allocate n one-page ranges of arena without inserting them (owners set, offsets out). */
+static void alloc_ranges(struct tables *t, unsigned arena, size_t n, struct vad_range **ranges,
+			 uint64_t *offsets)
+{
+	uint64_t *sizes = malloc(n * sizeof(*sizes));
+	assert_non_null(sizes);
+	for (size_t i = 0; i < n; i++) {
+		sizes[i] = QUANTUM;
+		ranges[i] = vad_range_get();
+		assert_non_null(ranges[i]);
+	}
+	size_t failed;
+	assert_int_equal(
+	    0, va_alloc_batch(t->vs[arena], n, sizes, 0, (void *const *)ranges, offsets, &failed));
+	for (size_t i = 0; i < n; i++) {
+		ranges[i]->offset = offsets[i];
+		ranges[i]->size = QUANTUM;
+	}
+	free(sizes);
+}
+
+/* Allocate and insert n ranges of arena for h, in batches of at most 1024 (max_batch). */
+static void insert_ranges(struct tables *t, struct vad_holder *h, unsigned arena, size_t n,
+			  uint64_t *offsets)
+{
+	struct vad_range **ranges = malloc((n ? n : 1) * sizeof(*ranges));
+	assert_non_null(ranges);
+	alloc_ranges(t, arena, n, ranges, offsets);
+	uint64_t held;
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(h, n * QUANTUM, 0, 0, &held));
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < 1024 ? n - done : 1024;
+		assert_int_equal(0, vad_registry_insert(t->reg, h, arena, ranges + done, k));
+		done += k;
+	}
+	free(ranges);
+}
+
+/* h holds exactly once each of offsets[0..n) of arena. */
+static void expect_held(struct vad_holder *h, unsigned arena, const uint64_t *offsets, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct vad_hold *o = vad_holder_find(h, arena, offsets[i]);
+		if (!o || o->offset != offsets[i] || o->arena != arena || o->count != 1 ||
+		    o->range->offset != offsets[i] || o->range->arena != arena)
+			fail_msg("hold %zu (arena %u offset 0x%llx) lost", i, arena,
+				 (unsigned long long)offsets[i]);
+	}
+}
+
+/* The load factor stays at most 1/2 in a power-of-two table. */
+static void expect_shape(struct vad_holder *h)
+{
+	size_t cap = vad_holder_capacity(h);
+	assert_true(cap == 0 || (cap & (cap - 1)) == 0);
+	assert_true(vad_holder_count(h) <= cap / 2);
+}
+
+static size_t scaled(size_t normal)
+{
+	const char *m = getenv("VAD_TEST_MODE");
+	if (m && (strcmp(m, "tsan") == 0 || strcmp(m, "asan") == 0))
+		return normal / 8;
+	return normal;
+}
+
+/* Growth across many sizes, batch by batch; absent keys stay absent. */
+static void test_table_growth(void **state)
+{
+	(void)state;
+	static const size_t sizes[] = {1,  2,  3,  7,  8,   9,	 15,  16,   17,	  31,	32,
+				       33, 63, 64, 65, 100, 127, 257, 1000, 1025, 4097, 20000};
+	struct tables t;
+	tables_setup(&t);
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t n = sizes[si];
+		uint64_t *offsets = malloc(n * sizeof(*offsets));
+		assert_non_null(offsets);
+		struct vad_holder h;
+		assert_int_equal(0, vad_holder_init(t.reg, &h, 1000, NULL));
+		assert_null(vad_holder_find(&h, 0, 0)); /* empty table */
+		/* Uneven batches, so growth happens at many different fill levels. */
+		for (size_t done = 0, step = 1; done < n; step = step * 3 % 37 + 1) {
+			size_t k = n - done < step ? n - done : step;
+			insert_ranges(&t, &h, 0, k, offsets + done);
+			done += k;
+			assert_int_equal(done, vad_holder_count(&h));
+			expect_shape(&h);
+		}
+		expect_held(&h, 0, offsets, n);
+		for (size_t i = 0; i < n; i++) {
+			/* Same offset in another arena, an offset inside a range, one past all. */
+			assert_null(vad_holder_find(&h, 1, offsets[i]));
+			assert_null(vad_holder_find(&h, 0, offsets[i] + 1));
+		}
+		assert_null(vad_holder_find(&h, 0, TABLE_SPACE));
+		check_ok(t.reg);
+		vad_holder_fini(t.reg, &h);
+		free(offsets);
+	}
+	check_ok(t.reg);
+	tables_teardown(&t);
+}
+
+/* The 6 keys of the wrap-around test: each home is one of the last two slots or the first
+ * of a 16-slot table, so their cluster runs across the end. */
+struct wrap_keys {
+	uint64_t offsets[6];
+	char tokens[6][VAD_TOKEN_CHARS + 1];
+};
+
+static void release_ok(struct tables *t, struct vad_holder *h, uint64_t offset)
+{
+	uint64_t size;
+	assert_int_equal(0, vad_registry_release(t->reg, h, 0, offset, &size));
+	assert_int_equal(QUANTUM, size);
+}
+
+/* Delete every one of 6 keys clustered across the table's end, in each of the 720 orders:
+ * after each deletion (a backward shift, maybe across the end) every other key is found and
+ * the check, which looks each slot up by its key, passes. */
+static void test_table_backward_shift_wraps(void **state)
+{
+	(void)state;
+	struct tables t;
+	tables_setup(&t);
+	/* Offsets whose home in a 16-slot table is 14, 15 or 0: a keeper holds their ranges
+	 * (and shares them) so that the holder under test can attach and drop them again and
+	 * again. */
+	struct vad_holder keeper;
+	assert_int_equal(0, vad_holder_init(t.reg, &keeper, 1000, NULL));
+	enum { POOL = 512 };
+	struct vad_range *pool[POOL];
+	uint64_t pool_off[POOL];
+	alloc_ranges(&t, 0, POOL, pool, pool_off);
+	struct wrap_keys w;
+	struct vad_range *chosen[6];
+	size_t per_home[3] = {0}, n = 0;
+	uint64_t unused[POOL];
+	size_t n_unused = 0;
+	for (size_t i = 0; i < POOL; i++) {
+		size_t home = (size_t)vad_hash_pair(0, pool_off[i]) & 15;
+		size_t which = home == 14 ? 0 : home == 15 ? 1 : home == 0 ? 2 : 3;
+		if (which < 3 && per_home[which] < 2) {
+			per_home[which]++;
+			w.offsets[n] = pool_off[i];
+			chosen[n++] = pool[i];
+		} else {
+			unused[n_unused++] = pool_off[i];
+			vad_range_put(pool[i]);
+		}
+	}
+	assert_int_equal(6, n);
+	size_t done;
+	assert_int_equal(0, va_free_batch(t.vs[0], n_unused, unused, NULL, &done));
+	uint64_t held;
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&keeper, 6 * QUANTUM, 0, 0, &held));
+	assert_int_equal(0, vad_registry_insert(t.reg, &keeper, 0, chosen, 6));
+	for (size_t i = 0; i < 6; i++)
+		assert_int_equal(0,
+				 vad_registry_share(t.reg, &keeper, 0, w.offsets[i], w.tokens[i]));
+
+	static const bool allowed[TABLE_ARENAS] = {true, true, true, true};
+	unsigned long wrapped = 0;
+	for (unsigned perm = 0; perm < 720; perm++) {
+		/* The perm-th order of 0..5 (factorial number system). */
+		size_t order[6], left[6] = {0, 1, 2, 3, 4, 5}, n_left = 6, code = perm;
+		for (size_t i = 0; i < 6; i++) {
+			size_t pick = code % n_left;
+			code /= n_left;
+			order[i] = left[pick];
+			memmove(left + pick, left + pick + 1,
+				(n_left - pick - 1) * sizeof(left[0]));
+			n_left--;
+		}
+		struct vad_holder h;
+		assert_int_equal(0, vad_holder_init(t.reg, &h, 1001, NULL));
+		/* Attached in the order too, so the cluster's layout varies as well. */
+		for (size_t i = 0; i < 6; i++) {
+			struct vad_attach_result res;
+			assert_int_equal(VAD_ATTACH_OK,
+					 vad_registry_attach(t.reg, &h, w.tokens[order[5 - i]],
+							     allowed, 0, 0, &res));
+		}
+		assert_int_equal(16, vad_holder_capacity(&h));
+		for (size_t i = 0; i < 6; i++) {
+			struct vad_hold *o = vad_holder_find(&h, 0, w.offsets[i]);
+			assert_non_null(o);
+			size_t home = (size_t)vad_hash_pair(0, w.offsets[i]) & 15;
+			wrapped +=
+			    (size_t)(o - h.holds) < home; /* sits past the end, at the start */
+		}
+		for (size_t i = 0; i < 6; i++) {
+			release_ok(&t, &h, w.offsets[order[i]]);
+			assert_null(vad_holder_find(&h, 0, w.offsets[order[i]]));
+			for (size_t j = i + 1; j < 6; j++) {
+				struct vad_hold *o = vad_holder_find(&h, 0, w.offsets[order[j]]);
+				if (!o || o->count != 1 || o->offset != w.offsets[order[j]])
+					fail_msg(
+					    "order %u: after deleting %zu keys, key %zu is lost",
+					    perm, i + 1, order[j]);
+			}
+			assert_int_equal(5 - i, vad_holder_count(&h));
+			check_ok(t.reg);
+		}
+		vad_holder_fini(t.reg, &h);
+	}
+	assert_true(wrapped > 0); /* the clusters did run across the end */
+	vad_holder_fini(t.reg, &keeper);
+	tables_teardown(&t);
+}
+
+/* Deletion patterns on a big table: every other key, from the back, a scrambled order, and
+ * a batch naming offsets twice (stops at the second naming). */
+static void test_table_delete_patterns(void **state)
+{
+	(void)state;
+	struct tables t;
+	tables_setup(&t);
+	size_t n = scaled(6000);
+	uint64_t *offsets = malloc(n * sizeof(*offsets)), *gone = malloc(n * sizeof(*gone));
+	bool *dropped = calloc(n, sizeof(*dropped));
+	assert_true(offsets && gone && dropped);
+	struct vad_holder h;
+	assert_int_equal(0, vad_holder_init(t.reg, &h, 1000, NULL));
+	insert_ranges(&t, &h, 0, n, offsets);
+
+	/* Every other one, one at a time. */
+	for (size_t i = 0; i < n; i += 2) {
+		release_ok(&t, &h, offsets[i]);
+		dropped[i] = true;
+	}
+	/* Scrambled, by a batch: a stride coprime to n over the odd ones left. */
+	size_t k = 0;
+	for (size_t step = 0, i = 1; step < n; step++, i = (i + 7919) % n)
+		if (!dropped[i] && k < n / 4 && i % 2) {
+			gone[k++] = offsets[i];
+			dropped[i] = true;
+		}
+	assert_int_equal(k, vad_registry_release_batch(t.reg, &h, 0, gone, k));
+	size_t left = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (dropped[i])
+			assert_null(vad_holder_find(&h, 0, offsets[i]));
+		else
+			expect_held(&h, 0, &offsets[i], 1), left++;
+	}
+	assert_int_equal(left, vad_holder_count(&h));
+	expect_shape(&h);
+	check_ok(t.reg);
+
+	/* A batch naming one offset twice: the second naming is not held any more. */
+	size_t a = 0;
+	while (dropped[a])
+		a++;
+	uint64_t twice[3] = {offsets[a], offsets[a], offsets[a]};
+	assert_int_equal(1, vad_registry_release_batch(t.reg, &h, 0, twice, 3));
+	dropped[a] = true;
+
+	/* The rest from the back. */
+	for (size_t i = n; i-- > 0;)
+		if (!dropped[i]) {
+			release_ok(&t, &h, offsets[i]);
+			dropped[i] = true;
+			if (i % 97 == 0) {
+				expect_shape(&h);
+				check_ok(t.reg);
+			}
+		}
+	assert_int_equal(0, vad_holder_count(&h));
+	/* Given back down to what a session keeps (or never grown beyond it). */
+	assert_true(vad_holder_capacity(&h) <= VAD_HOLDS_KEEP_SLOTS);
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &h);
+	free(offsets);
+	free(gone);
+	free(dropped);
+	tables_teardown(&t);
+}
+
+/* A session that once held many ranges gives the table's memory back after a big free, and
+ * still grows again. */
+static void test_table_shrink(void **state)
+{
+	(void)state;
+	struct tables t;
+	tables_setup(&t);
+	size_t n = scaled(100000), keep = n / 20;
+	uint64_t *offsets = malloc(n * sizeof(*offsets));
+	assert_non_null(offsets);
+	struct vad_holder h;
+	assert_int_equal(0, vad_holder_init(t.reg, &h, 1000, NULL));
+	insert_ranges(&t, &h, 0, n, offsets);
+	size_t big = vad_holder_capacity(&h);
+	assert_true(big >= 2 * n);
+	/* Free all but keep, in batches as a client would. */
+	for (size_t done = keep; done < n;) {
+		size_t k = n - done < 1024 ? n - done : 1024;
+		assert_int_equal(k, vad_registry_release_batch(t.reg, &h, 0, offsets + done, k));
+		done += k;
+		expect_shape(&h);
+	}
+	assert_int_equal(keep, vad_holder_count(&h));
+	assert_true(big > VAD_HOLDS_KEEP_SLOTS);
+	assert_true(vad_holder_capacity(&h) <= big / 8); /* below 1/8 full: shrunk */
+	assert_true(vad_holder_capacity(&h) >= 2 * keep);
+	/* All of them gone: down to what a session keeps. */
+	assert_int_equal(keep, vad_registry_release_batch(t.reg, &h, 0, offsets, keep));
+	assert_int_equal(0, vad_holder_count(&h));
+	assert_int_equal(VAD_HOLDS_KEEP_SLOTS, vad_holder_capacity(&h));
+	insert_ranges(&t, &h, 0, keep, offsets);
+	expect_held(&h, 0, offsets, keep);
+	check_ok(t.reg);
+	insert_ranges(&t, &h, 0, n - keep, offsets + keep);
+	expect_held(&h, 0, offsets, n);
+	expect_shape(&h);
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &h);
+	free(offsets);
+	tables_teardown(&t);
+}
+
+/* The same offsets in every arena are distinct keys. */
+static void test_table_equal_offsets_in_many_arenas(void **state)
+{
+	(void)state;
+	struct tables t;
+	tables_setup(&t);
+	enum { N = 700 };
+	static uint64_t offsets[TABLE_ARENAS][N];
+	struct vad_holder h;
+	assert_int_equal(0, vad_holder_init(t.reg, &h, 1000, NULL));
+	for (unsigned a = 0; a < TABLE_ARENAS; a++)
+		insert_ranges(&t, &h, a, N, offsets[a]);
+	assert_memory_equal(offsets[0], offsets[TABLE_ARENAS - 1], sizeof(offsets[0]));
+	assert_int_equal(TABLE_ARENAS * N, vad_holder_count(&h));
+	for (unsigned a = 0; a < TABLE_ARENAS; a++)
+		expect_held(&h, a, offsets[a], N);
+	check_ok(t.reg);
+	/* Drop arena 2's: the others' equal offsets stay. */
+	assert_int_equal(N, vad_registry_release_batch(t.reg, &h, 2, offsets[2], N));
+	for (unsigned a = 0; a < TABLE_ARENAS; a++)
+		if (a == 2)
+			for (size_t i = 0; i < N; i++)
+				assert_null(vad_holder_find(&h, a, offsets[a][i]));
+		else
+			expect_held(&h, a, offsets[a], N);
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &h); /* the rest goes at disconnect */
+	check_ok(t.reg);
+	tables_teardown(&t);
+}
+
+/* Pages of address space in use now. */
+static rlim_t address_space_now(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	assert_non_null(f);
+	unsigned long pages = 0;
+	assert_int_equal(1, fscanf(f, "%lu", &pages));
+	fclose(f);
+	return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A batch whose table growth cannot get memory is refused whole: nothing inserted, nothing
+ * leaked, the books still balance, and the same batch goes in once memory is back. */
+static void test_table_growth_out_of_memory(void **state)
+{
+	(void)state;
+	const char *m = getenv("VAD_TEST_MODE");
+	if (m && (strcmp(m, "asan") == 0 || strcmp(m, "tsan") == 0))
+		skip(); /* the sanitizers' runtimes need their huge address space reservations */
+	struct tables t;
+	tables_setup(&t);
+	enum { FIRST = 65536, MORE = 1024 };
+	struct vad_holder h;
+	assert_int_equal(0, vad_holder_init(t.reg, &h, 1000, NULL));
+	size_t cap = 0;
+	uint64_t *offsets = NULL;
+	/* Fill the table to exactly half: the next batch must grow it. */
+	for (size_t want = FIRST, have = 0; have < want; want = vad_holder_capacity(&h) / 2) {
+		offsets = realloc(offsets, (want + MORE) * sizeof(*offsets));
+		assert_non_null(offsets);
+		insert_ranges(&t, &h, 0, want - have, offsets + have);
+		have = want;
+		cap = vad_holder_capacity(&h);
+	}
+	size_t held_n = vad_holder_count(&h);
+	assert_int_equal(cap / 2, held_n);
+	struct vad_range *more[MORE];
+	alloc_ranges(&t, 0, MORE, more, offsets + held_n);
+	uint64_t held;
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&h, MORE * QUANTUM, 0, 0, &held));
+
+	/* The new table needs several MiB; allow 1 MiB more address space than now. */
+	struct rlimit saved, tight;
+	assert_int_equal(0, getrlimit(RLIMIT_AS, &saved));
+	tight = saved;
+	tight.rlim_cur = address_space_now() + (1u << 20);
+	assert_int_equal(0, setrlimit(RLIMIT_AS, &tight));
+	int rc = vad_registry_insert(t.reg, &h, 0, more, MORE);
+	assert_int_equal(0, setrlimit(RLIMIT_AS, &saved));
+	assert_int_equal(-1, rc);
+	assert_int_equal(held_n, vad_holder_count(&h));
+	assert_int_equal(cap, vad_holder_capacity(&h));
+	for (size_t i = 0; i < MORE; i++)
+		assert_null(vad_holder_find(&h, 0, offsets[held_n + i]));
+	expect_held(&h, 0, offsets, held_n);
+	/* The reservation is still the caller's; the check allows a uid charged more. */
+	check_ok(t.reg);
+
+	assert_int_equal(0, vad_registry_insert(t.reg, &h, 0, more, MORE));
+	assert_true(vad_holder_capacity(&h) > cap);
+	expect_held(&h, 0, offsets, held_n + MORE);
+	expect_shape(&h);
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &h);
+	free(offsets);
+	tables_teardown(&t);
+}
+
 int main(void)
 {
+	const char *m = getenv("VAD_TEST_MODE");
+	if (!m || strcmp(m, "normal") == 0)
+		/* Big blocks always come from mmap (no growing threshold), so the address space
+		 * limit of the out-of-memory test bites instead of free heap space; it runs
+		 * first, while the heap has no big free region. */
+		(void)mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_table_growth_out_of_memory),
 	    cmocka_unit_test(test_share_attach_free_race),
+	    cmocka_unit_test(test_table_growth),
+	    cmocka_unit_test(test_table_backward_shift_wraps),
+	    cmocka_unit_test(test_table_delete_patterns),
+	    cmocka_unit_test(test_table_shrink),
+	    cmocka_unit_test(test_table_equal_offsets_in_many_arenas),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

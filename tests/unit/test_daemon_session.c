@@ -1638,6 +1638,18 @@ struct thread_arg {
 	int failures;
 };
 
+/* Up to 8 offsets of a session's holds, gathered by collect_offset. */
+struct first_offsets {
+	uint64_t offs[8];
+	size_t k;
+};
+
+static void collect_offset(void *ctx, const struct vad_hold *o)
+{
+	struct first_offsets *got = ctx;
+	if (got->k < 8)
+		got->offs[got->k++] = o->offset;
+}
 static void *session_thread(void *p)
 {
 	struct thread_arg *t = p;
@@ -1673,14 +1685,10 @@ static void *session_thread(void *p)
 		n += vad_frame_encode_request(&qt, buf + n, sizeof(buf) - n);
 		vad_session_feed(s, buf, n);
 		vad_session_output_done(s, vad_session_output_pending(s));
-		struct vad_hold *o, *tmp;
-		uint64_t offs[8];
-		size_t k = 0;
-		HASH_ITER(hh, s->holder.holds, o, tmp)
-		{
-			if (k < 8)
-				offs[k++] = o->key.offset;
-		}
+		struct first_offsets got = {.k = 0};
+		vad_holder_for_each(&s->holder, collect_offset, &got);
+		uint64_t *offs = got.offs;
+		size_t k = got.k;
 		Vad__Free f = VAD__FREE__INIT;
 		f.arena = (char *)"";
 		f.offsets = offs;
