@@ -145,7 +145,8 @@ static void print_summary(const struct vad_config *cfg)
 	printf("  socket        %s (mode %04o)\n",
 	       cfg->socket_path[0] ? cfg->socket_path : "(standard path)",
 	       (unsigned)cfg->socket_mode);
-	printf("  workers       %s\n", count_or_auto(cfg->workers, a, sizeof(a)));
+	printf("  workers       %s, worker_balance %s\n", count_or_auto(cfg->workers, a, sizeof(a)),
+	       cfg->worker_balance == VAD_BALANCE_EVEN ? "even" : "adaptive");
 	printf("  nodes         %s\n", count_or_auto(cfg->nodes, a, sizeof(a)));
 	printf("  lazy_max      %s\n",
 	       cfg->lazy_max ? vad_format_size(cfg->lazy_max, a, sizeof(a)) : "allocator default");
