@@ -130,6 +130,18 @@ struct vad_server {
 
 /* ---- connections (worker thread) -------------------------------------------------------- */
 
+/* Take c off its worker's list (closing it, or handing it to another worker). */
+static void conn_unlink(struct worker *w, struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	__atomic_store_n(&w->n_conns, w->n_conns - 1, __ATOMIC_RELAXED);
+}
+
 static void conn_close(struct conn *c, const char *why)
 {
 	struct worker *w = c->w;
@@ -144,13 +156,7 @@ static void conn_close(struct conn *c, const char *why)
 		event_free(c->ev_write);
 	close(c->fd);
 	vad_session_free(s);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		w->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	__atomic_store_n(&w->n_conns, w->n_conns - 1, __ATOMIC_RELAXED);
+	conn_unlink(w, c);
 	__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
 	free(c);
 }
@@ -424,13 +430,7 @@ static void worker_give(struct worker *w, unsigned count, unsigned first, unsign
 		event_free(c->ev_read); /* event_free deletes a pending event first */
 		event_free(c->ev_write);
 		c->ev_read = c->ev_write = NULL;
-		if (c->prev)
-			c->prev->next = c->next;
-		else
-			w->conns = c->next;
-		if (c->next)
-			c->next->prev = c->prev;
-		__atomic_store_n(&w->n_conns, w->n_conns - 1, __ATOMIC_RELAXED);
+		conn_unlink(w, c);
 		worker_take(to, c);
 		moved++;
 		c = after;
