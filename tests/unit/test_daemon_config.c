@@ -1,4 +1,4 @@
-/* test_daemon_config.c - vad.conf parsing: every key, units, every refusal with its line. */
+/* test_daemon_config.c - vad.conf parsing: every key, units, refusals with their line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -510,6 +510,47 @@ static void test_shipped_config(void **state)
 	vad_config_free(&cfg);
 }
 
+/* ---- worker_balance ------------------------------------------------------------------- */
+
+static enum vad_worker_balance balance_of(const char *text)
+{
+	struct vad_config cfg;
+	load_ok(text, &cfg);
+	enum vad_worker_balance b = cfg.worker_balance;
+	vad_config_free(&cfg);
+	return b;
+}
+
+static void test_balance_default_is_adaptive(void **state)
+{
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	assert_int_equal(cfg.worker_balance, VAD_BALANCE_ADAPTIVE);
+	assert_int_equal(balance_of("[vad]\nworkers = 2\n"), VAD_BALANCE_ADAPTIVE);
+}
+
+static void test_balance_values(void **state)
+{
+	assert_int_equal(balance_of("[vad]\nworker_balance = adaptive\n"), VAD_BALANCE_ADAPTIVE);
+	assert_int_equal(balance_of("[vad]\nworker_balance = even\n"), VAD_BALANCE_EVEN);
+	assert_int_equal(balance_of("[vad]\nworker_balance = EVEN\n"), VAD_BALANCE_EVEN);
+	assert_int_equal(balance_of("[vad]\nworkers = 4\nworker_balance = Adaptive\n"),
+			 VAD_BALANCE_ADAPTIVE);
+	/* one worker: the setting is accepted (and has nothing to balance) */
+	assert_int_equal(balance_of("[vad]\nworkers = 1\nworker_balance = even\n"),
+			 VAD_BALANCE_EVEN);
+}
+
+static void test_balance_refusals(void **state)
+{
+	load_err("[vad]\nworkers = 2\nworker_balance = fair\n", 3,
+		 "worker_balance = fair: not adaptive");
+	load_err("[vad]\nworker_balance = 1\n", 2, "worker_balance = 1");
+	load_err("[vad]\nworker_balance =\n", 2, "worker_balance");
+	load_err("[vad]\nworker_balance = even\nworker_balance = adaptive\n", 3, "worker_balance");
+	load_err("[arena a]\nsize = 1G\nworker_balance = even\n", 3, "worker_balance");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -528,6 +569,9 @@ int main(void)
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_load_free_load),
 		cmocka_unit_test(test_shipped_config),
+		cmocka_unit_test(test_balance_default_is_adaptive),
+		cmocka_unit_test(test_balance_values),
+		cmocka_unit_test(test_balance_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
