@@ -24,6 +24,18 @@ static unsigned refill_count(const struct va_space *vs, unsigned q)
 	return n ? n : 1;
 }
 
+/* A block popped from home node hn's pool becomes busy in its address's node bn (both
+ * locked; the same node in the common case). */
+static void pool_hit(struct va_node *hn, struct va_node *bn, struct va_block *b, unsigned home,
+		     void *owner)
+{
+	b->owner = owner;
+	b->home = home;
+	busy_insert(bn, b);
+	hn->pool_hits++;
+	hn->allocs++;
+}
+
 /*
  * Pool fast path: pop a ready block of q quanta from the home pool and enter it in its
  * address's busy tree. Pool blocks mostly lie in the home node's own zones (see
@@ -44,11 +56,9 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void
 		va_unlock(&hn->lock);
 		return false;
 	}
-	b->owner = owner;
-	b->home = home;
 	j = va_node_of(vs, b->start);
 	if (j == home) {
-		busy_insert(hn, b);
+		pool_hit(hn, hn, b, home, owner);
 	} else {
 		bn = &vs->node[j];
 		if (j > home) {
@@ -58,11 +68,9 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void
 			va_unlock(&hn->lock);
 			return false;
 		}
-		busy_insert(bn, b);
+		pool_hit(hn, bn, b, home, owner);
 		va_unlock(&bn->lock);
 	}
-	hn->pool_hits++;
-	hn->allocs++;
 	va_unlock(&hn->lock);
 	*out = b->start;
 	return true;
@@ -367,11 +375,7 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 			break;
 		}
 		hn->pool[q - 1].wanted++;
-		b->owner = owners ? owners[j] : NULL;
-		b->home = home;
-		busy_insert(hn, b);
-		hn->pool_hits++;
-		hn->allocs++;
+		pool_hit(hn, hn, b, home, owners ? owners[j] : NULL);
 		out[j] = b->start;
 	}
 	va_unlock(&hn->lock);
