@@ -484,36 +484,49 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 		bury(reg, arena, &dead, 1);
 }
 
-size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-				  const uint64_t *offsets, size_t n)
+/*
+ * Drop h's references to the ranges of one arena at offsets, RELEASE_CHUNK per lock hold:
+ * one reference each, or (every_ref) all of them. Stops at the first offset h holds nothing
+ * at; returns how many offsets were done.
+ */
+static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			   const uint64_t *offsets, size_t n, bool every_ref)
 {
 	size_t done = 0;
 	bool stop = false;
 	while (done < n && !stop) {
 		struct vad_range *dead[RELEASE_CHUNK];
-		size_t n_dead = 0, first = done,
-		       end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
-		uint64_t bytes = 0;
+		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
+		uint64_t refs = 0, bytes = 0;
 		pthread_mutex_lock(&h->lock);
 		for (; done < end; done++) {
 			/* Looked up under the lock, so a repeated offset finds the hold as the
-			 * previous release left it. */
+			 * previous release left it (and deletions moved slots). */
 			struct vad_hold *o = vad_holder_find(h, arena, offsets[done]);
 			if (!o) {
 				stop = true;
 				break;
 			}
-			bytes += o->range->size;
-			struct vad_range *r = drop_locked(h, o, 1);
+			uint64_t count = every_ref ? o->count : 1;
+			refs += count;
+			bytes += count * o->range->size;
+			struct vad_range *r = drop_locked(h, o, count);
 			if (r)
 				dead[n_dead++] = r;
 		}
-		arena_add(&reg->arenas[arena], -(int64_t)(done - first), -(int64_t)bytes);
+		arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
 		pthread_mutex_unlock(&h->lock);
 		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
 		if (n_dead)
 			bury(reg, arena, dead, n_dead);
 	}
+	return done;
+}
+
+size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+				  const uint64_t *offsets, size_t n)
+{
+	size_t done = drop_offsets(reg, h, arena, offsets, n, false);
 	table_maybe_shrink(h);
 	return done;
 }
@@ -530,35 +543,6 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 	return 0;
 }
 
-/* Drop every reference of h to the ranges of one arena at the given offsets (each held
- * once in h's table), RELEASE_CHUNK per lock hold. */
-static void drop_all_in_arena(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-			      const uint64_t *offsets, size_t n)
-{
-	for (size_t done = 0; done < n;) {
-		struct vad_range *dead[RELEASE_CHUNK];
-		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
-		uint64_t refs = 0, bytes = 0;
-		pthread_mutex_lock(&h->lock);
-		for (size_t i = done; i < end; i++) {
-			/* Looked up again: deleting earlier ones moved slots. */
-			struct vad_hold *o = vad_holder_find(h, arena, offsets[i]);
-			uint64_t count = o->count;
-			refs += count;
-			bytes += count * o->range->size;
-			struct vad_range *r = drop_locked(h, o, count);
-			if (r)
-				dead[n_dead++] = r;
-		}
-		arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
-		pthread_mutex_unlock(&h->lock);
-		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
-		if (n_dead)
-			bury(reg, arena, dead, n_dead);
-		done = end;
-	}
-}
-
 void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 {
 	size_t n = h->used;
@@ -570,7 +554,7 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 			for (size_t i = 0; i < h->cap; i++)
 				if (h->holds[i].range && h->holds[i].arena == ai)
 					offsets[k++] = h->holds[i].offset;
-			drop_all_in_arena(reg, h, ai, offsets, k);
+			drop_offsets(reg, h, ai, offsets, k, true);
 		}
 		free(offsets);
 	}
