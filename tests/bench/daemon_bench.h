@@ -6,7 +6,9 @@
  *           measures the daemon, not a client library (daemon_raw.c);
  *   libvad  the real client library: P threads share one vad_client (daemon_libvad.c);
  *   echo    the physical limit: a socketpair and an echo thread, same frame sizes and the
- *           same pipelining as raw (daemon_echo.c).
+ *           same pipelining as raw (daemon_echo.c);
+ *   resp    raw's loops speaking Redis's protocol (SET key xxx) to a Redis server, so the
+ *           reference is measured by the same client as vad (daemon_raw.c).
  * Each request is one alloc or one free, alternating per pipeline slot; with batch B an
  * alloc of B ranges, then a free of those B. Connections are spread over D driver threads
  * (or processes with --procs); a driver with several connections multiplexes them with
@@ -28,7 +30,8 @@ struct db_hist {
 	uint64_t counts[DB_HIST_BUCKETS];
 };
 
-enum db_mode { DB_RAW, DB_LIBVAD, DB_ECHO };
+/* raw: vad's protocol; resp: Redis's (SET, to measure Redis with the same client). */
+enum db_mode { DB_RAW, DB_LIBVAD, DB_ECHO, DB_RESP };
 
 /* The size and alignment of the next allocation (bytes; align 0 = the arena quantum). */
 struct db_shape {
@@ -98,7 +101,7 @@ bool daemon_bench_wanted(int argc, char **argv);
 /* Run one combination; fills r (r->failed with a sentence on failure). */
 void db_run(const struct db_params *p, struct db_result *r);
 
-/* Drive the raw-protocol connections of one driver (daemon_raw.c). */
+/* Drive the raw-protocol (or RESP) connections of one driver (daemon_raw.c). */
 void db_raw_driver(struct db_driver *d);
 
 /* Drive the libvad clients of one driver (daemon_libvad.c). */

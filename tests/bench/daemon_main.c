@@ -35,6 +35,9 @@ static void usage(FILE *f)
 		"  --daemon SOCK      the daemon's socket (raw protocol clients)\n"
 		"  --libvad           use the real client library instead of the raw protocol\n"
 		"                     (P threads share each connection)\n"
+		"  --resp             SOCK is a Redis server: every request is redis-benchmark -t\n"
+		"                     set's SET key:__rand_int__ xxx (the reference, measured by\n"
+		"                     this same client)\n"
 		"  --echo             also run the echo baseline (1 client, same frame sizes)\n"
 		"  --clients LIST     connections (default 1)\n"
 		"  --pipeline LIST    requests in flight per connection (default 1)\n"
@@ -88,6 +91,7 @@ static int parse_uint_list(char *arg, unsigned *vals, unsigned *n, unsigned max)
 enum {
 	O_DAEMON = 256,
 	O_LIBVAD,
+	O_RESP,
 	O_ECHO,
 	O_CLIENTS,
 	O_PIPE,
@@ -113,6 +117,7 @@ enum {
 static const struct option dlong[] = {
     {"daemon", required_argument, NULL, O_DAEMON},
     {"libvad", no_argument, NULL, O_LIBVAD},
+    {"resp", no_argument, NULL, O_RESP},
     {"echo", no_argument, NULL, O_ECHO},
     {"clients", required_argument, NULL, O_CLIENTS},
     {"pipeline", required_argument, NULL, O_PIPE},
@@ -151,7 +156,12 @@ static int parse(int argc, char **argv, struct dopts *o)
 			o->vad = true;
 			break;
 		case O_LIBVAD:
-			o->base.mode = DB_LIBVAD;
+		case O_RESP:
+			if (o->base.mode != DB_RAW) {
+				fprintf(stderr, "vabench: --libvad and --resp exclude each other\n");
+				return 2;
+			}
+			o->base.mode = c == O_LIBVAD ? DB_LIBVAD : DB_RESP;
 			break;
 		case O_ECHO:
 			o->echo = true;
@@ -242,6 +252,12 @@ static int parse(int argc, char **argv, struct dopts *o)
 	}
 	if (bench_cli_no_operands(argc, argv, optind))
 		return 2;
+	if (o->base.mode == DB_RESP && (o->base.touch || o->nbatches > 1 || o->batches[0] > 1 ||
+					o->nshapes > 1)) {
+		fprintf(stderr, "vabench: --resp sends single SETs: no --touch, --libvad, --batch "
+				"above 1 or other workloads\n");
+		return 2;
+	}
 	if (o->base.procs && o->base.mode == DB_LIBVAD) {
 		fprintf(stderr, "vabench: --procs works with raw clients only (a vad_client "
 				"cannot be shared across processes)\n");

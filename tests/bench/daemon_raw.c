@@ -9,6 +9,10 @@
  * refill together once the last reply is in, as redis-benchmark -P does. A driver that owns
  * one connection uses blocking reads; one that owns
  * several multiplexes them with epoll (level-triggered), like redis-benchmark.
+ *
+ * With --resp (DB_RESP) the same loops speak Redis's protocol instead: every request is
+ * redis-benchmark -t set's "SET key:__rand_int__ xxx", so a Redis server is measured by the
+ * very client that measures vad (the same stamping, loop and histogram).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -151,12 +155,34 @@ static void build_alloc(struct rdriver *rd, struct rconn *c, Vad__Alloc *a)
 	a->sizes = rd->sizes;
 }
 
+/* redis-benchmark -t set's request with its defaults (no -r: one key; -d 3). */
+static const char resp_set[] = "*3\r\n$3\r\nSET\r\n$16\r\nkey:__rand_int__\r\n$3\r\nxxx\r\n";
+
+/* Append a SET at the ring's tail. The slot is marked "not an alloc" so that its next
+ * request is a new SET, never a free. */
+static int issue_resp(struct rconn *c, struct slot *s)
+{
+	if (out_reserve(c, sizeof(resp_set) - 1) < 0)
+		return -1;
+	memcpy(c->out + c->out_len, resp_set, sizeof(resp_set) - 1);
+	c->out_len += sizeof(resp_set) - 1;
+	s->id = ++c->next_id;
+	s->is_alloc = false;
+	s->n = 1;
+	c->inflight++;
+	c->unstamped++;
+	c->issued++;
+	return 0;
+}
+
 /* Append the slot's next request (alloc, or free of what its alloc got) at the ring's tail. */
 static int issue(struct rdriver *rd, struct rconn *c, bool alloc)
 {
 	const struct db_params *p = rd->p;
 	unsigned P = p->pipeline;
 	struct slot *s = &c->slots[(c->head + c->inflight) % P];
+	if (p->mode == DB_RESP)
+		return issue_resp(c, s);
 	Vad__Request req = VAD__REQUEST__INIT;
 	Vad__Alloc a;
 	Vad__Free f = VAD__FREE__INIT;
@@ -258,13 +284,14 @@ static int refill_burst(struct rdriver *rd, struct rconn *c)
 	return 0;
 }
 
+static int retire(struct rdriver *rd, struct rconn *c, uint64_t now, uint64_t lat);
+
 /* Handle one reply frame of c at time now. -1 stops the driver (failure recorded). */
 static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload, size_t len,
 		    uint64_t now)
 {
 	struct db_result *r = &rd->d->r;
 	const struct db_params *p = rd->p;
-	unsigned P = p->pipeline;
 	if (!c->inflight) {
 		db_fail(r, "a reply (%zu bytes) arrived with no request in flight", len);
 		return -1;
@@ -316,7 +343,18 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 			s->n);
 		return -1;
 	}
-	if (counted) {
+	return retire(rd, c, now, counted ? lat : UINT64_MAX);
+}
+
+/* The request at the ring's head is answered (lat UINT64_MAX: after the measured window):
+ * count it, then send what comes next. */
+static int retire(struct rdriver *rd, struct rconn *c, uint64_t now, uint64_t lat)
+{
+	struct db_result *r = &rd->d->r;
+	const struct db_params *p = rd->p;
+	unsigned P = p->pipeline;
+	struct slot *s = &c->slots[c->head];
+	if (lat != UINT64_MAX) {
 		db_hist_add(&r->all_lat, lat);
 		r->requests++;
 		r->items += s->n;
@@ -345,23 +383,80 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 	return 0;
 }
 
-/* Handle every whole frame in c's input. */
+/* Handle one Redis reply line (line_len bytes, without its CRLF) to the SET at the head. */
+static int on_resp_reply(struct rdriver *rd, struct rconn *c, const uint8_t *line,
+			 size_t line_len, uint64_t now)
+{
+	struct db_result *r = &rd->d->r;
+	if (!c->inflight) {
+		db_fail(r, "a reply (%zu bytes) arrived with no request in flight", line_len);
+		return -1;
+	}
+	if (line_len != 3 || memcmp(line, "+OK", 3) != 0) {
+		if (line_len && line[0] == '-')
+			r->errors++;
+		db_fail(r, "SET answered \"%.*s\", not +OK", (int)(line_len > 200 ? 200 : line_len),
+			(const char *)line);
+		return -1;
+	}
+	bool counted = rd->p->ops || now <= rd->deadline;
+	uint64_t lat = now - c->slots[c->head].t0;
+	if (counted) {
+		db_hist_add(&r->alloc_lat, lat);
+		r->allocs++;
+		r->resp_bytes = 5;
+	}
+	return retire(rd, c, now, counted ? lat : UINT64_MAX);
+}
+
+/* Position after the next whole reply in c's input from pos (line_len: its length without
+ * the CRLF), or 0 when it is not all there yet. */
+static size_t next_reply(struct rdriver *rd, struct rconn *c, size_t pos, size_t *line_len)
+{
+	if (rd->p->mode == DB_RESP) {
+		const uint8_t *nl = memchr(c->in + pos, '\n', c->in_len - pos);
+		if (!nl)
+			return 0;
+		size_t end = (size_t)(nl - c->in) + 1;
+		*line_len = end - pos - (end - pos >= 2 && nl[-1] == '\r' ? 2 : 1);
+		return end;
+	}
+	size_t plen;
+	enum vad_frame_status st =
+	    vad_frame_peek(c->in + pos, c->in_len - pos, IN_CAP - VAD_FRAME_HEADER, &plen);
+	if (st == VAD_FRAME_NEED_MORE)
+		return 0;
+	if (st != VAD_FRAME_READY) {
+		*line_len = SIZE_MAX;
+		return 0;
+	}
+	*line_len = plen;
+	return pos + VAD_FRAME_HEADER + plen;
+}
+
+/* Handle every whole reply in c's input. */
 static int process_input(struct rdriver *rd, struct rconn *c, uint64_t now)
 {
 	size_t pos = 0;
 	for (;;) {
-		size_t plen;
-		enum vad_frame_status st =
-		    vad_frame_peek(c->in + pos, c->in_len - pos, IN_CAP - VAD_FRAME_HEADER, &plen);
-		if (st == VAD_FRAME_NEED_MORE)
-			break;
-		if (st != VAD_FRAME_READY) {
+		size_t len = 0;
+		size_t end = next_reply(rd, c, pos, &len);
+		if (!end && len == SIZE_MAX) {
 			db_fail(&rd->d->r, "broken framing from the daemon");
 			return -1;
 		}
-		if (on_reply(rd, c, c->in + pos + VAD_FRAME_HEADER, plen, now) < 0)
+		if (!end && c->in_len - pos == IN_CAP) {
+			db_fail(&rd->d->r, "a reply longer than %u bytes", IN_CAP);
 			return -1;
-		pos += VAD_FRAME_HEADER + plen;
+		}
+		if (!end)
+			break;
+		int rc = rd->p->mode == DB_RESP
+			     ? on_resp_reply(rd, c, c->in + pos, len, now)
+			     : on_reply(rd, c, c->in + end - len, len, now);
+		if (rc < 0)
+			return -1;
+		pos = end;
 	}
 	if (pos) {
 		memmove(c->in, c->in + pos, c->in_len - pos);
@@ -465,6 +560,8 @@ static int conn_open(struct rdriver *rd, struct rconn *c, unsigned index)
 		db_fail(r, "cannot connect to %s: %s", p->socket, strerror(errno));
 		return -1;
 	}
+	if (p->mode == DB_RESP)
+		return 0; /* Redis: nothing to say before the first SET */
 	Vad__Request req = VAD__REQUEST__INIT;
 	Vad__Hello hello = VAD__HELLO__INIT;
 	hello.name = (char *)"vabench";

@@ -176,7 +176,7 @@ const struct db_shape *db_shape_find(const char *name)
 
 static const char *mode_name(enum db_mode m)
 {
-	return m == DB_RAW ? "vad" : m == DB_LIBVAD ? "libvad" : "echo";
+	return m == DB_RAW ? "vad" : m == DB_LIBVAD ? "libvad" : m == DB_RESP ? "redis" : "echo";
 }
 
 static double per_sec(uint64_t n, uint64_t ns)
