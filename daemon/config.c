@@ -48,6 +48,7 @@ enum vad_key {
 	K_SOCKET_MODE,
 	K_WORKERS,
 	K_WORKER_BALANCE,
+	K_WORKER_SPREAD_IDLE,
 	K_NODES,
 	K_LAZY_MAX,
 	K_MAX_FRAME,
@@ -64,7 +65,8 @@ enum vad_key {
 };
 
 static const char *const vad_key_names[N_VAD_KEYS] = {
-	"socket",      "socket_mode", "workers",	"worker_balance", "nodes",	  "lazy_max",
+	"socket",	   "socket_mode",  "workers",	      "worker_balance",
+	"worker_spread_idle", "nodes",	   "lazy_max",
 	"max_frame",   "max_clients", "max_batch",	"quota_client",	  "quota_uid",
 	"admin_group", "stats_db",    "stats_interval", "stats_retention", "log_level",
 };
@@ -132,6 +134,7 @@ void vad_config_defaults(struct vad_config *cfg)
 	cfg->stats_interval_ms = 10ull * 1000;
 	cfg->stats_retention_ms = 30ull * 86400 * 1000;
 	cfg->log_level = VAD_LOG_INFO;
+	cfg->worker_spread_idle = 0.4;
 }
 
 static void arena_conf_free(struct vad_arena_conf *a)
@@ -357,6 +360,18 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 				       "up) or even (every worker, round-robin)",
 				       v);
 		return 1;
+	case K_WORKER_SPREAD_IDLE: {
+		char *end;
+		errno = 0;
+		double d = strtod(v, &end);
+		if (end == v || *end || errno || !(d >= 0 && d <= MAX_THREADS))
+			return fail_at(ps, ps->lineno,
+				       "worker_spread_idle = %s: expected a number of CPUs from 0 to "
+				       "%u, e.g. 0.4 (0: spread whenever the workers are saturated)",
+				       v, MAX_THREADS);
+		cfg->worker_spread_idle = d;
+		return 1;
+	}
 	case K_NODES:
 		return key_count(ps, key, v, &cfg->nodes);
 	case K_LAZY_MAX:

@@ -36,6 +36,7 @@ struct vad_config {
 	mode_t socket_mode;	   /* default 0660 */
 	unsigned workers;	   /* 0 = one per CPU */
 	enum vad_worker_balance worker_balance; /* default adaptive */
+	double worker_spread_idle; /* adaptive: CPUs idle before another worker is tried; 0.4 */
 	unsigned nodes;		   /* allocator nodes per arena; 0 = one per CPU */
 	uint64_t lazy_max;	   /* 0 = the allocator default */
 	uint32_t max_frame;	   /* (reload) default 64 KiB */

@@ -145,8 +145,10 @@ static void print_summary(const struct vad_config *cfg)
 	printf("  socket        %s (mode %04o)\n",
 	       cfg->socket_path[0] ? cfg->socket_path : "(standard path)",
 	       (unsigned)cfg->socket_mode);
-	printf("  workers       %s, worker_balance %s\n", count_or_auto(cfg->workers, a, sizeof(a)),
-	       cfg->worker_balance == VAD_BALANCE_EVEN ? "even" : "adaptive");
+	printf("  workers       %s, worker_balance %s, worker_spread_idle %g\n",
+	       count_or_auto(cfg->workers, a, sizeof(a)),
+	       cfg->worker_balance == VAD_BALANCE_EVEN ? "even" : "adaptive",
+	       cfg->worker_spread_idle);
 	printf("  nodes         %s\n", count_or_auto(cfg->nodes, a, sizeof(a)));
 	printf("  lazy_max      %s\n",
 	       cfg->lazy_max ? vad_format_size(cfg->lazy_max, a, sizeof(a)) : "allocator default");

@@ -37,6 +37,7 @@
 #include "fdpass.h"
 #include "log.h"
 #include "peer.h"
+#include "cpu_idle.h"
 #include "service.h"
 #include "session.h"
 #include "stats.h"
@@ -55,6 +56,7 @@
 #define TRIAL_GAIN	  1.05 /* ... the spread stays if it raised requests/s this much */
 #define BACKOFF_TICKS	  20   /* a spread that did not pay is not tried again for this long, */
 #define BACKOFF_MAX_TICKS 600  /* doubling up to this, until the clients change */
+#define IDLE_UNKNOWN	  1e9  /* idle_min before a saturated tick measured it */
 
 struct worker;
 
@@ -113,6 +115,10 @@ struct vad_server {
 	unsigned saturated_ticks; /* ticks in a row that called for a spread */
 	uint64_t requests_seen;	  /* svc->requests at the last tick */
 	double before_sum;	  /* requests/s summed over the saturated ticks */
+	double idle_min;	  /* fewest idle CPUs in a saturated tick (IDLE_UNKNOWN: none) */
+	double spread_idle;	  /* worker_spread_idle: idle CPUs a spread needs */
+	bool idle_short_logged;	  /* said once that saturated workers had no idle CPU */
+	struct vad_cpu_idle cpu_idle; /* the machine's idle CPUs (fd -1: unknown) */
 	bool trial;		  /* the last spread is on trial: does it raise requests/s? */
 	double trial_before;	  /* requests/s before the spread on trial */
 	double trial_sum;	  /* requests/s summed over the trial's ticks so far */
@@ -592,6 +598,7 @@ static void balance_arm(struct vad_server *s)
 		if (balance_sample(s, NULL, NULL) < 0)
 			return;
 		s->requests_seen = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
+		vad_cpu_idle_sample(&s->cpu_idle); /* the first tick measures from now */
 	}
 	if (event_add(s->ev_balance, &tv) == 0)
 		s->balance_armed = true;
@@ -621,12 +628,15 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 						  (double)(s->balance_ns - since)
 					    : 0;
 	s->requests_seen = requests;
+	double idle = vad_cpu_idle_sample(&s->cpu_idle);
 	if (__atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED) == 0) {
 		/* Nobody to serve: the next clients start afresh on one worker; stop ticking. */
 		s->active = 1;
 		s->balance_ns = 0;
 		s->saturated_ticks = 0;
 		s->before_sum = 0;
+		s->idle_min = IDLE_UNKNOWN;
+		s->idle_short_logged = false;
 		s->trial = false;
 		s->backoff = 0;
 		s->backoff_len = BACKOFF_TICKS;
@@ -664,10 +674,18 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 	if (can_split && (all_saturated || (all_busy && pipelined))) {
 		s->saturated_ticks++;
 		s->before_sum += rate;
+		if (idle >= 0 && idle < s->idle_min)
+			s->idle_min = idle; /* unknown: no objection */
 	} else {
 		s->saturated_ticks = 0;
 		s->before_sum = 0;
+		s->idle_min = IDLE_UNKNOWN;
 	}
+	/* Another worker can only take CPU that nobody uses: with less idle than spread_idle
+	 * in any of the saturated ticks it would take turns with the clients (and the busy
+	 * workers) on the same CPUs, each request costing more wakeups, and even the trial
+	 * costs them a tail of scheduler delays. */
+	bool idle_enough = s->idle_min >= s->spread_idle - 1e-9;
 	if (s->backoff)
 		s->backoff--;
 	if (s->balance_hold) {
@@ -695,6 +713,17 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 				s->backoff_len = BACKOFF_TICKS;
 			}
 		}
+	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers && !s->backoff &&
+		   !idle_enough) {
+		if (!s->idle_short_logged)
+			log_debug("worker balance: %u workers %s, but the machine has %.2f CPUs "
+				  "idle (worker_spread_idle %.2f); not spreading",
+				  k, all_saturated ? "saturated" : "busy with pipelined clients",
+				  s->idle_min, s->spread_idle);
+		s->idle_short_logged = true;
+		s->saturated_ticks = 0;
+		s->before_sum = 0;
+		s->idle_min = IDLE_UNKNOWN;
 	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers && !s->backoff) {
 		for (unsigned i = 0; i < k; i++) {
 			unsigned n = __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
@@ -711,6 +740,8 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		s->trial_before = s->before_sum / s->saturated_ticks;
 		s->saturated_ticks = 0;
 		s->before_sum = 0;
+		s->idle_min = IDLE_UNKNOWN;
+		s->idle_short_logged = false;
 	} else if (k > 1 && busy < (k - 1) * BUSY_GATHER) {
 		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
 			  k, busy, k - 1);
@@ -937,6 +968,7 @@ static void free_server(struct vad_server *s)
 			event_free(evs[i]);
 	if (s->base)
 		event_base_free(s->base);
+	vad_cpu_idle_close(&s->cpu_idle);
 	free(s);
 }
 
@@ -962,6 +994,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		return -1;
 	}
 	s->listen_fd = listen_fd;
+	s->cpu_idle.fd = -1;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
 	if (n > MAX_WORKERS)
@@ -992,6 +1025,11 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->adaptive = cfg->worker_balance == VAD_BALANCE_ADAPTIVE && n > 1;
 	s->active = s->adaptive ? 1 : n;
 	s->backoff_len = BACKOFF_TICKS;
+	s->spread_idle = cfg->worker_spread_idle;
+	s->idle_min = IDLE_UNKNOWN;
+	if (s->adaptive && s->spread_idle > 0 && vad_cpu_idle_open(&s->cpu_idle) < 0)
+		log_info("worker balance: /proc/stat unreadable; spreading without knowing whether "
+			 "a CPU is idle");
 	/* Catch signals from now on: one arriving before vad_server_run waits in the base
 	 * instead of killing the process with its default action. */
 	const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};

@@ -61,8 +61,9 @@ struct va_config {
 	unsigned idle_drain_ms;	 /* background thread drains leftovers after this idle time; default 1000 */
 	bool no_pools;		 /* disable per-node pools */
 	bool eager;		 /* no lazy list: free releases and merges at once */
-	bool no_thread;		 /* no background drain thread: drains run only synchronously
-				    (past 2 x lazy_max, on allocation failure, va_drain) */
+	bool no_thread;		 /* no background drain thread (it runs as SCHED_IDLE): drains run
+				    only synchronously (past 2 x lazy_max, on allocation failure,
+				    va_drain) */
 	va_release_fn release;	 /* may be NULL */
 	void *release_ctx;
 };

@@ -9,7 +9,10 @@
  * Whether and when the daemon moves connections depends on how busy its workers are, which
  * a test cannot dictate: the load below (many connections, each in its own thread, batches
  * of ranges) keeps one worker wanting a CPU all the time on any machine, so it spreads; if it
- * has not within a generous bound, the move checks are skipped, never failed.
+ * has not within a generous bound, the move checks are skipped, never failed. The loaders share
+ * the machine's CPUs with the daemon, so the tests that want moves set worker_spread_idle = 0
+ * (spread even when no CPU is idle); one test sets it above the machine's CPU count and checks
+ * that saturated workers then stay as they are.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -262,7 +265,8 @@ static void test_even_deals_round_robin(void **state)
 static void test_moved_connections_keep_working(void **state)
 {
 	struct vt_daemon *d = *state;
-	assert_int_equal(0, vt_daemon_setup(d, "workers = 2\nlog_level = debug\n", NULL));
+	assert_int_equal(0, vt_daemon_setup(
+				d, "workers = 2\nworker_spread_idle = 0\nlog_level = debug\n", NULL));
 	struct vad_stats base;
 	assert_int_equal(0, vt_stats(d, &base));
 
@@ -307,10 +311,30 @@ static void test_moved_connections_keep_working(void **state)
 		skip(); /* served correctly, but the load never saturated a worker here */
 }
 
+/* No idle CPU to be had (more asked than the machine has): saturated workers are left as
+ * they are, and the daemon says why. */
+static void test_no_spread_without_idle_cpu(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(
+				d, "workers = 2\nworker_spread_idle = 1024\nlog_level = debug\n", NULL));
+	struct load ld;
+	load_start(&ld, d, false);
+	bool refused = wait_log(d, "not spreading", vt_timeout_ms(20000));
+	load_finish(&ld);
+	assert_false(vt_daemon_log_contains(d, "spreading over"));
+	assert_false(vt_daemon_log_contains(d, "handed"));
+	assert_int_equal(0, vt_check_invariants(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+	if (!refused)
+		skip(); /* the load never saturated a worker here */
+}
+
 static void test_stop_while_moving(void **state)
 {
 	struct vt_daemon *d = *state;
-	assert_int_equal(0, vt_daemon_setup(d, "workers = 2\nlog_level = debug\n", NULL));
+	assert_int_equal(0, vt_daemon_setup(
+				d, "workers = 2\nworker_spread_idle = 0\nlog_level = debug\n", NULL));
 	struct load ld;
 	load_start(&ld, d, true);
 	bool spread = wait_log(d, "handed", vt_timeout_ms(20000));
@@ -331,6 +355,8 @@ int main(void)
 					    vt_fixture_daemon_teardown),
 	    cmocka_unit_test_setup_teardown(test_moved_connections_keep_working,
 					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_no_spread_without_idle_cpu, vt_fixture_blank_setup,
+					    vt_fixture_daemon_teardown),
 	    cmocka_unit_test_setup_teardown(test_stop_while_moving, vt_fixture_blank_setup,
 					    vt_fixture_daemon_teardown),
 	};

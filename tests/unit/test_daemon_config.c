@@ -136,6 +136,7 @@ static void test_every_key(void **state)
 		"socket = /tmp/vad-test/vad.sock\n"
 		"socket_mode = 0600\n"
 		"workers = 4\n"
+		"worker_spread_idle = 0.75\n"
 		"nodes = 8\n"
 		"lazy_max = 64M\n"
 		"max_frame = 1M\n"
@@ -163,6 +164,7 @@ static void test_every_key(void **state)
 	assert_string_equal(cfg.socket_path, "/tmp/vad-test/vad.sock");
 	assert_int_equal(cfg.socket_mode, 0600);
 	assert_int_equal(cfg.workers, 4);
+	assert_true(cfg.worker_spread_idle == 0.75);
 	assert_int_equal(cfg.nodes, 8);
 	assert_int_equal(cfg.lazy_max, 64ull << 20);
 	assert_int_equal(cfg.max_frame, 1u << 20);
@@ -551,6 +553,40 @@ static void test_balance_refusals(void **state)
 	load_err("[arena a]\nsize = 1G\nworker_balance = even\n", 3, "worker_balance");
 }
 
+/* ---- worker_spread_idle ---------------------------------------------------------------- */
+
+static double spread_idle_of(const char *text)
+{
+	struct vad_config cfg;
+	load_ok(text, &cfg);
+	double d = cfg.worker_spread_idle;
+	vad_config_free(&cfg);
+	return d;
+}
+
+static void test_spread_idle_values(void **state)
+{
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	assert_true(cfg.worker_spread_idle == 0.4);
+	assert_true(spread_idle_of("[vad]\nworkers = 2\n") == 0.4);
+	assert_true(spread_idle_of("[vad]\nworker_spread_idle = 0\n") == 0);
+	assert_true(spread_idle_of("[vad]\nworker_spread_idle = 0.25\n") == 0.25);
+	assert_true(spread_idle_of("[vad]\nworker_spread_idle = 3\n") == 3);
+	assert_true(spread_idle_of("[vad]\nworker_spread_idle = 1.5\n") == 1.5);
+}
+
+static void test_spread_idle_refusals(void **state)
+{
+	load_err("[vad]\nworker_spread_idle = -0.5\n", 2, "worker_spread_idle = -0.5: expected");
+	load_err("[vad]\nworker_spread_idle = half\n", 2, "worker_spread_idle = half");
+	load_err("[vad]\nworker_spread_idle = 0.4x\n", 2, "worker_spread_idle = 0.4x");
+	load_err("[vad]\nworker_spread_idle = nan\n", 2, "worker_spread_idle = nan");
+	load_err("[vad]\nworker_spread_idle = 1e300\n", 2, "worker_spread_idle = 1e300");
+	load_err("[vad]\nworker_spread_idle =\n", 2, "worker_spread_idle");
+	load_err("[arena a]\nsize = 1G\nworker_spread_idle = 1\n", 3, "worker_spread_idle");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -572,6 +608,8 @@ int main(void)
 		cmocka_unit_test(test_balance_default_is_adaptive),
 		cmocka_unit_test(test_balance_values),
 		cmocka_unit_test(test_balance_refusals),
+		cmocka_unit_test(test_spread_idle_values),
+		cmocka_unit_test(test_spread_idle_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
  * counts (eager and lazy), drain before failure, pools, thresholds, the background thread.
  * va_check runs after every step.
  */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +38,7 @@ struct rel_log {
 	unsigned calls;
 	uint64_t bytes;
 	uint64_t last_start, last_size;
+	int last_policy; /* scheduling policy of the thread that released last */
 };
 
 static void on_release(void *ctx, uint64_t start, uint64_t size)
@@ -47,6 +49,7 @@ static void on_release(void *ctx, uint64_t start, uint64_t size)
 	__atomic_add_fetch(&l->bytes, size, __ATOMIC_RELAXED);
 	__atomic_store_n(&l->last_start, start, __ATOMIC_RELAXED);
 	__atomic_store_n(&l->last_size, size, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->last_policy, sched_getscheduler(0), __ATOMIC_RELAXED);
 }
 
 /* Exact mode: one node, no pools, eager, no thread. */
@@ -798,6 +801,7 @@ static void test_background_thread(void **state)
 				.idle_drain_ms = 20,
 				.release = on_release,
 				.release_ctx = &log};
+	int own_policy = sched_getscheduler(0);
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a[12];
 
@@ -809,10 +813,15 @@ static void test_background_thread(void **state)
 		free_ok(vs, a[i]);
 	WAIT_FOR(stats(vs).drains >= 1 && stats(vs).lazy_bytes == 0);
 	CHECK(vs);
+	/* it drains as SCHED_IDLE, so a drain never holds up the caller's threads for a CPU */
+	assert_int_equal(__atomic_load_n(&log.last_policy, __ATOMIC_RELAXED), SCHED_IDLE);
 	/* below lazy_max: the idle timer drains the leftovers */
 	free_ok(vs, a[10]);
 	WAIT_FOR(stats(vs).lazy_bytes == 0);
 	CHECK(vs);
+	assert_int_equal(__atomic_load_n(&log.last_policy, __ATOMIC_RELAXED), SCHED_IDLE);
+	/* the caller's own thread keeps its policy */
+	assert_int_equal(sched_getscheduler(0), own_policy);
 	assert_int_equal(__atomic_load_n(&log.bytes, __ATOMIC_RELAXED), 11 * Q);
 	/* destroy with lazy blocks outstanding releases nothing more */
 	free_ok(vs, a[11]);
