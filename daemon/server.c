@@ -67,7 +67,9 @@ struct conn {
 	struct event *ev_read, *ev_write;
 	bool reading, writing, throttled, lingering;
 	bool eof; /* the client shut down its side: send what is pending, then close */
+	bool flush_queued; /* on its worker's flush list: replies go out at the end of the pass */
 	struct conn *prev, *next;
+	struct conn *flush_prev, *flush_next;
 };
 
 struct pending_conn {
@@ -90,6 +92,7 @@ struct worker {
 	unsigned give_count;		/* (lock) the balancer's order (order_give): hand this */
 	unsigned give_first, give_span; /* many connections to workers first..first+span-1 */
 	struct conn *conns;		/* worker thread only */
+	struct conn *flush_head;	/* worker thread only: replies to send after this pass */
 	unsigned n_conns;		/* written by the worker, read by the listener (atomic) */
 	int tid;			/* (atomic) the thread's id, 0 until it runs */
 	int schedstat_fd;	  /* listener: /proc/self/task/TID/schedstat, -1 until opened */
@@ -137,8 +140,35 @@ struct vad_server {
 /* ---- connections (worker thread) -------------------------------------------------------- */
 
 /* Take c off its worker's list (closing it, or handing it to another worker). */
+/* Send c's replies at the end of this pass of its worker's loop (worker_flush). */
+static void flush_queue(struct worker *w, struct conn *c)
+{
+	if (c->flush_queued)
+		return;
+	c->flush_queued = true;
+	c->flush_prev = NULL;
+	c->flush_next = w->flush_head;
+	if (w->flush_head)
+		w->flush_head->flush_prev = c;
+	w->flush_head = c;
+}
+
+static void flush_unqueue(struct worker *w, struct conn *c)
+{
+	if (!c->flush_queued)
+		return;
+	if (c->flush_prev)
+		c->flush_prev->flush_next = c->flush_next;
+	else
+		w->flush_head = c->flush_next;
+	if (c->flush_next)
+		c->flush_next->flush_prev = c->flush_prev;
+	c->flush_queued = false;
+}
+
 static void conn_unlink(struct worker *w, struct conn *c)
 {
+	flush_unqueue(w, c); /* a handed-over connection's new worker sends what is pending */
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -302,9 +332,26 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 		__atomic_store_n(&w->reads, w->reads + 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->requests, w->requests + handled, __ATOMIC_RELAXED);
 	}
-	if (conn_flush(c) < 0)
+	/* Replies wait for the end of the pass (worker_flush), as Redis writes before it
+	 * sleeps: the clients answered in one pass get their replies together and send their
+	 * next requests together, instead of some catching the worker mid-pass and waiting
+	 * a whole extra pass. */
+	if (vad_session_output_pending(c->sess) && !c->writing) {
+		flush_queue(c->w, c);
 		return;
+	}
 	conn_update(c);
+}
+
+/* Send the replies of the pass that just ended. */
+static void worker_flush(struct worker *w)
+{
+	while (w->flush_head) {
+		struct conn *c = w->flush_head;
+		flush_unqueue(w, c);
+		if (conn_flush(c) == 0)
+			conn_update(c);
+	}
 }
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
@@ -495,7 +542,12 @@ static void *worker_main(void *arg)
 	__atomic_store_n(&w->tid, (int)gettid(), __ATOMIC_RELEASE);
 	va_set_home_node(w->index);
 	vad_latency_set_shard(w->index);
-	event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	/* One pass at a time, its replies sent after it (worker_flush). */
+	while (event_base_loop(w->base, EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY) >= 0) {
+		worker_flush(w);
+		if (event_base_got_break(w->base))
+			break;
+	}
 	return NULL;
 }
 

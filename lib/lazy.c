@@ -8,10 +8,10 @@
  * the placing step touches the block objects, once each. While it runs the batch is
  * visible to va_walk/va_check as lazy blocks (struct va_inflight).
  * The background thread drains when woken past lazy_max and after idle_drain_ms without
- * frees; past 2 x lazy_max the freeing thread drains itself.
+ * frees; past 2 x lazy_max the freeing thread drains itself. The background thread's passes
+ * yield the CPU every DRAIN_YIELD_NS, between release calls and lock holds (drain_step).
  */
 #include <errno.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,36 @@
 
 /* The space this thread is draining, so a release callback cannot start a nested drain. */
 static __thread const struct va_space *tls_draining;
+
+/*
+ * A woken drain thread that had slept long is not preempted by the threads that wake on its
+ * CPU (the scheduler lets it run out its slice): a worker answering requests waited in the
+ * run queue for a whole pass, about 1 ms, while another CPU sat idle. So the background
+ * thread offers the CPU every DRAIN_YIELD_NS, never with a lock held; sched_yield costs one
+ * system call when nobody waits. A thread that drains itself (past 2 x lazy_max, va_drain)
+ * does not yield: its caller waits for that drain.
+ */
+#define DRAIN_YIELD_NS 20000
+static __thread bool tls_background;	/* this is a space's background drain thread */
+static __thread uint64_t tls_yield_at; /* CLOCK_MONOTONIC ns of the next yield */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A point in a pass where no allocator lock is held: step aside if it is time. */
+static void drain_step(struct va_space *vs)
+{
+	if (!tls_background || mono_ns() < tls_yield_at)
+		return;
+	sched_yield();
+	atomic_fetch_add_explicit(&vs->drain_yields, 1, memory_order_relaxed);
+	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
+}
 
 bool lazy_reserve(struct va_node *n)
 {
@@ -235,6 +265,7 @@ static void release_batch(struct va_space *vs)
 			vs->cfg.release(vs->cfg.release_ctx, start, end - start);
 		atomic_fetch_add_explicit(&vs->released_bytes, end - start, memory_order_relaxed);
 		atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+		drain_step(vs);
 	}
 }
 
@@ -260,6 +291,7 @@ static void place_in_pools(struct va_space *vs)
 			if (locked) {
 				va_unlock(&in->lock);
 				va_unlock(&locked->lock);
+				drain_step(vs);
 			}
 			locked = hn;
 			held = 0;
@@ -338,6 +370,7 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 		for (size_t j = k0; j < k; j++)
 			if (in->items[j].flags & LI_EXTRA)
 				extras[nextra++] = in->items[j].b;
+		drain_step(vs);
 	}
 	objcache_return_array(extras, nextra);
 }
@@ -348,6 +381,7 @@ static void drain_pass(struct va_space *vs, bool full)
 	struct va_bag bag = {0};
 	uint64_t flushed;
 
+	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
 	flushed = detach_lazy(vs);
 	if (vs->pool_classes)
 		detach_decay(vs, full);
@@ -446,14 +480,9 @@ static void *drain_thread(void *arg)
 {
 	struct va_space *vs = arg;
 	uint64_t seen_frees = total_frees(vs);
-	struct sched_param idle_policy = {0};
 
-	/* A drain is background work: as SCHED_IDLE any other thread that wakes on its CPU
-	 * takes it at once, where a normal drain thread that had slept long made a worker wait
-	 * in the run queue for its whole pass (about 1 ms). An idle CPU still runs it at full
-	 * speed; a machine with none leaves it the scraps, and past 2 x lazy_max the freeing
-	 * thread drains itself. Best effort: without it the thread runs as before. */
-	pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle_policy);
+	/* This thread's passes step aside every DRAIN_YIELD_NS (drain_step). */
+	tls_background = true;
 
 	va_lock(&vs->ctl_lock);
 	while (!vs->stop) {

@@ -161,6 +161,7 @@ struct va_space {
 	struct lazy_item *scratch_tmp; /* radix sort buffer (drain_lock) */
 	size_t scratch_cap;	       /* capacity of inflight.items and scratch_tmp */
 	_Atomic uint64_t drains, released_bytes, release_calls, fails;
+	_Atomic uint64_t drain_yields; /* times the background thread stepped aside */
 
 	struct va_inflight inflight __attribute__((aligned(VA_CACHELINE)));
 

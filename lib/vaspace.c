@@ -466,6 +466,7 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->drains = ld(&vs->drains);
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
+	out->drain_yields = ld(&vs->drain_yields);
 }
 
 const char *va_strerror(int err)

@@ -61,9 +61,8 @@ struct va_config {
 	unsigned idle_drain_ms;	 /* background thread drains leftovers after this idle time; default 1000 */
 	bool no_pools;		 /* disable per-node pools */
 	bool eager;		 /* no lazy list: free releases and merges at once */
-	bool no_thread;		 /* no background drain thread (it runs as SCHED_IDLE): drains run
-				    only synchronously (past 2 x lazy_max, on allocation failure,
-				    va_drain) */
+	bool no_thread;		 /* no background drain thread: drains run only synchronously
+				    (past 2 x lazy_max, on allocation failure, va_drain) */
 	va_release_fn release;	 /* may be NULL */
 	void *release_ctx;
 };
@@ -150,6 +149,7 @@ struct va_stats {
 	uint64_t released_bytes; /* bytes passed to the release callback */
 	uint64_t release_calls;	 /* release callback invocations */
 	uint64_t pool_hits;	 /* allocations served from a pool */
+	uint64_t drain_yields;	 /* times the background drain offered its CPU (every 20 us) */
 };
 
 /* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */

@@ -227,22 +227,25 @@ expand_filter() {
 	done
 }
 audit_syscalls() {
-	allow=""
-	deny=""
-	# A line starting with ~ denies every name on it; other lines allow theirs.
+	# As systemd reads the lines: in order, the first one an allow list; a later line adds
+	# its names, a line starting with ~ removes its names.
+	: >"$tmp/permitted"
 	while read -r line; do
 		case "$line" in
-		~*) deny="$deny ${line#\~}" ;;
-		*) allow="$allow $line" ;;
+		~*)
+			# shellcheck disable=SC2086
+			expand_filter ${line#\~} | LC_ALL=C sort -u >"$tmp/denied"
+			LC_ALL=C comm -23 "$tmp/permitted" "$tmp/denied" >"$tmp/next"
+			;;
+		*)
+			# shellcheck disable=SC2086
+			{ cat "$tmp/permitted"; expand_filter $line; } | LC_ALL=C sort -u >"$tmp/next"
+			;;
 		esac
+		mv "$tmp/next" "$tmp/permitted"
 	done <<-EOF
 	$(sed -n 's/^SystemCallFilter=//p' packaging/systemd/vad.service)
 	EOF
-	# shellcheck disable=SC2086
-	expand_filter $allow | LC_ALL=C sort -u >"$tmp/allowed"
-	# shellcheck disable=SC2086
-	expand_filter $deny | LC_ALL=C sort -u >"$tmp/denied"
-	LC_ALL=C comm -23 "$tmp/allowed" "$tmp/denied" >"$tmp/permitted"
 	# The service runs as user vad without capabilities: trace the daemon unprivileged too
 	# (as root, SQLite would chown its files, a call the unprivileged service never makes).
 	audit=$tmp/audit

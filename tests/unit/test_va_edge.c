@@ -4,7 +4,6 @@
  * counts (eager and lazy), drain before failure, pools, thresholds, the background thread.
  * va_check runs after every step.
  */
-#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -38,7 +37,6 @@ struct rel_log {
 	unsigned calls;
 	uint64_t bytes;
 	uint64_t last_start, last_size;
-	int last_policy; /* scheduling policy of the thread that released last */
 };
 
 static void on_release(void *ctx, uint64_t start, uint64_t size)
@@ -49,7 +47,6 @@ static void on_release(void *ctx, uint64_t start, uint64_t size)
 	__atomic_add_fetch(&l->bytes, size, __ATOMIC_RELAXED);
 	__atomic_store_n(&l->last_start, start, __ATOMIC_RELAXED);
 	__atomic_store_n(&l->last_size, size, __ATOMIC_RELAXED);
-	__atomic_store_n(&l->last_policy, sched_getscheduler(0), __ATOMIC_RELAXED);
 }
 
 /* Exact mode: one node, no pools, eager, no thread. */
@@ -801,7 +798,6 @@ static void test_background_thread(void **state)
 				.idle_drain_ms = 20,
 				.release = on_release,
 				.release_ctx = &log};
-	int own_policy = sched_getscheduler(0);
 	struct va_space *vs = make_cfg(&cfg);
 	uint64_t a[12];
 
@@ -813,18 +809,72 @@ static void test_background_thread(void **state)
 		free_ok(vs, a[i]);
 	WAIT_FOR(stats(vs).drains >= 1 && stats(vs).lazy_bytes == 0);
 	CHECK(vs);
-	/* it drains as SCHED_IDLE, so a drain never holds up the caller's threads for a CPU */
-	assert_int_equal(__atomic_load_n(&log.last_policy, __ATOMIC_RELAXED), SCHED_IDLE);
 	/* below lazy_max: the idle timer drains the leftovers */
 	free_ok(vs, a[10]);
 	WAIT_FOR(stats(vs).lazy_bytes == 0);
 	CHECK(vs);
-	assert_int_equal(__atomic_load_n(&log.last_policy, __ATOMIC_RELAXED), SCHED_IDLE);
-	/* the caller's own thread keeps its policy */
-	assert_int_equal(sched_getscheduler(0), own_policy);
 	assert_int_equal(__atomic_load_n(&log.bytes, __ATOMIC_RELAXED), 11 * Q);
 	/* destroy with lazy blocks outstanding releases nothing more */
 	free_ok(vs, a[11]);
+	va_destroy(vs);
+}
+
+/* A release that takes 20 us, like a punch in a large file. */
+static void on_slow_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct timespec ts = {.tv_nsec = 20000};
+
+	on_release(ctx, start, size);
+	nanosleep(&ts, NULL);
+}
+
+/* Free every other one of n quantum blocks: n / 2 runs that do not coalesce. */
+static void free_every_other(struct va_space *vs, const uint64_t *a, unsigned n)
+{
+	for (unsigned i = 0; i < n; i += 2)
+		free_ok(vs, a[i]);
+}
+
+/* The background thread offers its CPU every 20 us of a pass (so a worker that wakes on
+ * its CPU does not wait out the whole pass); a thread that drains for itself does not. */
+static void test_background_drain_yields(void **state)
+{
+	enum { N = 400 };
+	struct rel_log log = {0};
+	struct va_config cfg = {.size = 1024 * Q,
+				.quantum = Q,
+				.nodes = 1,
+				.no_pools = true,
+				.lazy_max = 150 * Q,
+				.idle_drain_ms = 20,
+				.release = on_slow_release,
+				.release_ctx = &log};
+	uint64_t a[N];
+	struct va_space *vs = make_cfg(&cfg);
+
+	(void)state;
+	for (unsigned i = 0; i < N; i++)
+		a[i] = alloc_ok(vs, Q, 0);
+	/* 200 separate runs of 20 us each: at least 4 ms of passes in the background */
+	free_every_other(vs, a, N);
+	WAIT_FOR(stats(vs).lazy_bytes == 0);
+	CHECK(vs);
+	assert_int_equal(stats(vs).release_calls, N / 2);
+	assert_true(stats(vs).drain_yields >= 10);
+	va_destroy(vs);
+
+	/* no background thread: the same passes, run by the freeing thread, never yield */
+	memset(&log, 0, sizeof(log));
+	cfg.no_thread = true;
+	vs = make_cfg(&cfg);
+	for (unsigned i = 0; i < N; i++)
+		a[i] = alloc_ok(vs, Q, 0);
+	free_every_other(vs, a, N);
+	va_drain(vs);
+	CHECK(vs);
+	assert_int_equal(stats(vs).lazy_bytes, 0);
+	assert_int_equal(stats(vs).release_calls, N / 2);
+	assert_int_equal(stats(vs).drain_yields, 0);
 	va_destroy(vs);
 }
 
@@ -1288,6 +1338,7 @@ int main(void)
 	    cmocka_unit_test(test_drain_before_fail),
 	    cmocka_unit_test(test_sync_drain_past_twice_lazy_max),
 	    cmocka_unit_test(test_background_thread),
+	    cmocka_unit_test(test_background_drain_yields),
 	    cmocka_unit_test(test_pools),
 	    cmocka_unit_test(test_release_reentry),
 	    cmocka_unit_test(test_impossible_alignment),
