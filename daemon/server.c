@@ -47,6 +47,7 @@
 #define ACCEPT_PAUSE_MS	  100 /* back-off when out of fds */
 #define MAX_WORKERS	  256
 #define BALANCE_MS	  100  /* how often the adaptive balancer looks at the workers' load */
+#define BALANCE_IDLE_MS	  1000 /* ... while the clients sent nothing during the last look */
 #define RUN_SATURATED	  0.85 /* a worker that ran this share of the time is saturated */
 #define SATURATED_TICKS	  2    /* ... this many ticks in a row before another worker is tried */
 #define BUSY_PIPELINED	  0.5  /* or busy this much with pipelined clients: */
@@ -640,10 +641,10 @@ static int balance_sample(struct vad_server *s, double *load, double *ran)
 	return 0;
 }
 
-/* Tick while clients are connected; the first tick measures from now. */
-static void balance_arm(struct vad_server *s)
+/* Tick in ms while clients are connected; the first tick measures from now. */
+static void balance_arm(struct vad_server *s, unsigned ms)
 {
-	struct timeval tv = {.tv_sec = 0, .tv_usec = BALANCE_MS * 1000};
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	if (s->balance_armed || !s->adaptive)
 		return;
 	if (s->balance_ns == 0) {
@@ -805,7 +806,11 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 	for (unsigned i = s->active; i < s->n_workers; i++)
 		if (__atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED) > 0)
 			order_give(&s->workers[i], ~0u, 0, s->active);
-	balance_arm(s);
+	/* Connected clients that sent nothing: look again in a second, not ten times (an idle
+	 * daemon should not wake a CPU for nothing); a load that starts meanwhile waits at most
+	 * that long for its first look. */
+	bool quiet = rate == 0 && !s->trial && !s->balance_hold && s->active == 1;
+	balance_arm(s, quiet ? BALANCE_IDLE_MS : BALANCE_MS);
 }
 
 /* The worker for a new connection: round-robin over all, or (adaptive) the active worker
@@ -823,7 +828,7 @@ static struct worker *pick_worker(struct vad_server *s)
 			best_n = n;
 		}
 	}
-	balance_arm(s);
+	balance_arm(s, BALANCE_MS);
 	return best;
 }
 

@@ -249,6 +249,49 @@ static void test_adaptive_light_load_stays_on_one_worker(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+/* Voluntary context switches of the daemon's listener thread (its main thread), or -1. */
+static long listener_wakeups(const struct vt_daemon *d)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)d->pid, (int)d->pid);
+	FILE *f = fopen(path, "r");
+	long n = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* A connected client that sends nothing: the balancer looks once a second, not ten times
+ * (an idle daemon should not keep waking a CPU). */
+static void test_idle_client_is_looked_at_rarely(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "workers = 2\nlog_level = debug\n", NULL));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "idle", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vt_sleep_ms(1200); /* past the first quiet look */
+	long before = listener_wakeups(d);
+	if (before < 0) {
+		vad_close(c);
+		assert_int_equal(0, vt_daemon_stop(d));
+		skip(); /* no per-thread status here */
+	}
+	vt_sleep_ms(3000);
+	long woke = listener_wakeups(d) - before;
+	vad_close(c);
+	assert_int_equal(0, vt_daemon_stop(d));
+	/* 3 s at 10 looks a second would be 30 wakeups; at one a second, 3 (and a few for
+	 * whatever else a listener may wake for) */
+	if (woke > 10)
+		fail_msg("the listener woke %ld times in 3 s with one idle client", woke);
+}
+
 static void test_even_deals_round_robin(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -350,6 +393,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_adaptive_light_load_stays_on_one_worker,
+					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_client_is_looked_at_rarely,
 					    vt_fixture_blank_setup, vt_fixture_daemon_teardown),
 	    cmocka_unit_test_setup_teardown(test_even_deals_round_robin, vt_fixture_blank_setup,
 					    vt_fixture_daemon_teardown),
