@@ -149,10 +149,13 @@ static uint64_t detach_lazy(struct va_space *vs)
 }
 
 /* Move the decaying part of every pool (all of it if full) into the batch, bound for the
- * tree; these blocks were released before they were pooled. */
-static void detach_decay(struct va_space *vs, bool full)
+ * tree; these blocks were released before they were pooled. Returns their bytes: until the
+ * pass places them they count as lazy (va_get_stats), so lazy_total counts them too, and
+ * the 2 x lazy_max bound holds while a long pass runs beside new frees. */
+static uint64_t detach_decay(struct va_space *vs, bool full)
 {
 	struct va_inflight *in = &vs->inflight;
+	uint64_t bytes = 0;
 
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
@@ -187,11 +190,13 @@ static void detach_decay(struct va_space *vs, bool full)
 						       .flags = LI_RELEASED | LI_TO_TREE};
 				in->bytes += blk_size(d);
 				in->blocks++;
+				bytes += blk_size(d);
 			}
 			va_unlock(&in->lock);
 		}
 		va_unlock(&n->lock);
 	}
+	return bytes;
 }
 
 static unsigned log2_ceil_u64(uint64_t x)
@@ -383,8 +388,12 @@ static void drain_pass(struct va_space *vs, bool full)
 
 	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
 	flushed = detach_lazy(vs);
-	if (vs->pool_classes)
-		detach_decay(vs, full);
+	if (vs->pool_classes) {
+		uint64_t decayed = detach_decay(vs, full);
+
+		atomic_fetch_add_explicit(&vs->lazy_total, decayed, memory_order_relaxed);
+		flushed += decayed;
+	}
 	sort_batch(vs);
 	release_batch(vs);
 	if (vs->pool_classes && !full)
