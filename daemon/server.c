@@ -24,6 +24,7 @@
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <fcntl.h>
@@ -70,7 +71,7 @@ struct conn {
 	bool eof; /* the client shut down its side: send what is pending, then close */
 	bool flush_queued; /* on its worker's flush list: replies go out at the end of the pass */
 	struct conn *prev, *next;
-	struct conn *flush_prev, *flush_next;
+	LIST_ENTRY(conn) flush_link;
 };
 
 struct pending_conn {
@@ -93,7 +94,7 @@ struct worker {
 	unsigned give_count;		/* (lock) the balancer's order (order_give): hand this */
 	unsigned give_first, give_span; /* many connections to workers first..first+span-1 */
 	struct conn *conns;		/* worker thread only */
-	struct conn *flush_head;	/* worker thread only: replies to send after this pass */
+	LIST_HEAD(, conn) flush_list;	/* worker thread only: replies to send after this pass */
 	unsigned n_conns;		/* written by the worker, read by the listener (atomic) */
 	int tid;			/* (atomic) the thread's id, 0 until it runs */
 	int schedstat_fd;	  /* listener: /proc/self/task/TID/schedstat, -1 until opened */
@@ -147,29 +148,20 @@ static void flush_queue(struct worker *w, struct conn *c)
 	if (c->flush_queued)
 		return;
 	c->flush_queued = true;
-	c->flush_prev = NULL;
-	c->flush_next = w->flush_head;
-	if (w->flush_head)
-		w->flush_head->flush_prev = c;
-	w->flush_head = c;
+	LIST_INSERT_HEAD(&w->flush_list, c, flush_link);
 }
 
-static void flush_unqueue(struct worker *w, struct conn *c)
+static void flush_unqueue(struct conn *c)
 {
 	if (!c->flush_queued)
 		return;
-	if (c->flush_prev)
-		c->flush_prev->flush_next = c->flush_next;
-	else
-		w->flush_head = c->flush_next;
-	if (c->flush_next)
-		c->flush_next->flush_prev = c->flush_prev;
+	LIST_REMOVE(c, flush_link);
 	c->flush_queued = false;
 }
 
 static void conn_unlink(struct worker *w, struct conn *c)
 {
-	flush_unqueue(w, c); /* a handed-over connection's new worker sends what is pending */
+	flush_unqueue(c); /* a handed-over connection's new worker sends what is pending */
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -347,9 +339,9 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 /* Send the replies of the pass that just ended. */
 static void worker_flush(struct worker *w)
 {
-	while (w->flush_head) {
-		struct conn *c = w->flush_head;
-		flush_unqueue(w, c);
+	while (!LIST_EMPTY(&w->flush_list)) {
+		struct conn *c = LIST_FIRST(&w->flush_list);
+		flush_unqueue(c);
 		if (conn_flush(c) == 0)
 			conn_update(c);
 	}
