@@ -136,11 +136,11 @@ check-normal: all
 	@tests/run-tests $(O) normal
 
 check-asan:
-	$(MAKE) -j$(NPROC) O=build-asan SAN=asan tests $(addprefix build-asan/,vad vactl)
+	$(MAKE) -j$(NPROC) O=build-asan SAN=asan tests $(addprefix build-asan/,vad vactl vabench)
 	@tests/run-tests build-asan asan
 
 check-tsan:
-	$(MAKE) -j$(NPROC) O=build-tsan SAN=tsan tests $(addprefix build-tsan/,vad vactl)
+	$(MAKE) -j$(NPROC) O=build-tsan SAN=tsan tests $(addprefix build-tsan/,vad vactl vabench)
 	@tests/run-tests build-tsan tsan
 
 # The full matrix with baselines, then the bar ratios measured side by side in one run.
