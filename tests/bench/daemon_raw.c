@@ -95,6 +95,12 @@ struct rdriver {
 	uint64_t last_reply;
 };
 
+/* Who is at the other end, for messages: vad, or the Redis server of --resp. */
+static const char *peer(const struct rdriver *rd)
+{
+	return rd->p->mode == DB_RESP ? "the server" : "the daemon";
+}
+
 /* ---- encoding ----------------------------------------------------------------------------- */
 
 static int out_reserve(struct rconn *c, size_t need)
@@ -240,7 +246,7 @@ static int flush(struct rdriver *rd, struct rconn *c, bool blocking)
 				continue;
 			if (!blocking && (errno == EAGAIN || errno == EWOULDBLOCK))
 				return 0;
-			db_fail(&rd->d->r, "send to the daemon failed: %s", strerror(errno));
+			db_fail(&rd->d->r, "send to %s failed: %s", peer(rd), strerror(errno));
 			return -1;
 		}
 		c->out_off += (size_t)n;
@@ -477,14 +483,14 @@ static int read_some(struct rdriver *rd, struct rconn *c)
 			return 1;
 		}
 		if (n == 0) {
-			db_fail(&rd->d->r, "the daemon closed the connection");
+			db_fail(&rd->d->r, "%s closed the connection", peer(rd));
 			return -1;
 		}
 		if (errno == EINTR)
 			continue;
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			return 0;
-		db_fail(&rd->d->r, "read from the daemon failed: %s", strerror(errno));
+		db_fail(&rd->d->r, "read from %s failed: %s", peer(rd), strerror(errno));
 		return -1;
 	}
 }
@@ -654,7 +660,7 @@ static void loop_blocking(struct rdriver *rd)
 			return;
 		check_deadline(rd, now);
 		if (rd->stopping && now > rd->deadline + DRAIN_NS) {
-			db_fail(&rd->d->r, "the daemon did not answer within 5 s");
+			db_fail(&rd->d->r, "%s did not answer within 5 s", peer(rd));
 			return;
 		}
 	}
@@ -717,7 +723,7 @@ static void loop_epoll(struct rdriver *rd)
 		}
 		check_deadline(rd, now);
 		if (rd->stopping && now > rd->deadline + DRAIN_NS) {
-			db_fail(&rd->d->r, "the daemon did not answer within 5 s");
+			db_fail(&rd->d->r, "%s did not answer within 5 s", peer(rd));
 			goto out;
 		}
 	}

@@ -118,7 +118,7 @@ static void test_daemon_requests_counted_and_freed(void **state)
 struct resp_server {
 	char dir[32], path[64];
 	int listen_fd;
-	const char *reply; /* sent for each whole SET */
+	const char *reply; /* sent for each whole SET; NULL: hang up at the first */
 	int conns;	   /* connections to serve before it returns */
 	uint64_t sets;	   /* whole SETs received */
 	uint64_t bad;	   /* bytes that were not part of a well-formed SET */
@@ -165,6 +165,10 @@ static void *resp_serve(void *arg)
 				}
 				pos += len;
 				r->sets++;
+				if (!r->reply) { /* NULL: hang up at the first SET */
+					shutdown(p[i].fd, SHUT_RDWR);
+					break;
+				}
 				if (write(p[i].fd, r->reply, strlen(r->reply)) < 0)
 					r->bad++;
 			}
@@ -235,6 +239,22 @@ static void test_resp_error_reply_fails_the_run(void **state)
 	vt_output_free(&o);
 }
 
+/* A server that goes away: the run fails and says so (a Redis server is not "the daemon"). */
+static void test_resp_server_gone(void **state)
+{
+	(void)state;
+	struct resp_server r;
+	resp_start(&r, NULL, 1); /* accepts, reads one SET, closes */
+	struct vt_output o = run_vabench((char *[]){"--daemon", r.path, "--resp", "--ops", "5",
+						    "--json", NULL});
+	resp_stop(&r);
+	if (o.exit_code == 0 || !vt_contains(o.out, "the server closed the connection"))
+		vt_output_print("vabench", &o);
+	assert_int_not_equal(o.exit_code, 0);
+	assert_true(vt_contains(o.out, "the server closed the connection"));
+	vt_output_free(&o);
+}
+
 static void test_conflicting_options_refused(void **state)
 {
 	(void)state;
@@ -263,6 +283,7 @@ int main(void)
 					    vt_fixture_daemon_setup, vt_fixture_daemon_teardown),
 	    cmocka_unit_test(test_resp_sends_redis_benchmark_sets),
 	    cmocka_unit_test(test_resp_error_reply_fails_the_run),
+	    cmocka_unit_test(test_resp_server_gone),
 	    cmocka_unit_test(test_conflicting_options_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
