@@ -532,6 +532,9 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	char name[16]; /* what top -H and ps -L show (15 characters at most) */
+	snprintf(name, sizeof(name), "vad-worker%u", w->index % 100000);
+	pthread_setname_np(pthread_self(), name);
 	__atomic_store_n(&w->tid, (int)gettid(), __ATOMIC_RELEASE);
 	va_set_home_node(w->index);
 	vad_latency_set_shard(w->index);

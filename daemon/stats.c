@@ -445,6 +445,7 @@ static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
 static void *stats_main(void *arg)
 {
 	struct vad_stats_writer *w = arg;
+	pthread_setname_np(pthread_self(), "vad-stats");
 	pthread_mutex_lock(&w->lock);
 	while (!w->stopping) {
 		struct timespec deadline;

@@ -12,6 +12,7 @@
  * yield the CPU every DRAIN_YIELD_NS, between release calls and lock holds (drain_step).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,6 +493,7 @@ static void *drain_thread(void *arg)
 
 	/* This thread's passes step aside every DRAIN_YIELD_NS (drain_step). */
 	tls_background = true;
+	pthread_setname_np(pthread_self(), "va-drain"); /* for top -H and ps -L */
 
 	va_lock(&vs->ctl_lock);
 	while (!vs->stop) {

@@ -5,6 +5,7 @@
  * takes over the stale socket), a second daemon refusing a live socket, and the stats
  * database being written.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -434,6 +435,54 @@ static void test_second_daemon_refused(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+/* The names of pid's threads, each in brackets, into names. */
+static void thread_names(pid_t pid, char *names, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	names[0] = 0;
+	DIR *dir = opendir(path);
+	assert_non_null(dir);
+	for (struct dirent *e; (e = readdir(dir));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char comm_path[384], comm[32] = "";
+		snprintf(comm_path, sizeof(comm_path), "%s/%s/comm", path, e->d_name);
+		FILE *f = fopen(comm_path, "r");
+		if (f && fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		if (f)
+			fclose(f);
+		size_t len = strlen(names);
+		snprintf(names + len, cap - len, "[%s]", comm);
+	}
+	closedir(dir);
+}
+
+/* Every thread says what it is in /proc (top -H, ps -L): the listener keeps the program's
+ * name, the workers, the allocator's drain thread and the stats writer have their own (each
+ * names itself as it starts, so give them a moment). */
+static void test_threads_named(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "workers = 2\n", NULL));
+	static const char *const want[] = {"[vad]", "[vad-worker0]", "[vad-worker1]", "[va-drain]",
+					   "[vad-stats]"};
+	char names[512];
+	uint64_t end = vt_now_ns() + (uint64_t)vt_timeout_ms(5000) * 1000000u;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]);) {
+		thread_names(d->pid, names, sizeof(names));
+		if (vt_contains(names, want[i])) {
+			i++;
+			continue;
+		}
+		if (vt_now_ns() > end)
+			fail_msg("no thread %s among %s", want[i], names);
+		vt_sleep_ms(20);
+	}
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 static void nobody_cannot_connect(const struct vt_daemon *d)
 {
 	vad_client *c;
@@ -652,6 +701,7 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_sigkill_and_restart),
 	    VT_OWN_DAEMON_TEST(test_socket_mode),
 	    VT_OWN_DAEMON_TEST(test_second_daemon_refused),
+	    VT_OWN_DAEMON_TEST(test_threads_named),
 	    VT_OWN_DAEMON_TEST(test_socket_activation),
 	    VT_OWN_DAEMON_TEST(test_sd_notify),
 	    VT_OWN_DAEMON_TEST(test_daemon_as_nobody),
