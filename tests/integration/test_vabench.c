@@ -224,35 +224,33 @@ static void test_resp_sends_redis_benchmark_sets(void **state)
 	assert_int_equal(r.bad, 0);
 }
 
-static void test_resp_error_reply_fails_the_run(void **state)
+/* A --resp run of 5 SETs against a server that answers with reply (NULL: hangs up at the
+ * first SET) must fail, saying says in its JSON row. */
+static void resp_run_fails(const char *reply, const char *says)
 {
-	(void)state;
 	struct resp_server r;
-	resp_start(&r, "-ERR out of memory\r\n", 1);
+	resp_start(&r, reply, 1);
 	struct vt_output o = run_vabench((char *[]){"--daemon", r.path, "--resp", "--ops", "5",
 						    "--json", NULL});
 	resp_stop(&r);
-	if (o.exit_code == 0 || !vt_contains(o.out, "SET answered \\\"-ERR out of memory\\\""))
+	if (o.exit_code == 0 || !vt_contains(o.out, says))
 		vt_output_print("vabench", &o);
 	assert_int_not_equal(o.exit_code, 0);
-	assert_true(vt_contains(o.out, "SET answered \\\"-ERR out of memory\\\""));
+	assert_true(vt_contains(o.out, says));
 	vt_output_free(&o);
+}
+
+static void test_resp_error_reply_fails_the_run(void **state)
+{
+	(void)state;
+	resp_run_fails("-ERR out of memory\r\n", "SET answered \\\"-ERR out of memory\\\"");
 }
 
 /* A server that goes away: the run fails and says so (a Redis server is not "the daemon"). */
 static void test_resp_server_gone(void **state)
 {
 	(void)state;
-	struct resp_server r;
-	resp_start(&r, NULL, 1); /* accepts, reads one SET, closes */
-	struct vt_output o = run_vabench((char *[]){"--daemon", r.path, "--resp", "--ops", "5",
-						    "--json", NULL});
-	resp_stop(&r);
-	if (o.exit_code == 0 || !vt_contains(o.out, "the server closed the connection"))
-		vt_output_print("vabench", &o);
-	assert_int_not_equal(o.exit_code, 0);
-	assert_true(vt_contains(o.out, "the server closed the connection"));
-	vt_output_free(&o);
+	resp_run_fails(NULL, "the server closed the connection");
 }
 
 static void test_conflicting_options_refused(void **state)
