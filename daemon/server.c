@@ -141,7 +141,6 @@ struct vad_server {
 
 /* ---- connections (worker thread) -------------------------------------------------------- */
 
-/* Take c off its worker's list (closing it, or handing it to another worker). */
 /* Send c's replies at the end of this pass of its worker's loop (worker_flush). */
 static void flush_queue(struct worker *w, struct conn *c)
 {
@@ -159,6 +158,7 @@ static void flush_unqueue(struct conn *c)
 	c->flush_queued = false;
 }
 
+/* Take c off its worker's list (closing it, or handing it to another worker). */
 static void conn_unlink(struct worker *w, struct conn *c)
 {
 	flush_unqueue(c); /* a handed-over connection's new worker sends what is pending */
@@ -589,13 +589,6 @@ static int worker_cpu_ns(struct worker *w, uint64_t *run_out, uint64_t *busy_out
 	return 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void order_give(struct worker *w, unsigned count, unsigned first, unsigned span)
 {
 	pthread_mutex_lock(&w->lock);
@@ -611,7 +604,7 @@ static void order_give(struct worker *w, unsigned count, unsigned first, unsigne
  * off (every worker active) and this returns -1. */
 static int balance_sample(struct vad_server *s, double *load, double *ran)
 {
-	uint64_t now = now_ns(), dt = now - s->balance_ns;
+	uint64_t now = vad_now_ns(), dt = now - s->balance_ns;
 	for (unsigned i = 0; i < s->n_workers; i++) {
 		struct worker *w = &s->workers[i];
 		uint64_t run, busy;
@@ -634,6 +627,14 @@ static int balance_sample(struct vad_server *s, double *load, double *ran)
 	}
 	s->balance_ns = now;
 	return 0;
+}
+
+/* Forget the saturated ticks counted so far (and what they measured). */
+static void saturation_reset(struct vad_server *s)
+{
+	s->saturated_ticks = 0;
+	s->before_sum = 0;
+	s->idle_min = IDLE_UNKNOWN;
 }
 
 /* Tick in ms while clients are connected; the first tick measures from now. */
@@ -681,9 +682,7 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		/* Nobody to serve: the next clients start afresh on one worker; stop ticking. */
 		s->active = 1;
 		s->balance_ns = 0;
-		s->saturated_ticks = 0;
-		s->before_sum = 0;
-		s->idle_min = IDLE_UNKNOWN;
+		saturation_reset(s);
 		s->idle_short_logged = false;
 		s->trial = false;
 		s->backoff = 0;
@@ -725,15 +724,8 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 		if (idle >= 0 && idle < s->idle_min)
 			s->idle_min = idle; /* unknown: no objection */
 	} else {
-		s->saturated_ticks = 0;
-		s->before_sum = 0;
-		s->idle_min = IDLE_UNKNOWN;
+		saturation_reset(s);
 	}
-	/* Another worker can only take CPU that nobody uses: with less idle than spread_idle
-	 * in any of the saturated ticks it would take turns with the clients (and the busy
-	 * workers) on the same CPUs, each request costing more wakeups, and even the trial
-	 * costs them a tail of scheduler delays. */
-	bool idle_enough = s->idle_min >= s->spread_idle - 1e-9;
 	if (s->backoff)
 		s->backoff--;
 	if (s->balance_hold) {
@@ -746,8 +738,7 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 			double after = s->trial_sum / s->trial_ticks;
 			double before = s->trial_before;
 			s->trial = false;
-			s->before_sum = 0;
-			s->saturated_ticks = 0;
+			saturation_reset(s);
 			if (after < before * TRIAL_GAIN) {
 				s->active = k - 1;
 				s->balance_hold = 1;
@@ -761,35 +752,37 @@ static void on_balance(evutil_socket_t fd, short what, void *arg)
 				s->backoff_len = BACKOFF_TICKS;
 			}
 		}
-	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers && !s->backoff &&
-		   !idle_enough) {
-		if (!s->idle_short_logged)
-			log_debug("worker balance: %u workers %s, but the machine has %.2f CPUs "
-				  "idle (worker_spread_idle %.2f); not spreading",
-				  k, all_saturated ? "saturated" : "busy with pipelined clients",
-				  s->idle_min, s->spread_idle);
-		s->idle_short_logged = true;
-		s->saturated_ticks = 0;
-		s->before_sum = 0;
-		s->idle_min = IDLE_UNKNOWN;
 	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers && !s->backoff) {
-		for (unsigned i = 0; i < k; i++) {
-			unsigned n = __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
-			if (n / (k + 1))
-				order_give(&s->workers[i], n / (k + 1), k, 1);
+		const char *why = all_saturated ? "saturated" : "busy with pipelined clients";
+		/* Another worker can only take CPU that nobody uses: with less idle than
+		 * spread_idle in any of the saturated ticks it would take turns with the clients
+		 * (and the busy workers) on the same CPUs, each request costing more wakeups, and
+		 * even the trial costs them a tail of scheduler delays. */
+		if (s->idle_min < s->spread_idle - 1e-9) {
+			if (!s->idle_short_logged)
+				log_debug("worker balance: %u workers %s, but the machine has %.2f "
+					  "CPUs idle (worker_spread_idle %.2f); not spreading",
+					  k, why, s->idle_min, s->spread_idle);
+			s->idle_short_logged = true;
+			saturation_reset(s);
+		} else {
+			for (unsigned i = 0; i < k; i++) {
+				unsigned n =
+				    __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
+				if (n / (k + 1))
+					order_give(&s->workers[i], n / (k + 1), k, 1);
+			}
+			log_debug("worker balance: %u workers %s; spreading over %u", k, why,
+				  k + 1);
+			s->active = k + 1;
+			s->balance_hold = 1;
+			s->trial = true;
+			s->trial_sum = 0;
+			s->trial_ticks = 0;
+			s->trial_before = s->before_sum / s->saturated_ticks;
+			saturation_reset(s);
+			s->idle_short_logged = false;
 		}
-		log_debug("worker balance: %u workers %s; spreading over %u", k,
-			  all_saturated ? "saturated" : "busy with pipelined clients", k + 1);
-		s->active = k + 1;
-		s->balance_hold = 1;
-		s->trial = true;
-		s->trial_sum = 0;
-		s->trial_ticks = 0;
-		s->trial_before = s->before_sum / s->saturated_ticks;
-		s->saturated_ticks = 0;
-		s->before_sum = 0;
-		s->idle_min = IDLE_UNKNOWN;
-		s->idle_short_logged = false;
 	} else if (k > 1 && busy < (k - 1) * BUSY_GATHER) {
 		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
 			  k, busy, k - 1);

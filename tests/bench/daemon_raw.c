@@ -164,20 +164,13 @@ static void build_alloc(struct rdriver *rd, struct rconn *c, Vad__Alloc *a)
 /* redis-benchmark -t set's request with its defaults (no -r: one key; -d 3). */
 static const char resp_set[] = "*3\r\n$3\r\nSET\r\n$16\r\nkey:__rand_int__\r\n$3\r\nxxx\r\n";
 
-/* Append a SET at the ring's tail. The slot is marked "not an alloc" so that its next
- * request is a new SET, never a free. */
-static int issue_resp(struct rconn *c, struct slot *s)
+/* Append a SET (one range's worth of work); -1 when out of memory. */
+static int put_resp_set(struct rconn *c)
 {
 	if (out_reserve(c, sizeof(resp_set) - 1) < 0)
 		return -1;
 	memcpy(c->out + c->out_len, resp_set, sizeof(resp_set) - 1);
 	c->out_len += sizeof(resp_set) - 1;
-	s->id = ++c->next_id;
-	s->is_alloc = false;
-	s->n = 1;
-	c->inflight++;
-	c->unstamped++;
-	c->issued++;
 	return 0;
 }
 
@@ -187,25 +180,32 @@ static int issue(struct rdriver *rd, struct rconn *c, bool alloc)
 	const struct db_params *p = rd->p;
 	unsigned P = p->pipeline;
 	struct slot *s = &c->slots[(c->head + c->inflight) % P];
-	if (p->mode == DB_RESP)
-		return issue_resp(c, s);
 	Vad__Request req = VAD__REQUEST__INIT;
 	Vad__Alloc a;
 	Vad__Free f = VAD__FREE__INIT;
+	int rc;
 	req.id = ++c->next_id;
-	if (alloc) {
-		build_alloc(rd, c, &a);
-		req.op_case = VAD__REQUEST__OP_ALLOC;
-		req.alloc = &a;
-		s->n = p->batch;
+	if (p->mode == DB_RESP) {
+		/* Every request a SET; "not an alloc", so the slot's next one is a SET too. */
+		alloc = false;
+		s->n = 1;
+		rc = put_resp_set(c);
 	} else {
-		f.arena = (char *)p->arena;
-		f.n_offsets = s->n;
-		f.offsets = s->offsets;
-		req.op_case = VAD__REQUEST__OP_FREE;
-		req.free = &f;
+		if (alloc) {
+			build_alloc(rd, c, &a);
+			req.op_case = VAD__REQUEST__OP_ALLOC;
+			req.alloc = &a;
+			s->n = p->batch;
+		} else {
+			f.arena = (char *)p->arena;
+			f.n_offsets = s->n;
+			f.offsets = s->offsets;
+			req.op_case = VAD__REQUEST__OP_FREE;
+			req.free = &f;
+		}
+		rc = put_request(c, &req);
 	}
-	if (put_request(c, &req) < 0)
+	if (rc < 0)
 		return -1;
 	s->id = req.id;
 	s->is_alloc = alloc;
@@ -292,16 +292,20 @@ static int refill_burst(struct rdriver *rd, struct rconn *c)
 
 static int retire(struct rdriver *rd, struct rconn *c, uint64_t now, uint64_t lat);
 
+/* Round trip of the request at the ring's head answered at now, or UINT64_MAX when the
+ * answer came after the measured window (not counted). */
+static uint64_t reply_latency(const struct rdriver *rd, const struct rconn *c, uint64_t now)
+{
+	if (!rd->p->ops && now > rd->deadline)
+		return UINT64_MAX;
+	return now - c->slots[c->head].t0;
+}
+
 /* Handle one reply frame of c at time now. -1 stops the driver (failure recorded). */
 static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload, size_t len,
 		    uint64_t now)
 {
 	struct db_result *r = &rd->d->r;
-	const struct db_params *p = rd->p;
-	if (!c->inflight) {
-		db_fail(r, "a reply (%zu bytes) arrived with no request in flight", len);
-		return -1;
-	}
 	struct slot *s = &c->slots[c->head];
 	rd->bump.used = 0;
 	Vad__Response *resp = vad__response__unpack(&rd->bump.pb, len, payload);
@@ -320,8 +324,7 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 			s->is_alloc ? "alloc" : "free", (int)resp->error, resp->message);
 		return -1;
 	}
-	bool counted = p->ops || now <= rd->deadline;
-	uint64_t lat = now - s->t0;
+	uint64_t lat = reply_latency(rd, c, now);
 	if (s->is_alloc) {
 		if (resp->result_case != VAD__RESPONSE__RESULT_ALLOC ||
 		    resp->alloc->n_offsets != s->n) {
@@ -337,7 +340,7 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 		if (c->map && resp->alloc->n_sizes == s->n)
 			for (unsigned i = 0; i < s->n; i++)
 				touch(c, s->offsets[i], resp->alloc->sizes[i]);
-		if (counted) {
+		if (lat != UINT64_MAX) {
 			db_hist_add(&r->alloc_lat, lat);
 			r->allocs++;
 			if (!r->resp_bytes)
@@ -349,7 +352,7 @@ static int on_reply(struct rdriver *rd, struct rconn *c, const uint8_t *payload,
 			s->n);
 		return -1;
 	}
-	return retire(rd, c, now, counted ? lat : UINT64_MAX);
+	return retire(rd, c, now, lat);
 }
 
 /* The request at the ring's head is answered (lat UINT64_MAX: after the measured window):
@@ -394,10 +397,6 @@ static int on_resp_reply(struct rdriver *rd, struct rconn *c, const uint8_t *lin
 			 size_t line_len, uint64_t now)
 {
 	struct db_result *r = &rd->d->r;
-	if (!c->inflight) {
-		db_fail(r, "a reply (%zu bytes) arrived with no request in flight", line_len);
-		return -1;
-	}
 	if (line_len != 3 || memcmp(line, "+OK", 3) != 0) {
 		if (line_len && line[0] == '-')
 			r->errors++;
@@ -405,26 +404,25 @@ static int on_resp_reply(struct rdriver *rd, struct rconn *c, const uint8_t *lin
 			(const char *)line);
 		return -1;
 	}
-	bool counted = rd->p->ops || now <= rd->deadline;
-	uint64_t lat = now - c->slots[c->head].t0;
-	if (counted) {
+	uint64_t lat = reply_latency(rd, c, now);
+	if (lat != UINT64_MAX) {
 		db_hist_add(&r->alloc_lat, lat);
 		r->allocs++;
 		r->resp_bytes = 5;
 	}
-	return retire(rd, c, now, counted ? lat : UINT64_MAX);
+	return retire(rd, c, now, lat);
 }
 
-/* Position after the next whole reply in c's input from pos (line_len: its length without
- * the CRLF), or 0 when it is not all there yet. */
-static size_t next_reply(struct rdriver *rd, struct rconn *c, size_t pos, size_t *line_len)
+/* Position after the next whole reply in c's input from pos (*len: its payload, without a
+ * frame header or CRLF), 0 when it is not all there yet, SIZE_MAX when the framing broke. */
+static size_t next_reply(struct rdriver *rd, struct rconn *c, size_t pos, size_t *len)
 {
 	if (rd->p->mode == DB_RESP) {
 		const uint8_t *nl = memchr(c->in + pos, '\n', c->in_len - pos);
 		if (!nl)
 			return 0;
 		size_t end = (size_t)(nl - c->in) + 1;
-		*line_len = end - pos - (end - pos >= 2 && nl[-1] == '\r' ? 2 : 1);
+		*len = end - pos - (end - pos >= 2 && nl[-1] == '\r' ? 2 : 1);
 		return end;
 	}
 	size_t plen;
@@ -432,11 +430,9 @@ static size_t next_reply(struct rdriver *rd, struct rconn *c, size_t pos, size_t
 	    vad_frame_peek(c->in + pos, c->in_len - pos, IN_CAP - VAD_FRAME_HEADER, &plen);
 	if (st == VAD_FRAME_NEED_MORE)
 		return 0;
-	if (st != VAD_FRAME_READY) {
-		*line_len = SIZE_MAX;
-		return 0;
-	}
-	*line_len = plen;
+	if (st != VAD_FRAME_READY)
+		return SIZE_MAX;
+	*len = plen;
 	return pos + VAD_FRAME_HEADER + plen;
 }
 
@@ -447,7 +443,7 @@ static int process_input(struct rdriver *rd, struct rconn *c, uint64_t now)
 	for (;;) {
 		size_t len = 0;
 		size_t end = next_reply(rd, c, pos, &len);
-		if (!end && len == SIZE_MAX) {
+		if (end == SIZE_MAX) {
 			db_fail(&rd->d->r, "broken framing from the daemon");
 			return -1;
 		}
@@ -457,6 +453,11 @@ static int process_input(struct rdriver *rd, struct rconn *c, uint64_t now)
 		}
 		if (!end)
 			break;
+		if (!c->inflight) {
+			db_fail(&rd->d->r, "a reply (%zu bytes) arrived with no request in flight",
+				len);
+			return -1;
+		}
 		int rc = rd->p->mode == DB_RESP
 			     ? on_resp_reply(rd, c, c->in + pos, len, now)
 			     : on_reply(rd, c, c->in + end - len, len, now);

@@ -26,14 +26,8 @@ static const char *const default_keys[][2] = {
 int vt_daemon_init(struct vt_daemon *d)
 {
 	memset(d, 0, sizeof(*d));
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || !*tmp)
-		tmp = "/tmp";
-	snprintf(d->dir, sizeof(d->dir), "%s/itest-vad.XXXXXX", tmp);
-	if (!mkdtemp(d->dir)) {
-		fprintf(stderr, "harness: mkdtemp %s: %s\n", d->dir, strerror(errno));
+	if (vt_make_temp_dir(d->dir, sizeof(d->dir), "itest-vad") != 0)
 		return -1;
-	}
 	/* Children that drop to nobody must reach the socket inside. */
 	if (chmod(d->dir, 0755) != 0) {
 		fprintf(stderr, "harness: chmod %s: %s\n", d->dir, strerror(errno));

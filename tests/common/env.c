@@ -120,3 +120,21 @@ bool vt_contains(const char *haystack, const char *needle)
 {
 	return haystack && strcasestr(haystack, needle) != NULL;
 }
+
+int vt_make_temp_dir(char *buf, size_t cap, const char *prefix)
+{
+	const char *tmp = getenv("TMPDIR");
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	int n = snprintf(buf, cap, "%s/%s.XXXXXX", tmp, prefix);
+	if (n < 0 || (size_t)n >= cap) {
+		fprintf(stderr, "harness: temporary directory path %s/%s.XXXXXX is too long\n", tmp,
+			prefix);
+		return -1;
+	}
+	if (!mkdtemp(buf)) {
+		fprintf(stderr, "harness: mkdtemp %s: %s\n", buf, strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -57,6 +57,10 @@ void vt_sleep_ms(int ms);
 /* Are we root (needed for the uid-switching tests)? */
 bool vt_is_root(void);
 
+/* Make a fresh directory $TMPDIR/prefix.XXXXXX ($TMPDIR unset: /tmp) and put its path in
+ * buf; 0, or -1 with the reason printed. */
+int vt_make_temp_dir(char *buf, size_t cap, const char *prefix);
+
 /* ---- the daemon -------------------------------------------------------------------- */
 
 struct vt_daemon {

@@ -116,7 +116,7 @@ static void test_daemon_requests_counted_and_freed(void **state)
 /* ---- a small RESP server ------------------------------------------------------------------ */
 
 struct resp_server {
-	char dir[32], path[64];
+	char dir[80], path[96];
 	int listen_fd;
 	const char *reply; /* sent for each whole SET; NULL: hang up at the first */
 	int conns;	   /* connections to serve before it returns */
@@ -185,8 +185,7 @@ static void *resp_serve(void *arg)
 static void resp_start(struct resp_server *r, const char *reply, int conns)
 {
 	memset(r, 0, sizeof(*r));
-	snprintf(r->dir, sizeof(r->dir), "/tmp/vt-resp.XXXXXX");
-	assert_non_null(mkdtemp(r->dir));
+	assert_int_equal(0, vt_make_temp_dir(r->dir, sizeof(r->dir), "vt-resp"));
 	snprintf(r->path, sizeof(r->path), "%s/redis.sock", r->dir);
 	r->reply = reply;
 	r->conns = conns;

@@ -514,13 +514,18 @@ static void test_shipped_config(void **state)
 
 /* ---- worker_balance ------------------------------------------------------------------- */
 
-static enum vad_worker_balance balance_of(const char *text)
+/* The settings text loads to, arenas freed: only its scalar fields are for reading. */
+static struct vad_config settings_of(const char *text)
 {
 	struct vad_config cfg;
 	load_ok(text, &cfg);
-	enum vad_worker_balance b = cfg.worker_balance;
 	vad_config_free(&cfg);
-	return b;
+	return cfg;
+}
+
+static enum vad_worker_balance balance_of(const char *text)
+{
+	return settings_of(text).worker_balance;
 }
 
 static void test_balance_default_is_adaptive(void **state)
@@ -557,11 +562,7 @@ static void test_balance_refusals(void **state)
 
 static double spread_idle_of(const char *text)
 {
-	struct vad_config cfg;
-	load_ok(text, &cfg);
-	double d = cfg.worker_spread_idle;
-	vad_config_free(&cfg);
-	return d;
+	return settings_of(text).worker_spread_idle;
 }
 
 static void test_spread_idle_values(void **state)
