@@ -143,6 +143,7 @@ struct vad_arena_info {
 	uint64_t quantum; /* allocation unit in bytes */
 	const char *backing; /* "memfd" or the backing directory */
 	int allowed;	  /* nonzero: the asking peer may allocate in it */
+	int unsealed;	  /* nonzero: its file is not sealed against resizing (accept_unsealed) */
 };
 
 /* Every counter the daemon keeps for one arena (vad.ArenaStats). */
@@ -154,6 +155,7 @@ struct vad_arena_stats {
 	uint64_t largest_free;
 	uint64_t allocs, frees, fails, drains;
 	uint64_t released_bytes, release_calls, pool_hits;
+	uint64_t resident_bytes; /* bytes of the arena file backed by memory now */
 };
 
 /* Daemon-wide figures plus per-arena statistics (vad.StatsReply). */

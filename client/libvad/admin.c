@@ -115,6 +115,7 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 		    .released_bytes = a->released_bytes,
 		    .release_calls = a->release_calls,
 		    .pool_hits = a->pool_hits,
+		    .resident_bytes = a->resident_bytes,
 		};
 	}
 	vad__response__free_unpacked(r, NULL);
@@ -152,6 +153,7 @@ int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n)
 		    .quantum = a->quantum,
 		    .backing = stash(&cursor, a->backing),
 		    .allowed = a->allowed,
+		    .unsealed = a->unsealed,
 		};
 	}
 	*n = rep->n_arenas;
