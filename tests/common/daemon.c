@@ -174,6 +174,7 @@ int vt_daemon_start_opts(struct vt_daemon *d, const struct vt_start_opts *opts)
 		fprintf(stderr, "harness: open %s: %s\n", d->log_path, strerror(errno));
 		return -1;
 	}
+	const char *bin = opts && opts->as_nobody ? vt_nobody_path(d->vad_bin) : d->vad_bin;
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -215,8 +216,8 @@ int vt_daemon_start_opts(struct vt_daemon *d, const struct vt_start_opts *opts)
 		}
 		if (opts && opts->as_nobody && vt_become_nobody() != 0)
 			_exit(126);
-		execl(d->vad_bin, "vad", "-c", d->conf_path, "--foreground", (char *)NULL);
-		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", d->vad_bin, strerror(errno));
+		execl(bin, "vad", "-c", d->conf_path, "--foreground", (char *)NULL);
+		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", bin, strerror(errno));
 		_exit(127);
 	}
 	close(logfd);

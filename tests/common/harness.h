@@ -39,6 +39,10 @@ enum vt_mode { VT_MODE_NORMAL, VT_MODE_ASAN, VT_MODE_TSAN };
 /* The build directory holding vad and vactl: $VAD_BUILD_DIR or "build", made absolute. */
 const char *vt_build_dir(void);
 
+/* path itself when uid nobody can execute it, else a copy of it in a
+ * directory nobody can reach, made once per test process and removed at exit. */
+const char *vt_nobody_path(const char *path);
+
 /* $VAD_TEST_MODE as an enum (unset or unknown: normal). */
 enum vt_mode vt_mode(void);
 

@@ -119,7 +119,7 @@ int vt_daemon_wrap_unprivileged(struct vt_daemon *d, int nofile, bool hard_too)
 		fprintf(f,
 			"exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups "
 			"--inh-caps=-all %s \"$@\"\n",
-			d->vad_bin);
+			vt_nobody_path(d->vad_bin));
 	else
 		fprintf(f, "exec %s \"$@\"\n", d->vad_bin);
 	if (fclose(f) != 0 || chmod(path, 0755) != 0) {

@@ -59,6 +59,7 @@ static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, 
 		close(out[1]);
 		return -1;
 	}
+	const char *bin = as_nobody ? vt_nobody_path(argv[0]) : argv[0];
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -77,8 +78,8 @@ static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, 
 		unsetenv("VAD_SOCKET");
 		if (as_nobody && vt_become_nobody() != 0)
 			_exit(126);
-		execv(argv[0], argv);
-		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", argv[0], strerror(errno));
+		execv(bin, argv);
+		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", bin, strerror(errno));
 		_exit(127);
 	}
 	close(in[0]);
