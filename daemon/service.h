@@ -35,6 +35,7 @@ struct vad_event {
 	uint64_t ts_ms;
 	char kind[32];
 	char *detail; /* may be NULL */
+	bool client;  /* caused by a client session (a refusal, an admin's purge) */
 	struct vad_event *next;
 };
 
@@ -58,8 +59,10 @@ struct vad_service {
 	pthread_mutex_t reload_lock;
 	pthread_mutex_t events_lock;
 	struct vad_event *events,
-	    **events_tail; /* oldest first, until the stats thread takes them */
-	unsigned n_events;
+	    **events_tail;	  /* oldest first, until the stats thread takes them */
+	unsigned n_events;	  /* daemon-level events in the queue */
+	unsigned n_client_events; /* client-caused events in the queue */
+	uint64_t events_dropped;  /* client-caused events refused since the last take */
 };
 
 /* Build the service over opened arenas; on success it owns the array and each arena, on
@@ -77,11 +80,24 @@ struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, u
  * in detail, or -1 with the file:line reason (the old limits stay). Thread-safe. */
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len);
 
-/* Queue an event (start, stop, reload, ...) for the stats database; thread-safe, bounded
- * (the oldest are dropped when nobody takes them). */
+/* Daemon-level events the queue keeps between two snapshots (then the oldest go). */
+#define VAD_EVENTS_DAEMON_MAX 1024
+
+/* Client-caused events the queue keeps between two snapshots; more are dropped and counted
+ * (one "events-dropped" row says how many), so clients never push out daemon events. */
+#define VAD_EVENTS_CLIENT_MAX 256
+
+/* Queue a daemon-level event (start, stop, reload, ...) for the stats database; thread-safe,
+ * bounded by VAD_EVENTS_DAEMON_MAX; client-caused events never push it out. */
 void vad_service_event(struct vad_service *svc, const char *kind, const char *detail);
 
-/* Take every queued event, oldest first (free with vad_events_free). */
+/* Queue an event a client caused (a refusal, a purge); thread-safe; past
+ * VAD_EVENTS_CLIENT_MAX queued it is dropped and counted. Sessions rate-limit their own
+ * (vad_session_event). */
+void vad_service_client_event(struct vad_service *svc, const char *kind, const char *detail);
+
+/* Take every queued event, oldest first, then an "events-dropped" one if client-caused
+ * events were dropped since the last take (free with vad_events_free). */
 struct vad_event *vad_service_take_events(struct vad_service *svc);
 
 /* Free a list of events. */
