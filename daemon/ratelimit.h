@@ -19,6 +19,13 @@
 /* Then one more per this many milliseconds: one per second. */
 #define VAD_RATE_PERIOD_MS 1000u
 
+/* Daemon-level events the queue keeps between two snapshots (then the oldest go). */
+#define VAD_EVENTS_DAEMON_MAX 1024
+
+/* Client-caused events the queue keeps between two snapshots; more are dropped and counted
+ * (one "events-dropped" row says how many), so clients never push out daemon events. */
+#define VAD_EVENTS_CLIENT_MAX 256
+
 struct vad_rate {
 	uint64_t refill_ms;  /* when tokens was last brought up to date (0: never used) */
 	unsigned tokens;     /* left of the burst */

@@ -16,6 +16,7 @@
 #include "arena.h"
 #include "config.h"
 #include "latency.h"
+#include "ratelimit.h"
 #include "registry.h"
 
 /* The daemon version reported by hello. */
@@ -80,15 +81,8 @@ struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, u
  * in detail, or -1 with the file:line reason (the old limits stay). Thread-safe. */
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len);
 
-/* Daemon-level events the queue keeps between two snapshots (then the oldest go). */
-#define VAD_EVENTS_DAEMON_MAX 1024
-
-/* Client-caused events the queue keeps between two snapshots; more are dropped and counted
- * (one "events-dropped" row says how many), so clients never push out daemon events. */
-#define VAD_EVENTS_CLIENT_MAX 256
-
 /* Queue a daemon-level event (start, stop, reload, ...) for the stats database; thread-safe,
- * bounded by VAD_EVENTS_DAEMON_MAX; client-caused events never push it out. */
+ * bounded by VAD_EVENTS_DAEMON_MAX (ratelimit.h); client-caused events never push it out. */
 void vad_service_event(struct vad_service *svc, const char *kind, const char *detail);
 
 /* Queue an event a client caused (a refusal, a purge); thread-safe; past
