@@ -71,25 +71,65 @@ const char *vad_op_name(Vad__Request__OpCase op)
 /* Room for exact_size's longest form. */
 #define EXACT_BUF 64
 
-/* v for a message that compares sizes: "16 GiB" when that is exact, otherwise the bytes and
- * a breakdown, "17179873280 B (16 GiB + 4 KiB)", so a rounded form never hides a difference. */
-static const char *exact_size(uint64_t v, char *buf, size_t len)
+static const char *const size_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+
+/* The largest binary unit not above v (index into size_units; 0 below 1 KiB). */
+static unsigned size_unit(uint64_t v, uint64_t *unit)
 {
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	unsigned i = 0;
-	uint64_t unit = 1;
-	while (i + 1 < sizeof(units) / sizeof(units[0]) && v / unit >= 1024) {
-		unit <<= 10;
+	*unit = 1;
+	while (i + 1 < sizeof(size_units) / sizeof(size_units[0]) && v / *unit >= 1024) {
+		*unit <<= 10;
 		i++;
 	}
-	if (v % unit == 0) {
-		snprintf(buf, len, "%" PRIu64 " %s", v / unit, units[i]);
-		return buf;
-	}
-	char rest[32];
-	snprintf(buf, len, "%" PRIu64 " B (%" PRIu64 " %s + %s)", v, v / unit, units[i],
-		 vad_format_size(v % unit, rest, sizeof(rest)));
+	return i;
+}
+
+static const char *exact_size_as(uint64_t v, bool bytes, char *buf, size_t len);
+
+/* Is v a whole number of its largest unit ("16 GiB", "512 B"), so the short form is exact? */
+static bool size_is_round(uint64_t v)
+{
+	uint64_t unit;
+	size_unit(v, &unit);
+	return v % unit == 0;
+}
+
+/* v for a message that compares sizes: "16 GiB" when that is exact (or bytes is false and it
+ * is), otherwise the bytes and a breakdown, "17179873280 B (16 GiB + 4 KiB)", so a rounded
+ * form never hides a difference. */
+static const char *exact_size_as(uint64_t v, bool bytes, char *buf, size_t len)
+{
+	uint64_t unit;
+	unsigned i = size_unit(v, &unit);
+	char rest[40] = "", part[32];
+	if (v % unit)
+		snprintf(rest, sizeof(rest), " + %s",
+			 size_is_round(v % unit)
+			     ? exact_size_as(v % unit, false, part, sizeof(part))
+			     : vad_format_size(v % unit, part, sizeof(part)));
+	if (!bytes && !rest[0])
+		snprintf(buf, len, "%" PRIu64 " %s", v / unit, size_units[i]);
+	else if (i == 0)
+		snprintf(buf, len, "%" PRIu64 " B", v);
+	else
+		snprintf(buf, len, "%" PRIu64 " B (%" PRIu64 " %s%s)", v, v / unit, size_units[i],
+			 rest);
 	return buf;
+}
+
+static const char *exact_size(uint64_t v, char *buf, size_t len)
+{
+	return exact_size_as(v, false, buf, len);
+}
+
+/* Two sizes one message compares: both short when both are exact, otherwise both with their
+ * bytes, so the reader compares like with like. */
+static void exact_pair(uint64_t a, char *ba, uint64_t b, char *bb)
+{
+	bool bytes = !size_is_round(a) || !size_is_round(b);
+	exact_size_as(a, bytes, ba, EXACT_BUF);
+	exact_size_as(b, bytes, bb, EXACT_BUF);
 }
 
 /* An arena name (or any string) a client sent, escaped for a reply or a log line. */
@@ -261,10 +301,10 @@ static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struc
 	case VA_ENOSPC: {
 		struct va_stats st;
 		va_get_stats(a->vs, &st);
+		exact_pair(size, b1, st.largest_free, b2);
 		vad_reply_error(r, VAD__ERROR__ENOSPC,
 				"arena '%s' has no free range of %s (largest free block %s)%s",
-				a->conf.name, exact_size(size, b1, sizeof(b1)),
-				exact_size(st.largest_free, b2, sizeof(b2)), which);
+				a->conf.name, b1, b2, which);
 		vad_session_event(s, "alloc-failed", r->text);
 		break;
 	}
@@ -274,11 +314,11 @@ static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struc
 		break;
 	case VA_ESIZE:
 	case VA_EOVERFLOW:
+		exact_pair(size, b1, a->conf.size, b2);
 		vad_reply_error(r, VAD__ERROR__ESIZE,
 				"size %s with alignment %" PRIu64
 				" does not fit arena '%s' of %s%s",
-				exact_size(size, b1, sizeof(b1)), align, a->conf.name,
-				exact_size(a->conf.size, b2, sizeof(b2)), which);
+				b1, align, a->conf.name, b2, which);
 		break;
 	case VA_ENOMEM:
 		out_of_memory(r, "allocating range bookkeeping");
@@ -333,10 +373,10 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		return;
 	}
 	if (align > a->conf.size) {
+		exact_pair(align, b1, a->conf.size, b2);
 		vad_reply_error(r, VAD__ERROR__EALIGN,
-				"alignment %s exceeds the size of arena '%s' (%s)",
-				exact_size(align, b1, sizeof(b1)), a->conf.name,
-				exact_size(a->conf.size, b2, sizeof(b2)));
+				"alignment %s exceeds the size of arena '%s' (%s)", b1,
+				a->conf.name, b2);
 		return;
 	}
 
@@ -358,11 +398,12 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 			if (size == 0)
 				vad_reply_error(r, VAD__ERROR__ESIZE,
 						"size 0 cannot be allocated%s", which);
-			else
+			else {
+				exact_pair(size, b1, a->conf.size, b2);
 				vad_reply_error(r, VAD__ERROR__ESIZE,
-						"size %s exceeds arena '%s' of %s%s",
-						exact_size(size, b1, sizeof(b1)), a->conf.name,
-						exact_size(a->conf.size, b2, sizeof(b2)), which);
+						"size %s exceeds arena '%s' of %s%s", b1,
+						a->conf.name, b2, which);
+			}
 			return;
 		}
 		sizes[i] = (size + q - 1) & ~(q - 1); /* size <= arena size: no wrap */
@@ -385,12 +426,12 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		size_t fixed = 64 + strlen(a->conf.name); /* ids, tags, lengths, the name */
 		size_t need = fixed + n * per_offset + size_bytes;
 		if (need > l.max_frame) {
+			exact_pair(need, b1, l.max_frame, b2);
 			vad_reply_error(
 			    r, VAD__ERROR__ETOOBIG,
 			    "a batch of %zu ranges needs a reply (and a free request) of "
 			    "up to %s, more than max_frame %s; split it into smaller batches",
-			    n, exact_size(need, b1, sizeof(b1)),
-			    exact_size(l.max_frame, b2, sizeof(b2)));
+			    n, b1, b2);
 			return;
 		}
 	}

@@ -1570,7 +1570,7 @@ static void test_batch_fits_max_frame(void **state)
 	struct tclient *c = tc_hello(1000, 1000, "frames");
 	Vad__Response *r =
 	    expect_error(do_alloc(c, NULL, 4096, 0, 2000, NULL, 0), VAD__ERROR__ETOOBIG);
-	assert_non_null(strstr(r->message, "max_frame 4 KiB"));
+	assert_non_null(strstr(r->message, "max_frame 4096 B (4 KiB)"));
 	done(r);
 
 	/* The largest batch accepted: its reply and its free request both fit. */
