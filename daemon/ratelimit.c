@@ -12,20 +12,22 @@ uint64_t vad_rate_now_ms(void)
 
 static void refill(struct vad_rate *b, uint64_t now_ms)
 {
+	unsigned burst = b->burst ? b->burst : VAD_RATE_BURST;
+	unsigned period = b->period_ms ? b->period_ms : VAD_RATE_PERIOD_MS;
 	if (b->refill_ms == 0) { /* first use: a full burst */
-		b->tokens = VAD_RATE_BURST;
+		b->tokens = burst;
 		b->refill_ms = now_ms ? now_ms : 1;
 		return;
 	}
 	if (now_ms <= b->refill_ms)
 		return;
-	uint64_t gained = (now_ms - b->refill_ms) / VAD_RATE_PERIOD_MS;
-	if (gained >= VAD_RATE_BURST - b->tokens) {
-		b->tokens = VAD_RATE_BURST;
+	uint64_t gained = (now_ms - b->refill_ms) / period;
+	if (gained >= burst - b->tokens) {
+		b->tokens = burst;
 		b->refill_ms = now_ms;
 	} else {
 		b->tokens += (unsigned)gained;
-		b->refill_ms += gained * VAD_RATE_PERIOD_MS; /* keep the partial period */
+		b->refill_ms += gained * period; /* keep the partial period */
 	}
 }
 

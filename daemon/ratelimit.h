@@ -4,7 +4,8 @@
  * VAD_RATE_BURST tokens and gains one every VAD_RATE_PERIOD_MS, up to the burst; whatever
  * finds the bucket empty is counted as suppressed, and the count is reported (one summary
  * line and one event row) when the bucket lets something through again or the session ends.
- * A bucket belongs to one session, which one worker thread serves at a time: no lock.
+ * A session's bucket belongs to it, and one worker thread serves it at a time: no lock. The
+ * daemon-wide bucket for log lines (service.h) has its own lock.
  */
 #ifndef VAD_RATELIMIT_H
 #define VAD_RATELIMIT_H
@@ -26,7 +27,15 @@
  * (one "events-dropped" row says how many), so clients never push out daemon events. */
 #define VAD_EVENTS_CLIENT_MAX 256
 
+/* Log lines all client sessions together may cause at once, then one per
+ * VAD_RATE_ALL_PERIOD_MS (ten per second): a client that reconnects for a fresh burst each
+ * time meets this bound, which vad_service_client_log applies. */
+#define VAD_RATE_ALL_BURST     100u
+#define VAD_RATE_ALL_PERIOD_MS 100u
+
 struct vad_rate {
+	unsigned burst;	     /* 0: VAD_RATE_BURST */
+	unsigned period_ms;  /* 0: VAD_RATE_PERIOD_MS */
 	uint64_t refill_ms;  /* when tokens was last brought up to date (0: never used) */
 	unsigned tokens;     /* left of the burst */
 	uint64_t suppressed; /* refused since the last report */

@@ -102,15 +102,50 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	svc->next_session_id = 1;
 	pthread_mutex_init(&svc->reload_lock, NULL);
 	pthread_mutex_init(&svc->events_lock, NULL);
+	pthread_mutex_init(&svc->log_rate_lock, NULL);
+	svc->log_rate.burst = VAD_RATE_ALL_BURST;
+	svc->log_rate.period_ms = VAD_RATE_ALL_PERIOD_MS;
+	svc->log_suppressed_level = VAD_LOG_DEBUG;
 	svc->events_tail = &svc->events;
 	*out = svc;
 	return 0;
+}
+
+/* Log what the daemon-wide bucket suppressed since its last report (with log_rate_lock held,
+ * or alone). */
+static void report_client_log_suppressed(struct vad_service *svc, uint64_t now)
+{
+	uint64_t span;
+	uint64_t n = vad_rate_collect(&svc->log_rate, now, &span);
+	if (!n)
+		return;
+	vad_log(svc->log_suppressed_level,
+		"%" PRIu64 " log lines of client sessions suppressed daemon-wide in the last "
+		"%" PRIu64 ".%" PRIu64 " s (rate limit of all sessions together: %u at once, then "
+		"1 per %u ms)",
+		n, span / 1000, span % 1000 / 100, VAD_RATE_ALL_BURST, VAD_RATE_ALL_PERIOD_MS);
+	svc->log_suppressed_level = VAD_LOG_DEBUG;
+}
+
+bool vad_service_client_log(struct vad_service *svc, int level)
+{
+	uint64_t now = vad_rate_now_ms();
+	pthread_mutex_lock(&svc->log_rate_lock);
+	bool ok = vad_rate_take(&svc->log_rate, now);
+	if (ok)
+		report_client_log_suppressed(svc, now);
+	else if (level < svc->log_suppressed_level)
+		svc->log_suppressed_level = level;
+	pthread_mutex_unlock(&svc->log_rate_lock);
+	return ok;
 }
 
 void vad_service_destroy(struct vad_service *svc)
 {
 	if (!svc)
 		return;
+	report_client_log_suppressed(svc, vad_rate_now_ms());
+	pthread_mutex_destroy(&svc->log_rate_lock);
 	vad_registry_free(svc->reg);
 	free(svc->alloc_latency);
 	close_arenas(svc->arenas, svc->n_arenas);

@@ -64,6 +64,9 @@ struct vad_service {
 	unsigned n_events;	  /* daemon-level events in the queue */
 	unsigned n_client_events; /* client-caused events in the queue */
 	uint64_t events_dropped;  /* client-caused events refused since the last take */
+	pthread_mutex_t log_rate_lock;
+	struct vad_rate log_rate; /* log lines of all client sessions together */
+	int log_suppressed_level; /* the most severe level among those it suppressed */
 };
 
 /* Build the service over opened arenas; on success it owns the array and each arena, on
@@ -89,6 +92,11 @@ void vad_service_event(struct vad_service *svc, const char *kind, const char *de
  * VAD_EVENTS_CLIENT_MAX queued it is dropped and counted. Sessions rate-limit their own
  * (vad_session_event). */
 void vad_service_client_event(struct vad_service *svc, const char *kind, const char *detail);
+
+/* May a line a client session caused (level, already within that session's own limit) be
+ * logged? Applies the daemon-wide bucket (VAD_RATE_ALL_BURST); what it refuses is counted,
+ * and the count is logged when it lets a line through again or the service is destroyed. */
+bool vad_service_client_log(struct vad_service *svc, int level);
 
 /* Take every queued event, oldest first, then an "events-dropped" one if client-caused
  * events were dropped since the last take (free with vad_events_free). */

@@ -72,10 +72,9 @@ static void report_suppressed(struct vad_session *s, uint64_t now)
 		 " s (rate limit: %u at once, then 1 per %u ms)",
 		 (unsigned long long)s->id, s->name, (unsigned)s->peer.uid, what, span / 1000,
 		 span % 1000 / 100, VAD_RATE_BURST, VAD_RATE_PERIOD_MS);
-	if (lines)
-		vad_log(s->suppressed_level, "%s", text);
-	else
-		log_info("%s", text);
+	int level = lines ? s->suppressed_level : VAD_LOG_INFO;
+	if (vad_log_enabled(level) && vad_service_client_log(s->svc, level))
+		vad_log(level, "%s", text);
 	s->suppressed_level = VAD_LOG_DEBUG;
 	vad_service_client_event(s->svc, "rate-limited", text);
 }
@@ -91,6 +90,8 @@ void vad_session_log(struct vad_session *s, int level, const char *fmt, ...)
 		return;
 	}
 	report_suppressed(s, now);
+	if (!vad_service_client_log(s->svc, level))
+		return; /* counted by the daemon-wide bucket */
 	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);

@@ -417,6 +417,66 @@ static void test_three_second_flood(void **state)
 	assert_int_equal(fails, ec.failed + ec.suppressed);
 }
 
+/* ---- a client that reconnects for a fresh burst each time ------------------------------- */
+
+#define RECONNECTS	300
+#define OPS_PER_SESSION 20
+
+static void reconnect_child(const struct vt_daemon *d, int sessions)
+{
+	VT_CHILD_CHECK(vt_become_nobody() == 0, "cannot drop privileges");
+	for (int i = 0; i < sessions; i++) {
+		struct vt_raw r;
+		VT_CHILD_CHECK(flood_open(&r, d, "again", false) == 0, "connect %d", i);
+		VT_CHILD_CHECK(pipeline(&r, OPS_PER_SESSION, make_admin_op, VAD__ERROR__EPERM) == 0,
+			       "admin flood %d", i);
+		vt_raw_close(&r);
+	}
+	_exit(0);
+}
+
+static void test_reconnecting_flood(void **state)
+{
+	struct vt_daemon *d = *state;
+	if (!vt_is_root()) {
+		print_message("skipped: an unprivileged client needs root to switch to nobody\n");
+		skip();
+	}
+	assert_int_equal(0, vt_daemon_setup(d, flood_vad_extra, flood_arenas));
+	int sessions = vt_scale(RECONNECTS);
+	uint64_t t0 = vt_now_ns();
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		reconnect_child(d, sessions);
+	assert_int_equal(0, vt_wait_child(pid, vt_timeout_ms(120000)));
+	struct vad_stats s;
+	assert_int_equal(0, vt_wait_busy(d, 0, 1, vt_timeout_ms(5000), &s)); /* all gone */
+	double seconds = (double)(vt_now_ns() - t0) / 1e9;
+	assert_int_equal(0, vt_daemon_stop(d));
+
+	struct log_counts lc;
+	count_log(d, "again", &lc);
+	char *log = read_file(d->log_path);
+	assert_non_null(log);
+	unsigned wide = 0;
+	for (const char *p = log; (p = strstr(p, "suppressed daemon-wide")); p++)
+		wide++;
+	free(log);
+	/* All sessions together get the daemon-wide burst and rate, and its summaries. */
+	unsigned tokens =
+	    VAD_RATE_ALL_BURST + (unsigned)(seconds * 1000.0 / VAD_RATE_ALL_PERIOD_MS) + 1;
+	unsigned bound = 2 * tokens + 1;
+	print_message("%d sessions of %d refused admin operations in %.1f s: %u log lines about "
+		      "them, %u daemon-wide summaries (bound %u)\n",
+		      sessions, OPS_PER_SESSION, seconds, lc.lines, wide, bound);
+	if (lc.lines + wide > bound)
+		fail_msg("%u log lines in %.1f s from sessions that reconnect, more than %u",
+			 lc.lines + wide, seconds, bound);
+	if ((unsigned)sessions * OPS_PER_SESSION > bound)
+		assert_true(wide >= 1); /* what was cut is counted */
+}
+
 /* ---- many sessions cause events at once -------------------------------------------------- */
 
 #define SESSIONS	  40
@@ -467,6 +527,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    VT_OWN_DAEMON_TEST(test_one_session_flood),
 	    VT_OWN_DAEMON_TEST(test_three_second_flood),
+	    VT_OWN_DAEMON_TEST(test_reconnecting_flood),
 	    VT_OWN_DAEMON_TEST(test_client_events_keep_daemon_events),
 	};
 	return cmocka_run_group_tests_name("flood", tests, NULL, NULL);
