@@ -68,6 +68,80 @@ const char *vad_op_name(Vad__Request__OpCase op)
 
 #define SZ(b, v) vad_format_size((v), (b), sizeof(b))
 
+/* Room for exact_size's longest form. */
+#define EXACT_BUF 64
+
+static const char *const size_units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+
+/* The largest binary unit not above v (index into size_units; 0 below 1 KiB). */
+static unsigned size_unit(uint64_t v, uint64_t *unit)
+{
+	unsigned i = 0;
+	*unit = 1;
+	while (i + 1 < sizeof(size_units) / sizeof(size_units[0]) && v / *unit >= 1024) {
+		*unit <<= 10;
+		i++;
+	}
+	return i;
+}
+
+static const char *exact_size_as(uint64_t v, bool bytes, char *buf, size_t len);
+
+/* Is v a whole number of its largest unit ("16 GiB", "512 B"), so the short form is exact? */
+static bool size_is_round(uint64_t v)
+{
+	uint64_t unit;
+	size_unit(v, &unit);
+	return v % unit == 0;
+}
+
+/* v for a message that compares sizes: "16 GiB" when that is exact (or bytes is false and it
+ * is), otherwise the bytes and a breakdown, "17179873280 B (16 GiB + 4 KiB)", so a rounded
+ * form never hides a difference. */
+static const char *exact_size_as(uint64_t v, bool bytes, char *buf, size_t len)
+{
+	uint64_t unit;
+	unsigned i = size_unit(v, &unit);
+	char rest[40] = "", part[32];
+	if (v % unit)
+		snprintf(rest, sizeof(rest), " + %s",
+			 size_is_round(v % unit)
+			     ? exact_size_as(v % unit, false, part, sizeof(part))
+			     : vad_format_size(v % unit, part, sizeof(part)));
+	if (!bytes && !rest[0])
+		snprintf(buf, len, "%" PRIu64 " %s", v / unit, size_units[i]);
+	else if (i == 0)
+		snprintf(buf, len, "%" PRIu64 " B", v);
+	else
+		snprintf(buf, len, "%" PRIu64 " B (%" PRIu64 " %s%s)", v, v / unit, size_units[i],
+			 rest);
+	return buf;
+}
+
+static const char *exact_size(uint64_t v, char *buf, size_t len)
+{
+	return exact_size_as(v, false, buf, len);
+}
+
+/* Two sizes one message compares: both short when both are exact, otherwise both with their
+ * bytes, so the reader compares like with like. */
+static void exact_pair(uint64_t a, char *ba, uint64_t b, char *bb)
+{
+	bool bytes = !size_is_round(a) || !size_is_round(b);
+	exact_size_as(a, bytes, ba, EXACT_BUF);
+	exact_size_as(b, bytes, bb, EXACT_BUF);
+}
+
+/* An arena name (or any string) a client sent, escaped for a reply or a log line. */
+#define ESC(b, str) vad_escape((str), (b), sizeof(b))
+
+static void no_such_arena(struct vad_reply *r, const char *name)
+{
+	char e[VAD_ESCAPE_BUF];
+	vad_reply_error(r, VAD__ERROR__ENOARENA,
+			"no arena named '%s'; 'vactl arenas' lists the arenas", ESC(e, name));
+}
+
 /* Bytes of v as a protobuf varint. */
 static size_t varint_len(uint64_t v)
 {
@@ -108,8 +182,7 @@ static struct vad_arena *use_arena(struct vad_session *s, const char *name, unsi
 {
 	struct vad_arena *a = vad_service_arena(s->svc, name, index);
 	if (!a) {
-		vad_reply_error(r, VAD__ERROR__ENOARENA,
-				"no arena named '%.64s'; 'vactl arenas' lists the arenas", name);
+		no_such_arena(r, name);
 		return NULL;
 	}
 	if (!s->allowed[*index]) {
@@ -138,8 +211,8 @@ static void quota_error(struct vad_session *s, struct vad_reply *r, enum vad_quo
 				"quota exceeded: uid %u holds %s of %s; this request needs %s more",
 				(unsigned)s->peer.uid, SZ(h, held), SZ(q, l.quota_uid),
 				SZ(w, want));
-	/* Operators look for refusals in vactl history; the queue is bounded. */
-	vad_service_event(s->svc, "quota-refused", r->text);
+	/* Operators look for refusals in vactl history; the session's event rate is bounded. */
+	vad_session_event(s, "quota-refused", r->text);
 }
 
 static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
@@ -156,8 +229,9 @@ static bool admin_allowed(struct vad_session *s, const char *op, struct vad_repl
 		    "admin operation '%s' needs root or the daemon's user (uid %u); set "
 		    "admin_group in vad.conf to allow a group",
 		    op, (unsigned)s->svc->daemon_uid);
-	log_info("session %llu (pid %d, uid %u, '%s'): refused admin operation '%s'",
-		 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->name, op);
+	vad_session_log(
+	    s, VAD_LOG_INFO, "session %llu (pid %d, uid %u, '%s'): refused admin operation '%s'",
+	    (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->name, op);
 	return false;
 }
 
@@ -186,17 +260,14 @@ static void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_
 				"the client speaks vad protocol version %u but this daemon speaks "
 				"version %d; use a libvad that matches the daemon",
 				m->version, VAD_PROTOCOL_VERSION);
-		log_info("session %llu (pid %d, uid %u): refused protocol version %u",
-			 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid,
-			 m->version);
+		vad_session_log(
+		    s, VAD_LOG_INFO, "session %llu (pid %d, uid %u): refused protocol version %u",
+		    (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, m->version);
 		return;
 	}
 	char name[VAD_NAME_MAX + 1];
-	size_t n = 0;
-	for (const char *p = m->name; p && *p && n < VAD_NAME_MAX; p++)
-		name[n++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?'; /* listings stay printable */
-	name[n] = '\0';
-	if (!n)
+	vad_escape(m->name, name, sizeof(name)); /* listings, logs and replies stay printable */
+	if (!name[0])
 		snprintf(name, sizeof(name), "pid %d", (int)s->peer.pid);
 
 	pthread_mutex_lock(&s->svc->reg->holders_lock); /* listings read the name under it */
@@ -223,17 +294,18 @@ static void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_
 static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struct vad_arena *a,
 			 int rc, uint64_t size, uint64_t align, size_t i, size_t n)
 {
-	char b1[32], b2[32], which[80] = "";
+	char b1[EXACT_BUF], b2[EXACT_BUF], which[80] = "";
 	if (n > 1)
 		snprintf(which, sizeof(which), " (range %zu of %zu; none kept)", i + 1, n);
 	switch (rc) {
 	case VA_ENOSPC: {
 		struct va_stats st;
 		va_get_stats(a->vs, &st);
+		exact_pair(size, b1, st.largest_free, b2);
 		vad_reply_error(r, VAD__ERROR__ENOSPC,
 				"arena '%s' has no free range of %s (largest free block %s)%s",
-				a->conf.name, SZ(b1, size), SZ(b2, st.largest_free), which);
-		vad_service_event(s->svc, "alloc-failed", r->text);
+				a->conf.name, b1, b2, which);
+		vad_session_event(s, "alloc-failed", r->text);
 		break;
 	}
 	case VA_EALIGN:
@@ -242,9 +314,11 @@ static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struc
 		break;
 	case VA_ESIZE:
 	case VA_EOVERFLOW:
+		exact_pair(size, b1, a->conf.size, b2);
 		vad_reply_error(r, VAD__ERROR__ESIZE,
-				"size %s with alignment %" PRIu64 " does not fit arena '%s' (%s)%s",
-				SZ(b1, size), align, a->conf.name, SZ(b2, a->conf.size), which);
+				"size %s with alignment %" PRIu64
+				" does not fit arena '%s' of %s%s",
+				b1, align, a->conf.name, b2, which);
 		break;
 	case VA_ENOMEM:
 		out_of_memory(r, "allocating range bookkeeping");
@@ -252,8 +326,9 @@ static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struc
 	default:
 		vad_reply_error(r, VAD__ERROR__EINTERNAL, "the allocator failed: %s%s",
 				va_strerror(rc), which);
-		log_err("session %llu: va_alloc(%" PRIu64 ", %" PRIu64 ") in '%s': %s",
-			(unsigned long long)s->id, size, align, a->conf.name, va_strerror(rc));
+		vad_session_log(
+		    s, VAD_LOG_ERR, "session %llu: va_alloc(%" PRIu64 ", %" PRIu64 ") in '%s': %s",
+		    (unsigned long long)s->id, size, align, a->conf.name, va_strerror(rc));
 		break;
 	}
 }
@@ -265,8 +340,24 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	if (!a)
 		return;
 	struct vad_limits l = vad_service_limits(s->svc);
+	char b1[EXACT_BUF], b2[EXACT_BUF];
+	/* Either count ranges of size, or one per entry of sizes: never both readings at once. */
+	if (m->n_sizes && m->count && m->count != m->n_sizes) {
+		vad_reply_error(
+		    r, VAD__ERROR__EINVAL,
+		    "count %u does not match the %zu sizes given; send count 0 (or %zu) "
+		    "with a list of sizes",
+		    m->count, m->n_sizes, m->n_sizes);
+		return;
+	}
+	if (m->n_sizes && m->size) {
+		vad_reply_error(r, VAD__ERROR__EINVAL,
+				"size %" PRIu64 " and a list of %zu sizes were both given; send "
+				"one or the other",
+				m->size, m->n_sizes);
+		return;
+	}
 	size_t n = m->n_sizes ? m->n_sizes : (m->count ? m->count : 1);
-	char b1[32], b2[32];
 
 	if (n > l.max_batch) {
 		vad_reply_error(r, VAD__ERROR__ETOOBIG,
@@ -282,9 +373,10 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 		return;
 	}
 	if (align > a->conf.size) {
+		exact_pair(align, b1, a->conf.size, b2);
 		vad_reply_error(r, VAD__ERROR__EALIGN,
-				"alignment %s exceeds the size of arena '%s' (%s)", SZ(b1, align),
-				a->conf.name, SZ(b2, a->conf.size));
+				"alignment %s exceeds the size of arena '%s' (%s)", b1,
+				a->conf.name, b2);
 		return;
 	}
 
@@ -306,35 +398,40 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 			if (size == 0)
 				vad_reply_error(r, VAD__ERROR__ESIZE,
 						"size 0 cannot be allocated%s", which);
-			else
+			else {
+				exact_pair(size, b1, a->conf.size, b2);
 				vad_reply_error(r, VAD__ERROR__ESIZE,
-						"size %s exceeds arena '%s' (%s)%s", SZ(b1, size),
-						a->conf.name, SZ(b2, a->conf.size), which);
+						"size %s exceeds arena '%s' of %s%s", b1,
+						a->conf.name, b2, which);
+			}
 			return;
 		}
-		sizes[i] = (size + q - 1) & ~(q - 1);
-		total += sizes[i];
+		sizes[i] = (size + q - 1) & ~(q - 1); /* size <= arena size: no wrap */
 		size_bytes += varint_len(sizes[i]);
-		if (total > a->conf.size) {
-			vad_reply_error(r, VAD__ERROR__ESIZE,
-					"the batch totals more than arena '%s' holds (%s)",
-					a->conf.name, SZ(b2, a->conf.size));
+		/* Checked: however many sizes a batch has, the total never wraps to a small one. */
+		if (__builtin_add_overflow(total, sizes[i], &total) || total > a->conf.size) {
+			vad_reply_error(
+			    r, VAD__ERROR__ESIZE,
+			    "the batch totals more than arena '%s' holds (%s) by range %zu "
+			    "of %zu; ask for less",
+			    a->conf.name, exact_size(a->conf.size, b2, sizeof(b2)), i + 1, n);
 			return;
 		}
 	}
 	if (n > 1) {
 		/* The reply and the request that frees the batch again must fit max_frame too,
-		 * or the client could allocate what it cannot free in one request. */
+		 * or the client could allocate what it cannot free in one request. n is at most
+		 * max_batch, so these sums are far from wrapping. */
 		size_t per_offset = varint_len(a->conf.size - 1);
 		size_t fixed = 64 + strlen(a->conf.name); /* ids, tags, lengths, the name */
 		size_t need = fixed + n * per_offset + size_bytes;
 		if (need > l.max_frame) {
+			exact_pair(need, b1, l.max_frame, b2);
 			vad_reply_error(
 			    r, VAD__ERROR__ETOOBIG,
 			    "a batch of %zu ranges needs a reply (and a free request) of "
-			    "up to %s, more than max_frame %s; split it into smaller "
-			    "batches",
-			    n, SZ(b1, need), SZ(b2, l.max_frame));
+			    "up to %s, more than max_frame %s; split it into smaller batches",
+			    n, b1, b2);
 			return;
 		}
 	}
@@ -361,8 +458,8 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	/* One call for the batch: the allocator takes each node lock once per run of areas.
 	 * The range objects are the owner tags the consistency check compares against. */
 	if (rc == 0)
-		rc = va_alloc_batch(a->vs, n, sizes, align, (void *const *)ranges, offsets,
-				    &failed);
+		rc =
+		    va_alloc_batch(a->vs, n, sizes, align, (void *const *)ranges, offsets, &failed);
 	if (rc == 0) {
 		for (size_t i = 0; i < n; i++) {
 			ranges[i]->offset = offsets[i];
@@ -373,10 +470,11 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 			size_t freed = 0;
 			int frc = va_free_batch(a->vs, n, offsets, NULL, &freed);
 			if (frc < 0)
-				log_err("session %llu: giving back range 0x%" PRIx64
-					" of an alloc batch in '%s' failed: %s",
-					(unsigned long long)s->id, offsets[freed], a->conf.name,
-					va_strerror(frc));
+				vad_session_log(s, VAD_LOG_ERR,
+						"session %llu: giving back range 0x%" PRIx64
+						" of an alloc batch in '%s' failed: %s",
+						(unsigned long long)s->id, offsets[freed],
+						a->conf.name, va_strerror(frc));
 			rc = VA_ENOMEM;
 			failed = n;
 		}
@@ -407,9 +505,7 @@ static void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_re
 	unsigned ai;
 	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
 	if (!a) {
-		vad_reply_error(r, VAD__ERROR__ENOARENA,
-				"no arena named '%.64s'; 'vactl arenas' lists the arenas",
-				m->arena);
+		no_such_arena(r, m->arena);
 		return;
 	}
 	struct vad_limits l = vad_service_limits(s->svc);
@@ -470,10 +566,11 @@ static void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, stru
 					"%u arena fds sent on this connection are still unread; "
 					"read the replies before asking for arena '%s' again",
 					s->fds_unconfirmed, a->conf.name);
-			log_info("session %llu (pid %d, uid %u, '%s'): refused a map-arena with "
-				 "%u arena fds unread",
-				 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid,
-				 s->name, s->fds_unconfirmed);
+			vad_session_log(s, VAD_LOG_INFO,
+					"session %llu (pid %d, uid %u, '%s'): refused a map-arena "
+					"with %u arena fds unread",
+					(unsigned long long)s->id, (int)s->peer.pid,
+					(unsigned)s->peer.uid, s->name, s->fds_unconfirmed);
 			return;
 		}
 	}
@@ -491,9 +588,7 @@ static void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_
 	unsigned ai;
 	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
 	if (!a) {
-		vad_reply_error(r, VAD__ERROR__ENOARENA,
-				"no arena named '%.64s'; 'vactl arenas' lists the arenas",
-				m->arena);
+		no_such_arena(r, m->arena);
 		return;
 	}
 	int rc = vad_registry_share(s->svc->reg, &s->holder, ai, m->offset, r->token);
@@ -740,9 +835,7 @@ static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_
 	if (m->arena[0]) {
 		unsigned ai;
 		if (!vad_service_arena(svc, m->arena, &ai)) {
-			vad_reply_error(r, VAD__ERROR__ENOARENA,
-					"no arena named '%.64s'; 'vactl arenas' lists the arenas",
-					m->arena);
+			no_such_arena(r, m->arena);
 			return;
 		}
 		first = ai;
@@ -762,7 +855,8 @@ static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_
 	char detail[128];
 	snprintf(detail, sizeof(detail), "by '%s' (uid %u): released %" PRIu64 " bytes", s->name,
 		 (unsigned)s->peer.uid, released);
-	vad_service_event(svc, "purge", detail);
+	vad_service_client_event(svc, "purge",
+				 detail); /* only admins; never a daemon event's place */
 	vad__purge_reply__init(&r->u.purge);
 	r->u.purge.released_bytes = released;
 	r->resp.result_case = VAD__RESPONSE__RESULT_PURGE;
@@ -904,9 +998,7 @@ static void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_re
 	unsigned ai;
 	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
 	if (!a) {
-		vad_reply_error(r, VAD__ERROR__ENOARENA,
-				"no arena named '%.64s'; 'vactl arenas' lists the arenas",
-				m->arena);
+		no_such_arena(r, m->arena);
 		return;
 	}
 	/* A block costs at least 6 bytes on the wire: never keep more than one frame holds. */

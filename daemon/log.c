@@ -42,9 +42,9 @@ static const struct {
 	const char *name;
 	int level;
 } level_names[] = {
-	{ "err", VAD_LOG_ERR },	       { "error", VAD_LOG_ERR },   { "warning", VAD_LOG_WARNING },
-	{ "warn", VAD_LOG_WARNING },   { "notice", VAD_LOG_NOTICE }, { "info", VAD_LOG_INFO },
-	{ "debug", VAD_LOG_DEBUG },
+    {"err", VAD_LOG_ERR},      {"error", VAD_LOG_ERR},	   {"warning", VAD_LOG_WARNING},
+    {"warn", VAD_LOG_WARNING}, {"notice", VAD_LOG_NOTICE}, {"info", VAD_LOG_INFO},
+    {"debug", VAD_LOG_DEBUG},
 };
 
 int vad_log_level_from_name(const char *name)
@@ -74,6 +74,11 @@ static const char *level_word(int level)
 	default:
 		return "debug";
 	}
+}
+
+int vad_log_enabled(int level)
+{
+	return level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }
 
 void vad_log(int level, const char *fmt, ...)
@@ -121,4 +126,54 @@ void vad_log(int level, const char *fmt, ...)
 		end -= (size_t)w;
 	}
 	errno = saved_errno;
+}
+
+/* The escaped form of byte c in e (at most 4 characters); returns its length. */
+static size_t escape_byte(unsigned char c, char *e)
+{
+	static const char hex[] = "0123456789abcdef";
+	if (c == '\n' || c == '\r' || c == '\t' || c == '\\' || c == '\'' || c == '"') {
+		e[0] = '\\';
+		e[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : (char)c;
+		return 2;
+	}
+	if (c < 0x20 || c > 0x7e) {
+		e[0] = '\\';
+		e[1] = 'x';
+		e[2] = hex[c >> 4];
+		e[3] = hex[c & 15];
+		return 4;
+	}
+	e[0] = (char)c;
+	return 1;
+}
+
+const char *vad_escape(const char *s, char *buf, size_t cap)
+{
+	if (!buf || cap == 0)
+		return buf;
+	if (!s)
+		s = "";
+	char e[4];
+	/* Does the whole string fit? Then no "..." needs room. */
+	size_t whole = 0, len = 0;
+	for (; s[len] && len <= VAD_ESCAPE_SHOWN; len++)
+		whole += escape_byte((unsigned char)s[len], e);
+	bool cut = len > VAD_ESCAPE_SHOWN || whole > cap - 1;
+	size_t room = cut ? (cap - 1 > 3 ? cap - 1 - 3 : 0) : cap - 1;
+	size_t o = 0;
+	for (size_t i = 0; s[i] && i < VAD_ESCAPE_SHOWN; i++) {
+		size_t n = escape_byte((unsigned char)s[i], e);
+		if (o + n > room)
+			break;
+		memcpy(buf + o, e, n);
+		o += n;
+	}
+	if (cut) {
+		size_t dots = cap - 1 - o < 3 ? cap - 1 - o : 3;
+		memcpy(buf + o, "...", dots);
+		o += dots;
+	}
+	buf[o] = '\0';
+	return buf;
 }

@@ -2,7 +2,15 @@
 #ifndef VAD_LOG_H
 #define VAD_LOG_H
 
-enum vad_log_level { VAD_LOG_ERR = 3, VAD_LOG_WARNING = 4, VAD_LOG_NOTICE = 5, VAD_LOG_INFO = 6, VAD_LOG_DEBUG = 7 };
+#include <stddef.h>
+
+enum vad_log_level {
+	VAD_LOG_ERR = 3,
+	VAD_LOG_WARNING = 4,
+	VAD_LOG_NOTICE = 5,
+	VAD_LOG_INFO = 6,
+	VAD_LOG_DEBUG = 7
+};
 
 /* Messages above this level are dropped; default VAD_LOG_INFO. */
 void vad_log_set_level(int level);
@@ -10,13 +18,28 @@ void vad_log_set_level(int level);
 /* Parse "err", "warning", "notice", "info", "debug"; -1 if unknown. */
 int vad_log_level_from_name(const char *name);
 
+/* Would a line at level be written (the level is at or above the current one)? */
+int vad_log_enabled(int level);
+
 /* Log one line at the given level (printf format); thread-safe, one write per line. */
 void vad_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define log_err(...) vad_log(VAD_LOG_ERR, __VA_ARGS__)
-#define log_warn(...) vad_log(VAD_LOG_WARNING, __VA_ARGS__)
+/* Input bytes vad_escape shows before it cuts with "..." (client names are short). */
+#define VAD_ESCAPE_SHOWN 64
+
+/* A buffer that holds vad_escape of any string: 4 characters per byte shown, "...", NUL. */
+#define VAD_ESCAPE_BUF (VAD_ESCAPE_SHOWN * 4 + 4)
+
+/* A client-supplied string (NULL: "") as printable ASCII, for error replies and log lines:
+ * \n \r \t \\ \' \" and \xNN for every other byte outside 0x20-0x7e (escape bytes,
+ * invalid UTF-8), at most VAD_ESCAPE_SHOWN bytes and never more than cap - 1 characters, cut
+ * with "..." when longer. Returns buf. */
+const char *vad_escape(const char *s, char *buf, size_t cap);
+
+#define log_err(...)	vad_log(VAD_LOG_ERR, __VA_ARGS__)
+#define log_warn(...)	vad_log(VAD_LOG_WARNING, __VA_ARGS__)
 #define log_notice(...) vad_log(VAD_LOG_NOTICE, __VA_ARGS__)
-#define log_info(...) vad_log(VAD_LOG_INFO, __VA_ARGS__)
-#define log_debug(...) vad_log(VAD_LOG_DEBUG, __VA_ARGS__)
+#define log_info(...)	vad_log(VAD_LOG_INFO, __VA_ARGS__)
+#define log_debug(...)	vad_log(VAD_LOG_DEBUG, __VA_ARGS__)
 
 #endif

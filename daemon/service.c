@@ -2,6 +2,7 @@
 #include "service.h"
 
 #include <grp.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,15 +102,50 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	svc->next_session_id = 1;
 	pthread_mutex_init(&svc->reload_lock, NULL);
 	pthread_mutex_init(&svc->events_lock, NULL);
+	pthread_mutex_init(&svc->log_rate_lock, NULL);
+	svc->log_rate.burst = VAD_RATE_ALL_BURST;
+	svc->log_rate.period_ms = VAD_RATE_ALL_PERIOD_MS;
+	svc->log_suppressed_level = VAD_LOG_DEBUG;
 	svc->events_tail = &svc->events;
 	*out = svc;
 	return 0;
+}
+
+/* Log what the daemon-wide bucket suppressed since its last report (with log_rate_lock held,
+ * or alone). */
+static void report_client_log_suppressed(struct vad_service *svc, uint64_t now)
+{
+	uint64_t span;
+	uint64_t n = vad_rate_collect(&svc->log_rate, now, &span);
+	if (!n)
+		return;
+	vad_log(svc->log_suppressed_level,
+		"%" PRIu64 " log lines of client sessions suppressed daemon-wide in the last "
+		"%" PRIu64 ".%" PRIu64 " s (rate limit of all sessions together: %u at once, then "
+		"1 per %u ms)",
+		n, span / 1000, span % 1000 / 100, VAD_RATE_ALL_BURST, VAD_RATE_ALL_PERIOD_MS);
+	svc->log_suppressed_level = VAD_LOG_DEBUG;
+}
+
+bool vad_service_client_log(struct vad_service *svc, int level)
+{
+	uint64_t now = vad_rate_now_ms();
+	pthread_mutex_lock(&svc->log_rate_lock);
+	bool ok = vad_rate_take(&svc->log_rate, now);
+	if (ok)
+		report_client_log_suppressed(svc, now);
+	else if (level < svc->log_suppressed_level)
+		svc->log_suppressed_level = level;
+	pthread_mutex_unlock(&svc->log_rate_lock);
+	return ok;
 }
 
 void vad_service_destroy(struct vad_service *svc)
 {
 	if (!svc)
 		return;
+	report_client_log_suppressed(svc, vad_rate_now_ms());
+	pthread_mutex_destroy(&svc->log_rate_lock);
 	vad_registry_free(svc->reg);
 	free(svc->alloc_latency);
 	close_arenas(svc->arenas, svc->n_arenas);
@@ -120,23 +156,42 @@ void vad_service_destroy(struct vad_service *svc)
 	free(svc);
 }
 
-#define EVENTS_MAX 1024
-
-void vad_service_event(struct vad_service *svc, const char *kind, const char *detail)
+static struct vad_event *event_new(const char *kind, const char *detail, bool client)
 {
 	struct vad_event *e = calloc(1, sizeof(*e));
 	if (!e)
-		return;
+		return NULL;
 	e->ts_ms = vad_realtime_ms();
 	snprintf(e->kind, sizeof(e->kind), "%s", kind);
 	e->detail = detail ? strdup(detail) : NULL;
-	struct vad_event *dropped = NULL;
-	pthread_mutex_lock(&svc->events_lock);
+	e->client = client;
+	return e;
+}
+
+/* Called with events_lock held. */
+static void event_append(struct vad_service *svc, struct vad_event *e)
+{
 	*svc->events_tail = e;
 	svc->events_tail = &e->next;
-	if (++svc->n_events > EVENTS_MAX) {
-		dropped = svc->events;
-		svc->events = dropped->next;
+}
+
+void vad_service_event(struct vad_service *svc, const char *kind, const char *detail)
+{
+	struct vad_event *e = event_new(kind, detail, false);
+	if (!e)
+		return;
+	struct vad_event *dropped = NULL;
+	pthread_mutex_lock(&svc->events_lock);
+	event_append(svc, e);
+	if (++svc->n_events > VAD_EVENTS_DAEMON_MAX) {
+		/* Drop the oldest daemon-level event: only its own kind can push one out. */
+		struct vad_event **pp = &svc->events;
+		while ((*pp)->client)
+			pp = &(*pp)->next;
+		dropped = *pp;
+		*pp = dropped->next;
+		if (svc->events_tail == &dropped->next)
+			svc->events_tail = pp;
 		dropped->next = NULL;
 		svc->n_events--;
 	}
@@ -144,14 +199,55 @@ void vad_service_event(struct vad_service *svc, const char *kind, const char *de
 	vad_events_free(dropped);
 }
 
-struct vad_event *vad_service_take_events(struct vad_service *svc)
+void vad_service_client_event(struct vad_service *svc, const char *kind, const char *detail)
 {
 	pthread_mutex_lock(&svc->events_lock);
+	bool full = svc->n_client_events >= VAD_EVENTS_CLIENT_MAX;
+	if (full)
+		svc->events_dropped++;
+	pthread_mutex_unlock(&svc->events_lock);
+	if (full)
+		return;
+	struct vad_event *e = event_new(kind, detail, true);
+	if (!e)
+		return;
+	pthread_mutex_lock(&svc->events_lock);
+	if (svc->n_client_events >= VAD_EVENTS_CLIENT_MAX) { /* filled meanwhile */
+		svc->events_dropped++;
+		pthread_mutex_unlock(&svc->events_lock);
+		vad_events_free(e);
+		return;
+	}
+	event_append(svc, e);
+	svc->n_client_events++;
+	pthread_mutex_unlock(&svc->events_lock);
+}
+
+struct vad_event *vad_service_take_events(struct vad_service *svc)
+{
+	/* Allocated before the lock: the summary row of what was dropped, if anything was. */
+	struct vad_event *summary = event_new("events-dropped", NULL, true);
+	pthread_mutex_lock(&svc->events_lock);
+	uint64_t dropped = summary ? svc->events_dropped : 0; /* no memory: count on */
+	svc->events_dropped -= dropped;
+	if (dropped)
+		event_append(svc, summary);
 	struct vad_event *list = svc->events;
 	svc->events = NULL;
 	svc->events_tail = &svc->events;
 	svc->n_events = 0;
+	svc->n_client_events = 0;
 	pthread_mutex_unlock(&svc->events_lock);
+	if (dropped) {
+		char detail[160];
+		snprintf(detail, sizeof(detail),
+			 "%" PRIu64 " client-caused events were dropped: at most %u are kept "
+			 "between two snapshots",
+			 dropped, VAD_EVENTS_CLIENT_MAX);
+		summary->detail = strdup(detail);
+	} else {
+		vad_events_free(summary);
+	}
 	return list;
 }
 

@@ -16,6 +16,7 @@
 #include "arena.h"
 #include "config.h"
 #include "latency.h"
+#include "ratelimit.h"
 #include "registry.h"
 
 /* The daemon version reported by hello. */
@@ -35,6 +36,7 @@ struct vad_event {
 	uint64_t ts_ms;
 	char kind[32];
 	char *detail; /* may be NULL */
+	bool client;  /* caused by a client session (a refusal, an admin's purge) */
 	struct vad_event *next;
 };
 
@@ -58,8 +60,13 @@ struct vad_service {
 	pthread_mutex_t reload_lock;
 	pthread_mutex_t events_lock;
 	struct vad_event *events,
-	    **events_tail; /* oldest first, until the stats thread takes them */
-	unsigned n_events;
+	    **events_tail;	  /* oldest first, until the stats thread takes them */
+	unsigned n_events;	  /* daemon-level events in the queue */
+	unsigned n_client_events; /* client-caused events in the queue */
+	uint64_t events_dropped;  /* client-caused events refused since the last take */
+	pthread_mutex_t log_rate_lock;
+	struct vad_rate log_rate; /* log lines of all client sessions together */
+	int log_suppressed_level; /* the most severe level among those it suppressed */
 };
 
 /* Build the service over opened arenas; on success it owns the array and each arena, on
@@ -77,11 +84,22 @@ struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, u
  * in detail, or -1 with the file:line reason (the old limits stay). Thread-safe. */
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len);
 
-/* Queue an event (start, stop, reload, ...) for the stats database; thread-safe, bounded
- * (the oldest are dropped when nobody takes them). */
+/* Queue a daemon-level event (start, stop, reload, ...) for the stats database; thread-safe,
+ * bounded by VAD_EVENTS_DAEMON_MAX (ratelimit.h); client-caused events never push it out. */
 void vad_service_event(struct vad_service *svc, const char *kind, const char *detail);
 
-/* Take every queued event, oldest first (free with vad_events_free). */
+/* Queue an event a client caused (a refusal, a purge); thread-safe; past
+ * VAD_EVENTS_CLIENT_MAX queued it is dropped and counted. Sessions rate-limit their own
+ * (vad_session_event). */
+void vad_service_client_event(struct vad_service *svc, const char *kind, const char *detail);
+
+/* May a line a client session caused (level, already within that session's own limit) be
+ * logged? Applies the daemon-wide bucket (VAD_RATE_ALL_BURST); what it refuses is counted,
+ * and the count is logged when it lets a line through again or the service is destroyed. */
+bool vad_service_client_log(struct vad_service *svc, int level);
+
+/* Take every queued event, oldest first, then an "events-dropped" one if client-caused
+ * events were dropped since the last take (free with vad_events_free). */
 struct vad_event *vad_service_take_events(struct vad_service *svc);
 
 /* Free a list of events. */

@@ -1,6 +1,9 @@
 /* session.c - one connection's bytes, frames and replies; see session.h. */
 #include "session.h"
 
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +33,7 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 	s->admin = vad_peer_is_admin(peer, svc->daemon_uid, svc->has_admin_group, svc->admin_gid);
 	s->id = __atomic_fetch_add(&svc->next_session_id, 1, __ATOMIC_RELAXED);
 	s->connected_ms = vad_realtime_ms();
+	s->suppressed_level = VAD_LOG_DEBUG;
 	vad_scratch_init(&s->scratch);
 	if (vad_holder_init(svc->reg, &s->holder, peer->uid, s) < 0) {
 		vad_scratch_fini(&s->scratch);
@@ -43,10 +47,73 @@ fail:
 	return NULL;
 }
 
+/* ---- rate-limited log lines and events ------------------------------------------------ */
+
+/* Report what the buckets suppressed since the last report: one line and one event row. */
+static void report_suppressed(struct vad_session *s, uint64_t now)
+{
+	uint64_t span_log, span_ev;
+	uint64_t lines = vad_rate_collect(&s->log_rate, now, &span_log);
+	uint64_t events = vad_rate_collect(&s->event_rate, now, &span_ev);
+	if (!lines && !events)
+		return;
+	uint64_t span = span_log > span_ev ? span_log : span_ev;
+	char what[96];
+	if (lines && events)
+		snprintf(what, sizeof(what), "%" PRIu64 " similar log lines and %" PRIu64 " events",
+			 lines, events);
+	else if (lines)
+		snprintf(what, sizeof(what), "%" PRIu64 " similar log lines", lines);
+	else
+		snprintf(what, sizeof(what), "%" PRIu64 " events", events);
+	char text[384];
+	snprintf(text, sizeof(text),
+		 "session %llu ('%s', uid %u): %s suppressed in the last %" PRIu64 ".%" PRIu64
+		 " s (rate limit: %u at once, then 1 per %u ms)",
+		 (unsigned long long)s->id, s->name, (unsigned)s->peer.uid, what, span / 1000,
+		 span % 1000 / 100, VAD_RATE_BURST, VAD_RATE_PERIOD_MS);
+	int level = lines ? s->suppressed_level : VAD_LOG_INFO;
+	if (vad_log_enabled(level) && vad_service_client_log(s->svc, level))
+		vad_log(level, "%s", text);
+	s->suppressed_level = VAD_LOG_DEBUG;
+	vad_service_client_event(s->svc, "rate-limited", text);
+}
+
+void vad_session_log(struct vad_session *s, int level, const char *fmt, ...)
+{
+	if (!vad_log_enabled(level))
+		return; /* a line nobody would see costs no token */
+	uint64_t now = vad_rate_now_ms();
+	if (!vad_rate_take(&s->log_rate, now)) {
+		if (level < s->suppressed_level)
+			s->suppressed_level = level;
+		return;
+	}
+	report_suppressed(s, now);
+	if (!vad_service_client_log(s->svc, level))
+		return; /* counted by the daemon-wide bucket */
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	vad_log(level, "%s", line);
+}
+
+void vad_session_event(struct vad_session *s, const char *kind, const char *detail)
+{
+	uint64_t now = vad_rate_now_ms();
+	if (!vad_rate_take(&s->event_rate, now))
+		return;
+	report_suppressed(s, now);
+	vad_service_client_event(s->svc, kind, detail);
+}
+
 void vad_session_free(struct vad_session *s)
 {
 	if (!s)
 		return;
+	report_suppressed(s, vad_rate_now_ms());
 	vad_holder_fini(s->svc->reg, &s->holder);
 	vad_scratch_fini(&s->scratch);
 	vad_peer_free(&s->peer);
@@ -168,14 +235,16 @@ static void emit(struct vad_session *s, struct vad_reply *r)
 	size_t fast = vad_fast_response_size(&r->resp); /* 0: not a reply fastwire encodes */
 	size_t body = fast ? fast : vad__response__get_packed_size(&r->resp);
 	if (body > UINT32_MAX || !out_reserve(s, VAD_FRAME_HEADER + body)) {
-		log_err("session %llu: out of memory for a reply of %zu bytes; closing it",
-			(unsigned long long)s->id, body);
+		vad_session_log(s, VAD_LOG_ERR,
+				"session %llu: out of memory for a reply of %zu bytes; closing it",
+				(unsigned long long)s->id, body);
 		s->closing = true;
 		return;
 	}
 	if (r->fd >= 0 && !push_mark(s, s->out_sent + (s->out_len - s->out_head), r->fd)) {
-		log_err("session %llu: out of memory queueing an arena fd; closing it",
-			(unsigned long long)s->id);
+		vad_session_log(s, VAD_LOG_ERR,
+				"session %llu: out of memory queueing an arena fd; closing it",
+				(unsigned long long)s->id);
 		s->closing = true;
 		return;
 	}
@@ -270,9 +339,9 @@ static void broken_framing(struct vad_session *s, Vad__Error code, const char *f
 	struct vad_reply r;
 	vad_reply_init(&r, 0);
 	vad_reply_error(&r, code, fmt, a, b);
-	log_info("session %llu (pid %d, uid %u, '%s'): %s; closing the connection",
-		 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->name,
-		 r.text);
+	vad_session_log(
+	    s, VAD_LOG_INFO, "session %llu (pid %d, uid %u, '%s'): %s; closing the connection",
+	    (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->name, r.text);
 	emit(s, &r);
 	s->closing = true;
 }

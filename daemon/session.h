@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "peer.h"
+#include "ratelimit.h"
 #include "registry.h"
 #include "scratch.h"
 #include "service.h"
@@ -63,6 +64,10 @@ struct vad_session {
 	unsigned fds_unconfirmed;
 	bool (*peer_read_all)(void *io_ctx);
 	void *io_ctx;
+
+	/* What this session makes the daemon write: log lines and event rows (ratelimit.h). */
+	struct vad_rate log_rate, event_rate;
+	int suppressed_level; /* the most severe level among the suppressed lines */
 };
 
 /* A new session for a connected peer (copied). NULL when out of memory. */
@@ -104,6 +109,15 @@ bool vad_session_input_blocked(const struct vad_session *s);
 
 /* Must the connection close once the pending output is sent? */
 bool vad_session_closing(const struct vad_session *s);
+
+/* Log a line this session caused (a refusal, a failure on its behalf) at level, within its
+ * log rate limit: past the burst, lines are counted and the count is logged later. */
+void vad_session_log(struct vad_session *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Queue an event row this session caused (alloc-failed, quota-refused), within its event
+ * rate limit: past the burst, events are counted and a "rate-limited" row says how many. */
+void vad_session_event(struct vad_session *s, const char *kind, const char *detail);
 
 /* Encode a lone error response frame (for refusals before a session exists). Returns its
  * length, or 0 if cap is too small. */

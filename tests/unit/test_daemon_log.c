@@ -194,6 +194,49 @@ static void test_lines_never_interleave(void **state)
 	free(out);
 }
 
+/* Client strings become printable ASCII, with every escape form and a bounded length. */
+static void test_escape(void **state)
+{
+	(void)state;
+	char buf[VAD_ESCAPE_BUF];
+	assert_string_equal(vad_escape("plain name-1.2", buf, sizeof(buf)), "plain name-1.2");
+	assert_string_equal(vad_escape(NULL, buf, sizeof(buf)), "");
+	assert_string_equal(vad_escape("a\nb\rc\td", buf, sizeof(buf)), "a\\nb\\rc\\td");
+	assert_string_equal(vad_escape("\x1b[31m\x7f", buf, sizeof(buf)), "\\x1b[31m\\x7f");
+	assert_string_equal(vad_escape("\xff\xfe\xc3\xa9", buf, sizeof(buf)),
+			    "\\xff\\xfe\\xc3\\xa9");
+	assert_string_equal(vad_escape("it's \"q\" \\", buf, sizeof(buf)),
+			    "it\\'s \\\"q\\\" \\\\");
+
+	/* At most VAD_ESCAPE_SHOWN bytes are shown, then "...". */
+	char longer[3 * VAD_ESCAPE_SHOWN];
+	memset(longer, 'x', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	vad_escape(longer, buf, sizeof(buf));
+	assert_int_equal(strlen(buf), VAD_ESCAPE_SHOWN + 3);
+	assert_string_equal(buf + VAD_ESCAPE_SHOWN, "...");
+	longer[VAD_ESCAPE_SHOWN] = '\0'; /* exactly the limit: whole, no dots */
+	assert_string_equal(vad_escape(longer, buf, sizeof(buf)), longer);
+
+	/* The worst case (every byte a \xNN) fits VAD_ESCAPE_BUF. */
+	memset(longer, 0x01, sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	vad_escape(longer, buf, sizeof(buf));
+	assert_int_equal(strlen(buf), 4 * VAD_ESCAPE_SHOWN + 3);
+
+	/* A small buffer cuts at a whole escape and still says so. */
+	char small[8];
+	assert_string_equal(vad_escape("abcdefg", small, sizeof(small)), "abcdefg");
+	assert_string_equal(vad_escape("abcdefgh", small, sizeof(small)), "abcd...");
+	assert_string_equal(vad_escape("ab\x01" "cdefgh", small, sizeof(small)), "ab...");
+	for (size_t cap = 1; cap < sizeof(small); cap++) {
+		vad_escape("\x01\x02\x03", small, cap);
+		assert_true(strlen(small) < cap);
+		for (const char *p = small; *p; p++)
+			assert_true(*p >= 0x20 && *p < 0x7f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -202,6 +245,7 @@ int main(void)
 		cmocka_unit_test(test_journal_stream_wins_over_tty),
 		cmocka_unit_test(test_one_line_and_truncation),
 		cmocka_unit_test(test_lines_never_interleave),
+		cmocka_unit_test(test_escape),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -441,7 +441,8 @@ static void test_hello_first(void **state)
 	assert_int_equal(r->hello->session_id, c->s->id);
 	assert_false(r->hello->admin);
 	done(r);
-	assert_string_equal(c->s->name, "encoder?"); /* control characters never reach listings */
+	assert_string_equal(c->s->name,
+			    "encoder\\x01"); /* control characters reach listings escaped */
 
 	r = do_hello(c, "again", VAD_PROTOCOL_VERSION);
 	expect_error(r, VAD__ERROR__EINVAL);
@@ -1570,7 +1571,7 @@ static void test_batch_fits_max_frame(void **state)
 	struct tclient *c = tc_hello(1000, 1000, "frames");
 	Vad__Response *r =
 	    expect_error(do_alloc(c, NULL, 4096, 0, 2000, NULL, 0), VAD__ERROR__ETOOBIG);
-	assert_non_null(strstr(r->message, "max_frame 4.0 KiB"));
+	assert_non_null(strstr(r->message, "max_frame 4096 B (4 KiB)"));
 	done(r);
 
 	/* The largest batch accepted: its reply and its free request both fit. */
@@ -1739,6 +1740,133 @@ static void test_threads(void **state)
 	tc_free(owner);
 }
 
+/* ---- tests: rate limits and the event queue ---------------------------------------------- */
+
+static void test_rate_bucket(void **state)
+{
+	(void)state;
+	struct vad_rate b = {0};
+	uint64_t t = 5000, span;
+	for (unsigned i = 0; i < VAD_RATE_BURST; i++)
+		assert_true(vad_rate_take(&b, t));
+	assert_false(vad_rate_take(&b, t));
+	assert_false(vad_rate_take(&b, t + VAD_RATE_PERIOD_MS - 1));
+	assert_true(vad_rate_take(&b, t + VAD_RATE_PERIOD_MS)); /* one more per period */
+	assert_false(vad_rate_take(&b, t + VAD_RATE_PERIOD_MS));
+	assert_int_equal(3, vad_rate_collect(&b, t + 2 * VAD_RATE_PERIOD_MS, &span));
+	assert_int_equal(2 * VAD_RATE_PERIOD_MS, span); /* from the first one suppressed */
+	assert_int_equal(0, vad_rate_collect(&b, t + 2 * VAD_RATE_PERIOD_MS, &span));
+	/* A long pause refills the burst, never more. */
+	t += 1000 * VAD_RATE_PERIOD_MS;
+	for (unsigned i = 0; i < VAD_RATE_BURST; i++)
+		assert_true(vad_rate_take(&b, t));
+	assert_false(vad_rate_take(&b, t));
+	/* A clock that seems to go back gives nothing. */
+	assert_false(vad_rate_take(&b, t - 5 * VAD_RATE_PERIOD_MS));
+}
+
+/* Count the queued events of kind (every one if kind is NULL), taking them all. */
+static unsigned take_count(const char *kind, char *detail, size_t len)
+{
+	struct vad_event *ev = vad_service_take_events(fx->svc);
+	unsigned n = 0;
+	for (struct vad_event *e = ev; e; e = e->next) {
+		if (kind && strcmp(e->kind, kind) != 0)
+			continue;
+		n++;
+		if (detail && e->detail)
+			snprintf(detail, len, "%s", e->detail);
+	}
+	vad_events_free(ev);
+	return n;
+}
+
+static void test_event_queue_keeps_daemon_events(void **state)
+{
+	(void)state;
+	take_count(NULL, NULL, 0);
+	vad_service_event(fx->svc, "reload", "first");
+	for (unsigned i = 0; i < 4 * VAD_EVENTS_CLIENT_MAX; i++)
+		vad_service_client_event(fx->svc, "alloc-failed", "client");
+	vad_service_event(fx->svc, "stop", NULL);
+	struct vad_event *ev = vad_service_take_events(fx->svc);
+	unsigned daemon = 0, client = 0, dropped_rows = 0;
+	for (struct vad_event *e = ev; e; e = e->next) {
+		if (strcmp(e->kind, "events-dropped") == 0) {
+			dropped_rows++;
+			assert_non_null(e->detail);
+			assert_int_equal(3 * VAD_EVENTS_CLIENT_MAX, strtoull(e->detail, NULL, 10));
+		} else if (e->client) {
+			client++;
+		} else {
+			daemon++;
+		}
+	}
+	vad_events_free(ev);
+	assert_int_equal(2, daemon);
+	assert_int_equal(VAD_EVENTS_CLIENT_MAX, client);
+	assert_int_equal(1, dropped_rows);
+	assert_int_equal(0, take_count(NULL, NULL, 0)); /* counted once */
+
+	/* Daemon events only push out daemon events, oldest first. */
+	for (unsigned i = 0; i < 10; i++)
+		vad_service_client_event(fx->svc, "alloc-failed", "client");
+	for (unsigned i = 0; i < VAD_EVENTS_DAEMON_MAX + 5; i++) {
+		char d[16];
+		snprintf(d, sizeof(d), "%u", i);
+		vad_service_event(fx->svc, "reload", d);
+	}
+	ev = vad_service_take_events(fx->svc);
+	daemon = client = 0;
+	const char *oldest = NULL;
+	for (struct vad_event *e = ev; e; e = e->next) {
+		if (e->client) {
+			client++;
+		} else {
+			if (!oldest)
+				oldest = e->detail;
+			daemon++;
+		}
+	}
+	assert_int_equal(10, client);
+	assert_int_equal(VAD_EVENTS_DAEMON_MAX, daemon);
+	assert_string_equal("5", oldest);
+	vad_events_free(ev);
+	/* The tail still works after the oldest went. */
+	vad_service_event(fx->svc, "stop", NULL);
+	assert_int_equal(1, take_count("stop", NULL, 0));
+}
+
+/* A session's failing allocations: a burst of events, then a count when it ends. */
+static void test_session_events_rate_limited(void **state)
+{
+	(void)state;
+	struct tclient *c = tc_hello(1000, 1000, "noisy");
+	take_count(NULL, NULL, 0);
+	unsigned n = 100;
+	for (unsigned i = 0; i < n; i++)
+		done(expect_error(do_alloc(c, NULL, DEFAULT_SIZE, 0, 2, NULL, 0),
+				  VAD__ERROR__ESIZE));
+	/* Whole-arena pairs are refused before the allocator: no events; ENOSPC makes them. */
+	assert_int_equal(0, take_count(NULL, NULL, 0));
+	uint64_t off = alloc_one(c, NULL, DEFAULT_SIZE);
+	uint64_t t0 = vad_rate_now_ms();
+	for (unsigned i = 0; i < n; i++)
+		done(expect_error(do_alloc(c, NULL, 4096, 0, 0, NULL, 0), VAD__ERROR__ENOSPC));
+	uint64_t refills = (vad_rate_now_ms() - t0) / VAD_RATE_PERIOD_MS + 1;
+	unsigned passed = take_count("alloc-failed", NULL, 0);
+	assert_true(passed >= VAD_RATE_BURST);
+	assert_true(passed <= VAD_RATE_BURST + refills); /* a slow machine refills a few */
+	free_ok(c, NULL, off);
+	tc_free(c);
+	char detail[512] = "";
+	assert_int_equal(1, take_count("rate-limited", detail, sizeof(detail)));
+	char want[64];
+	snprintf(want, sizeof(want), "%u events suppressed", n - passed);
+	if (!strstr(detail, want) || !strstr(detail, "'noisy', uid 1000"))
+		fail_msg("rate-limited event \"%s\" does not say \"%s\"", detail, want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1767,6 +1895,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_full_batch, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_batch_fits_max_frame, setup_small_frame, teardown),
 	    cmocka_unit_test_setup_teardown(test_threads, setup_plain, teardown),
+	    cmocka_unit_test(test_rate_bucket),
+	    cmocka_unit_test_setup_teardown(test_event_queue_keeps_daemon_events, setup_plain,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_session_events_rate_limited, setup_plain,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
