@@ -169,6 +169,7 @@ static void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, bool allo
 	info->quantum = a->conf.quantum;
 	info->backing = (char *)(a->conf.backing[0] ? a->conf.backing : "memfd");
 	info->allowed = allowed;
+	info->unsealed = a->unsealed;
 }
 
 /* ---- hello ------------------------------------------------------------------------------ */

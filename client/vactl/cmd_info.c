@@ -1,4 +1,5 @@
 /* cmd_info.c - read-only views: status, arenas, clients, stats. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,7 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 	static const char *const heads[] = {"NAME", "SIZE", "QUANTUM", "BACKING",      "BUSY",
 					    "FREE", "LAZY", "POOLED",  "LARGEST FREE", "FRAG"};
 	struct vactl_table *t = o->json ? NULL : vactl_table_new(10, heads);
+	bool any_unsealed = false;
 	for (size_t i = 0; i < d->n_arenas; i++) {
 		const struct vad_arena_stats *a = &d->arenas[i];
 		const struct vad_arena_info *ai = NULL;
@@ -143,6 +145,8 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 			vactl_json_add_str(ja, "backing", ai ? ai->backing : NULL);
 			json_object_object_add(ja, "allowed",
 					       ai ? json_object_new_boolean(ai->allowed) : NULL);
+			json_object_object_add(ja, "unsealed",
+					       ai ? json_object_new_boolean(ai->unsealed) : NULL);
 			vactl_json_add_u64(ja, "busy_bytes", a->busy_bytes);
 			vactl_json_add_u64(ja, "free_bytes", a->free_bytes);
 			vactl_json_add_u64(ja, "lazy_bytes", a->lazy_bytes);
@@ -151,10 +155,13 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 			json_object_object_add(ja, "fragmentation", json_object_new_double(frag));
 			json_object_array_add(arr, ja);
 		} else {
-			char fr[16];
+			char fr[16], backing[PATH_MAX + 16];
 			snprintf(fr, sizeof(fr), "%.1f%%", 100.0 * frag);
-			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum),
-					ai ? ai->backing : "?", SZ(a->busy_bytes),
+			snprintf(backing, sizeof(backing), "%s%s", ai ? ai->backing : "?",
+				 ai && ai->unsealed ? " UNSEALED" : "");
+			any_unsealed |= ai && ai->unsealed;
+			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum), backing,
+					SZ(a->busy_bytes),
 					SZ(a->free_bytes), SZ(a->lazy_bytes), SZ(a->pooled_bytes),
 					SZ(a->largest_free), fr);
 		}
@@ -165,6 +172,10 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 		vactl_table_print(t);
 		if (!info)
 			printf("(backing unknown: the daemon lists arenas to admins only)\n");
+		if (any_unsealed)
+			printf("UNSEALED: the arena's file cannot be sealed (accept_unsealed = yes): "
+			       "any client that maps it can resize it and make the others die of "
+			       "SIGBUS\n");
 	}
 	free(d);
 	free(info);
@@ -178,9 +189,12 @@ const struct vactl_cmd vactl_cmd_arenas = {
     .summary = "arenas: size, quantum, backing, occupancy, fragmentation",
     .help = "Lists the arenas this peer may use with their occupancy. FRAG is the share of\n"
 	    "free space outside the largest free block (0% = one contiguous hole).\n"
-	    "JSON: {arenas: [{name, size, quantum, backing, allowed, busy_bytes, free_bytes,\n"
-	    "lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]}; backing and\n"
-	    "allowed are null when the daemon does not list arenas to this peer.\n",
+	    "An arena whose file could not be sealed (accept_unsealed = yes in vad.conf) shows\n"
+	    "UNSEALED after its backing: any client that maps it can resize it.\n"
+	    "JSON: {arenas: [{name, size, quantum, backing, allowed, unsealed, busy_bytes,\n"
+	    "free_bytes, lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]};\n"
+	    "backing, allowed and unsealed are null when the daemon does not list arenas to\n"
+	    "this peer.\n",
     .run = run_arenas,
 };
 

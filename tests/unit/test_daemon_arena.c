@@ -191,7 +191,8 @@ static void test_reclaim_punches_memfd(void **state)
 	vad_arena_close(a);
 }
 
-/* A directory backing: an unlinked file there (O_TMPFILE or mkstemp + unlink). */
+/* A directory backing: an unlinked file there (O_TMPFILE or mkstemp + unlink). Such a file
+ * cannot be sealed, so it opens only with accept_unsealed, and is marked unsealed. */
 static void test_directory_backing(void **state)
 {
 	(void)state;
@@ -200,7 +201,11 @@ static void test_directory_backing(void **state)
 	struct vad_arena_conf c;
 	conf_init(&c, "indir", ARENA_SIZE);
 	snprintf(c.backing, sizeof(c.backing), "%s", dir);
+	c.accept_unsealed = true;
 	struct vad_arena *a = open_ok(&c);
+	assert_true(a->unsealed);
+	int seals = fcntl(a->fd, F_GET_SEALS); /* -1 (EINVAL) where files take no seals */
+	assert_true(seals < 0 || !(seals & (F_SEAL_SHRINK | F_SEAL_GROW)));
 
 	struct stat st;
 	assert_int_equal(fstat(a->fd, &st), 0);
@@ -210,6 +215,39 @@ static void test_directory_backing(void **state)
 
 	check_reclaim_zeroes(a);
 	assert_string_equal(a->conf.backing, dir);
+	vad_arena_close(a);
+}
+
+/* Without accept_unsealed a directory file that cannot be sealed is refused, naming the
+ * section's file:line, the seal that failed and its errno, and what to do. */
+static void test_unsealable_directory_refused(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/vad-test-arena-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct vad_config withpath = cfg;
+	snprintf(withpath.path, sizeof(withpath.path), "/etc/vad/test.conf");
+	struct vad_arena_conf c;
+	conf_init(&c, "disk", ARENA_SIZE);
+	snprintf(c.backing, sizeof(c.backing), "%s", dir);
+	c.line = 17;
+	struct vad_arena *a = (struct vad_arena *)1;
+	char err[1024] = "";
+	assert_int_equal(vad_arena_open(&c, &withpath, 0, &a, err, sizeof(err)), -1);
+	assert_null(a);
+	print_message("refused: %s\n", err);
+	assert_true(strncmp(err, "/etc/vad/test.conf:17: [arena disk]", 35) == 0);
+	assert_non_null(strstr(err, dir));
+	assert_non_null(strstr(err, "cannot be sealed (F_SEAL_SHRINK: "));
+	assert_non_null(strstr(err, "accept_unsealed = yes"));
+	/* nothing left behind */
+	assert_int_equal(rmdir(dir), 0);
+
+	/* a memfd arena is always sealed: accept_unsealed changes nothing there */
+	conf_init(&c, "mem", ARENA_SIZE);
+	c.accept_unsealed = true;
+	a = open_ok(&c);
+	assert_false(a->unsealed);
 	vad_arena_close(a);
 }
 
@@ -342,6 +380,7 @@ int main(void)
 		cmocka_unit_test(test_client_cannot_resize),
 		cmocka_unit_test(test_reclaim_punches_memfd),
 		cmocka_unit_test(test_directory_backing),
+		cmocka_unit_test(test_unsealable_directory_refused),
 		cmocka_unit_test(test_open_failures),
 		cmocka_unit_test(test_punch_failure_counted),
 		cmocka_unit_test(test_allow_lists),
