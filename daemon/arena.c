@@ -289,6 +289,16 @@ void vad_arena_close(struct vad_arena *a)
 	free(ai);
 }
 
+uint64_t vad_arena_resident_bytes(const struct vad_arena *a)
+{
+	struct stat st;
+	if (!a || fstat(a->fd, &st) != 0 || st.st_blocks <= 0)
+		return 0;
+	if ((uint64_t)st.st_blocks > UINT64_MAX / 512)
+		return UINT64_MAX;
+	return (uint64_t)st.st_blocks * 512;
+}
+
 bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
 		      size_t n_groups)
 {

@@ -26,6 +26,10 @@ struct vad_arena {
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
 		   unsigned index, struct vad_arena **out, char *err, size_t err_len);
 
+/* Bytes of the arena's file backed by memory: its allocated blocks (fstat st_blocks x 512),
+ * whoever wrote them; 0 if fstat fails. */
+uint64_t vad_arena_resident_bytes(const struct vad_arena *a);
+
 /* Destroy the allocator and close the fd (clients keep their own mappings). */
 void vad_arena_close(struct vad_arena *a);
 

@@ -591,6 +591,7 @@ static void fill_stats(Vad__ArenaStats *o, const struct vad_arena *a)
 	o->pool_hits = st.pool_hits;
 	o->lazy_blocks = st.lazy_blocks;
 	o->pooled_blocks = st.pooled_blocks;
+	o->resident_bytes = vad_arena_resident_bytes(a);
 }
 
 static void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_reply *r)

@@ -272,26 +272,34 @@ const struct vactl_cmd vactl_cmd_clients = {
 
 /* ---- stats ------------------------------------------------------------------------ */
 
+/* *t += v, held at UINT64_MAX rather than wrapping. */
+static void sum_into(uint64_t *t, uint64_t v)
+{
+	if (__builtin_add_overflow(*t, v, t))
+		*t = UINT64_MAX;
+}
+
 static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *a)
 {
-	t->size += a->size;
-	t->busy_bytes += a->busy_bytes;
-	t->free_bytes += a->free_bytes;
-	t->lazy_bytes += a->lazy_bytes;
-	t->pooled_bytes += a->pooled_bytes;
-	t->busy_blocks += a->busy_blocks;
-	t->free_blocks += a->free_blocks;
-	t->lazy_blocks += a->lazy_blocks;
-	t->pooled_blocks += a->pooled_blocks;
+	sum_into(&t->size, a->size);
+	sum_into(&t->busy_bytes, a->busy_bytes);
+	sum_into(&t->free_bytes, a->free_bytes);
+	sum_into(&t->lazy_bytes, a->lazy_bytes);
+	sum_into(&t->pooled_bytes, a->pooled_bytes);
+	sum_into(&t->resident_bytes, a->resident_bytes);
+	sum_into(&t->busy_blocks, a->busy_blocks);
+	sum_into(&t->free_blocks, a->free_blocks);
+	sum_into(&t->lazy_blocks, a->lazy_blocks);
+	sum_into(&t->pooled_blocks, a->pooled_blocks);
 	if (a->largest_free > t->largest_free)
 		t->largest_free = a->largest_free;
-	t->allocs += a->allocs;
-	t->frees += a->frees;
-	t->fails += a->fails;
-	t->drains += a->drains;
-	t->released_bytes += a->released_bytes;
-	t->release_calls += a->release_calls;
-	t->pool_hits += a->pool_hits;
+	sum_into(&t->allocs, a->allocs);
+	sum_into(&t->frees, a->frees);
+	sum_into(&t->fails, a->fails);
+	sum_into(&t->drains, a->drains);
+	sum_into(&t->released_bytes, a->released_bytes);
+	sum_into(&t->release_calls, a->release_calls);
+	sum_into(&t->pool_hits, a->pool_hits);
 }
 
 static void print_arena_stats(const struct vad_arena_stats *a, bool total)
@@ -309,6 +317,9 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	       SZ(a->lazy_bytes), (unsigned long long)a->lazy_blocks);
 	printf("  pooled          %12s  in %llu blocks (reclaimed, kept in node pools)\n",
 	       SZ(a->pooled_bytes), (unsigned long long)a->pooled_blocks);
+	printf("  resident        %12s  %llu (memory behind the file, free space written to "
+	       "included)\n",
+	       SZ(a->resident_bytes), (unsigned long long)a->resident_bytes);
 	if (total)
 		printf("  largest free    %12s  (of any arena)\n", SZ(a->largest_free));
 	else
@@ -369,12 +380,15 @@ const struct vactl_cmd vactl_cmd_stats = {
     .args = "[ARENA]",
     .summary = "every allocator counter per arena, plus totals",
     .help = "Prints every statistic the daemon keeps for each arena (or only ARENA):\n"
-	    "busy/free/lazy/pooled bytes and blocks, largest free block, allocs, frees,\n"
-	    "fails, drains, released bytes, release calls, pool hits.\n"
+	    "busy/free/lazy/pooled bytes and blocks, resident bytes (memory behind the arena's\n"
+	    "file: busy and pooled ranges that were written, plus free space a client wrote\n"
+	    "to, until a purge or the idle drain gives it back), largest free block, allocs,\n"
+	    "frees, fails, drains, released bytes, release calls, pool hits.\n"
 	    "JSON: {uptime_ms, clients, requests, shares, arenas: [{name, size, quantum,\n"
-	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, busy_blocks, free_blocks,\n"
-	    "lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails, drains,\n"
-	    "released_bytes, release_calls, pool_hits, fragmentation}], totals: {the same\n"
-	    "summed, without name and quantum; largest_free is the maximum}}\n",
+	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, resident_bytes, busy_blocks,\n"
+	    "free_blocks, lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails,\n"
+	    "drains, released_bytes, release_calls, pool_hits, fragmentation}], totals: {the\n"
+	    "same summed (held at 2^64 - 1), without name and quantum; largest_free is the\n"
+	    "maximum}}\n",
     .run = run_stats,
 };
