@@ -66,7 +66,8 @@ static const char migrate_v2_sql[] =
 
 /* Version 2 -> 3: each arena's resident bytes (its file's allocated blocks), which busy, free,
  * lazy and pooled do not show: pages a client wrote into free space. Older rows have NULL. */
-static const char migrate_v3_sql[] = "ALTER TABLE arena_snapshot ADD COLUMN resident_bytes INTEGER;";
+static const char migrate_v3_sql[] =
+    "ALTER TABLE arena_snapshot ADD COLUMN resident_bytes INTEGER;";
 
 /* Each step takes a database from version to - 1 to version to, in one transaction. */
 static const struct migration {

@@ -179,9 +179,9 @@ static int show_snapshots(const struct history *h, json_object *out)
 	sqlite3_bind_int64(st, 1, h->since_ts);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)h->a->limit);
 	json_object *arr = out ? json_object_new_array() : NULL;
-	static const char *const heads[] = {"TIME",	"ARENA",	"BUSY", "FREE",
-					    "LAZY",	"RESIDENT",	"LARGEST FREE", "FRAG",
-					    "ALLOCS",	"P50",		"P99"};
+	static const char *const heads[] = {"TIME",   "ARENA",	  "BUSY",	  "FREE",
+					    "LAZY",   "RESIDENT", "LARGEST FREE", "FRAG",
+					    "ALLOCS", "P50",	  "P99"};
 	struct vactl_table *t = out ? NULL : vactl_table_new(11, heads);
 	int rc = VACTL_EXIT_OK, step, rows = 0;
 	while (rc == VACTL_EXIT_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -244,7 +244,8 @@ static int show_trends(const struct history *h)
 			static const char *const labels[] = {"busy", "fragmentation", "alloc p99",
 							     "failures"};
 			if (!header) {
-				printf("\ntrends (oldest to newest, each scaled to its maximum):\n");
+				printf(
+				    "\ntrends (oldest to newest, each scaled to its maximum):\n");
 				header = true;
 			}
 			printf("  %s (%zu snapshots)\n", arena, n);
@@ -403,7 +404,8 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 	struct vactl_statsdb sdb;
 	if ((rc = vactl_statsdb_open(o, a.db, 1, &sdb)))
 		return rc;
-	struct history h = {.db = sdb.db, .path = sdb.path, .a = &a, .o = o, .version = sdb.version};
+	struct history h = {
+	    .db = sdb.db, .path = sdb.path, .a = &a, .o = o, .version = sdb.version};
 	h.since_ts = vactl_statsdb_since(a.since_ms);
 	json_object *j = o->json ? json_object_new_object() : NULL;
 	if (j) {

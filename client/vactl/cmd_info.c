@@ -161,9 +161,8 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 				 ai && ai->unsealed ? " UNSEALED" : "");
 			any_unsealed |= ai && ai->unsealed;
 			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum), backing,
-					SZ(a->busy_bytes),
-					SZ(a->free_bytes), SZ(a->lazy_bytes), SZ(a->pooled_bytes),
-					SZ(a->largest_free), fr);
+					SZ(a->busy_bytes), SZ(a->free_bytes), SZ(a->lazy_bytes),
+					SZ(a->pooled_bytes), SZ(a->largest_free), fr);
 		}
 	}
 	if (arr) {
@@ -173,9 +172,10 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 		if (!info)
 			printf("(backing unknown: the daemon lists arenas to admins only)\n");
 		if (any_unsealed)
-			printf("UNSEALED: the arena's file cannot be sealed (accept_unsealed = yes): "
-			       "any client that maps it can resize it and make the others die of "
-			       "SIGBUS\n");
+			printf(
+			    "UNSEALED: the arena's file cannot be sealed (accept_unsealed = yes): "
+			    "any client that maps it can resize it and make the others die of "
+			    "SIGBUS\n");
 	}
 	free(d);
 	free(info);

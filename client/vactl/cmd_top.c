@@ -97,9 +97,9 @@ static void show_text(const struct vad_session *s, const struct vad_daemon_stats
 	printf("%s at %s - up %s, %u clients, %.0f requests/s\n", s->server, s->socket_path,
 	       vactl_fmt_duration(d->uptime_ms, up, sizeof(up)), d->clients,
 	       rate(d->requests, prev ? prev->requests : d->requests, elapsed_ms));
-	static const char *const heads[] = {"ARENA", "SIZE",	     "BUSY", "USE",	"FREE",
-					    "LAZY",  "RESIDENT",     "LARGEST FREE", "FRAG",
-					    "ALLOC/S", "FREE/S",     "FAILS"};
+	static const char *const heads[] = {"ARENA", "SIZE",	"BUSY",	    "USE",
+					    "FREE",  "LAZY",	"RESIDENT", "LARGEST FREE",
+					    "FRAG",  "ALLOC/S", "FREE/S",   "FAILS"};
 	struct vactl_table *t = vactl_table_new(12, heads);
 	for (size_t i = 0; i < d->n_arenas; i++) {
 		const struct vad_arena_stats *a = &d->arenas[i];

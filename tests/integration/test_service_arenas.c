@@ -215,8 +215,9 @@ static void test_unsealed_backing_refused_at_start(void **state)
 	char *argv[] = {bin, "-c", d->conf_path, "--foreground", NULL};
 	struct vt_output o;
 	assert_int_equal(0, vt_run(argv, NULL, vt_timeout_ms(20000), &o));
-	snprintf(want, sizeof(want), "%s:%d: [arena disk]: its file in %s cannot be sealed (F_SEAL_",
-		 d->conf_path, line, backing);
+	snprintf(want, sizeof(want),
+		 "%s:%d: [arena disk]: its file in %s cannot be sealed (F_SEAL_", d->conf_path,
+		 line, backing);
 	if (o.exit_code != 3 || !vt_contains(o.err, want) ||
 	    !vt_contains(o.err, "accept_unsealed = yes")) {
 		vt_output_print("vad with an unsealable backing", &o);

@@ -221,16 +221,15 @@ static void test_resident_bytes(void **state)
 	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "stats", "small", NULL));
 	VT_ASSERT_EXIT(&o, 0, "vactl stats small");
 	char want[64];
-	snprintf(want, sizeof(want), "  %llu (memory behind the file",
-		 (unsigned long long)after);
+	snprintf(want, sizeof(want), "  %llu (memory behind the file", (unsigned long long)after);
 	if (!vt_contains(o.out, "  resident  ") || !vt_contains(o.out, want)) {
 		vt_output_print("vactl stats small", &o);
 		fail_msg("no resident line with %llu bytes", (unsigned long long)after);
 	}
 	vt_output_free(&o);
 
-	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "--json", "top", "--count", "1",
-				     NULL));
+	assert_int_equal(0,
+			 vt_vactl(d->socket_path, NULL, &o, "--json", "top", "--count", "1", NULL));
 	VT_ASSERT_EXIT(&o, 0, "vactl --json top --count 1");
 	j = vt_json_parse(o.out);
 	assert_non_null(j);
@@ -722,8 +721,8 @@ static void test_history(void **state)
 	vt_output_free(&o);
 
 	/* the text table has the column */
-	assert_int_equal(0, vt_vactl(NULL, NULL, &o, "history", "--db", d->stats_db, "--since",
-				     "all", NULL));
+	assert_int_equal(
+	    0, vt_vactl(NULL, NULL, &o, "history", "--db", d->stats_db, "--since", "all", NULL));
 	VT_ASSERT_EXIT(&o, 0, "vactl history");
 	assert_true(vt_contains(o.out, "RESIDENT"));
 	assert_true(vt_contains(o.out, "20.0 KiB"));

@@ -60,6 +60,15 @@ static uint64_t allocated_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Write a pattern into [off, off + len) of the file, as a client does through its mapping. */
+static void write_range(int fd, uint64_t off, size_t len)
+{
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	assert_true(p != MAP_FAILED);
+	memset(p, 0x77, len);
+	munmap(p, len);
+}
+
 static bool all_zero(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -290,20 +299,67 @@ static void test_punch_failure_counted(void **state)
 	int real = a->fd;
 	a->fd = ro;
 
-	/* expected in the output: one "punching a hole ... failed" error line */
+	/* expected in the output: one "punching a hole ... failed" error line. The ranges are
+	 * written first: a range nobody wrote is a hole, and holes are not punched. */
 	uint64_t off;
 	assert_int_equal(va_alloc(a->vs, 65536, 0, NULL, &off), VA_OK);
+	write_range(real, off, 65536);
 	assert_int_equal(va_free(a->vs, off, NULL), VA_OK);
 	va_drain(a->vs);
 	uint64_t failures = __atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED);
 	assert_true(failures >= 1);
 	assert_int_equal(va_alloc(a->vs, 65536, 0, NULL, &off), VA_OK);
+	write_range(real, off, 65536);
 	assert_int_equal(va_free(a->vs, off, NULL), VA_OK);
 	va_drain(a->vs);
 	assert_true(__atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED) > failures);
 
 	a->fd = real;
 	close(ro);
+	vad_arena_close(a);
+}
+
+/* The release callback looks for data first and leaves holes alone: with an fd that can
+ * look (lseek) but not punch (read-only), releasing ranges nobody wrote counts no punch at
+ * all, wherever the written pages lie; releasing a written one does try to punch. */
+static void test_release_skips_holes(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "holes", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	uint64_t before, written, after;
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &before), VA_OK);
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &written), VA_OK);
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &after), VA_OK);
+	assert_true(before < written && written < after);
+	write_range(a->fd, written + 4096, 4096); /* one page inside the middle range */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
+	int ro = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(ro >= 0);
+	int real = a->fd;
+	a->fd = ro;
+
+	/* a hole before data and a hole after the last data: skipped */
+	assert_int_equal(va_free(a->vs, before, NULL), VA_OK);
+	assert_int_equal(va_free(a->vs, after, NULL), VA_OK);
+	va_drain(a->vs);
+	assert_int_equal(__atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED), 0);
+	/* written: the punch is tried (and fails on this fd; the log says so once) */
+	assert_int_equal(va_free(a->vs, written, NULL), VA_OK);
+	va_drain(a->vs);
+	assert_true(__atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED) >= 1);
+
+	a->fd = real;
+	close(ro);
+	/* with the real fd the page goes back */
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &written), VA_OK);
+	write_range(a->fd, written, 4096);
+	assert_int_equal(allocated_bytes(a->fd), 8192); /* this page and the unpunched one */
+	assert_int_equal(va_free(a->vs, written, NULL), VA_OK);
+	va_drain(a->vs);
+	assert_true(allocated_bytes(a->fd) <= 4096);
 	vad_arena_close(a);
 }
 
@@ -383,6 +439,7 @@ int main(void)
 		cmocka_unit_test(test_unsealable_directory_refused),
 		cmocka_unit_test(test_open_failures),
 		cmocka_unit_test(test_punch_failure_counted),
+		cmocka_unit_test(test_release_skips_holes),
 		cmocka_unit_test(test_allow_lists),
 		cmocka_unit_test(test_from_config),
 	};
