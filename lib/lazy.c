@@ -8,7 +8,8 @@
  * the placing step touches the block objects, once each. While it runs the batch is
  * visible to va_walk/va_check as lazy blocks (struct va_inflight).
  * The background thread drains when woken past lazy_max and after idle_drain_ms without
- * frees; past 2 x lazy_max the freeing thread drains itself. The background thread's passes
+ * allocations or frees (then, once per such idle period, it also runs va_release_free);
+ * past 2 x lazy_max the freeing thread drains itself. The background thread's passes
  * yield the CPU every DRAIN_YIELD_NS, between release calls and lock holds (drain_step).
  */
 #include <errno.h>
@@ -32,7 +33,7 @@ static __thread const struct va_space *tls_draining;
  * does not yield: its caller waits for that drain.
  */
 #define DRAIN_YIELD_NS 20000
-static __thread bool tls_background;	/* this is a space's background drain thread */
+static __thread bool tls_background;   /* this is a space's background drain thread */
 static __thread uint64_t tls_yield_at; /* CLOCK_MONOTONIC ns of the next yield */
 
 static uint64_t mono_ns(void)
@@ -408,26 +409,58 @@ static void drain_pass(struct va_space *vs, bool full)
 	objcache_return(&bag);
 }
 
+bool lazy_enter(struct va_space *vs, const struct va_space **outer)
+{
+	*outer = tls_draining;
+	if (*outer == vs)
+		return false;
+	va_lock(&vs->drain_lock);
+	tls_draining = vs;
+	return true;
+}
+
+void lazy_leave(struct va_space *vs, const struct va_space *outer)
+{
+	tls_draining = outer;
+	va_unlock(&vs->drain_lock);
+}
+
+void lazy_pass_if_over(struct va_space *vs)
+{
+	if (atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) > vs->cfg.lazy_max)
+		drain_pass(vs, false);
+}
+
+void lazy_step(struct va_space *vs)
+{
+	drain_step(vs);
+}
+
 /* Run one pass unless this thread is already draining vs (a release callback). */
 static void drain_guarded(struct va_space *vs, bool full, bool only_if_over)
 {
-	const struct va_space *outer = tls_draining;
+	const struct va_space *outer;
 
-	if (outer == vs)
+	if (!lazy_enter(vs, &outer))
 		return;
-	va_lock(&vs->drain_lock);
-	if (!only_if_over ||
-	    atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) > vs->cfg.lazy_max) {
-		tls_draining = vs;
+	if (only_if_over)
+		lazy_pass_if_over(vs);
+	else
 		drain_pass(vs, full);
-		tls_draining = outer;
-	}
-	va_unlock(&vs->drain_lock);
+	lazy_leave(vs, outer);
 }
 
 void lazy_drain(struct va_space *vs, bool full)
 {
 	drain_guarded(vs, full, false);
+}
+
+bool lazy_drain_hold(struct va_space *vs, const struct va_space **outer)
+{
+	if (!lazy_enter(vs, outer))
+		return false;
+	drain_pass(vs, true);
+	return true;
 }
 
 void lazy_after_free(struct va_space *vs, uint64_t lazy_now)
@@ -450,13 +483,14 @@ void lazy_after_free(struct va_space *vs, uint64_t lazy_now)
 
 /* ---- background thread ------------------------------------------------------------------ */
 
-static uint64_t total_frees(struct va_space *vs)
+/* Allocations and frees so far (a sum that only serves to see whether it changed). */
+static uint64_t total_activity(struct va_space *vs)
 {
 	uint64_t f = 0;
 
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		va_lock(&vs->node[i].lock);
-		f += vs->node[i].frees;
+		f += vs->node[i].frees + vs->node[i].allocs;
 		va_unlock(&vs->node[i].lock);
 	}
 	return f;
@@ -489,7 +523,8 @@ static void deadline_after_ms(struct timespec *ts, unsigned ms)
 static void *drain_thread(void *arg)
 {
 	struct va_space *vs = arg;
-	uint64_t seen_frees = total_frees(vs);
+	uint64_t seen = total_activity(vs);
+	bool released = false; /* va_release_free ran in this idle period */
 
 	/* This thread's passes step aside every DRAIN_YIELD_NS (drain_step). */
 	tls_background = true;
@@ -507,13 +542,20 @@ static void *drain_thread(void *arg)
 				break;
 			if (rc == ETIMEDOUT &&
 			    !atomic_load_explicit(&vs->kick, memory_order_acquire)) {
-				uint64_t f = total_frees(vs);
-				bool idle = f == seen_frees;
+				uint64_t f = total_activity(vs);
+				bool idle = f == seen;
 
-				seen_frees = f;
+				seen = f;
+				if (!idle)
+					released = false;
 				va_unlock(&vs->ctl_lock);
 				if (idle && has_leftovers(vs))
 					lazy_drain(vs, false);
+				/* once per idle period: free space a client wrote into */
+				if (idle && !released && !vs->cfg.no_idle_release) {
+					va_release_free(vs);
+					released = true;
+				}
 				va_lock(&vs->ctl_lock);
 			}
 			continue;
@@ -552,6 +594,7 @@ int lazy_thread_start(struct va_space *vs)
 
 void lazy_thread_stop(struct va_space *vs)
 {
+	atomic_store_explicit(&vs->stopping, true, memory_order_relaxed);
 	if (vs->has_thread) {
 		va_lock(&vs->ctl_lock);
 		vs->stop = true;

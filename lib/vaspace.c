@@ -114,6 +114,7 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 		vs->lazy_flush = 1u << 20;
 	if (vs->lazy_flush < vs->quantum)
 		vs->lazy_flush = vs->quantum;
+	vs->lazy_slack = vs->lazy_flush * vs->nodes;
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;
@@ -267,8 +268,8 @@ enum lazy_free_result {
  * held; lazy_reserve may drop and retake it). Bytes that crossed the node's flush threshold
  * are added to *flush for lazy_flush_bytes once the lock is dropped.
  */
-static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n,
-					      uint64_t addr, void **owner_out, uint64_t *flush)
+static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n, uint64_t addr,
+					      void **owner_out, uint64_t *flush)
 {
 	struct va_block *b = busy_find(n, addr);
 	uint64_t size;
@@ -438,10 +439,12 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->size = vs->size;
 	out->quantum = vs->quantum;
 	out->nodes = vs->nodes;
+	/* one still picture (every lock, as va_walk): busy + free + lazy + pooled == size even
+	 * while drains and va_release_free move blocks */
+	va_freeze(vs);
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
 
-		va_lock(&n->lock);
 		out->pooled_bytes += n->pool_bytes;
 		out->pooled_blocks += n->pool_blocks;
 		out->busy_bytes += n->busy_bytes;
@@ -451,17 +454,13 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 		out->allocs += n->allocs;
 		out->frees += n->frees;
 		out->pool_hits += n->pool_hits;
-		va_unlock(&n->lock);
 	}
-	va_lock(&vs->inflight.lock);
 	out->lazy_bytes += vs->inflight.bytes;
 	out->lazy_blocks += vs->inflight.blocks;
-	va_unlock(&vs->inflight.lock);
-	va_lock(&vs->free.lock);
 	out->free_bytes = vs->free.tree.bytes;
 	out->free_blocks = vs->free.tree.blocks;
 	out->largest_free = ft_largest(&vs->free.tree);
-	va_unlock(&vs->free.lock);
+	va_thaw(vs);
 	out->fails = ld(&vs->fails);
 	out->drains = ld(&vs->drains);
 	out->released_bytes = ld(&vs->released_bytes);
