@@ -114,7 +114,9 @@ static bool batch_reserve(struct va_space *vs, size_t n)
 	return true;
 }
 
-/* Move every node's lazy array into the batch; returns the bytes lazy_total counted. A node
+/* Move every node's lazy array into the batch; returns their bytes, which lazy_total now
+ * counts in full (the part a node had not flushed yet is added here, under the node's lock,
+ * so no lazy byte is ever outside both lazy_total and a node's unflushed count). A node
  * whose items do not fit (no memory) keeps them for the next drain. */
 static uint64_t detach_lazy(struct va_space *vs)
 {
@@ -140,7 +142,9 @@ static uint64_t detach_lazy(struct va_space *vs)
 			in->bytes += n->lazy_bytes;
 			in->blocks += n->lazy_len;
 			va_unlock(&in->lock);
-			flushed += n->lazy_bytes - n->lazy_unflushed;
+			atomic_fetch_add_explicit(&vs->lazy_total, n->lazy_unflushed,
+						  memory_order_relaxed);
+			flushed += n->lazy_bytes;
 			n->lazy_len = 0;
 			n->lazy_bytes = 0;
 			n->lazy_unflushed = 0;
@@ -151,13 +155,13 @@ static uint64_t detach_lazy(struct va_space *vs)
 }
 
 /* Move the decaying part of every pool (all of it if full) into the batch, bound for the
- * tree; these blocks were released before they were pooled. Returns their bytes: until the
- * pass places them they count as lazy (va_get_stats), so lazy_total counts them too, and
- * the 2 x lazy_max bound holds while a long pass runs beside new frees. */
-static uint64_t detach_decay(struct va_space *vs, bool full)
+ * tree. These blocks were released before they were pooled, so they are not lazy: until the
+ * pass places them they stay pooled blocks (va_get_stats, va_walk), and lazy_total does
+ * not count them (a long pass carrying them beside new frees must not look like lazy
+ * bytes past 2 x lazy_max, nor make the freeing threads drain). */
+static void detach_decay(struct va_space *vs, bool full)
 {
 	struct va_inflight *in = &vs->inflight;
-	uint64_t bytes = 0;
 
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
@@ -183,22 +187,19 @@ static uint64_t detach_decay(struct va_space *vs, bool full)
 			va_lock(&in->lock);
 			for (; d; d = next) {
 				next = d->next;
-				d->state = VA_ST_LAZY;
 				in->items[in->n++] =
 				    (struct lazy_item){.start = d->start,
 						       .end = d->end,
 						       .b = d,
-						       .home = d->home,
+						       .home = i,
 						       .flags = LI_RELEASED | LI_TO_TREE};
-				in->bytes += blk_size(d);
-				in->blocks++;
-				bytes += blk_size(d);
+				in->decay_bytes += blk_size(d);
+				in->decay_blocks++;
 			}
 			va_unlock(&in->lock);
 		}
 		va_unlock(&n->lock);
 	}
-	return bytes;
 }
 
 static unsigned log2_ceil_u64(uint64_t x)
@@ -323,6 +324,20 @@ static void place_in_pools(struct va_space *vs)
 	}
 }
 
+/* An item leaves the batch's counters: lazy (freed, released by this pass) or decaying. */
+static inline void unplace(struct va_inflight *in, const struct lazy_item *it)
+{
+	uint64_t size = it->end - it->start;
+
+	if (it->flags & LI_RELEASED) {
+		in->decay_bytes -= size;
+		in->decay_blocks--;
+	} else {
+		in->bytes -= size;
+		in->blocks--;
+	}
+}
+
 /* Everything not pooled merges into the free tree: adjacent blocks become one (the first
  * object takes the run, the others are spare), drain_chunk blocks per lock hold. */
 static void place_in_tree(struct va_space *vs, struct va_bag *bag)
@@ -344,7 +359,7 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 		for (unsigned cnt = 0; k < n && cnt < vs->cfg.drain_chunk;) {
 			struct lazy_item *it = &in->items[k];
 			struct va_block *b0;
-			uint64_t start, end, blocks = 1;
+			uint64_t start, end;
 
 			if (it->flags & LI_PLACED) {
 				k++;
@@ -356,18 +371,17 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 			start = it->start;
 			end = it->end;
 			it->flags |= LI_PLACED;
+			unplace(in, it);
 			for (k++, cnt++;
 			     k < n && cnt < vs->cfg.drain_chunk &&
 			     !(in->items[k].flags & LI_PLACED) && in->items[k].start == end;
 			     k++, cnt++) {
 				end = in->items[k].end;
 				in->items[k].flags |= LI_PLACED | LI_EXTRA;
-				blocks++;
+				unplace(in, &in->items[k]);
 			}
 			b0->start = start;
 			b0->end = end;
-			in->bytes -= end - start;
-			in->blocks -= blocks;
 			ft_insert(&vs->free.tree, b0, bag);
 		}
 		va_unlock(&in->lock);
@@ -390,12 +404,8 @@ static void drain_pass(struct va_space *vs, bool full)
 
 	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
 	flushed = detach_lazy(vs);
-	if (vs->pool_classes) {
-		uint64_t decayed = detach_decay(vs, full);
-
-		atomic_fetch_add_explicit(&vs->lazy_total, decayed, memory_order_relaxed);
-		flushed += decayed;
-	}
+	if (vs->pool_classes)
+		detach_decay(vs, full);
 	sort_batch(vs);
 	release_batch(vs);
 	if (vs->pool_classes && !full)
@@ -463,17 +473,16 @@ bool lazy_drain_hold(struct va_space *vs, const struct va_space **outer)
 	return true;
 }
 
-void lazy_after_free(struct va_space *vs, uint64_t lazy_now)
+void lazy_after_free(struct va_space *vs, uint64_t lazy_now, bool flushed)
 {
-	uint64_t max = vs->cfg.lazy_max;
-
-	if (lazy_now <= max)
-		return;
-	if (lazy_now - max > max) {
-		/* the freeing thread drains itself; another drain may have done it meanwhile */
+	if (lazy_now > vs->lazy_self_at) {
+		/* the freeing thread drains itself (or waits for the pass that does); another
+		 * drain may have done it meanwhile */
 		drain_guarded(vs, false, true);
 		return;
 	}
+	if (!flushed || lazy_now <= vs->cfg.lazy_max)
+		return;
 	if (vs->has_thread && !atomic_exchange_explicit(&vs->kick, true, memory_order_acq_rel)) {
 		va_lock(&vs->ctl_lock);
 		pthread_cond_signal(&vs->ctl_cond);

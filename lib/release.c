@@ -27,6 +27,35 @@ static uint64_t release_chunk_bytes(const struct va_space *vs)
 	return cap < vs->quantum ? vs->quantum : cap;
 }
 
+/*
+ * Count up to cap bytes of chunk in lazy_total before taking them (drain_lock held), where
+ * they leave lazy_total at most lazy_self_at: a free that adds its bytes after this sees
+ * the chunk and drains (waiting for this chunk), one that added before is in the sum here.
+ * With no room, a drain pass makes some. Returns the bytes counted (a quantum at least).
+ */
+static uint64_t reserve_chunk(struct va_space *vs, uint64_t cap)
+{
+	uint64_t old = atomic_load_explicit(&vs->lazy_total, memory_order_relaxed);
+
+	for (unsigned passes = 0;;) {
+		uint64_t room = vs->lazy_self_at > old ? vs->lazy_self_at - old : 0, want;
+
+		want = (room < cap ? room : cap) & ~(vs->quantum - 1);
+		if (want < vs->quantum) {
+			if (passes++ < 4) {
+				lazy_pass_if_over(vs);
+				old = atomic_load_explicit(&vs->lazy_total, memory_order_relaxed);
+				continue;
+			}
+			want = vs->quantum; /* frees outrun the passes: one quantum at a time */
+		}
+		if (atomic_compare_exchange_weak_explicit(&vs->lazy_total, &old, old + want,
+							  memory_order_relaxed,
+							  memory_order_relaxed))
+			return want;
+	}
+}
+
 /* Take up to one chunk of free space at or above *cursor out of the tree onto the in-flight
  * list (free.lock and inflight.lock held). Returns the pieces taken; *cursor moves past
  * them. bag holds at least 2 objects (a cut inside a block needs two). */
@@ -109,7 +138,7 @@ uint64_t va_release_free(struct va_space *vs)
 	while (cursor < vs->end && !atomic_load_explicit(&vs->stopping, memory_order_relaxed)) {
 		const struct va_space *outer;
 		struct va_bag bag = {0};
-		uint64_t bytes;
+		uint64_t bytes, want;
 		unsigned n;
 
 		if (objcache_fill(&bag, 2))
@@ -118,14 +147,13 @@ uint64_t va_release_free(struct va_space *vs)
 			objcache_return(&bag);
 			break; /* called from a release callback of vs: that drain is running */
 		}
-		/* lazy bytes first, so the chunk stays within the 2 x lazy_max bound */
-		lazy_pass_if_over(vs);
+		want = reserve_chunk(vs, cap);
 		va_lock(&vs->free.lock);
 		va_lock(&vs->inflight.lock);
-		n = take_chunk(vs, &cursor, cap, pieces, &bytes, &bag);
-		atomic_fetch_add_explicit(&vs->lazy_total, bytes, memory_order_relaxed);
+		n = take_chunk(vs, &cursor, want, pieces, &bytes, &bag);
 		va_unlock(&vs->inflight.lock);
 		va_unlock(&vs->free.lock);
+		atomic_fetch_sub_explicit(&vs->lazy_total, want - bytes, memory_order_relaxed);
 		for (unsigned i = 0; i < n; i++) {
 			vs->cfg.release(vs->cfg.release_ctx, pieces[i]->start, blk_size(pieces[i]));
 			va_sat_add_atomic(&vs->released_bytes, blk_size(pieces[i]));

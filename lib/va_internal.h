@@ -47,6 +47,11 @@ static inline uint64_t blk_size(const struct va_block *b)
 	return b->end - b->start;
 }
 
+static inline enum va_state blk_state(const struct va_block *b)
+{
+	return (enum va_state)b->state;
+}
+
 static inline void blk_set_state(struct va_block *b, enum va_state s)
 {
 	b->state = s;
@@ -89,7 +94,7 @@ static inline struct va_block *bag_take(struct va_bag *bag)
 
 static inline void bag_give(struct va_bag *bag, struct va_block *b)
 {
-	b->state = VA_ST_SPARE;
+	blk_set_state(b, VA_ST_SPARE);
 	b->next = bag->head;
 	if (!bag->head)
 		bag->tail = b;
@@ -149,8 +154,9 @@ struct va_inflight {
 	pthread_mutex_t lock;
 	struct lazy_item *items; /* the drain batch (drain_lock owner writes it) */
 	size_t n;
-	uint64_t bytes, blocks; /* not yet placed, plus eager blocks */
-	struct va_block *eager; /* eager frees being released (next/prev list) */
+	uint64_t bytes, blocks; /* lazy: not yet placed, plus eager blocks (lazy_total has them) */
+	uint64_t decay_bytes, decay_blocks; /* pool blocks on their way to the tree: pooled */
+	struct va_block *eager;		    /* eager frees being released (next/prev list) */
 };
 
 struct va_space {
@@ -166,6 +172,8 @@ struct va_space {
 	unsigned nodes_ready;	/* nodes initialised (for teardown after a failed create) */
 	uint64_t lazy_flush;	/* per-node batch of lazy bytes added to lazy_total at once */
 	uint64_t lazy_slack;	/* nodes * lazy_flush: lazy bytes lazy_total may not count yet */
+	uint64_t lazy_self_at;	/* past this lazy_total the freeing thread drains: 2 x lazy_max
+				   less lazy_slack, so lazy bytes stay within 2 x lazy_max */
 	uint64_t affinity_span; /* zone * nodes: distance between two zones of one node; 0 = off */
 
 	struct {
@@ -336,8 +344,9 @@ void lazy_step(struct va_space *vs);
  * with no release chunk out of the tree; false (no drain, nothing held) if nested. */
 bool lazy_drain_hold(struct va_space *vs, const struct va_space **outer);
 
-/* After lazy bytes reached lazy_total (now): wake the background thread or drain here. */
-void lazy_after_free(struct va_space *vs, uint64_t lazy_now);
+/* After a free (or a batch of them) with lazy_total at lazy_now: past lazy_self_at drain
+ * here; else, if this free flushed bytes past lazy_max, wake the background thread. */
+void lazy_after_free(struct va_space *vs, uint64_t lazy_now, bool flushed);
 
 /* Make room for one more item on n's lazy array. Called and returns with n->lock held;
  * may drop it meanwhile to grow the array. False if memory is short. */

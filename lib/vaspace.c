@@ -115,6 +115,9 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	if (vs->lazy_flush < vs->quantum)
 		vs->lazy_flush = vs->quantum;
 	vs->lazy_slack = vs->lazy_flush * vs->nodes;
+	vs->lazy_self_at = vs->lazy_slack < vs->cfg.lazy_max
+			       ? va_sat_add(vs->cfg.lazy_max, vs->cfg.lazy_max) - vs->lazy_slack
+			       : vs->cfg.lazy_max;
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;
@@ -221,7 +224,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
-	b->state = VA_ST_LAZY;
+	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
 	va_lock(&vs->inflight.lock);
 	b->prev = NULL;
@@ -287,7 +290,7 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
-	b->state = VA_ST_LAZY;
+	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
 	n->lazy[n->lazy_len++] =
 	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = b->home};
@@ -301,15 +304,20 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	return LF_DONE;
 }
 
-/* Add flushed lazy bytes to the space's total (no lock held): may wake or run a drain. */
+/* Add flushed lazy bytes to the space's total (no lock held): may wake or run a drain. A
+ * free that flushed nothing still looks at the total (a read of a line written once per
+ * batch): while another thread's flush has it past the threshold and that thread waits for
+ * a pass, this free must not return and leave its bytes on top. */
 static void lazy_flush_bytes(struct va_space *vs, uint64_t flush)
 {
-	if (flush) {
-		uint64_t now =
-		    atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed);
+	uint64_t now;
 
-		lazy_after_free(vs, now + flush);
-	}
+	if (flush)
+		now =
+		    atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed) + flush;
+	else
+		now = atomic_load_explicit(&vs->lazy_total, memory_order_relaxed);
+	lazy_after_free(vs, now, flush != 0);
 }
 
 int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
@@ -457,6 +465,8 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	}
 	out->lazy_bytes += vs->inflight.bytes;
 	out->lazy_blocks += vs->inflight.blocks;
+	out->pooled_bytes += vs->inflight.decay_bytes;
+	out->pooled_blocks += vs->inflight.decay_blocks;
 	out->free_bytes = vs->free.tree.bytes;
 	out->free_blocks = vs->free.tree.blocks;
 	out->largest_free = ft_largest(&vs->free.tree);
