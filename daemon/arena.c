@@ -2,9 +2,11 @@
  *
  * The file is a memfd ("vad:NAME"), or an unlinked file in the configured directory (e.g. a
  * hugetlbfs mount). It is sized once and sealed against shrinking and growing, so a client
- * holding the fd can neither SIGBUS the others nor grow the daemon's memory. Freed ranges
- * are released with fallocate(PUNCH_HOLE): the pages go back to the system and a reused
- * range reads as zeros, so no data passes from one client to the next.
+ * holding the fd can neither SIGBUS the others nor grow the daemon's memory. Only a memfd
+ * takes seals: a file in a directory is refused unless its section says accept_unsealed =
+ * yes (then it runs unsealed, marked so). Freed ranges are released with
+ * fallocate(PUNCH_HOLE): the pages go back to the system and a reused range reads as zeros,
+ * so no data passes from one holder of a range to the next.
  */
 #include "arena.h"
 
@@ -64,10 +66,22 @@ static int zero_by_mapping(int fd, uint64_t start, uint64_t size)
 	return 0;
 }
 
-/* va_release_fn: give [start, start + size) back to the system. */
+/* va_release_fn: give [start, start + size) back to the system. Holes are skipped first: the
+ * idle drain and a purge pass every free block here, most of which nobody ever wrote, and a
+ * punch walks every client's mapping of the range while one SEEK_DATA only looks up the
+ * file's pages. (Where SEEK_DATA is not supported, all of the file counts as data.) */
 static void arena_release(void *ctx, uint64_t start, uint64_t size)
 {
 	struct vad_arena *a = ctx;
+	off_t data = lseek(a->fd, (off_t)start, SEEK_DATA);
+	if (data < 0 && errno == ENXIO)
+		return; /* no data from start to the end of the file */
+	if (data >= 0 && (uint64_t)data > start) {
+		if ((uint64_t)data - start >= size)
+			return; /* [start, start + size) is one hole */
+		size -= (uint64_t)data - start; /* punch from the first written page on */
+		start = (uint64_t)data;
+	}
 	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)start,
 		      (off_t)size) == 0)
 		return;
@@ -128,6 +142,65 @@ static int open_in_directory(const char *dir, const char *name, char *err, size_
 	return fd;
 }
 
+/* "FILE:LINE: " of the arena's section, or "" for an arena not read from a file. */
+static const char *section_of(const struct vad_arena_conf *conf, const struct vad_config *cfg,
+			      char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (cfg->path[0] && conf->line > 0)
+		snprintf(buf, len, "%s:%d: ", cfg->path, conf->line);
+	return buf;
+}
+
+/* Seal the file against shrinking and growing (then against new seals), one seal at a time
+ * so a refusal names the one that failed. A memfd must take them. A file in a directory
+ * that cannot be sealed is refused unless its section says accept_unsealed = yes: then the
+ * arena runs unsealed, with a warning, and says so in ArenaInfo. */
+static int seal_file(struct vad_arena *a, const struct vad_config *cfg, bool memfd, char *err,
+		     size_t err_len)
+{
+	static const struct {
+		int seal;
+		const char *name;
+	} seals[] = {
+	    {F_SEAL_SHRINK, "F_SEAL_SHRINK"},
+	    {F_SEAL_GROW, "F_SEAL_GROW"},
+	    {F_SEAL_SEAL, "F_SEAL_SEAL"},
+	};
+	const char *failed = NULL;
+	int seal_errno = 0;
+	for (size_t i = 0; i < sizeof(seals) / sizeof(seals[0]) && !failed; i++) {
+		if (fcntl(a->fd, F_ADD_SEALS, seals[i].seal) != 0) {
+			failed = seals[i].name;
+			seal_errno = errno;
+		}
+	}
+	if (!failed)
+		return 0;
+	char where[PATH_MAX + 32];
+	section_of(&a->conf, cfg, where, sizeof(where));
+	if (memfd) {
+		snprintf(err, err_len, "%sarena %s: cannot seal the memfd: %s: %s", where,
+			 a->conf.name, failed, strerror(seal_errno));
+		return -1;
+	}
+	if (!a->conf.accept_unsealed) {
+		snprintf(err, err_len,
+			 "%s[arena %s]: its file in %s cannot be sealed (%s: %s): any client "
+			 "could resize it and make every other client die of SIGBUS; use "
+			 "backing = memfd, or add accept_unsealed = yes to the section to take "
+			 "that risk",
+			 where, a->conf.name, a->conf.backing, failed, strerror(seal_errno));
+		return -1;
+	}
+	a->unsealed = true;
+	log_warn("%sarena %s runs UNSEALED (accept_unsealed = yes): its file in %s cannot be "
+		 "sealed (%s: %s), so any client that maps it can resize it and make every "
+		 "other client die of SIGBUS",
+		 where, a->conf.name, a->conf.backing, failed, strerror(seal_errno));
+	return 0;
+}
+
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
 		   unsigned index, struct vad_arena **out, char *err, size_t err_len)
 {
@@ -183,16 +256,8 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 			 strerror(errno));
 		goto fail;
 	}
-	if (fcntl(a->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-		if (memfd) {
-			snprintf(err, err_len, "arena %s: cannot seal the memfd: %s", conf->name,
-				 strerror(errno));
-			goto fail;
-		}
-		log_notice("arena %s: files in %s cannot be sealed (%s); a client with write "
-			   "access could still resize it",
-			   conf->name, conf->backing, strerror(errno));
-	}
+	if (seal_file(a, cfg, memfd, err, err_len) != 0)
+		goto fail;
 
 	struct va_config vc = {
 		.base = 0,
@@ -234,6 +299,16 @@ void vad_arena_close(struct vad_arena *a)
 	free(a->conf.allow_gids);
 	pthread_mutex_destroy(&ai->log_lock);
 	free(ai);
+}
+
+uint64_t vad_arena_resident_bytes(const struct vad_arena *a)
+{
+	struct stat st;
+	if (!a || fstat(a->fd, &st) != 0 || st.st_blocks <= 0)
+		return 0;
+	if ((uint64_t)st.st_blocks > UINT64_MAX / 512)
+		return UINT64_MAX;
+	return (uint64_t)st.st_blocks * 512;
 }
 
 bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,

@@ -71,10 +71,18 @@ static const char *const vad_key_names[N_VAD_KEYS] = {
 	"admin_group", "stats_db",    "stats_interval", "stats_retention", "log_level",
 };
 
-enum arena_key { A_SIZE, A_QUANTUM, A_BACKING, A_ALLOW_UIDS, A_ALLOW_GIDS, N_ARENA_KEYS };
+enum arena_key {
+	A_SIZE,
+	A_QUANTUM,
+	A_BACKING,
+	A_ALLOW_UIDS,
+	A_ALLOW_GIDS,
+	A_ACCEPT_UNSEALED,
+	N_ARENA_KEYS
+};
 
 static const char *const arena_key_names[N_ARENA_KEYS] = {
-	"size", "quantum", "backing", "allow_uids", "allow_gids",
+	"size", "quantum", "backing", "allow_uids", "allow_gids", "accept_unsealed",
 };
 
 struct parse_state {
@@ -509,6 +517,24 @@ static int key_id_list(struct parse_state *ps, const char *key, const char *v, b
 	return 1;
 }
 
+/* yes/no (also true/false, on/off, 1/0). */
+static int key_yes_no(struct parse_state *ps, const char *key, const char *v, bool *out)
+{
+	static const char *const yes[] = {"yes", "true", "on", "1"};
+	static const char *const no[] = {"no", "false", "off", "0"};
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(v, yes[i]) == 0) {
+			*out = true;
+			return 1;
+		}
+		if (strcasecmp(v, no[i]) == 0) {
+			*out = false;
+			return 1;
+		}
+	}
+	return fail_at(ps, ps->lineno, "%s = %s: expected yes or no", key, v);
+}
+
 static struct vad_arena_conf *current_arena(struct parse_state *ps)
 {
 	return &ps->cfg->arenas[ps->cfg->n_arenas - 1];
@@ -566,6 +592,8 @@ static int handle_arena_key(struct parse_state *ps, enum arena_key k, const char
 		return key_id_list(ps, key, v, false, a);
 	case A_ALLOW_GIDS:
 		return key_id_list(ps, key, v, true, a);
+	case A_ACCEPT_UNSEALED:
+		return key_yes_no(ps, key, v, &a->accept_unsealed);
 	case N_ARENA_KEYS:
 		break;
 	}
@@ -655,6 +683,12 @@ static int finish_arena(struct parse_state *ps)
 			       "size %llu is not a multiple of the quantum %s",
 			       (unsigned long long)a->size,
 			       vad_format_size(a->quantum, qbuf, sizeof(qbuf)));
+	if (a->accept_unsealed && !a->backing[0])
+		return fail_at(ps, ps->arena_key_line[A_ACCEPT_UNSEALED],
+			       "accept_unsealed = yes in [arena %s], whose backing is a memfd: a "
+			       "memfd is always sealed, only a directory backing can be unsealed "
+			       "(remove the line)",
+			       a->name);
 	a->allow_any = a->n_allow_uids == 0 && a->n_allow_gids == 0;
 	return 1;
 }
@@ -700,6 +734,7 @@ static int add_arena(struct parse_state *ps, const char *name)
 	memset(a, 0, sizeof(*a));
 	strcpy(a->name, name);
 	a->allow_any = true;
+	a->line = ps->lineno;
 	ps->arena_lines[cfg->n_arenas] = ps->lineno;
 	cfg->n_arenas++;
 	memset(ps->arena_key_line, 0, sizeof(ps->arena_key_line));

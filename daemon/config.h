@@ -21,6 +21,9 @@ struct vad_arena_conf {
 	size_t n_allow_uids;
 	gid_t *allow_gids;	 /* allow_gids = video, 1000 */
 	size_t n_allow_gids;
+	int line;		 /* line of its [arena NAME] header in the file, 0 if built in */
+	bool accept_unsealed;	 /* accept_unsealed = yes: start even if its file cannot be
+				    sealed (any client could then resize it; see vad.conf(5)) */
 };
 
 /* How connections are spread over the workers (worker_balance). */

@@ -243,6 +243,7 @@ static void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, bool allo
 	info->quantum = a->conf.quantum;
 	info->backing = (char *)(a->conf.backing[0] ? a->conf.backing : "memfd");
 	info->allowed = allowed;
+	info->unsealed = a->unsealed;
 }
 
 /* ---- hello ------------------------------------------------------------------------------ */
@@ -685,6 +686,7 @@ static void fill_stats(Vad__ArenaStats *o, const struct vad_arena *a)
 	o->pool_hits = st.pool_hits;
 	o->lazy_blocks = st.lazy_blocks;
 	o->pooled_blocks = st.pooled_blocks;
+	o->resident_bytes = vad_arena_resident_bytes(a);
 }
 
 static void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_reply *r)
@@ -826,6 +828,13 @@ static void handle_clients(struct vad_session *s, struct vad_reply *r)
 
 /* ---- admin: purge / reload / check ------------------------------------------------------ */
 
+/* *t += v, held at UINT64_MAX rather than wrapping. */
+static void sat_add_into(uint64_t *t, uint64_t v)
+{
+	if (__builtin_add_overflow(*t, v, t))
+		*t = UINT64_MAX;
+}
+
 static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_reply *r)
 {
 	if (!admin_allowed(s, "purge", r))
@@ -841,22 +850,35 @@ static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_
 		first = ai;
 		end = ai + 1;
 	}
-	uint64_t released = 0;
+	/* Lazy and pooled ranges first (va_drain), then every free block (va_release_free):
+	 * free space a client wrote into is memory too. What went back is the drop in resident
+	 * bytes, per arena (a client may write elsewhere meanwhile: never below 0). */
+	uint64_t released = 0, resident_before = 0, resident_after = 0, scanned = 0;
+	uint64_t t0 = vad_now_ns();
 	for (size_t i = first; i < end; i++) {
-		struct va_stats before, after;
-		va_get_stats(svc->arenas[i]->vs, &before);
-		va_drain(svc->arenas[i]->vs);
-		va_get_stats(svc->arenas[i]->vs, &after);
-		released += after.released_bytes - before.released_bytes;
+		struct vad_arena *a = svc->arenas[i];
+		uint64_t before = vad_arena_resident_bytes(a);
+		va_drain(a->vs);
+		uint64_t passed = va_release_free(a->vs);
+		uint64_t after = vad_arena_resident_bytes(a);
+		sat_add_into(&scanned, passed);
+		sat_add_into(&resident_before, before);
+		sat_add_into(&resident_after, after);
+		if (before > after)
+			sat_add_into(&released, before - after);
 	}
-	char b[32];
-	log_notice("purge by '%s' (uid %u): released %s", s->name, (unsigned)s->peer.uid,
-		   SZ(b, released));
-	char detail[128];
-	snprintf(detail, sizeof(detail), "by '%s' (uid %u): released %" PRIu64 " bytes", s->name,
-		 (unsigned)s->peer.uid, released);
-	vad_service_client_event(svc, "purge",
-				 detail); /* only admins; never a daemon event's place */
+	uint64_t ms = (vad_now_ns() - t0) / 1000000;
+	char b[32], rb[32], ra[32], sc[32];
+	log_notice("purge by '%s' (uid %u): released %s (resident %s -> %s; %s of free space "
+		   "looked at) in %" PRIu64 " ms",
+		   s->name, (unsigned)s->peer.uid, SZ(b, released), SZ(rb, resident_before),
+		   SZ(ra, resident_after), SZ(sc, scanned), ms);
+	char detail[256];
+	snprintf(detail, sizeof(detail),
+		 "by '%s' (uid %u): released %" PRIu64 " bytes (resident %" PRIu64 " -> %" PRIu64
+		 ") in %" PRIu64 " ms",
+		 s->name, (unsigned)s->peer.uid, released, resident_before, resident_after, ms);
+	vad_service_client_event(svc, "purge", detail); /* only admins; never a daemon event's place */
 	vad__purge_reply__init(&r->u.purge);
 	r->u.purge.released_bytes = released;
 	r->resp.result_case = VAD__RESPONSE__RESULT_PURGE;

@@ -16,7 +16,7 @@
 #include "session.h"
 
 /* The schema this vad writes; PRAGMA user_version and meta.schema_version both say it. */
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 
 /* Version 1, the first layout: meta.schema_version = '1', user_version left at 0. A new
  * database is created as version 1 and then migrated like any other. */
@@ -64,6 +64,11 @@ static const char migrate_v2_sql[] =
     " FROM session_snapshot ss JOIN snapshot s ON s.id = ss.snapshot_id"
     " GROUP BY ss.session_id, ss.connected_ms;";
 
+/* Version 2 -> 3: each arena's resident bytes (its file's allocated blocks), which busy, free,
+ * lazy and pooled do not show: pages a client wrote into free space. Older rows have NULL. */
+static const char migrate_v3_sql[] =
+    "ALTER TABLE arena_snapshot ADD COLUMN resident_bytes INTEGER;";
+
 /* Each step takes a database from version to - 1 to version to, in one transaction. */
 static const struct migration {
 	int to;
@@ -71,6 +76,7 @@ static const struct migration {
 } migrations[] = {
     {1, schema_v1_sql},
     {2, migrate_v2_sql},
+    {3, migrate_v3_sql},
 };
 
 /* Counters of earlier runs, added to this run's. */
@@ -101,6 +107,13 @@ struct vad_stats_writer {
 };
 
 /* ---- small SQLite helpers --------------------------------------------------------------- */
+
+/* a + b, held at UINT64_MAX instead of wrapping (counters carried over from older runs). */
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t sum;
+	return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
 
 static int exec(struct vad_stats_writer *w, const char *sql)
 {
@@ -215,7 +228,8 @@ static int write_arena(struct vad_stats_writer *w, sqlite3_stmt *st, sqlite3_stm
 			      p90,
 			      p99,
 			      p999,
-			      max};
+			      max,
+			      vad_arena_resident_bytes(a)};
 	for (size_t j = 0; j < sizeof(c) / sizeof(c[0]); j++)
 		bind_u64(st, k++, c[j]);
 	if (run(w, st) < 0)
@@ -224,11 +238,11 @@ static int write_arena(struct vad_stats_writer *w, sqlite3_stmt *st, sqlite3_stm
 	const struct lifetime_base *b = &w->arena_base[i];
 	k = 1;
 	sqlite3_bind_text(life, k++, a->conf.name, -1, SQLITE_STATIC);
-	bind_u64(life, k++, b->allocs + vs.allocs);
-	bind_u64(life, k++, b->frees + vs.frees);
-	bind_u64(life, k++, b->fails + vs.fails);
-	bind_u64(life, k++, b->drains + vs.drains);
-	bind_u64(life, k++, b->released_bytes + vs.released_bytes);
+	bind_u64(life, k++, sat_add(b->allocs, vs.allocs));
+	bind_u64(life, k++, sat_add(b->frees, vs.frees));
+	bind_u64(life, k++, sat_add(b->fails, vs.fails));
+	bind_u64(life, k++, sat_add(b->drains, vs.drains));
+	bind_u64(life, k++, sat_add(b->released_bytes, vs.released_bytes));
 	bind_u64(life, k++, 0);
 	bind_u64(life, k++, 0);
 	bind_u64(life, k++, now_ms);
@@ -249,7 +263,7 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 					" shares, final) VALUES(?,?,?,?,?,?)");
 	sqlite3_stmt *arena =
 	    prepare(w, "INSERT INTO arena_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?,?,"
-		       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+		       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
 	sqlite3_stmt *sess =
 	    prepare(w, "INSERT INTO session_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?)");
 	/* A session seen now is connected (or ended by the stop, in the final snapshot); one that
@@ -343,8 +357,8 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 	sqlite3_bind_text(life, 1, "vad", -1, SQLITE_STATIC);
 	for (int k = 2; k <= 6; k++)
 		bind_u64(life, k, 0);
-	bind_u64(life, 7, w->vad_base.requests + requests);
-	bind_u64(life, 8, w->vad_base.starts + 1);
+	bind_u64(life, 7, sat_add(w->vad_base.requests, requests));
+	bind_u64(life, 8, sat_add(w->vad_base.starts, 1));
 	bind_u64(life, 9, now);
 	if (run(w, life) < 0)
 		goto rollback;
@@ -435,7 +449,7 @@ static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
 		vad_latency_sum(&w->svc->alloc_latency[i], &w->prev_latency[i]);
 	char detail[64];
 	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
-		 (unsigned long long)w->vad_base.starts + 1);
+		 (unsigned long long)sat_add(w->vad_base.starts, 1));
 	vad_service_event(w->svc, "start", detail);
 	write_snapshot(w, false); /* the start is on disk at once */
 

@@ -3,9 +3,10 @@
  * allocation latency, sessions) and writes it to SQLite in one transaction, never on the
  * request path. Lifetime counters survive restarts; rows older than stats_retention go.
  *
- * Schema version 2 (PRAGMA user_version; meta.schema_version says the same; version 1 had only
- * meta.schema_version = '1' and lacked alloc_max_ns and the session table). A file of an older
- * version is migrated at start, one step per transaction; a newer one is refused, untouched:
+ * Schema version 3 (PRAGMA user_version; meta.schema_version says the same; version 1 had only
+ * meta.schema_version = '1' and lacked alloc_max_ns and the session table; version 2 lacked
+ * resident_bytes). A file of an older version is migrated at start, one step per transaction;
+ * a newer one is refused, untouched:
  *   meta(key TEXT PRIMARY KEY, value TEXT)
  *   snapshot(id INTEGER PRIMARY KEY, ts_ms, uptime_ms, clients, requests, shares,
  *            final)                          -- final = 1 for the one written at shutdown
@@ -15,7 +16,9 @@
  *            allocs, frees, fails, drains, released_bytes, release_calls, pool_hits,
  *            punch_failures,
  *            interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns,
- *            alloc_max_ns)                   -- latency of alloc requests since the last row
+ *            alloc_max_ns,                   -- latency of alloc requests since the last row
+ *            resident_bytes)                 -- the arena file's allocated blocks x 512 (NULL in
+ *                                            -- rows from version 2 and older)
  *   session_snapshot(snapshot_id, session_id, pid, uid, gid, name, held_bytes, held_ranges,
  *            allocs, frees, connected_ms)
  *   session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms, end_state, allocs,
@@ -30,6 +33,8 @@
  *            starts, updated_ms)            -- one row per arena name, plus "vad" for requests
  *                                            -- and starts; summed over every run
  * Every counter is an INTEGER; times are milliseconds since the epoch unless named _ns.
+ * Lifetime sums stop at 2^64 - 1 rather than wrap; every integer goes in as SQLite's signed
+ * 64 bits and is read back as unsigned.
  */
 #ifndef VAD_STATS_H
 #define VAD_STATS_H

@@ -306,18 +306,26 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 	if (poolable)
 		q = (unsigned)(req.size >> vs->qshift);
 
+	/* the retry runs with drain_lock held, so no va_release_free chunk is out of the tree */
+	const struct va_space *outer = NULL;
+	bool held = false;
+
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (poolable && alloc_from_pool(vs, home, q, owner, out_addr))
-			return 0;
+		if (poolable && alloc_from_pool(vs, home, q, owner, out_addr)) {
+			rc = 0;
+			break;
+		}
 		rc = alloc_from_tree(vs, &req, home, poolable ? refill_count(vs, q) : 0, owner,
 				     out_addr);
-		if (rc != VA_ENOSPC)
-			return rc;
-		if (attempt == 0)
-			lazy_drain(vs, true);
+		if (rc != VA_ENOSPC || attempt)
+			break;
+		held = lazy_drain_hold(vs, &outer);
 	}
-	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
-	return VA_ENOSPC;
+	if (held)
+		lazy_leave(vs, outer);
+	if (rc == VA_ENOSPC)
+		va_sat_add_atomic(&vs->fails, 1);
+	return rc;
 }
 
 int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, uint64_t *out_addr)
@@ -498,13 +506,16 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 		align = vs->quantum;
 	home = va_home_node(vs);
 
+	const struct va_space *outer = NULL;
+	bool held = false; /* the retry holds drain_lock, as in alloc_common */
+
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct va_bag bag = {0};
 		uint64_t base;
 
 		rc = objcache_fill(&bag, 2 * n);
 		if (rc)
-			return rc;
+			break;
 		va_lock(&vs->free.lock);
 		rc = find_congruent(vs, offsets, sizes, n, align,
 				    attempt ? UINT64_MAX : 64 + 8ull * n, &base);
@@ -526,13 +537,18 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 			}
 			va_unlock(&vs->free.lock);
 			objcache_return(&bag);
-			return 0;
+			break;
 		}
 		va_unlock(&vs->free.lock);
 		objcache_return(&bag);
 		if (attempt == 0)
-			lazy_drain(vs, true);
+			held = lazy_drain_hold(vs, &outer);
 	}
-	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
-	return VA_ENOSPC;
+	if (held)
+		lazy_leave(vs, outer);
+	if (rc == VA_ENOSPC || rc == VA_EAGAIN_INTERNAL) {
+		va_sat_add_atomic(&vs->fails, 1);
+		return VA_ENOSPC;
+	}
+	return rc;
 }

@@ -185,7 +185,7 @@ void busy_insert(struct va_node *n, struct va_block *b)
 				link = &parent->right;
 		}
 	}
-	b->state = VA_ST_BUSY;
+	blk_set_state(b, VA_ST_BUSY);
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&n->busy, &b->rb, NULL);
 	n->busy_hint = b;
@@ -285,7 +285,7 @@ bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth
 
 	if (pc->count >= depth)
 		return false;
-	b->state = VA_ST_POOLED;
+	blk_set_state(b, VA_ST_POOLED);
 	b->next = pc->head;
 	pc->head = b;
 	pc->count++;

@@ -47,6 +47,32 @@ static inline uint64_t blk_size(const struct va_block *b)
 	return b->end - b->start;
 }
 
+static inline enum va_state blk_state(const struct va_block *b)
+{
+	return (enum va_state)b->state;
+}
+
+static inline void blk_set_state(struct va_block *b, enum va_state s)
+{
+	b->state = s;
+}
+
+/* Counters never wrap: a sum that would pass UINT64_MAX stays there. */
+static inline uint64_t va_sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t s;
+
+	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
+}
+
+static inline void va_sat_add_atomic(_Atomic uint64_t *c, uint64_t x)
+{
+	uint64_t old = atomic_fetch_add_explicit(c, x, memory_order_relaxed);
+
+	if (old + x < old)
+		atomic_store_explicit(c, UINT64_MAX, memory_order_relaxed);
+}
+
 /* A caller-owned list of spare block objects (see objcache.c); tail allows O(1) splicing. */
 struct va_bag {
 	struct va_block *head, *tail;
@@ -68,7 +94,7 @@ static inline struct va_block *bag_take(struct va_bag *bag)
 
 static inline void bag_give(struct va_bag *bag, struct va_block *b)
 {
-	b->state = VA_ST_SPARE;
+	blk_set_state(b, VA_ST_SPARE);
 	b->next = bag->head;
 	if (!bag->head)
 		bag->tail = b;
@@ -128,8 +154,9 @@ struct va_inflight {
 	pthread_mutex_t lock;
 	struct lazy_item *items; /* the drain batch (drain_lock owner writes it) */
 	size_t n;
-	uint64_t bytes, blocks; /* not yet placed, plus eager blocks */
-	struct va_block *eager; /* eager frees being released (next/prev list) */
+	uint64_t bytes, blocks; /* lazy: not yet placed, plus eager blocks (lazy_total has them) */
+	uint64_t decay_bytes, decay_blocks; /* pool blocks on their way to the tree: pooled */
+	struct va_block *eager;		    /* eager frees being released (next/prev list) */
 };
 
 struct va_space {
@@ -144,6 +171,9 @@ struct va_space {
 	unsigned pool_classes;	/* pool size classes per node; 0 when pools are off */
 	unsigned nodes_ready;	/* nodes initialised (for teardown after a failed create) */
 	uint64_t lazy_flush;	/* per-node batch of lazy bytes added to lazy_total at once */
+	uint64_t lazy_slack;	/* nodes * lazy_flush: lazy bytes lazy_total may not count yet */
+	uint64_t lazy_self_at;	/* past this lazy_total the freeing thread drains: 2 x lazy_max
+				   less lazy_slack, so lazy bytes stay within 2 x lazy_max */
 	uint64_t affinity_span; /* zone * nodes: distance between two zones of one node; 0 = off */
 
 	struct {
@@ -169,6 +199,7 @@ struct va_space {
 	pthread_mutex_t ctl_lock;
 	pthread_cond_t ctl_cond;
 	_Atomic bool kick;
+	_Atomic bool stopping; /* va_destroy has begun: a va_release_free loop ends */
 	bool stop;
 	bool has_thread;
 	bool ctl_ready;
@@ -297,8 +328,25 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
  * release callback of the same space returns at once (the outer drain is running). */
 void lazy_drain(struct va_space *vs, bool full);
 
-/* After lazy bytes reached lazy_total (now): wake the background thread or drain here. */
-void lazy_after_free(struct va_space *vs, uint64_t lazy_now);
+/* Take drain_lock and mark this thread as draining vs; false (nothing taken) if it already
+ * is (a release callback of vs). *outer is for lazy_leave. */
+bool lazy_enter(struct va_space *vs, const struct va_space **outer);
+void lazy_leave(struct va_space *vs, const struct va_space *outer);
+
+/* With drain_lock held (lazy_enter): one non-full pass if lazy_total is over lazy_max. */
+void lazy_pass_if_over(struct va_space *vs);
+
+/* A point with no allocator lock held in a drain-like pass: the background thread may
+ * yield its CPU here. */
+void lazy_step(struct va_space *vs);
+
+/* A full drain that keeps drain_lock (lazy_leave drops it), so an allocation's retry runs
+ * with no release chunk out of the tree; false (no drain, nothing held) if nested. */
+bool lazy_drain_hold(struct va_space *vs, const struct va_space **outer);
+
+/* After a free (or a batch of them) with lazy_total at lazy_now: past lazy_self_at drain
+ * here; else, if this free flushed bytes past lazy_max, wake the background thread. */
+void lazy_after_free(struct va_space *vs, uint64_t lazy_now, bool flushed);
 
 /* Make room for one more item on n's lazy array. Called and returns with n->lock held;
  * may drop it meanwhile to grow the array. False if memory is short. */

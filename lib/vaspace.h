@@ -63,6 +63,8 @@ struct va_config {
 	bool eager;		 /* no lazy list: free releases and merges at once */
 	bool no_thread;		 /* no background drain thread: drains run only synchronously
 				    (past 2 x lazy_max, on allocation failure, va_drain) */
+	bool no_idle_release;	 /* the background thread does not run va_release_free once per
+				    idle period (by default it does, after the idle drain) */
 	va_release_fn release;	 /* may be NULL */
 	void *release_ctx;
 };
@@ -132,6 +134,9 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner);
 
 /* Release and merge every lazy block and empty every pool into the free tree, now. */
 void va_drain(struct va_space *vs);
+
+/* Pass every free block to the release callback, so free space a client wrote into goes back to the system; blocks leave the free tree a bounded chunk at a time while they are released, so no allocation can get one meanwhile. Returns the bytes passed to release. */
+uint64_t va_release_free(struct va_space *vs);
 
 /* Make the calling thread's home node n (mod nodes). Threads without a call get one
  * round-robin on first use. */

@@ -19,6 +19,34 @@ static void print_flag_json(const char *key, bool flag, const char *detail)
 	vactl_json_print(j);
 }
 
+/* Resident, busy and pooled bytes summed over the arenas stats reports (held at 2^64 - 1). */
+struct resident_sum {
+	bool known; /* the stats request worked */
+	uint64_t resident, busy, pooled;
+};
+
+static void sum_into(uint64_t *t, uint64_t v)
+{
+	if (__builtin_add_overflow(*t, v, t))
+		*t = UINT64_MAX;
+}
+
+static struct resident_sum resident_of(vad_client *c, const char *arena)
+{
+	struct resident_sum r = {0};
+	struct vad_daemon_stats *d;
+	if (vad_stats_detail(c, arena, &d) != 0)
+		return r; /* purge still runs; its own reply says why if it cannot */
+	r.known = true;
+	for (size_t i = 0; i < d->n_arenas; i++) {
+		sum_into(&r.resident, d->arenas[i].resident_bytes);
+		sum_into(&r.busy, d->arenas[i].busy_bytes);
+		sum_into(&r.pooled, d->arenas[i].pooled_bytes);
+	}
+	free(d);
+	return r;
+}
+
 static int run_purge(struct vactl_opts *o, int argc, char **argv)
 {
 	int first, rc;
@@ -26,20 +54,37 @@ static int run_purge(struct vactl_opts *o, int argc, char **argv)
 	if (!vactl_begin(&vactl_cmd_purge, o, argc, argv, 1, &first, &c, &rc))
 		return rc;
 	const char *arena = first < argc ? argv[first] : NULL;
+	struct resident_sum before = resident_of(c, arena);
 	uint64_t released = 0;
 	int err = vad_purge_arena(c, arena, &released);
 	if (err)
 		return vactl_report_close(o, c, err);
+	struct resident_sum after = resident_of(c, arena);
+	bool known = before.known && after.known;
 	if (o->json) {
 		json_object *j = json_object_new_object();
 		vactl_json_add_str(j, "arena", arena);
 		vactl_json_add_u64(j, "released_bytes", released);
+		json_object_object_add(j, "resident_before",
+				       known ? vactl_json_u64(before.resident) : NULL);
+		json_object_object_add(j, "resident_after",
+				       known ? vactl_json_u64(after.resident) : NULL);
+		json_object_object_add(j, "busy_bytes", known ? vactl_json_u64(after.busy) : NULL);
+		json_object_object_add(j, "pooled_bytes",
+				       known ? vactl_json_u64(after.pooled) : NULL);
 		vactl_json_print(j);
 	} else {
-		char b[32];
-		printf("purged %s: released %s (%llu bytes) to the system\n",
-		       arena ? arena : "every arena", vactl_fmt_size(released, b, sizeof(b)),
+		char b[4][32];
+		printf("purged %s: released %s (%llu bytes) to the system",
+		       arena ? arena : "every arena", vactl_fmt_size(released, b[0], 32),
 		       (unsigned long long)released);
+		if (known)
+			printf("; resident %s -> %s (busy %s, pooled %s)",
+			       vactl_fmt_size(before.resident, b[1], 32),
+			       vactl_fmt_size(after.resident, b[2], 32),
+			       vactl_fmt_size(after.busy, b[3], 32),
+			       vactl_fmt_size(after.pooled, b[0], 32));
+		printf("\n");
 	}
 	vad_close(c);
 	return VACTL_EXIT_OK;
@@ -48,10 +93,14 @@ static int run_purge(struct vactl_opts *o, int argc, char **argv)
 const struct vactl_cmd vactl_cmd_purge = {
     .name = "purge",
     .args = "[ARENA]",
-    .summary = "reclaim lazy and pooled memory now (admin)",
-    .help = "Makes the daemon reclaim every freed-but-lazy range and empty its per-node\n"
-	    "pools at once, in ARENA or in every arena. Admin only.\n"
-	    "JSON: {arena (null = all), released_bytes}\n",
+    .summary = "give freed and free memory back to the system now (admin)",
+    .help = "Makes the daemon reclaim every freed-but-lazy range, empty its per-node pools and\n"
+	    "release every free block (free space a client wrote into included), in ARENA or\n"
+	    "in every arena, and prints what went back: the drop in resident bytes, and the\n"
+	    "resident bytes before and after (after a purge they are at most busy + pooled,\n"
+	    "unless clients write meanwhile). Admin only.\n"
+	    "JSON: {arena (null = all), released_bytes, resident_before, resident_after,\n"
+	    "busy_bytes, pooled_bytes} (the last four null when the stats cannot be read)\n",
     .run = run_purge,
 };
 

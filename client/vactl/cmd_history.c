@@ -88,6 +88,7 @@ struct history {
 	const struct history_args *a;
 	const struct vactl_opts *o;
 	int64_t since_ts; /* 0: no lower bound */
+	int version;	  /* the file's schema version */
 };
 
 static int db_fail(const struct history *h, const char *what)
@@ -100,12 +101,15 @@ static int db_fail(const struct history *h, const char *what)
 static int arena_rows(const struct history *h, int64_t snapshot_id, int64_t ts_ms, json_object *arr,
 		      struct vactl_table *t)
 {
-	static const char sql[] =
-	    "SELECT arena, size, quantum, busy_bytes, free_bytes, lazy_bytes, pooled_bytes,"
-	    " largest_free, fragmentation, allocs, frees, fails, drains, released_bytes,"
-	    " interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns"
-	    " FROM arena_snapshot WHERE snapshot_id = ?1 AND (?2 IS NULL OR arena = ?2)"
-	    " ORDER BY arena";
+	/* resident_bytes came with schema version 3: NULL in older files, as in older rows. */
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+		 "SELECT arena, size, quantum, busy_bytes, free_bytes, lazy_bytes, pooled_bytes,"
+		 " largest_free, fragmentation, allocs, frees, fails, drains, released_bytes,"
+		 " interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns, %s"
+		 " FROM arena_snapshot WHERE snapshot_id = ?1 AND (?2 IS NULL OR arena = ?2)"
+		 " ORDER BY arena",
+		 h->version >= 3 ? "resident_bytes" : "NULL");
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return db_fail(h, "reading arena snapshots");
@@ -135,16 +139,24 @@ static int arena_rows(const struct history *h, int64_t snapshot_id, int64_t ts_m
 					    json_object_new_double(
 						sqlite3_column_double(st, k + 1)));
 			}
+			json_object_object_add(ja, "resident_bytes",
+					       sqlite3_column_type(st, 19) == SQLITE_NULL
+						   ? NULL
+						   : vactl_json_u64((uint64_t)col(st, 19)));
 			json_object_array_add(arr, ja);
 		} else {
 			char when[32], b[5][32], frag[16], allocs[24], p50[24], p99[24];
+			if (sqlite3_column_type(st, 19) == SQLITE_NULL)
+				snprintf(b[4], sizeof(b[4]), "-");
+			else
+				vactl_fmt_size((uint64_t)col(st, 19), b[4], 32);
 			snprintf(frag, sizeof(frag), "%.1f%%",
 				 100.0 * sqlite3_column_double(st, 8));
 			snprintf(allocs, sizeof(allocs), "%lld", (long long)col(st, 14));
 			vactl_table_row(t, fmt_time(ts_ms, when, sizeof(when)), col_text(st, 0),
 					vactl_fmt_size((uint64_t)col(st, 3), b[0], 32),
 					vactl_fmt_size((uint64_t)col(st, 4), b[1], 32),
-					vactl_fmt_size((uint64_t)col(st, 5), b[2], 32),
+					vactl_fmt_size((uint64_t)col(st, 5), b[2], 32), b[4],
 					vactl_fmt_size((uint64_t)col(st, 7), b[3], 32), frag,
 					allocs, fmt_ns(col(st, 15), p50, sizeof(p50)),
 					fmt_ns(col(st, 17), p99, sizeof(p99)));
@@ -167,9 +179,10 @@ static int show_snapshots(const struct history *h, json_object *out)
 	sqlite3_bind_int64(st, 1, h->since_ts);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)h->a->limit);
 	json_object *arr = out ? json_object_new_array() : NULL;
-	static const char *const heads[] = {"TIME",	    "ARENA", "BUSY",   "FREE", "LAZY",
-					    "LARGEST FREE", "FRAG",  "ALLOCS", "P50",  "P99"};
-	struct vactl_table *t = out ? NULL : vactl_table_new(10, heads);
+	static const char *const heads[] = {"TIME",   "ARENA",	  "BUSY",	  "FREE",
+					    "LAZY",   "RESIDENT", "LARGEST FREE", "FRAG",
+					    "ALLOCS", "P50",	  "P99"};
+	struct vactl_table *t = out ? NULL : vactl_table_new(11, heads);
 	int rc = VACTL_EXIT_OK, step, rows = 0;
 	while (rc == VACTL_EXIT_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
 		rows++;
@@ -231,7 +244,8 @@ static int show_trends(const struct history *h)
 			static const char *const labels[] = {"busy", "fragmentation", "alloc p99",
 							     "failures"};
 			if (!header) {
-				printf("\ntrends (oldest to newest, each scaled to its maximum):\n");
+				printf(
+				    "\ntrends (oldest to newest, each scaled to its maximum):\n");
 				header = true;
 			}
 			printf("  %s (%zu snapshots)\n", arena, n);
@@ -386,11 +400,12 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
 	if ((rc = vactl_check_operands(&vactl_cmd_history, argc, argv, first, 0)))
 		return rc;
-	/* Every schema version so far has the columns read here. */
+	/* Every schema version so far has the columns read here, but resident_bytes (3). */
 	struct vactl_statsdb sdb;
 	if ((rc = vactl_statsdb_open(o, a.db, 1, &sdb)))
 		return rc;
-	struct history h = {.db = sdb.db, .path = sdb.path, .a = &a, .o = o};
+	struct history h = {
+	    .db = sdb.db, .path = sdb.path, .a = &a, .o = o, .version = sdb.version};
 	h.since_ts = vactl_statsdb_since(a.since_ms);
 	json_object *j = o->json ? json_object_new_object() : NULL;
 	if (j) {
@@ -419,15 +434,17 @@ const struct vactl_cmd vactl_cmd_history = {
     .help =
 	"Reads the daemon's stats database directly (the daemon need not run): the most\n"
 	"recent snapshots (default 20, --limit) of the last hour (--since 10m, 7d, all),\n"
-	"per arena (or only --arena A), with allocation latency percentiles; the events\n"
-	"(start, stop, reload, ...) of that period; and the lifetime counters summed over\n"
-	"every run. The database is --db PATH, else vad-stats.db beside the socket named by\n"
-	"--socket or $VAD_SOCKET, else /var/lib/vad/stats.db. Exits 1 if it cannot be read.\n"
+	"per arena (or only --arena A), with resident bytes ('-' in rows older than\n"
+	"schema 3) and allocation latency percentiles; the events (start, stop, reload,\n"
+	"...) of that period; and the lifetime counters summed over every run. The\n"
+	"database is --db PATH, else vad-stats.db beside the socket named by --socket or\n"
+	"$VAD_SOCKET, else /var/lib/vad/stats.db. Exits 1 if it cannot be read.\n"
 	"JSON: {db, schema_version, since_ts_ms (0: all), snapshots: [{ts_ms, uptime_ms, clients,\n"
 	"requests, shares, final, arenas: [{name, size, quantum, busy_bytes, free_bytes,\n"
 	"lazy_bytes, pooled_bytes, largest_free, fragmentation, allocs, frees, fails,\n"
 	"drains, released_bytes, interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns,\n"
-	"alloc_p999_ns}]}], events: [{ts_ms, kind, detail}], lifetime: [{name, allocs,\n"
-	"frees, fails, drains, released_bytes, requests, starts, updated_ms}]}\n",
+	"alloc_p999_ns, resident_bytes (null before schema 3)}]}], events: [{ts_ms, kind,\n"
+	"detail}], lifetime: [{name, allocs, frees, fails, drains, released_bytes,\n"
+	"requests, starts, updated_ms}]}\n",
     .run = run_history,
 };

@@ -1,4 +1,5 @@
 /* cmd_info.c - read-only views: status, arenas, clients, stats. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,7 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 	static const char *const heads[] = {"NAME", "SIZE", "QUANTUM", "BACKING",      "BUSY",
 					    "FREE", "LAZY", "POOLED",  "LARGEST FREE", "FRAG"};
 	struct vactl_table *t = o->json ? NULL : vactl_table_new(10, heads);
+	bool any_unsealed = false;
 	for (size_t i = 0; i < d->n_arenas; i++) {
 		const struct vad_arena_stats *a = &d->arenas[i];
 		const struct vad_arena_info *ai = NULL;
@@ -143,6 +145,8 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 			vactl_json_add_str(ja, "backing", ai ? ai->backing : NULL);
 			json_object_object_add(ja, "allowed",
 					       ai ? json_object_new_boolean(ai->allowed) : NULL);
+			json_object_object_add(ja, "unsealed",
+					       ai ? json_object_new_boolean(ai->unsealed) : NULL);
 			vactl_json_add_u64(ja, "busy_bytes", a->busy_bytes);
 			vactl_json_add_u64(ja, "free_bytes", a->free_bytes);
 			vactl_json_add_u64(ja, "lazy_bytes", a->lazy_bytes);
@@ -151,12 +155,14 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 			json_object_object_add(ja, "fragmentation", json_object_new_double(frag));
 			json_object_array_add(arr, ja);
 		} else {
-			char fr[16];
+			char fr[16], backing[PATH_MAX + 16];
 			snprintf(fr, sizeof(fr), "%.1f%%", 100.0 * frag);
-			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum),
-					ai ? ai->backing : "?", SZ(a->busy_bytes),
-					SZ(a->free_bytes), SZ(a->lazy_bytes), SZ(a->pooled_bytes),
-					SZ(a->largest_free), fr);
+			snprintf(backing, sizeof(backing), "%s%s", ai ? ai->backing : "?",
+				 ai && ai->unsealed ? " UNSEALED" : "");
+			any_unsealed |= ai && ai->unsealed;
+			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum), backing,
+					SZ(a->busy_bytes), SZ(a->free_bytes), SZ(a->lazy_bytes),
+					SZ(a->pooled_bytes), SZ(a->largest_free), fr);
 		}
 	}
 	if (arr) {
@@ -165,6 +171,11 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 		vactl_table_print(t);
 		if (!info)
 			printf("(backing unknown: the daemon lists arenas to admins only)\n");
+		if (any_unsealed)
+			printf(
+			    "UNSEALED: the arena's file cannot be sealed (accept_unsealed = yes): "
+			    "any client that maps it can resize it and make the others die of "
+			    "SIGBUS\n");
 	}
 	free(d);
 	free(info);
@@ -178,9 +189,12 @@ const struct vactl_cmd vactl_cmd_arenas = {
     .summary = "arenas: size, quantum, backing, occupancy, fragmentation",
     .help = "Lists the arenas this peer may use with their occupancy. FRAG is the share of\n"
 	    "free space outside the largest free block (0% = one contiguous hole).\n"
-	    "JSON: {arenas: [{name, size, quantum, backing, allowed, busy_bytes, free_bytes,\n"
-	    "lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]}; backing and\n"
-	    "allowed are null when the daemon does not list arenas to this peer.\n",
+	    "An arena whose file could not be sealed (accept_unsealed = yes in vad.conf) shows\n"
+	    "UNSEALED after its backing: any client that maps it can resize it.\n"
+	    "JSON: {arenas: [{name, size, quantum, backing, allowed, unsealed, busy_bytes,\n"
+	    "free_bytes, lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]};\n"
+	    "backing, allowed and unsealed are null when the daemon does not list arenas to\n"
+	    "this peer.\n",
     .run = run_arenas,
 };
 
@@ -258,26 +272,34 @@ const struct vactl_cmd vactl_cmd_clients = {
 
 /* ---- stats ------------------------------------------------------------------------ */
 
+/* *t += v, held at UINT64_MAX rather than wrapping. */
+static void sum_into(uint64_t *t, uint64_t v)
+{
+	if (__builtin_add_overflow(*t, v, t))
+		*t = UINT64_MAX;
+}
+
 static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *a)
 {
-	t->size += a->size;
-	t->busy_bytes += a->busy_bytes;
-	t->free_bytes += a->free_bytes;
-	t->lazy_bytes += a->lazy_bytes;
-	t->pooled_bytes += a->pooled_bytes;
-	t->busy_blocks += a->busy_blocks;
-	t->free_blocks += a->free_blocks;
-	t->lazy_blocks += a->lazy_blocks;
-	t->pooled_blocks += a->pooled_blocks;
+	sum_into(&t->size, a->size);
+	sum_into(&t->busy_bytes, a->busy_bytes);
+	sum_into(&t->free_bytes, a->free_bytes);
+	sum_into(&t->lazy_bytes, a->lazy_bytes);
+	sum_into(&t->pooled_bytes, a->pooled_bytes);
+	sum_into(&t->resident_bytes, a->resident_bytes);
+	sum_into(&t->busy_blocks, a->busy_blocks);
+	sum_into(&t->free_blocks, a->free_blocks);
+	sum_into(&t->lazy_blocks, a->lazy_blocks);
+	sum_into(&t->pooled_blocks, a->pooled_blocks);
 	if (a->largest_free > t->largest_free)
 		t->largest_free = a->largest_free;
-	t->allocs += a->allocs;
-	t->frees += a->frees;
-	t->fails += a->fails;
-	t->drains += a->drains;
-	t->released_bytes += a->released_bytes;
-	t->release_calls += a->release_calls;
-	t->pool_hits += a->pool_hits;
+	sum_into(&t->allocs, a->allocs);
+	sum_into(&t->frees, a->frees);
+	sum_into(&t->fails, a->fails);
+	sum_into(&t->drains, a->drains);
+	sum_into(&t->released_bytes, a->released_bytes);
+	sum_into(&t->release_calls, a->release_calls);
+	sum_into(&t->pool_hits, a->pool_hits);
 }
 
 static void print_arena_stats(const struct vad_arena_stats *a, bool total)
@@ -295,6 +317,9 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	       SZ(a->lazy_bytes), (unsigned long long)a->lazy_blocks);
 	printf("  pooled          %12s  in %llu blocks (reclaimed, kept in node pools)\n",
 	       SZ(a->pooled_bytes), (unsigned long long)a->pooled_blocks);
+	printf("  resident        %12s  %llu (memory behind the file, free space written to "
+	       "included)\n",
+	       SZ(a->resident_bytes), (unsigned long long)a->resident_bytes);
 	if (total)
 		printf("  largest free    %12s  (of any arena)\n", SZ(a->largest_free));
 	else
@@ -355,12 +380,15 @@ const struct vactl_cmd vactl_cmd_stats = {
     .args = "[ARENA]",
     .summary = "every allocator counter per arena, plus totals",
     .help = "Prints every statistic the daemon keeps for each arena (or only ARENA):\n"
-	    "busy/free/lazy/pooled bytes and blocks, largest free block, allocs, frees,\n"
-	    "fails, drains, released bytes, release calls, pool hits.\n"
+	    "busy/free/lazy/pooled bytes and blocks, resident bytes (memory behind the arena's\n"
+	    "file: busy and pooled ranges that were written, plus free space a client wrote\n"
+	    "to, until a purge or the idle drain gives it back), largest free block, allocs,\n"
+	    "frees, fails, drains, released bytes, release calls, pool hits.\n"
 	    "JSON: {uptime_ms, clients, requests, shares, arenas: [{name, size, quantum,\n"
-	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, busy_blocks, free_blocks,\n"
-	    "lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails, drains,\n"
-	    "released_bytes, release_calls, pool_hits, fragmentation}], totals: {the same\n"
-	    "summed, without name and quantum; largest_free is the maximum}}\n",
+	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, resident_bytes, busy_blocks,\n"
+	    "free_blocks, lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails,\n"
+	    "drains, released_bytes, release_calls, pool_hits, fragmentation}], totals: {the\n"
+	    "same summed (held at 2^64 - 1), without name and quantum; largest_free is the\n"
+	    "maximum}}\n",
     .run = run_stats,
 };

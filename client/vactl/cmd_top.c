@@ -93,14 +93,14 @@ static void show_text(const struct vad_session *s, const struct vad_daemon_stats
 {
 	if (tty)
 		fputs("\033[H\033[2J", stdout);
-	char up[32], b[6][32];
+	char up[32], b[7][32];
 	printf("%s at %s - up %s, %u clients, %.0f requests/s\n", s->server, s->socket_path,
 	       vactl_fmt_duration(d->uptime_ms, up, sizeof(up)), d->clients,
 	       rate(d->requests, prev ? prev->requests : d->requests, elapsed_ms));
-	static const char *const heads[] = {"ARENA",   "SIZE",	 "BUSY",	 "USE",
-					    "FREE",    "LAZY",	 "LARGEST FREE", "FRAG",
-					    "ALLOC/S", "FREE/S", "FAILS"};
-	struct vactl_table *t = vactl_table_new(11, heads);
+	static const char *const heads[] = {"ARENA", "SIZE",	"BUSY",	    "USE",
+					    "FREE",  "LAZY",	"RESIDENT", "LARGEST FREE",
+					    "FRAG",  "ALLOC/S", "FREE/S",   "FAILS"};
+	struct vactl_table *t = vactl_table_new(12, heads);
 	for (size_t i = 0; i < d->n_arenas; i++) {
 		const struct vad_arena_stats *a = &d->arenas[i];
 		const struct vad_arena_stats *p = find_prev(prev, a->name);
@@ -118,6 +118,7 @@ static void show_text(const struct vad_session *s, const struct vad_daemon_stats
 				vactl_fmt_size(a->busy_bytes, b[1], 32), use,
 				vactl_fmt_size(a->free_bytes, b[2], 32),
 				vactl_fmt_size(a->lazy_bytes, b[3], 32),
+				vactl_fmt_size(a->resident_bytes, b[5], 32),
 				vactl_fmt_size(a->largest_free, b[4], 32), frag, ar, fr, fails);
 	}
 	vactl_table_print(t);
@@ -193,9 +194,9 @@ const struct vactl_cmd vactl_cmd_top = {
     .args = "[--interval D] [--count N]",
     .summary = "live occupancy and alloc/free rates per arena",
     .help = "Samples the daemon's statistics every interval (default 1s) and shows each\n"
-	    "arena's occupancy, lazy bytes, largest free block, fragmentation and alloc/free\n"
-	    "rates, until Ctrl-C or N samples (--count). On a terminal the screen is redrawn;\n"
-	    "otherwise samples follow each other, separated by blank lines.\n"
+	    "arena's occupancy, lazy and resident bytes, largest free block, fragmentation and\n"
+	    "alloc/free rates, until Ctrl-C or N samples (--count). On a terminal the screen\n"
+	    "is redrawn; otherwise samples follow each other, separated by blank lines.\n"
 	    "JSON: one line per sample: {sample, uptime_ms, clients, requests, interval_ms,\n"
 	    "requests_per_s, arenas: [{the stats fields, allocs_per_s, frees_per_s}]};\n"
 	    "rates are 0 in the first sample.\n",

@@ -9,7 +9,7 @@
 #include "vactl.h"
 
 /* The newest stats schema this vactl reads (PRAGMA user_version; meta.schema_version before). */
-#define VACTL_STATS_SCHEMA_MAX 2
+#define VACTL_STATS_SCHEMA_MAX 3
 
 struct vactl_statsdb {
 	sqlite3 *db;

@@ -196,6 +196,55 @@ static void test_stats_and_clients(void **state)
 	vad_close(c);
 }
 
+/* Resident bytes: pages a client wrote show in stats (text and JSON, totals too) and top,
+ * beside busy; pages only allocated do not. */
+static void test_resident_bytes(void **state)
+{
+	struct vt_daemon *d = *state;
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "resident", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc_in(c, "small", 8 * 64 * 1024, 0, &p));
+	struct json_object *j = VACTL_JSON(d, "stats", "small");
+	uint64_t before = ju64(arena_named(j, "small"), "resident_bytes");
+	json_object_put(j);
+	memset(p, 0x5a, 3 * 64 * 1024); /* 3 of the 8 quanta */
+	j = VACTL_JSON(d, "stats");
+	uint64_t after = ju64(arena_named(j, "small"), "resident_bytes");
+	if (after < before + 3 * 64 * 1024)
+		fail_msg("resident %llu after writing 192 KiB, %llu before",
+			 (unsigned long long)after, (unsigned long long)before);
+	assert_true(ju64(j, "totals.resident_bytes") >= after);
+	json_object_put(j);
+
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "stats", "small", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl stats small");
+	char want[64];
+	snprintf(want, sizeof(want), "  %llu (memory behind the file", (unsigned long long)after);
+	if (!vt_contains(o.out, "  resident  ") || !vt_contains(o.out, want)) {
+		vt_output_print("vactl stats small", &o);
+		fail_msg("no resident line with %llu bytes", (unsigned long long)after);
+	}
+	vt_output_free(&o);
+
+	assert_int_equal(0,
+			 vt_vactl(d->socket_path, NULL, &o, "--json", "top", "--count", "1", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json top --count 1");
+	j = vt_json_parse(o.out);
+	assert_non_null(j);
+	assert_true(ju64(arena_named(j, "small"), "resident_bytes") >= 3 * 64 * 1024);
+	json_object_put(j);
+	vt_output_free(&o);
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "top", "--count", "1", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl top --count 1");
+	assert_true(vt_contains(o.out, "RESIDENT"));
+	vt_output_free(&o);
+
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+}
+
 /* ---- exit codes --------------------------------------------------------------- */
 
 static void test_unreachable_socket(void **state)
@@ -614,6 +663,7 @@ static void test_history(void **state)
 	assert_int_equal(0, vt_connect(d, "history", &c));
 	void *p;
 	VT_ASSERT_OK(c, vad_alloc(c, 5 * PAGE, 0, &p));
+	memset(p, 1, 5 * PAGE); /* resident while held */
 	vt_sleep_ms(vt_timeout_ms(600));
 	VT_ASSERT_OK(c, vad_free(c, p));
 	vad_close(c);
@@ -630,7 +680,7 @@ static void test_history(void **state)
 	assert_non_null(snaps);
 	size_t n = json_object_array_length(snaps);
 	assert_true(n >= 2);
-	uint64_t max_busy = 0;
+	uint64_t max_busy = 0, max_resident = 0;
 	bool final = false;
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *snap = json_object_array_get_idx(snaps, i);
@@ -639,9 +689,13 @@ static void test_history(void **state)
 		uint64_t b = ju64(a, "busy_bytes");
 		if (b > max_busy)
 			max_busy = b;
+		uint64_t r = ju64(a, "resident_bytes");
+		if (r > max_resident)
+			max_resident = r;
 		final |= jbool(snap, "final");
 	}
 	assert_int_equal(5 * PAGE, max_busy);
+	assert_int_equal(5 * PAGE, max_resident);
 	assert_true(final);
 	struct json_object *events = vt_json_path(j, "events");
 	assert_non_null(events);
@@ -664,6 +718,14 @@ static void test_history(void **state)
 	}
 	assert_true(seen);
 	json_object_put(j);
+	vt_output_free(&o);
+
+	/* the text table has the column */
+	assert_int_equal(
+	    0, vt_vactl(NULL, NULL, &o, "history", "--db", d->stats_db, "--since", "all", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl history");
+	assert_true(vt_contains(o.out, "RESIDENT"));
+	assert_true(vt_contains(o.out, "20.0 KiB"));
 	vt_output_free(&o);
 
 	/* a database that is not there: exit 1 */
@@ -788,6 +850,7 @@ int main(void)
 	    cmocka_unit_test(test_status),
 	    cmocka_unit_test(test_arenas),
 	    cmocka_unit_test(test_stats_and_clients),
+	    cmocka_unit_test(test_resident_bytes),
 	    cmocka_unit_test(test_unreachable_socket),
 	    cmocka_unit_test(test_usage_errors),
 	    cmocka_unit_test(test_alloc_command),

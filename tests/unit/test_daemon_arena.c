@@ -60,6 +60,15 @@ static uint64_t allocated_bytes(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Write a pattern into [off, off + len) of the file, as a client does through its mapping. */
+static void write_range(int fd, uint64_t off, size_t len)
+{
+	uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	assert_true(p != MAP_FAILED);
+	memset(p, 0x77, len);
+	munmap(p, len);
+}
+
 static bool all_zero(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -191,7 +200,8 @@ static void test_reclaim_punches_memfd(void **state)
 	vad_arena_close(a);
 }
 
-/* A directory backing: an unlinked file there (O_TMPFILE or mkstemp + unlink). */
+/* A directory backing: an unlinked file there (O_TMPFILE or mkstemp + unlink). Such a file
+ * cannot be sealed, so it opens only with accept_unsealed, and is marked unsealed. */
 static void test_directory_backing(void **state)
 {
 	(void)state;
@@ -200,7 +210,11 @@ static void test_directory_backing(void **state)
 	struct vad_arena_conf c;
 	conf_init(&c, "indir", ARENA_SIZE);
 	snprintf(c.backing, sizeof(c.backing), "%s", dir);
+	c.accept_unsealed = true;
 	struct vad_arena *a = open_ok(&c);
+	assert_true(a->unsealed);
+	int seals = fcntl(a->fd, F_GET_SEALS); /* -1 (EINVAL) where files take no seals */
+	assert_true(seals < 0 || !(seals & (F_SEAL_SHRINK | F_SEAL_GROW)));
 
 	struct stat st;
 	assert_int_equal(fstat(a->fd, &st), 0);
@@ -210,6 +224,39 @@ static void test_directory_backing(void **state)
 
 	check_reclaim_zeroes(a);
 	assert_string_equal(a->conf.backing, dir);
+	vad_arena_close(a);
+}
+
+/* Without accept_unsealed a directory file that cannot be sealed is refused, naming the
+ * section's file:line, the seal that failed and its errno, and what to do. */
+static void test_unsealable_directory_refused(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/vad-test-arena-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct vad_config withpath = cfg;
+	snprintf(withpath.path, sizeof(withpath.path), "/etc/vad/test.conf");
+	struct vad_arena_conf c;
+	conf_init(&c, "disk", ARENA_SIZE);
+	snprintf(c.backing, sizeof(c.backing), "%s", dir);
+	c.line = 17;
+	struct vad_arena *a = (struct vad_arena *)1;
+	char err[1024] = "";
+	assert_int_equal(vad_arena_open(&c, &withpath, 0, &a, err, sizeof(err)), -1);
+	assert_null(a);
+	print_message("refused: %s\n", err);
+	assert_true(strncmp(err, "/etc/vad/test.conf:17: [arena disk]", 35) == 0);
+	assert_non_null(strstr(err, dir));
+	assert_non_null(strstr(err, "cannot be sealed (F_SEAL_SHRINK: "));
+	assert_non_null(strstr(err, "accept_unsealed = yes"));
+	/* nothing left behind */
+	assert_int_equal(rmdir(dir), 0);
+
+	/* a memfd arena is always sealed: accept_unsealed changes nothing there */
+	conf_init(&c, "mem", ARENA_SIZE);
+	c.accept_unsealed = true;
+	a = open_ok(&c);
+	assert_false(a->unsealed);
 	vad_arena_close(a);
 }
 
@@ -252,20 +299,67 @@ static void test_punch_failure_counted(void **state)
 	int real = a->fd;
 	a->fd = ro;
 
-	/* expected in the output: one "punching a hole ... failed" error line */
+	/* expected in the output: one "punching a hole ... failed" error line. The ranges are
+	 * written first: a range nobody wrote is a hole, and holes are not punched. */
 	uint64_t off;
 	assert_int_equal(va_alloc(a->vs, 65536, 0, NULL, &off), VA_OK);
+	write_range(real, off, 65536);
 	assert_int_equal(va_free(a->vs, off, NULL), VA_OK);
 	va_drain(a->vs);
 	uint64_t failures = __atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED);
 	assert_true(failures >= 1);
 	assert_int_equal(va_alloc(a->vs, 65536, 0, NULL, &off), VA_OK);
+	write_range(real, off, 65536);
 	assert_int_equal(va_free(a->vs, off, NULL), VA_OK);
 	va_drain(a->vs);
 	assert_true(__atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED) > failures);
 
 	a->fd = real;
 	close(ro);
+	vad_arena_close(a);
+}
+
+/* The release callback looks for data first and leaves holes alone: with an fd that can
+ * look (lseek) but not punch (read-only), releasing ranges nobody wrote counts no punch at
+ * all, wherever the written pages lie; releasing a written one does try to punch. */
+static void test_release_skips_holes(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "holes", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	uint64_t before, written, after;
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &before), VA_OK);
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &written), VA_OK);
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &after), VA_OK);
+	assert_true(before < written && written < after);
+	write_range(a->fd, written + 4096, 4096); /* one page inside the middle range */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
+	int ro = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(ro >= 0);
+	int real = a->fd;
+	a->fd = ro;
+
+	/* a hole before data and a hole after the last data: skipped */
+	assert_int_equal(va_free(a->vs, before, NULL), VA_OK);
+	assert_int_equal(va_free(a->vs, after, NULL), VA_OK);
+	va_drain(a->vs);
+	assert_int_equal(__atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED), 0);
+	/* written: the punch is tried (and fails on this fd; the log says so once) */
+	assert_int_equal(va_free(a->vs, written, NULL), VA_OK);
+	va_drain(a->vs);
+	assert_true(__atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED) >= 1);
+
+	a->fd = real;
+	close(ro);
+	/* with the real fd the page goes back */
+	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &written), VA_OK);
+	write_range(a->fd, written, 4096);
+	assert_int_equal(allocated_bytes(a->fd), 8192); /* this page and the unpunched one */
+	assert_int_equal(va_free(a->vs, written, NULL), VA_OK);
+	va_drain(a->vs);
+	assert_true(allocated_bytes(a->fd) <= 4096);
 	vad_arena_close(a);
 }
 
@@ -342,8 +436,10 @@ int main(void)
 		cmocka_unit_test(test_client_cannot_resize),
 		cmocka_unit_test(test_reclaim_punches_memfd),
 		cmocka_unit_test(test_directory_backing),
+		cmocka_unit_test(test_unsealable_directory_refused),
 		cmocka_unit_test(test_open_failures),
 		cmocka_unit_test(test_punch_failure_counted),
+		cmocka_unit_test(test_release_skips_holes),
 		cmocka_unit_test(test_allow_lists),
 		cmocka_unit_test(test_from_config),
 	};

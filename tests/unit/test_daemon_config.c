@@ -588,6 +588,44 @@ static void test_spread_idle_refusals(void **state)
 	load_err("[arena a]\nsize = 1G\nworker_spread_idle = 1\n", 3, "worker_spread_idle");
 }
 
+/* accept_unsealed: yes/no spellings, off by default, the header line kept for messages,
+ * and refused on a memfd arena (always sealed) or with a value that is not yes or no. */
+static void test_accept_unsealed(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("[vad]\nworkers = 1\n\n[arena disk]\nsize = 4M\nbacking = /tmp\n"
+		"accept_unsealed = yes\n[arena other]\nsize = 4M\nbacking = /tmp\n"
+		"accept_unsealed = No\n[arena plain]\nsize = 4M\n",
+		&cfg);
+	assert_int_equal(cfg.n_arenas, 3);
+	assert_true(cfg.arenas[0].accept_unsealed);
+	assert_int_equal(cfg.arenas[0].line, 4);
+	assert_false(cfg.arenas[1].accept_unsealed);
+	assert_int_equal(cfg.arenas[1].line, 8);
+	assert_false(cfg.arenas[2].accept_unsealed);
+	vad_config_free(&cfg);
+	const char *yes[] = {"true", "on", "1", "YES"};
+	for (size_t i = 0; i < 4; i++) {
+		char text[128];
+		snprintf(text, sizeof(text),
+			 "[arena d]\nsize = 4M\nbacking = /tmp\naccept_unsealed = %s\n", yes[i]);
+		load_ok(text, &cfg);
+		assert_true(cfg.arenas[0].accept_unsealed);
+		vad_config_free(&cfg);
+	}
+	load_err("[arena d]\nsize = 4M\nbacking = /tmp\naccept_unsealed = maybe\n", 4,
+		 "accept_unsealed = maybe: expected yes or no");
+	load_err("[arena d]\nsize = 4M\naccept_unsealed = yes\n", 3,
+		 "a memfd is always sealed");
+	load_err("[arena d]\nsize = 4M\nbacking = memfd\naccept_unsealed = yes\n", 4,
+		 "a memfd is always sealed");
+	load_err("[arena d]\nsize = 4M\nbacking = /tmp\naccept_unsealed = yes\n"
+		 "accept_unsealed = no\n",
+		 5, "duplicate key accept_unsealed");
+	load_err("[vad]\naccept_unsealed = yes\n", 2, "unknown key 'accept_unsealed' in [vad]");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -611,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_balance_refusals),
 		cmocka_unit_test(test_spread_idle_values),
 		cmocka_unit_test(test_spread_idle_refusals),
+		cmocka_unit_test(test_accept_unsealed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -88,6 +89,18 @@ static struct vad_session *session_with_allocs(struct vad_service *svc, const ch
 	}
 	assert_int_equal(__atomic_load_n(&s->allocs, __ATOMIC_RELAXED), n);
 	return s;
+}
+
+/* Allocate n pages and write them, as a client would through its mapping (busy, so no
+ * drain gives them back meanwhile). */
+static void write_pages(struct vad_arena *a, size_t n)
+{
+	uint64_t off;
+	assert_int_equal(va_alloc(a->vs, n * 4096, 0, NULL, &off), VA_OK);
+	uint8_t *p = mmap(NULL, n * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, (off_t)off);
+	assert_true(p != MAP_FAILED);
+	memset(p, 0xab, n * 4096);
+	munmap(p, n * 4096);
 }
 
 static sqlite3 *open_db(void)
@@ -178,6 +191,7 @@ static void test_snapshots_and_lifetime(void **state)
 	if (vad_stats_start(svc, db_path, HOUR_MS, 30 * 24 * HOUR_MS, &w, err, sizeof(err)) != 0)
 		fail_msg("vad_stats_start: %s", err);
 	struct vad_session *s = session_with_allocs(svc, "writer", 5);
+	write_pages(svc->arenas[1], 3);
 	vad_service_event(svc, "reload", "limits changed");
 	vad_stats_stop(w);
 	vad_session_free(s);
@@ -208,8 +222,21 @@ static void test_snapshots_and_lifetime(void **state)
 			 1);
 	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 5);
 	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 1);
-	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	/* Resident bytes: the 3 pages written, in the final snapshot; none at the start, none
+	 * where ranges were allocated but never touched. */
+	assert_int_equal(query_int(db, "SELECT resident_bytes FROM arena_snapshot a JOIN snapshot s"
+				       " ON a.snapshot_id = s.id WHERE s.final = 1 AND"
+				       " a.arena = 'second'"),
+			 3 * 4096);
+	assert_int_equal(query_int(db, "SELECT resident_bytes FROM arena_snapshot a JOIN snapshot s"
+				       " ON a.snapshot_id = s.id WHERE s.final = 0 AND"
+				       " a.arena = 'second'"),
+			 0);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot WHERE arena = 'default'"
+				       " AND resident_bytes = 0"),
+			 2);
 	/* The session alive at the stop was ended by it. */
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session WHERE name = 'writer' AND"
 				       " end_state = 'daemon-stop' AND peak_bytes = 20480 AND"
@@ -299,8 +326,8 @@ static void test_migrate_from_v1(void **state)
 	vad_service_destroy(svc);
 
 	db = open_db();
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
-	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
 	/* The old rows are intact... */
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot WHERE id <= 2"), 2);
 	assert_int_equal(query_int(db, "SELECT busy_bytes FROM arena_snapshot WHERE"
@@ -341,16 +368,101 @@ static void test_migrate_from_v1(void **state)
 			 1);
 	sqlite3_close(db);
 
-	/* Opening it again (already version 2) changes nothing in the layout. */
+	/* Opening it again (already version 3) changes nothing in the layout. */
 	svc = new_service();
 	if (vad_stats_start(svc, db_path, HOUR_MS, 0, &w, err, sizeof(err)) != 0)
-		fail_msg("vad_stats_start on a version-2 file: %s", err);
+		fail_msg("vad_stats_start on a version-3 file: %s", err);
 	vad_stats_stop(w);
 	vad_service_destroy(svc);
 	db = open_db();
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
 	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 44);
 	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 3);
+	sqlite3_close(db);
+}
+
+/* Version 2 -> 3 (resident_bytes): the old rows keep every value and get NULL, the new ones
+ * the arena's allocated bytes; sessions and lifetime counters go on. */
+static void test_migrate_from_v2(void **state)
+{
+	(void)state;
+	load_fixture("stats-v2.sql");
+	sqlite3 *db = open_db();
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+	sqlite3_close(db);
+
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w;
+	char err[512];
+	if (vad_stats_start(svc, db_path, HOUR_MS, 0, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start on a version-2 file: %s", err);
+	write_pages(svc->arenas[1], 5);
+	vad_stats_stop(w);
+	vad_service_destroy(svc);
+
+	db = open_db();
+	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+	/* old rows: intact, resident unknown */
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot WHERE"
+				       " snapshot_id <= 2 AND resident_bytes IS NULL"),
+			 4);
+	assert_int_equal(query_int(db, "SELECT alloc_max_ns FROM arena_snapshot WHERE"
+				       " snapshot_id = 1 AND arena = 'default'"),
+			 12000);
+	assert_int_equal(query_int(db, "SELECT busy_bytes FROM arena_snapshot WHERE"
+				       " snapshot_id = 2 AND arena = 'default'"),
+			 8192);
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session WHERE name = 'left' AND"
+				       " end_state = 'closed'"),
+			 1);
+	/* new rows: the start snapshot (nothing written yet) and the final one (5 pages) */
+	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot"), 4);
+	assert_int_equal(query_int(db, "SELECT resident_bytes FROM arena_snapshot WHERE"
+				       " snapshot_id = 3 AND arena = 'second'"),
+			 0);
+	assert_int_equal(query_int(db, "SELECT resident_bytes FROM arena_snapshot WHERE"
+				       " snapshot_id = 4 AND arena = 'second'"),
+			 5 * 4096);
+	assert_int_equal(query_int(db, "SELECT resident_bytes FROM arena_snapshot WHERE"
+				       " snapshot_id = 4 AND arena = 'default'"),
+			 0);
+	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 42);
+	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 2);
+	sqlite3_close(db);
+}
+
+/* Lifetime counters carried over from a file near 2^64 stop there instead of wrapping. */
+static void test_lifetime_saturates(void **state)
+{
+	(void)state;
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w;
+	char err[512];
+	if (vad_stats_start(svc, db_path, HOUR_MS, 0, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start: %s", err);
+	vad_stats_stop(w);
+	vad_service_destroy(svc);
+	sqlite3 *rw;
+	assert_int_equal(sqlite3_open(db_path, &rw), SQLITE_OK);
+	/* -2 as stored is 2^64 - 2 as read back: one more start and 5 allocs must not wrap */
+	assert_int_equal(sqlite3_exec(rw,
+				      "UPDATE lifetime SET allocs = -2 WHERE name = 'default';"
+				      "UPDATE lifetime SET starts = -1 WHERE name = 'vad';",
+				      NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(rw);
+
+	svc = new_service();
+	if (vad_stats_start(svc, db_path, HOUR_MS, 0, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start: %s", err);
+	struct vad_session *s = session_with_allocs(svc, "many", 5);
+	vad_stats_stop(w);
+	vad_session_free(s);
+	vad_service_destroy(svc);
+	sqlite3 *db = open_db();
+	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), -1);
+	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), -1);
 	sqlite3_close(db);
 }
 
@@ -448,7 +560,7 @@ static void test_retry_until_openable(void **state)
 			if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) ==
 			    SQLITE_OK) {
 				opened = sqlite3_step(st) == SQLITE_ROW &&
-					 sqlite3_column_int64(st, 0) == 2;
+					 sqlite3_column_int64(st, 0) == 3;
 				sqlite3_finalize(st);
 			}
 		}
@@ -475,6 +587,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_migrate_from_v1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_newer_version_refused, setup, teardown),
 	    cmocka_unit_test(test_retry_until_openable),
+	    cmocka_unit_test_setup_teardown(test_migrate_from_v2, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lifetime_saturates, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
