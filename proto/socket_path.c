@@ -19,15 +19,15 @@ const char *vad_socket_source_text(enum vad_socket_source source)
 {
 	switch (source) {
 	case VAD_SOCKET_SRC_ENV:
-		return "$VAD_SOCKET";
+		return "from $VAD_SOCKET";
 	case VAD_SOCKET_SRC_SYSTEM_ROOT:
 		return "the system socket, as root";
 	case VAD_SOCKET_SRC_USER:
 		return "the per-user socket in $XDG_RUNTIME_DIR";
 	case VAD_SOCKET_SRC_SYSTEM_NO_XDG:
-		return "the system socket, XDG_RUNTIME_DIR being unset";
+		return "the system socket: XDG_RUNTIME_DIR is not set";
 	case VAD_SOCKET_SRC_SYSTEM_NO_USER:
-		return "the system socket, no per-user daemon being found";
+		return "the system socket";
 	}
 	return "the default";
 }

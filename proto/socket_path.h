@@ -28,7 +28,7 @@
 /* Which end asks: the daemon picks where to listen, a client where to connect. */
 enum vad_socket_side { VAD_SOCKET_DAEMON, VAD_SOCKET_CLIENT };
 
-/* Where a default path came from (for messages: "from $VAD_SOCKET"). */
+/* Where a default path came from (for messages). */
 enum vad_socket_source {
 	VAD_SOCKET_SRC_ENV,	       /* $VAD_SOCKET */
 	VAD_SOCKET_SRC_SYSTEM_ROOT,    /* root: the system socket */
@@ -63,7 +63,7 @@ void vad_socket_env_current(struct vad_socket_env *env);
 int vad_socket_default(enum vad_socket_side side, const struct vad_socket_env *env,
 		       struct vad_socket_choice *out, char *err, size_t err_len);
 
-/* Short words for where a path came from: "$VAD_SOCKET", "the system socket (root)", ... */
+/* Short words for where a path came from: "from $VAD_SOCKET", "the system socket", ... */
 const char *vad_socket_source_text(enum vad_socket_source source);
 
 /* The stats database a daemon on socket_path writes when stats_db is unset: the system
