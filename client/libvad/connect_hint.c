@@ -6,6 +6,7 @@
 #include "connect_hint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -84,7 +85,7 @@ static int denied(const struct libvad_target *t, const char *origin)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		bool closed = access(what, X_OK) != 0;
+		bool closed = faccessat(AT_FDCWD, what, X_OK, AT_EACCESS) != 0;
 		if (closed) {
 			kind = "directory";
 			need = S_IXGRP;
@@ -93,6 +94,11 @@ static int denied(const struct libvad_target *t, const char *origin)
 		*p = '/';
 	}
 	struct stat st;
+	if (strcmp(kind, "socket") == 0 && faccessat(AT_FDCWD, what, W_OK, AT_EACCESS) == 0)
+		return libvad_failf(NULL, VAD_ECONNECT,
+				    "permission denied on %s%s, although its mode lets you in (a "
+				    "security module's policy?)",
+				    t->path, origin);
 	if (stat(what, &st) != 0)
 		return libvad_failf(
 		    NULL, VAD_ECONNECT,
@@ -131,7 +137,6 @@ int libvad_connect_failed(const struct libvad_target *t, int e)
 				    "run' (development) or 'systemctl start vad.socket'",
 				    t->path, origin);
 	case EACCES:
-	case EPERM:
 		return denied(t, origin);
 	case ECONNREFUSED: {
 		struct stat st;
