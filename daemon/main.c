@@ -209,8 +209,12 @@ static void resolve_stats_db(struct vad_config *cfg)
 {
 	if (cfg->stats_db[0])
 		return;
-	if (vad_socket_stats_db(cfg->socket_path, cfg->stats_db, sizeof(cfg->stats_db)) != 0)
-		cfg->stats_db[0] = '\0'; /* too long: the stats thread says it has no database */
+	if (vad_socket_stats_db(cfg->socket_path, cfg->stats_db, sizeof(cfg->stats_db)) != 0) {
+		log_warn("running without stats: the database beside %s would have too long a "
+			 "path; set stats_db",
+			 cfg->socket_path);
+		cfg->stats_db[0] = '\0'; /* the server then starts no stats thread */
+	}
 }
 
 /* The admin group must not be the group that may connect: every client would be an admin.
