@@ -70,9 +70,11 @@ struct vad_stats {
 	uint64_t held_ranges;  /* references held by this client */
 };
 
-/* Connect to the daemon at socket_path (NULL: $VAD_SOCKET, then $XDG_RUNTIME_DIR/vad.sock
- * if that socket exists, then /run/vad/vad.sock) and say hello as name (NULL: the program
- * name). On failure vad_last_error(NULL) names the path and the reason. */
+/* Connect to the daemon at socket_path (NULL: $VAD_SOCKET, else /run/vad/vad.sock as root,
+ * else $XDG_RUNTIME_DIR/vad.sock if a socket of the caller's is there, else
+ * /run/vad/vad.sock) and say hello as name (NULL: the program name). On failure
+ * vad_last_error(NULL) names the paths tried and what fits (start vad, join a group, a
+ * stale socket). */
 int vad_connect(const char *socket_path, const char *name, vad_client **out);
 
 /* Close the connection and unmap every arena; the daemon drops all references. */

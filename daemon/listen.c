@@ -12,34 +12,12 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-int vad_default_socket_path(char *buf, size_t len, char *err, size_t err_len)
-{
-	const char *env = getenv("VAD_SOCKET");
-	int n;
-	if (env && *env)
-		n = snprintf(buf, len, "%s", env);
-	else if (geteuid() == 0)
-		n = snprintf(buf, len, "/run/vad/vad.sock");
-	else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
-		n = snprintf(buf, len, "%s/vad.sock", env);
-	else {
-		snprintf(err, err_len,
-			 "no socket path: set VAD_SOCKET or XDG_RUNTIME_DIR, give --socket, or "
-			 "set socket in the config");
-		return -1;
-	}
-	if (n < 0 || (size_t)n >= len) {
-		snprintf(err, err_len, "socket path too long");
-		return -1;
-	}
-	return 0;
-}
-
 /* mkdir that accepts an existing directory, and only a directory. */
 static int make_dir(const char *dir, char *err, size_t len)
 {
 	struct stat st;
-	if (mkdir(dir, 0755) == 0)
+	/* chmod: the daemon's umask (077) would leave clients unable to reach the socket */
+	if (mkdir(dir, 0755) == 0 && chmod(dir, 0755) == 0)
 		return 0;
 	if (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
 		return 0;

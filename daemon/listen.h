@@ -6,10 +6,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* The standard socket path: $VAD_SOCKET, else /run/vad/vad.sock as root, else
- * $XDG_RUNTIME_DIR/vad.sock. Returns -1 with a reason in err when none applies. */
-int vad_default_socket_path(char *buf, size_t len, char *err, size_t err_len);
-
 /* Open the listening socket, non-blocking and close-on-exec. If systemd passed exactly one
  * AF_UNIX stream socket, use it (*activated = true; path and mode are ignored). Otherwise
  * create path's parent directory if missing, refuse a path on which another daemon answers,

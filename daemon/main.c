@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,11 +19,10 @@
 #include "listen.h"
 #include "log.h"
 #include "server.h"
+#include "socket_path.h"
 #include "vad.h" /* VAD_VERSION_STRING: one version for the daemon, libvad and vactl */
 
 #define DEFAULT_CONFIG "/etc/vad/vad.conf"
-#define SYSTEM_STATS_DB "/var/lib/vad/stats.db"
-#define SYSTEM_SOCKET "/run/vad/vad.sock"
 
 enum exit_code { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_USAGE = 2, EXIT_RUNTIME = 3 };
 
@@ -41,12 +41,13 @@ static void usage(FILE *out)
 		"                       daemonizes: systemd and `make run` supervise it),\n"
 		"                       the flag is accepted for clarity\n"
 		"      --check-config   parse the configuration, print a summary and exit\n"
+		"      --print-socket   print the socket path vad would listen on and exit\n"
 		"  -V, --version        print the version and exit\n"
 		"  -h, --help           print this help and exit\n"
 		"\n"
 		"Socket: --socket, else the config's socket, else $VAD_SOCKET, else\n"
-		SYSTEM_SOCKET " as root, else $XDG_RUNTIME_DIR/vad.sock. Under systemd socket\n"
-		"activation the passed socket is used.\n"
+		VAD_SYSTEM_SOCKET " as root, else $XDG_RUNTIME_DIR/vad.sock, else\n"
+		VAD_SYSTEM_SOCKET ". Under systemd socket activation the passed socket is used.\n"
 		"Exit status: 0 ok, 1 configuration error, 2 usage error, 3 start-up or runtime "
 		"failure.\n");
 }
@@ -55,17 +56,19 @@ struct options {
 	const char *config;
 	const char *socket;
 	bool check_config;
+	bool print_socket;
 };
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_CHECK = 256 };
+	enum { OPT_CHECK = 256, OPT_PRINT_SOCKET };
 	static const struct option longopts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "check-config", no_argument, NULL, OPT_CHECK },
+		{ "print-socket", no_argument, NULL, OPT_PRINT_SOCKET },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -84,6 +87,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_CHECK:
 			o->check_config = true;
+			break;
+		case OPT_PRINT_SOCKET:
+			o->print_socket = true;
 			break;
 		case 'V':
 			printf("vad %s\n", VAD_VERSION_STRING);
@@ -139,12 +145,18 @@ static const char *format_duration(uint64_t ms, char *buf, size_t len)
 	return buf;
 }
 
-static void print_summary(const struct vad_config *cfg)
+static void print_summary(const struct vad_config *cfg, const struct vad_socket_choice *dflt)
 {
 	char a[32], b[32];
-	printf("  socket        %s (mode %04o)\n",
-	       cfg->socket_path[0] ? cfg->socket_path : "(standard path)",
-	       (unsigned)cfg->socket_mode);
+	if (cfg->socket_path[0])
+		printf("  socket        %s (mode %04o)\n", cfg->socket_path,
+		       (unsigned)cfg->socket_mode);
+	else if (dflt->path[0])
+		printf("  socket        %s (mode %04o; the default path: %s)\n", dflt->path,
+		       (unsigned)cfg->socket_mode, vad_socket_source_text(dflt->source));
+	else
+		printf("  socket        (no default path fits; give --socket) (mode %04o)\n",
+		       (unsigned)cfg->socket_mode);
 	printf("  workers       %s, worker_balance %s, worker_spread_idle %g\n",
 	       count_or_auto(cfg->workers, a, sizeof(a)),
 	       cfg->worker_balance == VAD_BALANCE_EVEN ? "even" : "adaptive",
@@ -197,14 +209,39 @@ static void resolve_stats_db(struct vad_config *cfg)
 {
 	if (cfg->stats_db[0])
 		return;
-	if (strcmp(cfg->socket_path, SYSTEM_SOCKET) == 0 || cfg->socket_path[0] == '\0') {
-		snprintf(cfg->stats_db, sizeof(cfg->stats_db), "%s", SYSTEM_STATS_DB);
+	if (vad_socket_stats_db(cfg->socket_path, cfg->stats_db, sizeof(cfg->stats_db)) != 0) {
+		log_warn("running without stats: the database beside %s would have too long a "
+			 "path; set stats_db",
+			 cfg->socket_path);
+		cfg->stats_db[0] = '\0'; /* the server then starts no stats thread */
+	}
+}
+
+/* The admin group must not be the group that may connect: every client would be an admin.
+ * Look at the socket file (for an activated socket, the path systemd bound it to). */
+static void warn_admin_group_is_socket_group(const struct vad_config *cfg, const char *path)
+{
+	struct stat st;
+	if (!cfg->has_admin_group || !path[0])
+		return;
+	if (stat(path, &st) != 0) {
+		log_debug("cannot stat the socket %s to compare its group with admin_group: %s",
+			  path, strerror(errno));
 		return;
 	}
-	const char *slash = strrchr(cfg->socket_path, '/');
-	int dir_len = slash ? (int)(slash - cfg->socket_path) : 0;
-	snprintf(cfg->stats_db, sizeof(cfg->stats_db), "%.*s/vad-stats.db", dir_len,
-		 cfg->socket_path);
+	if (st.st_gid != cfg->admin_gid || !(st.st_mode & S_IWGRP))
+		return;
+	char name[64];
+	struct group gr, *res = NULL;
+	char buf[4096];
+	if (getgrgid_r(cfg->admin_gid, &gr, buf, sizeof(buf), &res) == 0 && res)
+		snprintf(name, sizeof(name), "%s", gr.gr_name);
+	else
+		snprintf(name, sizeof(name), "%u", (unsigned)cfg->admin_gid);
+	log_warn("admin_group %s (gid %u) is the group of the socket %s (mode %04o): every member "
+		 "who may connect is also an admin (clients, purge, reload); give admin_group a "
+		 "group of its own, e.g. vad-admin",
+		 name, (unsigned)cfg->admin_gid, path, (unsigned)(st.st_mode & 07777));
 }
 
 static void close_arenas(struct vad_arena **arenas, size_t n)
@@ -220,6 +257,9 @@ int main(int argc, char **argv)
 	int rc = parse_args(argc, argv, &opt);
 	if (rc >= 0)
 		return rc;
+	/* Files vad creates (the stats database and its -wal/-shm, arena files) are for vad
+	 * alone, under systemd (UMask=0077) or not; the socket gets socket_mode by chmod. */
+	umask(077);
 
 	const char *config_path = opt.config;
 	struct stat st;
@@ -240,9 +280,28 @@ int main(int argc, char **argv)
 		}
 		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", opt.socket);
 	}
+	/* no socket given: the rule every client follows too (proto/socket_path.h) */
+	struct vad_socket_choice dflt = {0};
+	struct vad_socket_env env;
+	vad_socket_env_current(&env);
+	int dflt_rc = cfg.socket_path[0]
+			  ? 0
+			  : vad_socket_default(VAD_SOCKET_DAEMON, &env, &dflt, err, sizeof(err));
 	if (opt.check_config) {
 		printf("%s: ok\n", config_path ? config_path : "built-in defaults");
-		print_summary(&cfg);
+		print_summary(&cfg, &dflt);
+		vad_config_free(&cfg);
+		return EXIT_OK;
+	}
+	if (dflt_rc != 0) {
+		fprintf(stderr, "vad: %s; give --socket or set socket in the config\n", err);
+		vad_config_free(&cfg);
+		return EXIT_RUNTIME;
+	}
+	if (!cfg.socket_path[0])
+		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", dflt.path);
+	if (opt.print_socket) {
+		printf("%s\n", cfg.socket_path);
 		vad_config_free(&cfg);
 		return EXIT_OK;
 	}
@@ -250,13 +309,6 @@ int main(int argc, char **argv)
 	vad_log_set_level(cfg.log_level);
 	/* clients vanish mid-write all the time; that must be an EPIPE, never a signal */
 	signal(SIGPIPE, SIG_IGN);
-
-	if (!cfg.socket_path[0] &&
-	    vad_default_socket_path(cfg.socket_path, sizeof(cfg.socket_path), err, sizeof(err))) {
-		log_err("%s", err);
-		vad_config_free(&cfg);
-		return EXIT_RUNTIME;
-	}
 
 	size_t n_arenas = cfg.n_arenas;
 	struct vad_arena **arenas = calloc(n_arenas, sizeof(*arenas));
@@ -289,6 +341,10 @@ int main(int argc, char **argv)
 		vad_listen_socket_path(listen_fd, path, sizeof(path));
 		if (path[0])
 			snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", path);
+		/* an unnamed activated socket has no file whose group could be compared */
+		warn_admin_group_is_socket_group(&cfg, path);
+	} else {
+		warn_admin_group_is_socket_group(&cfg, cfg.socket_path);
 	}
 	resolve_stats_db(&cfg);
 

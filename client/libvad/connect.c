@@ -1,5 +1,5 @@
 /*
- * connect.c - finding the socket, connecting, saying hello, closing.
+ * connect.c - connecting (to the socket connect_hint.c finds), saying hello, closing.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,41 +9,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "connect_hint.h"
 #include "internal.h"
 
 extern char *program_invocation_short_name;
 
 static uint64_t next_generation; /* atomic; 0 is never handed out */
 
-/* The socket path: the argument, $VAD_SOCKET, $XDG_RUNTIME_DIR/vad.sock if that socket
- * exists, else the system path. Returns a malloc'd string or NULL. */
-static char *resolve_path(const char *arg)
-{
-	if (arg && *arg)
-		return strdup(arg);
-	const char *env = getenv("VAD_SOCKET");
-	if (env && *env)
-		return strdup(env);
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	if (xdg && *xdg) {
-		char *p;
-		if (asprintf(&p, "%s/vad.sock", xdg) < 0)
-			return NULL;
-		if (access(p, F_OK) == 0)
-			return p;
-		free(p);
-	}
-	return strdup("/run/vad/vad.sock");
-}
-
-static int open_socket(vad_client *c)
+static int open_socket(vad_client *c, const struct libvad_target *t)
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	if (strlen(c->socket_path) >= sizeof(addr.sun_path))
-		return libvad_failf(NULL, VAD_ECONNECT,
-				    "cannot connect to %s: the path is longer than %zu bytes",
-				    c->socket_path, sizeof(addr.sun_path) - 1);
-	strcpy(addr.sun_path, c->socket_path);
+	_Static_assert(sizeof(t->path) <= sizeof(addr.sun_path), "a target fits sun_path");
+	strcpy(addr.sun_path, t->path);
 	c->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->sock < 0) {
 		int e = errno;
@@ -56,8 +33,7 @@ static int open_socket(vad_client *c)
 		rc = connect(c->sock, (struct sockaddr *)&addr, sizeof(addr));
 	while (rc < 0 && errno == EINTR);
 	if (rc < 0)
-		return libvad_failf(NULL, VAD_ECONNECT, "cannot connect to %s: %s", c->socket_path,
-				    strerror(errno));
+		return libvad_connect_failed(t, errno);
 	return VAD_OK;
 }
 
@@ -127,8 +103,13 @@ int vad_connect(const char *socket_path, const char *name, vad_client **out)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->held_lock, NULL);
-	c->socket_path = resolve_path(socket_path);
-	int err = c->socket_path ? open_socket(c) : libvad_fail(NULL, VAD_ENOMEM, NULL);
+	struct libvad_target target;
+	int err = libvad_target_resolve(socket_path, &target);
+	if (err == VAD_OK) {
+		c->socket_path = strdup(target.path);
+		err =
+		    c->socket_path ? open_socket(c, &target) : libvad_fail(NULL, VAD_ENOMEM, NULL);
+	}
 	if (err == VAD_OK)
 		err = say_hello(c, name);
 	if (err != VAD_OK) {

@@ -141,10 +141,8 @@ int vactl_connect(const struct vactl_opts *o, vad_client **out)
 	if (err == VAD_OK)
 		return VACTL_EXIT_OK;
 	const char *sentence = vad_last_error(NULL);
-	if (err == VAD_ECONNECT)
-		fprintf(stderr,
-			"vactl: %s (is vad running? try 'make run' or 'systemctl start vad')\n",
-			sentence);
+	if (err == VAD_ECONNECT) /* libvad's sentence names the path and the hint that fits */
+		fprintf(stderr, "vactl: %s\n", sentence);
 	else
 		fprintf(stderr, "vactl: %s: %s\n", vactl_err_label(err), sentence);
 	report_text(o, err, sentence);

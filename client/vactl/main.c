@@ -30,8 +30,9 @@ static void print_help(FILE *f)
 	fprintf(
 	    f,
 	    "\nOptions (before or after the command):\n"
-	    "  --socket PATH   the daemon's socket; default $VAD_SOCKET, else\n"
-	    "                  $XDG_RUNTIME_DIR/vad.sock if it exists, else /run/vad/vad.sock\n"
+	    "  --socket PATH   the daemon's socket; default $VAD_SOCKET, else as root\n"
+	    "                  /run/vad/vad.sock, else $XDG_RUNTIME_DIR/vad.sock if a socket\n"
+	    "                  of yours is there, else /run/vad/vad.sock\n"
 	    "  --json          machine output: one JSON document on stdout (session: one JSON\n"
 	    "                  object per line); keys are snake_case, sizes are integer bytes\n"
 	    "  --timeout D     give up when the daemon does not answer within D (default 30s;\n"

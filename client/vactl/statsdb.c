@@ -2,30 +2,56 @@
 #include "statsdb.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#define SYSTEM_SOCKET	"/run/vad/vad.sock"
-#define SYSTEM_STATS_DB "/var/lib/vad/stats.db"
+#include "socket_path.h"
 
 /* Where the daemon writes its history when vad.conf leaves stats_db empty: beside its
- * socket, or the system path for the system socket. */
+ * socket (the one vactl would connect to), or the system path for the system socket. */
 static char *default_db(const struct vactl_opts *o)
 {
+	struct vad_socket_choice choice;
 	const char *sock = o->socket;
-	if (!sock || !*sock)
-		sock = getenv("VAD_SOCKET");
-	if (!sock || !*sock || strcmp(sock, SYSTEM_SOCKET) == 0)
-		return strdup(SYSTEM_STATS_DB);
-	const char *slash = strrchr(sock, '/');
-	char *path;
-	if (asprintf(&path, "%.*s/vad-stats.db", slash ? (int)(slash - sock) : 1,
-		     slash ? sock : ".") < 0)
+	if (!sock || !*sock) {
+		struct vad_socket_env env;
+		char err[256];
+		vad_socket_env_current(&env);
+		if (vad_socket_default(VAD_SOCKET_CLIENT, &env, &choice, err, sizeof(err)) != 0) {
+			fprintf(stderr, "vactl: %s; try --db PATH\n", err);
+			return NULL;
+		}
+		sock = choice.path;
+	}
+	char path[PATH_MAX];
+	if (vad_socket_stats_db(sock, path, sizeof(path)) != 0) {
+		fprintf(stderr,
+			"vactl: the stats database beside %s has too long a path; try --db "
+			"PATH\n",
+			sock);
 		return NULL;
-	return path;
+	}
+	char *dup = strdup(path);
+	if (!dup)
+		fprintf(stderr, "vactl: out of memory\n");
+	return dup;
+}
+
+/* The file is only as trustworthy as whoever could write it (a user daemon's, a copy
+ * handed over, --db anywhere): no schema object may call a function with side effects or
+ * write anything, and SQLite's defensive mode forbids the ways to corrupt a file. */
+static int harden(struct vactl_statsdb *s)
+{
+	int on = -1, trusted = -1;
+	if (sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on) != SQLITE_OK || on != 1 ||
+	    sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, &trusted) != SQLITE_OK ||
+	    trusted != 0)
+		return vactl_statsdb_fail(s, "cannot switch on SQLite's defensive options");
+	return VACTL_EXIT_OK;
 }
 
 int vactl_statsdb_fail(const struct vactl_statsdb *s, const char *what)
@@ -74,7 +100,8 @@ int vactl_statsdb_open(const struct vactl_opts *o, const char *db, int min_versi
 	memset(out, 0, sizeof(*out));
 	out->path = db ? strdup(db) : default_db(o);
 	if (!out->path) {
-		fprintf(stderr, "vactl: out of memory\n");
+		if (db)
+			fprintf(stderr, "vactl: out of memory\n");
 		return VACTL_EXIT_REFUSED;
 	}
 	/* SQLite would create a missing file even read only in some builds; say why instead. */
@@ -90,6 +117,8 @@ int vactl_statsdb_open(const struct vactl_opts *o, const char *db, int min_versi
 	int rc = VACTL_EXIT_OK;
 	if (sqlite3_open_v2(out->path, &out->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
 		rc = vactl_statsdb_fail(out, "cannot open");
+	if (!rc)
+		rc = harden(out);
 	if (!rc) {
 		sqlite3_busy_timeout(out->db, 2000); /* the daemon may be writing a snapshot */
 		rc = read_version(out);

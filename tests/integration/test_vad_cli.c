@@ -688,6 +688,143 @@ static void test_daemon_as_nobody(void **state)
 	assert_int_equal(65534, st.st_uid);
 }
 
+/* ---- the default socket path and the admin group --------------------------------- */
+
+/* vad --print-socket: --socket, else the config's socket, else the rule every client
+ * follows (proto/socket_path.h). */
+static void test_print_socket(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_init(d));
+	struct vt_output o;
+
+	/* the harness runs programs without VAD_SOCKET: env(1) sets it for vad alone */
+	char bin[PATH_MAX + 8];
+	snprintf(bin, sizeof(bin), "%s/vad", vt_build_dir());
+	char *env_argv[] = {"/usr/bin/env",
+			    "VAD_SOCKET=/srv/from-env/vad.sock",
+			    bin,
+			    "-c",
+			    "/dev/null",
+			    "--print-socket",
+			    NULL};
+	assert_int_equal(0, vt_run(env_argv, NULL, RUN_TIMEOUT, &o));
+	VT_ASSERT_EXIT(&o, 0, "VAD_SOCKET=... vad --print-socket");
+	assert_string_equal(o.out, "/srv/from-env/vad.sock\n");
+	vt_output_free(&o);
+	run_vad(&o, "-c", "/dev/null", "-s", "/srv/option/vad.sock", "--print-socket", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad -s PATH --print-socket");
+	assert_string_equal(o.out, "/srv/option/vad.sock\n");
+	vt_output_free(&o);
+	write_file(d->conf_path, "[vad]\nsocket = /srv/config/vad.sock\n");
+	run_vad(&o, "-c", d->conf_path, "--print-socket", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad -c CONF --print-socket");
+	assert_string_equal(o.out, "/srv/config/vad.sock\n");
+	vt_output_free(&o);
+
+	char want[PATH_MAX + 16];
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	if (geteuid() != 0 && xdg && xdg[0] == '/')
+		snprintf(want, sizeof(want), "%s%svad.sock\n", xdg,
+			 xdg[strlen(xdg) - 1] == '/' ? "" : "/");
+	else
+		snprintf(want, sizeof(want), "/run/vad/vad.sock\n");
+	run_vad(&o, "-c", "/dev/null", "--print-socket", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad --print-socket, no VAD_SOCKET");
+	assert_string_equal(o.out, want);
+	vt_output_free(&o);
+	/* --check-config names the default path and where it comes from */
+	run_vad(&o, "-c", "/dev/null", "--check-config", NULL);
+	VT_ASSERT_EXIT(&o, 0, "vad --check-config");
+	want[strlen(want) - 1] = '\0';
+	assert_true(vt_contains(o.out, want));
+	assert_true(vt_contains(o.out, "the default path"));
+	vt_output_free(&o);
+}
+
+/* Did the daemon warn about admin_group? Asked once it logged that it listens (the socket
+ * may accept before: an activated one from the start), which it does after the check. */
+static bool warned_admin_group(const struct vt_daemon *d)
+{
+	uint64_t deadline = vt_now_ns() + (uint64_t)RUN_TIMEOUT * 1000000u;
+	while (!vt_daemon_log_contains(d, "listening on")) {
+		if (vt_now_ns() > deadline) {
+			vt_daemon_print_log(d, 20);
+			fail_msg("the daemon never logged that it listens");
+		}
+		vt_sleep_ms(10);
+	}
+	return vt_daemon_log_contains(d, "is the group of the socket");
+}
+
+/* admin_group equal to the group that may connect: every client would be an admin. */
+static void test_admin_group_is_socket_group(void **state)
+{
+	struct vt_daemon *d = *state;
+	char extra[128];
+	snprintf(extra, sizeof(extra), "socket_mode = 0660\nadmin_group = %u\n",
+		 (unsigned)getegid());
+	assert_int_equal(0, vt_daemon_setup(d, extra, NULL));
+	struct stat st;
+	assert_int_equal(0, stat(d->socket_path, &st));
+	if (st.st_gid != getegid()) {
+		assert_int_equal(0, vt_daemon_stop(d));
+		print_message("the socket's group is not ours (a setgid directory?): skipped\n");
+		skip();
+	}
+	if (!warned_admin_group(d)) {
+		vt_daemon_print_log(d, 20);
+		fail_msg("no warning that admin_group %u is the socket's group",
+			 (unsigned)getegid());
+	}
+	assert_true(vt_daemon_log_contains(d, "vad-admin"));
+	assert_int_equal(0, vt_daemon_stop(d));
+	assert_int_equal(0, truncate(d->log_path, 0));
+
+	/* the same group on a socket only its owner may use: nothing to warn about */
+	snprintf(extra, sizeof(extra), "socket_mode = 0600\nadmin_group = %u\n",
+		 (unsigned)getegid());
+	assert_int_equal(0, vt_daemon_write_config(d, extra, NULL));
+	assert_int_equal(0, vt_daemon_start(d));
+	assert_false(warned_admin_group(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+static void test_admin_group_of_its_own(void **state)
+{
+	struct vt_daemon *d = *state;
+	gid_t other = getegid() == 65534 ? 0 : 65534;
+	char extra[128];
+	snprintf(extra, sizeof(extra), "socket_mode = 0660\nadmin_group = %u\n", (unsigned)other);
+	assert_int_equal(0, vt_daemon_setup(d, extra, NULL));
+	assert_false(warned_admin_group(d));
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
+/* Under socket activation the group is the one systemd gave the socket file (SocketGroup=),
+ * not the daemon's: the daemon looks at the file the passed socket is bound to. */
+static void test_admin_group_activated_socket(void **state)
+{
+	struct vt_daemon *d = *state;
+	if (!vt_is_root()) {
+		print_message("not root: cannot give the socket another group; skipped\n");
+		skip();
+	}
+	assert_int_equal(0, vt_daemon_init(d));
+	assert_int_equal(0, vt_daemon_write_config(d, "admin_group = 65534\n", NULL));
+	int lfd = listening_socket(d->socket_path);
+	assert_int_equal(0, chown(d->socket_path, 0, 65534));
+	assert_int_equal(0, chmod(d->socket_path, 0660));
+	struct vt_start_opts opts = {.listen_fd = lfd};
+	assert_int_equal(0, vt_daemon_start_opts(d, &opts));
+	close(lfd);
+	if (!warned_admin_group(d)) {
+		vt_daemon_print_log(d, 20);
+		fail_msg("no warning for admin_group 65534 on an activated socket of group 65534");
+	}
+	assert_int_equal(0, vt_daemon_stop(d));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -705,6 +842,10 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_socket_activation),
 	    VT_OWN_DAEMON_TEST(test_sd_notify),
 	    VT_OWN_DAEMON_TEST(test_daemon_as_nobody),
+	    VT_OWN_DAEMON_TEST(test_print_socket),
+	    VT_OWN_DAEMON_TEST(test_admin_group_is_socket_group),
+	    VT_OWN_DAEMON_TEST(test_admin_group_of_its_own),
+	    VT_OWN_DAEMON_TEST(test_admin_group_activated_socket),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,45 +39,6 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-static void test_default_path(void **state)
-{
-	(void)state;
-	char buf[108], err[256];
-	char *saved_sock = getenv("VAD_SOCKET") ? strdup(getenv("VAD_SOCKET")) : NULL;
-	char *saved_xdg = getenv("XDG_RUNTIME_DIR") ? strdup(getenv("XDG_RUNTIME_DIR")) : NULL;
-
-	setenv("VAD_SOCKET", "/tmp/somewhere/vad.sock", 1);
-	assert_int_equal(vad_default_socket_path(buf, sizeof(buf), err, sizeof(err)), 0);
-	assert_string_equal(buf, "/tmp/somewhere/vad.sock");
-
-	unsetenv("VAD_SOCKET");
-	setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
-	assert_int_equal(vad_default_socket_path(buf, sizeof(buf), err, sizeof(err)), 0);
-	assert_string_equal(buf, geteuid() == 0 ? "/run/vad/vad.sock" : "/run/user/1234/vad.sock");
-
-	unsetenv("XDG_RUNTIME_DIR");
-	int rc = vad_default_socket_path(buf, sizeof(buf), err, sizeof(err));
-	if (geteuid() == 0) {
-		assert_int_equal(rc, 0);
-	} else {
-		assert_int_equal(rc, -1);
-		assert_non_null(strstr(err, "VAD_SOCKET"));
-	}
-
-	setenv("VAD_SOCKET", "/tmp/x.sock", 1);
-	assert_int_equal(vad_default_socket_path(buf, 4, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "too long"));
-
-	if (saved_sock)
-		setenv("VAD_SOCKET", saved_sock, 1);
-	else
-		unsetenv("VAD_SOCKET");
-	if (saved_xdg)
-		setenv("XDG_RUNTIME_DIR", saved_xdg, 1);
-	free(saved_sock);
-	free(saved_xdg);
-}
-
 static void test_bind_mode_flags_and_parent(void **state)
 {
 	(void)state;
@@ -252,7 +213,6 @@ static void test_socket_activation(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_default_path),
 		cmocka_unit_test(test_bind_mode_flags_and_parent),
 		cmocka_unit_test(test_live_and_stale),
 		cmocka_unit_test(test_refusals),
