@@ -375,6 +375,16 @@ static void fill_and_status(int max_clients, int admin_slots, const char *more)
 	int admitted = max_clients - admin_slots - 1; /* root's watcher holds one */
 	int refused = max_clients - admitted;
 	uint32_t n = wait_clients(admin, (uint32_t)admitted + 1, REPLY_TIMEOUT);
+	/* Root gets in first, whatever the counts are: that is the promise. */
+	double worst = 0;
+	for (int i = 0; i < 3; i++) {
+		double s = timed_status(&d);
+		worst = s > worst ? s : worst;
+	}
+	printf("root's vactl status with %d silent connections of uid %u (max_clients %d): "
+	       "worst of 3: %.3f s\n",
+	       admitted, NOBODY, max_clients, worst);
+	assert_true(worst < 5.0); /* generous: the promise is "within a second" */
 	if (n != (uint32_t)admitted + 1)
 		fail_msg("the daemon counts %u clients, expected %d of nobody's and root's", n,
 			 admitted);
@@ -397,16 +407,6 @@ static void fill_and_status(int max_clients, int admin_slots, const char *more)
 	if (!vt_contains(busy, needle))
 		fail_msg("the refusal does not name the admin slots (%s): %s", needle, busy);
 
-	/* Root gets in, and is answered at once. */
-	double worst = 0;
-	for (int i = 0; i < 3; i++) {
-		double s = timed_status(&d);
-		worst = s > worst ? s : worst;
-	}
-	printf("root's vactl status with %d silent connections of uid %u (max_clients %d): "
-	       "worst of 3: %.3f s\n",
-	       admitted, NOBODY, max_clients, worst);
-	assert_true(worst < 5.0); /* generous: the promise is "within a second" */
 	/* One refusal in the log, however many there were. */
 	assert_true(log_lines(&d, "keeps the last") <= 1);
 
@@ -728,7 +728,8 @@ static void test_out_of_fds_no_spin(void **state)
 	if (!wait_log(&d, "accept failed", REPLY_TIMEOUT))
 		fail_msg("%d connections did not use up the daemon's %d fds", n, NOFILE);
 	/* A rate needs an interval: the daemon's CPU time over 2 s of wall time while its
-	 * accept keeps failing. Spinning on a readable listening socket would be ~100 %. */
+	 * accept keeps failing (a measurement, not a wait for a condition). Spinning on a
+	 * readable listening socket would take all the CPU it can get. */
 	double c0 = cpu_seconds(d.pid);
 	uint64_t t0 = vt_now_ns();
 	while (vt_now_ns() - t0 < 2000000000ull)
@@ -738,7 +739,9 @@ static void test_out_of_fds_no_spin(void **state)
 	printf("out of fds with %d connections queued: the daemon used %.2f s of CPU in %.2f s\n",
 	       n, used, wall);
 	assert_true(c0 >= 0);
-	assert_true(used < 0.5 * wall);
+	/* Paused, it wakes 10 times a second (a few ms of CPU in all); spinning, it took 0.67 s
+	 * of 2 s on a loaded 2-CPU machine, its share of the CPUs. */
+	assert_true(used < 0.1 * wall);
 	/* ~20 pauses: one line, the rest counted. */
 	assert_int_equal(1, log_lines(&d, "accept failed"));
 	for (int i = 0; i < n; i++)
