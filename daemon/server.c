@@ -1222,6 +1222,11 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	pthread_once(&evthread_once, evthread_setup);
 	signal(SIGPIPE, SIG_IGN); /* sends use MSG_NOSIGNAL; this covers anything else */
 	raise_fd_limit(cfg->max_clients);
+	if (vad_admission_reserved(cfg->max_clients, cfg->admin_slots) < cfg->admin_slots)
+		log_notice("admin_slots %u is more than half of max_clients %u: %u are kept for "
+			   "admins",
+			   cfg->admin_slots, cfg->max_clients,
+			   vad_admission_reserved(cfg->max_clients, cfg->admin_slots));
 	/* Grow malloc heaps 16 MiB at a time and keep up to 64 MiB of freed heap: otherwise a
 	 * burst of ranges costs one mprotect per 4 KiB page as a worker's arena grows, and what
 	 * is trimmed after a burst is faulted in again by the next one. */

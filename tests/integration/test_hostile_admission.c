@@ -636,6 +636,42 @@ static void test_idle_after_hello_stays(void **state)
 	stop_daemon(&d);
 }
 
+/* hello_timeout is reloadable: a shorter one applies to the next connection; one that was
+ * already waiting keeps its old deadline, and may still say hello. */
+static void test_hello_timeout_reload(void **state)
+{
+	(void)state;
+	struct vt_daemon d;
+	start_daemon(&d, "hello_timeout = 1h\n");
+	struct vt_raw before, after;
+	assert_int_equal(0, vt_raw_connect(&before, d.socket_path));
+	assert_int_equal(
+	    0, vt_daemon_write_config(&d, "stats_interval = 1h\nhello_timeout = 500ms\n", NULL));
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d.socket_path, NULL, &o, "reload", NULL));
+	if (o.exit_code != 0 || !vt_contains(o.out, "hello_timeout 500 ms")) {
+		vt_output_print("vactl reload", &o);
+		fail_msg("the reload did not report hello_timeout 500 ms");
+	}
+	vt_output_free(&o);
+	uint64_t t0 = vt_now_ns();
+	assert_int_equal(0, vt_raw_connect(&after, d.socket_path));
+	Vad__Response *resp = NULL;
+	assert_int_equal(VT_RAW_RESPONSE, vt_raw_recv(&after, &resp, vt_timeout_ms(10000)));
+	assert_int_equal(VAD__ERROR__ENOHELLO, resp->error);
+	if (!vt_contains(resp->message, "hello_timeout 500 ms"))
+		fail_msg("the closing frame does not name the reloaded timeout: %s", resp->message);
+	vt_raw_response_free(resp);
+	assert_int_equal(1, vt_raw_wait_closed(&after, REPLY_TIMEOUT));
+	printf("after a reload to hello_timeout 500ms a silent connection was closed after "
+	       "%.3f s\n",
+	       (double)(vt_now_ns() - t0) / 1e9);
+	vt_raw_close(&after);
+	assert_int_equal(0, vt_raw_hello(&before, "from-before-the-reload"));
+	vt_raw_close(&before);
+	stop_daemon(&d);
+}
+
 /* ---- the per-uid limit ------------------------------------------------------------------- */
 
 /* The (limit+1)th connection of one uid is refused naming the limit and the uid; another uid
@@ -782,6 +818,7 @@ int main(void)
 	    cmocka_unit_test(test_silent_closed_at_timeout),
 	    cmocka_unit_test(test_slow_hello_counts_from_accept),
 	    cmocka_unit_test(test_idle_after_hello_stays),
+	    cmocka_unit_test(test_hello_timeout_reload),
 	    cmocka_unit_test(test_uid_limit),
 	    cmocka_unit_test(test_out_of_fds_no_spin),
 	};
