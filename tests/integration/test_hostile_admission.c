@@ -719,7 +719,7 @@ static void test_moved_silent_connections_time_out(void **state)
 {
 	(void)state;
 	struct vt_daemon d;
-	int timeout_s = vt_timeout_ms(5000) / 1000;
+	int timeout_s = vt_timeout_ms(2000) / 1000;
 	char extra[160];
 	snprintf(extra, sizeof(extra),
 		 "workers = 2\nworker_spread_idle = 0\nlog_level = debug\nhello_timeout = %ds\n",
