@@ -40,6 +40,8 @@
 #define STATS_INTERVAL_MAX_MS (86400ull * 1000)
 #define STATS_RETENTION_MIN_MS (60ull * 1000)
 #define STATS_RETENTION_MAX_MS (100ull * 365 * 86400 * 1000)
+#define HELLO_TIMEOUT_MIN_MS 100ull
+#define HELLO_TIMEOUT_MAX_MS (3600ull * 1000)
 
 enum section_kind { SEC_NONE, SEC_VAD, SEC_ARENA };
 
@@ -61,6 +63,9 @@ enum vad_key {
 	K_STATS_INTERVAL,
 	K_STATS_RETENTION,
 	K_LOG_LEVEL,
+	K_HELLO_TIMEOUT,
+	K_MAX_CLIENTS_UID,
+	K_ADMIN_SLOTS,
 	N_VAD_KEYS
 };
 
@@ -69,6 +74,7 @@ static const char *const vad_key_names[N_VAD_KEYS] = {
 	"worker_spread_idle", "nodes",	   "lazy_max",
 	"max_frame",   "max_clients", "max_batch",	"quota_client",	  "quota_uid",
 	"admin_group", "stats_db",    "stats_interval", "stats_retention", "log_level",
+	"hello_timeout", "max_clients_uid", "admin_slots",
 };
 
 enum arena_key {
@@ -143,6 +149,9 @@ void vad_config_defaults(struct vad_config *cfg)
 	cfg->stats_retention_ms = 30ull * 86400 * 1000;
 	cfg->log_level = VAD_LOG_INFO;
 	cfg->worker_spread_idle = 0.4;
+	cfg->hello_timeout_ms = 10ull * 1000;
+	cfg->max_clients_uid = 128;
+	cfg->admin_slots = 4;
 }
 
 static void arena_conf_free(struct vad_arena_conf *a)
@@ -441,6 +450,29 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 		cfg->log_level = lvl;
 		return 1;
 	}
+	case K_HELLO_TIMEOUT:
+		return key_duration(ps, key, v, HELLO_TIMEOUT_MIN_MS, HELLO_TIMEOUT_MAX_MS,
+				    &cfg->hello_timeout_ms);
+	case K_MAX_CLIENTS_UID:
+		if (strcasecmp(v, "unlimited") == 0) {
+			cfg->max_clients_uid = 0;
+			return 1;
+		}
+		if (parse_uint(v, MAX_CLIENTS_MAX, &n) || n == 0)
+			return fail_at(ps, ps->lineno,
+				       "max_clients_uid = %s: expected a number from 1 to %u or "
+				       "\"unlimited\"",
+				       v, MAX_CLIENTS_MAX);
+		cfg->max_clients_uid = (unsigned)n;
+		return 1;
+	case K_ADMIN_SLOTS:
+		if (parse_uint(v, MAX_CLIENTS_MAX, &n))
+			return fail_at(ps, ps->lineno,
+				       "admin_slots = %s: expected a number from 0 to %u (0: no "
+				       "slots kept for admins)",
+				       v, MAX_CLIENTS_MAX);
+		cfg->admin_slots = (unsigned)n;
+		return 1;
 	case N_VAD_KEYS:
 		break;
 	}

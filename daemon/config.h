@@ -53,6 +53,9 @@ struct vad_config {
 	uint64_t stats_interval_ms; /* default 10 s */
 	uint64_t stats_retention_ms; /* default 30 d */
 	int log_level;		   /* (reload) VAD_LOG_* */
+	uint64_t hello_timeout_ms; /* (reload) a connection without hello is closed; 10 s */
+	unsigned max_clients_uid;  /* (reload) connections of one non-admin uid; 0 = unlimited */
+	unsigned admin_slots;	   /* (reload) of max_clients kept for admins (half at most) */
 	struct vad_arena_conf *arenas;
 	size_t n_arenas;
 };

@@ -2,15 +2,17 @@
  * server.c - the running service: a listener thread and N worker threads, each with its own
  * libevent base (the memcached model).
  *
- * The listener (the thread in vad_server_run) accepts, reads the peer's credentials, applies
- * max_clients, and queues the socket to a worker (a mutex-protected queue plus event_active
+ * The listener (the thread in vad_server_run) accepts, reads the peer's credentials, admits or
+ * refuses by them (admission.c: max_clients with admin_slots kept for admins, max_clients_uid),
+ * and queues the socket to a worker (a mutex-protected queue plus event_active
  * on the worker's notify event): round-robin with worker_balance = even; by default
  * (adaptive) to the least loaded of the active workers, whose number follows the load (see
  * on_balance; a worker hands connections to another between its callbacks, through the same
  * queue). A worker owns its connections: per readable
  * event it does one read, handles every whole frame (session.c), and writes all replies with
  * one send; a reply carrying an arena fd goes with sendmsg. A connection whose pending output
- * passes the high watermark is not read from until it drains below the low watermark.
+ * passes the high watermark is not read from until it drains below the low watermark. A
+ * connection that has not completed hello hello_timeout after its accept is closed.
  * Signals (SIGTERM, SIGINT, SIGHUP) are libevent signal events on the listener base.
  */
 #include "server.h"
@@ -35,10 +37,12 @@
 #include <event2/thread.h>
 #include <systemd/sd-daemon.h>
 
+#include "admission.h"
 #include "fdpass.h"
 #include "log.h"
 #include "peer.h"
 #include "cpu_idle.h"
+#include "latency.h"
 #include "service.h"
 #include "session.h"
 #include "stats.h"
@@ -59,6 +63,7 @@
 #define BACKOFF_TICKS	  20   /* a spread that did not pay is not tried again for this long, */
 #define BACKOFF_MAX_TICKS 600  /* doubling up to this, until the clients change */
 #define IDLE_UNKNOWN	  1e9  /* idle_min before a saturated tick measured it */
+#define NOTE_INTERVAL_S	  10   /* refusals and hello timeouts: one summary line per this */
 
 struct worker;
 
@@ -68,14 +73,17 @@ struct conn {
 	struct vad_session *sess;
 	struct event *ev_read, *ev_write;
 	bool reading, writing, throttled, lingering;
-	bool eof; /* the client shut down its side: send what is pending, then close */
+	bool eof;	   /* the client shut down its side: send what is pending, then close */
 	bool flush_queued; /* on its worker's flush list: replies go out at the end of the pass */
+	struct event *ev_hello; /* until hello: closes it hello_timeout after accepted_ns */
+	uint64_t accepted_ns;	/* vad_now_ns() at accept: the hello timeout counts from it */
 	struct conn *prev, *next;
 	LIST_ENTRY(conn) flush_link;
 };
 
 struct pending_conn {
 	int fd;
+	uint64_t accepted_ns;
 	struct vad_peer peer;
 	struct pending_conn *next;
 };
@@ -124,20 +132,65 @@ struct vad_server {
 	double spread_idle;	  /* worker_spread_idle: idle CPUs a spread needs */
 	bool idle_short_logged;	  /* said once that saturated workers had no idle CPU */
 	struct vad_cpu_idle cpu_idle; /* the machine's idle CPUs (fd -1: unknown) */
-	bool trial;		  /* the last spread is on trial: does it raise requests/s? */
-	double trial_before;	  /* requests/s before the spread on trial */
-	double trial_sum;	  /* requests/s summed over the trial's ticks so far */
+	bool trial;		      /* the last spread is on trial: does it raise requests/s? */
+	double trial_before;	      /* requests/s before the spread on trial */
+	double trial_sum;	      /* requests/s summed over the trial's ticks so far */
 	unsigned trial_ticks, backoff, backoff_len;
 	struct event *ev_balance;
 	int stop_requested; /* atomic */
 	bool listening;
 	bool watchdog;
 	uint64_t watchdog_usec;
-	uint64_t refused_busy;
+	struct vad_uid_conns *uid_conns; /* open connections per uid (max_clients_uid) */
+	struct vad_notes notes;		 /* rate-limited log lines of refusals and timeouts */
+	struct event *ev_notes;		 /* the notes' summary timer (listener base) */
 	char stats_db[PATH_MAX];
 	uint64_t stats_interval_ms, stats_retention_ms;
 	struct vad_stats_writer *stats;
 };
+
+/* ---- admission bookkeeping (any thread) ------------------------------------------------- */
+
+/* An admitted connection is gone (closed, or dropped before a worker took it): its slot in
+ * max_clients and in its uid's count are free again. */
+static void slot_release(struct vad_server *srv, uid_t uid)
+{
+	vad_uid_conns_drop(srv->uid_conns, uid);
+	__atomic_sub_fetch(&srv->svc->clients, 1, __ATOMIC_RELAXED);
+}
+
+/* Count an event of kind; true if it is to be logged in full. The rest are summarised by
+ * on_notes_summary once per NOTE_INTERVAL_S, so a flood of them is one line per interval. */
+static bool note(struct vad_server *srv, enum vad_note_kind kind, uid_t uid, pid_t pid)
+{
+	enum vad_note_verdict v = vad_notes_hit(&srv->notes, kind, vad_now_ns(), uid, pid);
+	if (v == VAD_NOTE_COUNT_ARM) {
+		/* From a worker too: the listener base is locked (evthread_use_pthreads). */
+		struct timeval tv = {.tv_sec = NOTE_INTERVAL_S};
+		if (event_add(srv->ev_notes, &tv) < 0)
+			log_warn("%s: cannot arm the summary timer (out of memory); this one and "
+				 "later ones may go uncounted in the log",
+				 vad_note_what(kind));
+	}
+	return v == VAD_NOTE_LOG;
+}
+
+static void on_notes_summary(evutil_socket_t fd, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	struct vad_note_summary sum[VAD_N_NOTES];
+	vad_notes_take(&s->notes, vad_now_ns(), sum);
+	for (int i = 0; i < VAD_N_NOTES; i++) {
+		if (!sum[i].counted)
+			continue;
+		char last[64] = "";
+		if (sum[i].last_pid) /* accept failures have no peer */
+			snprintf(last, sizeof(last), " (the last from pid %d, uid %u)",
+				 (int)sum[i].last_pid, (unsigned)sum[i].last_uid);
+		log_notice("%llu more %s in the last %d s%s", (unsigned long long)sum[i].counted,
+			   vad_note_what((enum vad_note_kind)i), NOTE_INTERVAL_S, last);
+	}
+}
 
 /* ---- connections (worker thread) -------------------------------------------------------- */
 
@@ -183,10 +236,13 @@ static void conn_close(struct conn *c, const char *why)
 		event_free(c->ev_read);
 	if (c->ev_write)
 		event_free(c->ev_write);
+	if (c->ev_hello)
+		event_free(c->ev_hello);
 	close(c->fd);
+	uid_t uid = s->peer.uid;
 	vad_session_free(s);
 	conn_unlink(w, c);
-	__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
+	slot_release(w->srv, uid);
 	free(c);
 }
 
@@ -194,8 +250,9 @@ static void conn_close(struct conn *c, const char *why)
 static void conn_drop_detached(struct vad_server *srv, struct conn *c)
 {
 	close(c->fd);
+	uid_t uid = c->sess->peer.uid;
 	vad_session_free(c->sess);
-	__atomic_sub_fetch(&srv->svc->clients, 1, __ATOMIC_RELAXED);
+	slot_release(srv, uid);
 	free(c);
 }
 
@@ -287,6 +344,86 @@ static int conn_update(struct conn *c)
 	return 0;
 }
 
+/* ---- the hello timeout ------------------------------------------------------------------- */
+
+static void on_hello_timeout(evutil_socket_t fd, short what, void *arg);
+
+/* "10 s", "250 ms" */
+static const char *duration_text(uint64_t ms, char *buf, size_t len)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%llu s", (unsigned long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%llu ms", (unsigned long long)ms);
+	return buf;
+}
+
+/* Arm c's hello timer for what is left of hello_timeout since its accept: the clock is never
+ * restarted, not by a byte that arrives (a client sending its hello a byte at a time gains
+ * nothing) nor by a hand-over to another worker. Returns -1 when out of memory. */
+static int hello_arm(struct conn *c)
+{
+	if (!c->ev_hello) {
+		c->ev_hello = evtimer_new(c->w->base, on_hello_timeout, c);
+		if (!c->ev_hello)
+			return -1;
+	}
+	uint64_t limit_ns = vad_service_limits(c->w->srv->svc).hello_timeout_ms * 1000000u;
+	uint64_t elapsed = vad_now_ns() - c->accepted_ns;
+	uint64_t left = elapsed < limit_ns ? limit_ns - elapsed : 0;
+	struct timeval tv = {.tv_sec = (time_t)(left / 1000000000u),
+			     .tv_usec = (suseconds_t)(left % 1000000000u / 1000u)};
+	return event_add(c->ev_hello, &tv);
+}
+
+/* Hello is done (or the connection leaves its worker): no timer any more. */
+static void hello_disarm(struct conn *c)
+{
+	if (c->ev_hello) {
+		event_free(c->ev_hello);
+		c->ev_hello = NULL;
+	}
+}
+
+static void on_hello_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	if (c->sess->hello_done) { /* completed in a callback that does not disarm */
+		hello_disarm(c);
+		return;
+	}
+	struct vad_server *srv = c->w->srv;
+	uint64_t limit_ms = vad_service_limits(srv->svc).hello_timeout_ms;
+	if (vad_now_ns() - c->accepted_ns < limit_ms * 1000000u) {
+		/* A reload lengthened hello_timeout since this timer was armed. */
+		if (hello_arm(c) < 0)
+			events_failed(c);
+		return;
+	}
+	struct vad_session *s = c->sess;
+	char limit[32], msg[192];
+	duration_text(limit_ms, limit, sizeof(limit));
+	if (note(srv, VAD_NOTE_HELLO_TIMEOUT, s->peer.uid, s->peer.pid))
+		log_info("closing session %llu (pid %d, uid %u): no hello within hello_timeout %s "
+			 "of its connection; further such closes are counted for %d s",
+			 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, limit,
+			 NOTE_INTERVAL_S);
+	/* Tell it why, unless a reply is half sent (a frame of ours would cut into it). */
+	if (vad_session_output_pending(s) == 0) {
+		uint8_t buf[256];
+		snprintf(msg, sizeof(msg),
+			 "no hello within hello_timeout %s of connecting; the daemon closes "
+			 "connections that do not say hello in time",
+			 limit);
+		size_t len = vad_encode_error_frame(buf, sizeof(buf), 0, VAD__ERROR__ENOHELLO, msg);
+		if (len)
+			(void)!send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	conn_close(c, "no hello within hello_timeout");
+}
+
+/* ---- socket events ------------------------------------------------------------------------ */
+
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
@@ -318,6 +455,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 	vad_session_input_commit(c->sess, (size_t)n);
 	uint64_t handled = c->sess->requests;
 	vad_session_process(c->sess);
+	if (c->ev_hello && c->sess->hello_done)
+		hello_disarm(c);
 	handled = c->sess->requests - handled;
 	if (handled) {
 		/* How many requests a read brings: the balancer's sign of pipelined clients. */
@@ -405,18 +544,19 @@ static void conn_open(struct worker *w, struct pending_conn *p)
 			(unsigned)p->peer.uid);
 		refuse(p->fd, VAD__ERROR__ENOMEM, "the daemon is out of memory; try again later");
 		free(c);
-		__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
+		slot_release(w->srv, p->peer.uid);
 		return;
 	}
 	c->fd = p->fd;
 	c->w = w;
 	c->sess = s;
+	c->accepted_ns = p->accepted_ns;
 	s->peer_read_all = conn_peer_read_all;
 	s->io_ctx = c;
 	c->ev_read = event_new(w->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
 	c->ev_write = event_new(w->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
 	conn_link(w, c);
-	if (!c->ev_read || !c->ev_write) {
+	if (!c->ev_read || !c->ev_write || hello_arm(c) < 0) {
 		conn_close(c, "out of memory for its events");
 		return;
 	}
@@ -438,7 +578,7 @@ static void conn_adopt(struct worker *w, struct conn *c)
 	c->ev_read = event_new(w->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
 	c->ev_write = event_new(w->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
 	conn_link(w, c);
-	if (!c->ev_read || !c->ev_write) {
+	if (!c->ev_read || !c->ev_write || (!c->sess->hello_done && hello_arm(c) < 0)) {
 		conn_close(c, "out of memory for its events");
 		return;
 	}
@@ -476,6 +616,7 @@ static void worker_give(struct worker *w, unsigned count, unsigned first, unsign
 		event_free(c->ev_read); /* event_free deletes a pending event first */
 		event_free(c->ev_write);
 		c->ev_read = c->ev_write = NULL;
+		hello_disarm(c); /* the new worker arms it again, for what is left */
 		conn_unlink(w, c);
 		worker_take(to, c);
 		moved++;
@@ -511,7 +652,7 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 		struct pending_conn *next = q->next;
 		if (stopping) {
 			refuse(q->fd, VAD__ERROR__EGONE, "the daemon is shutting down");
-			__atomic_sub_fetch(&w->srv->svc->clients, 1, __ATOMIC_RELAXED);
+			slot_release(w->srv, q->peer.uid);
 		} else {
 			conn_open(w, q);
 		}
@@ -847,6 +988,45 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Refuse a newcomer that admission turned away: EBUSY and a sentence naming the limit. */
+static void refuse_admission(struct vad_server *s, int fd, const struct vad_peer *peer, bool admin,
+			     enum vad_admit a, unsigned clients, unsigned uid_conns,
+			     const struct vad_limits *lim)
+{
+	char msg[256];
+	enum vad_note_kind kind;
+	switch (a) {
+	case VAD_ADMIT_UID:
+		kind = VAD_NOTE_UID;
+		snprintf(msg, sizeof(msg),
+			 "uid %u already has %u connections to the daemon (max_clients_uid %u); "
+			 "close some of them or raise max_clients_uid in vad.conf",
+			 (unsigned)peer->uid, uid_conns, lim->max_clients_uid);
+		break;
+	case VAD_ADMIT_RESERVED:
+		kind = VAD_NOTE_RESERVED;
+		snprintf(msg, sizeof(msg),
+			 "the daemon serves %u clients and keeps the last %u of max_clients %u for "
+			 "admins (admin_slots); try again later or raise max_clients in vad.conf",
+			 clients, vad_admission_reserved(lim->max_clients, lim->admin_slots),
+			 lim->max_clients);
+		break;
+	default:
+		kind = VAD_NOTE_FULL;
+		snprintf(msg, sizeof(msg),
+			 "the daemon already serves max_clients %u clients; try again later or "
+			 "raise max_clients in vad.conf",
+			 lim->max_clients);
+		break;
+	}
+	if (note(s, kind, peer->uid, peer->pid))
+		log_info("refusing pid %d (uid %u%s): %s (further such refusals are counted for "
+			 "%d s)",
+			 (int)peer->pid, (unsigned)peer->uid, admin ? ", admin" : "", msg,
+			 NOTE_INTERVAL_S);
+	refuse(fd, VAD__ERROR__EBUSY, msg);
+}
+
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
 	struct vad_server *s = arg;
@@ -857,11 +1037,16 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 				return;
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			log_warn("accept failed: %s; pausing new connections for %d ms",
-				 strerror(errno), ACCEPT_PAUSE_MS);
+			/* EMFILE, ENFILE, ENOBUFS, ENOMEM: the socket stays readable, so retrying
+			 * at once would spin; pause, and log it once per NOTE_INTERVAL_S. */
+			if (note(s, VAD_NOTE_ACCEPT, 0, 0))
+				log_warn("accept failed: %s; pausing new connections for %d ms "
+					 "(further failures are counted for %d s)",
+					 strerror(errno), ACCEPT_PAUSE_MS, NOTE_INTERVAL_S);
 			pause_accepting(s);
 			return;
 		}
+		uint64_t accepted_ns = vad_now_ns();
 		struct pending_conn *p = calloc(1, sizeof(*p));
 		char err[256];
 		if (!p) {
@@ -878,24 +1063,32 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			free(p);
 			continue;
 		}
-		unsigned max = vad_service_limits(s->svc).max_clients;
-		unsigned n = __atomic_fetch_add(&s->svc->clients, 1, __ATOMIC_RELAXED);
-		if (max && n >= max) {
-			__atomic_sub_fetch(&s->svc->clients, 1, __ATOMIC_RELAXED);
-			char msg[160];
-			snprintf(
-			    msg, sizeof(msg),
-			    "the daemon already serves max_clients %u clients; try again later "
-			    "or raise max_clients in vad.conf",
-			    max);
-			log_info("refusing pid %d (uid %u): %u clients connected (max_clients %u)",
-				 (int)p->peer.pid, (unsigned)p->peer.uid, n, max);
-			refuse(fd, VAD__ERROR__EBUSY, msg);
-			s->refused_busy++;
+		struct vad_service *svc = s->svc;
+		struct vad_limits lim = vad_service_limits(svc);
+		bool admin = vad_peer_is_admin(&p->peer, svc->daemon_uid, svc->has_admin_group,
+					       svc->admin_gid);
+		/* Only this thread adds clients: what it reads can only shrink meanwhile. */
+		unsigned n = __atomic_load_n(&svc->clients, __ATOMIC_RELAXED);
+		unsigned uid_n = vad_uid_conns_get(s->uid_conns, p->peer.uid);
+		enum vad_admit a = vad_admission_decide(n, uid_n, admin, lim.max_clients,
+							lim.admin_slots, lim.max_clients_uid);
+		if (a != VAD_ADMIT_OK) {
+			refuse_admission(s, fd, &p->peer, admin, a, n, uid_n, &lim);
 			vad_peer_free(&p->peer);
 			free(p);
 			continue;
 		}
+		if (vad_uid_conns_add(s->uid_conns, p->peer.uid) < 0) {
+			log_err("out of memory accepting a client (pid %d, uid %u)",
+				(int)p->peer.pid, (unsigned)p->peer.uid);
+			refuse(fd, VAD__ERROR__ENOMEM,
+			       "the daemon is out of memory; try again later");
+			vad_peer_free(&p->peer);
+			free(p);
+			continue;
+		}
+		__atomic_add_fetch(&svc->clients, 1, __ATOMIC_RELAXED);
+		p->accepted_ns = accepted_ns;
 		p->fd = fd;
 		worker_push(pick_worker(s), p);
 	}
@@ -949,7 +1142,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 /* ---- life cycle ------------------------------------------------------------------------- */
 
 /* Raise the soft fd limit to the hard one: it bounds both the daemon's open sockets and the
- * arena fds in flight to clients that have not read them yet (charged to the daemon's user). */
+ * arena fds in flight to clients that have not read them yet (charged to the daemon's user).
+ * The admin slots are part of max_clients: with the limit at max_clients x 33 + 64,
+ * non-admins (at most max_clients - admin_slots connections, 33 fds each) cannot use up what
+ * the reserved connections, the listener's accept-to-refuse and the arenas need. */
 static void raise_fd_limit(unsigned max_clients)
 {
 	struct rlimit rl;
@@ -1006,14 +1202,16 @@ static void free_server(struct vad_server *s)
 		pthread_mutex_destroy(&w->lock);
 	}
 	free(s->workers);
-	struct event *evs[] = {s->ev_listen,  s->ev_resume, s->ev_stop,	  s->ev_tick,
-			       s->ev_balance, s->ev_sig[0], s->ev_sig[1], s->ev_sig[2]};
+	struct event *evs[] = {s->ev_listen, s->ev_resume, s->ev_stop,	 s->ev_tick, s->ev_balance,
+			       s->ev_sig[0], s->ev_sig[1], s->ev_sig[2], s->ev_notes};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
 	if (s->base)
 		event_base_free(s->base);
 	vad_cpu_idle_close(&s->cpu_idle);
+	vad_uid_conns_free(s->uid_conns);
+	vad_notes_fini(&s->notes);
 	free(s);
 }
 
@@ -1024,6 +1222,11 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	pthread_once(&evthread_once, evthread_setup);
 	signal(SIGPIPE, SIG_IGN); /* sends use MSG_NOSIGNAL; this covers anything else */
 	raise_fd_limit(cfg->max_clients);
+	if (vad_admission_reserved(cfg->max_clients, cfg->admin_slots) < cfg->admin_slots)
+		log_notice("admin_slots %u is more than half of max_clients %u: %u are kept for "
+			   "admins",
+			   cfg->admin_slots, cfg->max_clients,
+			   vad_admission_reserved(cfg->max_clients, cfg->admin_slots));
 	/* Grow malloc heaps 16 MiB at a time and keep up to 64 MiB of freed heap: otherwise a
 	 * burst of ranges costs one mprotect per 4 KiB page as a worker's arena grows, and what
 	 * is trimmed after a burst is faulted in again by the next one. */
@@ -1038,6 +1241,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		snprintf(err, err_len, "out of memory creating the server");
 		return -1;
 	}
+	vad_notes_init(&s->notes, NOTE_INTERVAL_S * 1000000000ull);
 	s->listen_fd = listen_fd;
 	s->cpu_idle.fd = -1;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1067,6 +1271,8 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->ev_stop = event_new(s->base, -1, 0, on_stop, s);
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
 	s->ev_balance = evtimer_new(s->base, on_balance, s);
+	s->ev_notes = evtimer_new(s->base, on_notes_summary, s);
+	s->uid_conns = vad_uid_conns_new();
 	s->adaptive = cfg->worker_balance == VAD_BALANCE_ADAPTIVE && n > 1;
 	s->active = s->adaptive ? 1 : n;
 	s->backoff_len = BACKOFF_TICKS;
@@ -1083,7 +1289,8 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		if (!s->ev_sig[i] || event_add(s->ev_sig[i], NULL) < 0)
 			goto nomem;
 	}
-	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick || !s->ev_balance)
+	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick || !s->ev_balance ||
+	    !s->ev_notes || !s->uid_conns)
 		goto nomem;
 
 	/* Last: on success the service owns the arenas; on failure main still does. */
@@ -1173,9 +1380,17 @@ int vad_server_run(struct vad_server *s)
 			s->workers[i].started = false;
 		}
 	}
-	log_notice("stopped: %llu requests handled, %llu connections refused as busy",
+	/* What was counted but not yet summarised still gets its line. */
+	event_del(s->ev_notes);
+	on_notes_summary(-1, 0, s);
+	log_notice("stopped: %llu requests handled; connections refused: %llu at max_clients, "
+		   "%llu for the admin slots, %llu at max_clients_uid; %llu closed at "
+		   "hello_timeout",
 		   (unsigned long long)__atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED),
-		   (unsigned long long)s->refused_busy);
+		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_FULL),
+		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_RESERVED),
+		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_UID),
+		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_HELLO_TIMEOUT));
 	return rc;
 }
 

@@ -39,6 +39,9 @@ static void set_limits(struct vad_service *svc, const struct vad_config *cfg)
 			 __ATOMIC_RELAXED);
 	__atomic_store_n(&svc->limits.quota_client, cfg->quota_client, __ATOMIC_RELAXED);
 	__atomic_store_n(&svc->limits.quota_uid, cfg->quota_uid, __ATOMIC_RELAXED);
+	__atomic_store_n(&svc->limits.hello_timeout_ms, cfg->hello_timeout_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&svc->limits.max_clients_uid, cfg->max_clients_uid, __ATOMIC_RELAXED);
+	__atomic_store_n(&svc->limits.admin_slots, cfg->admin_slots, __ATOMIC_RELAXED);
 }
 
 static void close_arenas(struct vad_arena **arenas, size_t n)
@@ -319,13 +322,19 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 	}
 	set_limits(svc, &cfg);
 	vad_log_set_level(cfg.log_level);
-	char f[32], qc[32], qu[32];
+	char f[32], qc[32], qu[32], mu[32];
+	if (cfg.max_clients_uid)
+		snprintf(mu, sizeof(mu), "%u", cfg.max_clients_uid);
+	else
+		snprintf(mu, sizeof(mu), "unlimited");
 	snprintf(detail, detail_len,
 		 "reloaded %s: max_frame %s, max_clients %u, max_batch %u, quota_client %s, "
-		 "quota_uid %s, log level %s (arena, socket and worker changes need a restart)",
+		 "quota_uid %s, log level %s, hello_timeout %llu ms, max_clients_uid %s, "
+		 "admin_slots %u (arena, socket and worker changes need a restart)",
 		 svc->config_path, vad_format_size(cfg.max_frame, f, sizeof(f)), cfg.max_clients,
 		 cfg.max_batch, quota_text(cfg.quota_client, qc, sizeof(qc)),
-		 quota_text(cfg.quota_uid, qu, sizeof(qu)), level_name(cfg.log_level));
+		 quota_text(cfg.quota_uid, qu, sizeof(qu)), level_name(cfg.log_level),
+		 (unsigned long long)cfg.hello_timeout_ms, mu, cfg.admin_slots);
 	vad_config_free(&cfg);
 	pthread_mutex_unlock(&svc->reload_lock);
 	return 0;

@@ -29,6 +29,9 @@ struct vad_limits {
 	unsigned max_batch;
 	uint64_t quota_client; /* 0 = unlimited */
 	uint64_t quota_uid;    /* 0 = unlimited */
+	uint64_t hello_timeout_ms;
+	unsigned max_clients_uid; /* 0 = unlimited */
+	unsigned admin_slots;
 };
 
 /* Something worth a row in the stats database's event table. */
@@ -120,6 +123,9 @@ static inline struct vad_limits vad_service_limits(const struct vad_service *svc
 	l.max_batch = __atomic_load_n(&svc->limits.max_batch, __ATOMIC_RELAXED);
 	l.quota_client = __atomic_load_n(&svc->limits.quota_client, __ATOMIC_RELAXED);
 	l.quota_uid = __atomic_load_n(&svc->limits.quota_uid, __ATOMIC_RELAXED);
+	l.hello_timeout_ms = __atomic_load_n(&svc->limits.hello_timeout_ms, __ATOMIC_RELAXED);
+	l.max_clients_uid = __atomic_load_n(&svc->limits.max_clients_uid, __ATOMIC_RELAXED);
+	l.admin_slots = __atomic_load_n(&svc->limits.admin_slots, __ATOMIC_RELAXED);
 	return l;
 }
 

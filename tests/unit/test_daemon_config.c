@@ -626,6 +626,40 @@ static void test_accept_unsealed(void **state)
 	load_err("[vad]\naccept_unsealed = yes\n", 2, "unknown key 'accept_unsealed' in [vad]");
 }
 
+/* Admission: hello_timeout, max_clients_uid and admin_slots, their defaults and refusals. */
+static void test_admission_keys(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	assert_int_equal(cfg.hello_timeout_ms, 10000);
+	assert_int_equal(cfg.max_clients_uid, 128);
+	assert_int_equal(cfg.admin_slots, 4);
+
+	load_ok("[vad]\nhello_timeout = 1500ms\nmax_clients_uid = 7\nadmin_slots = 0\n", &cfg);
+	assert_int_equal(cfg.hello_timeout_ms, 1500);
+	assert_int_equal(cfg.max_clients_uid, 7);
+	assert_int_equal(cfg.admin_slots, 0);
+	vad_config_free(&cfg);
+	load_ok("[vad]\nhello_timeout = 1m\nmax_clients_uid = unlimited\nadmin_slots = 32\n",
+		&cfg);
+	assert_int_equal(cfg.hello_timeout_ms, 60000);
+	assert_int_equal(cfg.max_clients_uid, 0);
+	assert_int_equal(cfg.admin_slots, 32);
+	vad_config_free(&cfg);
+
+	load_err("[vad]\nhello_timeout = 10ms\n", 2, "hello_timeout");
+	load_err("[vad]\nhello_timeout = 2h\n", 2, "out of range");
+	load_err("[vad]\nhello_timeout = soon\n", 2, "bad duration");
+	load_err("[vad]\nhello_timeout =\n", 2, "hello_timeout");
+	load_err("[vad]\n\nmax_clients_uid = 0\n", 3, "max_clients_uid");
+	load_err("[vad]\nmax_clients_uid = -1\n", 2, "unlimited");
+	load_err("[vad]\nmax_clients_uid = 2000000\n", 2, "max_clients_uid");
+	load_err("[vad]\nadmin_slots = some\n", 2, "admin_slots");
+	load_err("[vad]\nadmin_slots = 1\nadmin_slots = 2\n", 3, "duplicate key admin_slots");
+	load_err("[arena a]\nsize = 1G\nhello_timeout = 1s\n", 3, "hello_timeout");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -650,6 +684,7 @@ int main(void)
 		cmocka_unit_test(test_spread_idle_values),
 		cmocka_unit_test(test_spread_idle_refusals),
 		cmocka_unit_test(test_accept_unsealed),
+		cmocka_unit_test(test_admission_keys),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
