@@ -164,7 +164,7 @@ static int check_busy(struct checker *c, unsigned i)
 	const struct va_block *prev = NULL;
 	bool hint_seen = false;
 
-	if (n->busy.node && n->busy.node->red)
+	if (n->busy.node && rb_red(n->busy.node))
 		return fail(c, "node %u: busy tree root is red", i);
 	if (rb_validate(n->busy.node, NULL, &why) < 0)
 		return fail(c, "node %u: busy tree: %s", i, why);

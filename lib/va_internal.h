@@ -31,16 +31,28 @@ enum va_state {
 	VA_ST_POOLED,
 };
 
+/*
+ * 64 bytes, one cache line: the tree node (its parent word also holds the colour and the
+ * state), the range, then what a busy block needs (its owner tag and home node) shares
+ * room with what a free block needs (its address-list links and subtree maximum). Pool and
+ * spare lists link through next, the in-flight list through next and prev; lazy blocks
+ * need nothing here (their lazy_item holds the rest). A pooled block's home is its pool's
+ * node, so it needs no field either.
+ */
 struct va_block {
-	struct rb_node rb;    /* free tree or busy tree */
-	uint64_t start, end;  /* [start, end) */
-	uint64_t subtree_max; /* free tree: largest block size in this subtree */
-	struct va_block *next,
-	    *prev;	/* free list (address order), eager in-flight list; pool/spare: next */
-	void *owner;	/* busy: the caller's tag */
-	uint32_t home;	/* node whose thread allocated it (its pool after reclaim) */
-	uint32_t state; /* enum va_state, for the checker and the free path */
-};
+	struct rb_node rb;   /* free tree or busy tree; rb_user_bits: enum va_state */
+	uint64_t start, end; /* [start, end) */
+	union {
+		struct {
+			struct va_block *next, *prev; /* free list (address order), in-flight */
+			uint64_t subtree_max;	      /* free tree: largest block in the subtree */
+		};
+		struct {
+			void *owner;   /* busy: the caller's tag */
+			uint32_t home; /* busy: node whose thread allocated it */
+		};
+	};
+} __attribute__((aligned(16))); /* rb's parent word needs 4 free low bits */
 
 static inline uint64_t blk_size(const struct va_block *b)
 {
@@ -49,12 +61,12 @@ static inline uint64_t blk_size(const struct va_block *b)
 
 static inline enum va_state blk_state(const struct va_block *b)
 {
-	return (enum va_state)b->state;
+	return (enum va_state)rb_user_bits(&b->rb);
 }
 
 static inline void blk_set_state(struct va_block *b, enum va_state s)
 {
-	b->state = s;
+	rb_set_user_bits(&b->rb, (unsigned)s);
 }
 
 /* Counters never wrap: a sum that would pass UINT64_MAX stays there. */
@@ -242,6 +254,12 @@ void objcache_return(struct va_bag *bag);
 
 /* Give back n objects listed in an array (the array is not kept); no lock held. */
 void objcache_return_array(struct va_block **objs, size_t n);
+
+/* Give back one object (a space being destroyed); no lock held. */
+void objcache_give(struct va_block *b);
+
+/* Bytes of slabs the process holds for block objects (in use or spare, every space). */
+uint64_t objcache_bytes(void);
 
 /* ---- freetree.c ------------------------------------------------------------------- */
 

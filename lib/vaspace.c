@@ -176,7 +176,7 @@ void va_destroy(struct va_space *vs)
 	lazy_thread_stop(vs);
 	for (b = vs->free.tree.head.next; b && b != &vs->free.tree.head; b = next) {
 		next = b->next;
-		free(b);
+		objcache_give(b);
 	}
 	if (vs->node) {
 		for (unsigned i = 0; i < vs->nodes_ready; i++)
@@ -476,6 +476,7 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
 	out->drain_yields = ld(&vs->drain_yields);
+	out->object_bytes = objcache_bytes();
 }
 
 const char *va_strerror(int err)
