@@ -336,7 +336,7 @@ static int check_frozen(struct checker *c)
 			    kind_name[c->r[k - 1].kind], (unsigned long long)c->r[k - 1].start,
 			    (unsigned long long)c->r[k - 1].end, kind_name[c->r[k].kind],
 			    (unsigned long long)c->r[k].start, (unsigned long long)c->r[k].end);
-		total += c->r[k].end - c->r[k].start;
+		total = va_sat_add(total, c->r[k].end - c->r[k].start);
 	}
 	if (total != vs->size)
 		return fail(c, "busy + free + lazy + pooled = 0x%llx bytes, the space has 0x%llx",

@@ -77,12 +77,22 @@ static inline uint64_t va_sat_add(uint64_t a, uint64_t b)
 	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
 }
 
+/* A count that never wraps: one predictable branch on the hot path. */
+static inline void va_sat_inc(uint64_t *c)
+{
+	if (*c != UINT64_MAX)
+		++*c;
+}
+
 static inline void va_sat_add_atomic(_Atomic uint64_t *c, uint64_t x)
 {
-	uint64_t old = atomic_fetch_add_explicit(c, x, memory_order_relaxed);
+	uint64_t old = atomic_load_explicit(c, memory_order_relaxed);
 
-	if (old + x < old)
-		atomic_store_explicit(c, UINT64_MAX, memory_order_relaxed);
+	/* a compare-and-swap loop, so no reader ever sees a wrapped value (these counters move
+	 * once per release call, drain or failure, not per allocation) */
+	while (!atomic_compare_exchange_weak_explicit(c, &old, va_sat_add(old, x),
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 }
 
 /* A caller-owned list of spare block objects (see objcache.c); tail allows O(1) splicing. */

@@ -220,7 +220,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 		return classify_miss(vs, addr, k);
 	}
 	busy_remove(n, b);
-	n->frees++;
+	va_sat_inc(&n->frees);
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
@@ -239,8 +239,8 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 
 	if (vs->cfg.release)
 		vs->cfg.release(vs->cfg.release_ctx, b->start, size);
-	atomic_fetch_add_explicit(&vs->released_bytes, size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+	va_sat_add_atomic(&vs->released_bytes, size);
+	va_sat_add_atomic(&vs->release_calls, 1);
 
 	va_lock(&vs->free.lock);
 	va_lock(&vs->inflight.lock);
@@ -295,7 +295,7 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	n->lazy[n->lazy_len++] =
 	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = b->home};
 	n->lazy_bytes += size;
-	n->frees++;
+	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
 	if (n->lazy_unflushed >= vs->lazy_flush) {
 		*flush += n->lazy_unflushed;
@@ -453,20 +453,21 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
 
-		out->pooled_bytes += n->pool_bytes;
-		out->pooled_blocks += n->pool_blocks;
-		out->busy_bytes += n->busy_bytes;
-		out->busy_blocks += n->busy_blocks;
-		out->lazy_bytes += n->lazy_bytes;
-		out->lazy_blocks += n->lazy_len;
-		out->allocs += n->allocs;
-		out->frees += n->frees;
-		out->pool_hits += n->pool_hits;
+		/* occupancy sums stay within the space's size; the counters saturate */
+		out->pooled_bytes = va_sat_add(out->pooled_bytes, n->pool_bytes);
+		out->pooled_blocks = va_sat_add(out->pooled_blocks, n->pool_blocks);
+		out->busy_bytes = va_sat_add(out->busy_bytes, n->busy_bytes);
+		out->busy_blocks = va_sat_add(out->busy_blocks, n->busy_blocks);
+		out->lazy_bytes = va_sat_add(out->lazy_bytes, n->lazy_bytes);
+		out->lazy_blocks = va_sat_add(out->lazy_blocks, n->lazy_len);
+		out->allocs = va_sat_add(out->allocs, n->allocs);
+		out->frees = va_sat_add(out->frees, n->frees);
+		out->pool_hits = va_sat_add(out->pool_hits, n->pool_hits);
 	}
-	out->lazy_bytes += vs->inflight.bytes;
-	out->lazy_blocks += vs->inflight.blocks;
-	out->pooled_bytes += vs->inflight.decay_bytes;
-	out->pooled_blocks += vs->inflight.decay_blocks;
+	out->lazy_bytes = va_sat_add(out->lazy_bytes, vs->inflight.bytes);
+	out->lazy_blocks = va_sat_add(out->lazy_blocks, vs->inflight.blocks);
+	out->pooled_bytes = va_sat_add(out->pooled_bytes, vs->inflight.decay_bytes);
+	out->pooled_blocks = va_sat_add(out->pooled_blocks, vs->inflight.decay_blocks);
 	out->free_bytes = vs->free.tree.bytes;
 	out->free_blocks = vs->free.tree.blocks;
 	out->largest_free = ft_largest(&vs->free.tree);
