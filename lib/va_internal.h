@@ -3,7 +3,8 @@
  *
  * A block object (struct va_block) describes one range [start, end) and sits in exactly
  * one place at a time: the free tree, a node's busy tree, a node's lazy array, a node's
- * pool, or the in-flight table (a drain batch or an eager free being released). It moves
+ * pool, or the in-flight table (a drain batch, an eager free or a va_release_free chunk
+ * being released). It moves
  * only while the locks of both places are held, so va_walk/va_check, which take every
  * lock, never see a block missing. See vaspace.c for the lock order.
  */

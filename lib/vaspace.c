@@ -4,7 +4,8 @@
  *
  * Lock order (outermost first). A thread holding a lock may take only locks below it;
  * several node locks are taken by ascending index (or with trylock):
- *   1. drain_lock        one drain at a time (held across the release callbacks of a drain)
+ *   1. drain_lock        one drain at a time (held across the release callbacks of a drain,
+ *                        of a va_release_free chunk, and across an allocation's retry)
  *   2. free.lock         the free tree
  *   3. node[i].lock      a node's busy tree, lazy array, pools and counters
  *   4. inflight.lock     blocks being released (a drain batch, eager frees)

@@ -40,7 +40,9 @@ enum va_error {
 };
 
 /* Called once per coalesced run of freed space [start, start + size), outside all
- * allocator locks, before the run becomes allocatable again. It may call any function of
+ * allocator locks, before the run becomes allocatable again; va_release_free (and the idle
+ * timer through it) also passes free blocks that were released before, which the callback
+ * must take as harmless (punching a hole twice is). It may call any function of
  * this library; a drain it causes on its own space (va_drain, an allocation that fails, a
  * free past 2 x lazy_max) returns at once, as that space is already draining. One drain
  * per space runs at a time, so two spaces whose callbacks drain each other can deadlock. */
