@@ -388,9 +388,9 @@ static void test_release_free_beside_allocations(void **state)
 	for (unsigned t = 0; t < THREADS; t++)
 		pthread_join(th[t], NULL);
 	/* a few more passes after the racers, so the checker sees the releaser alone too */
-	for (uint64_t c = atomic_load(&r->release_free_calls) + 3;
-	     atomic_load(&r->release_free_calls) < c && !atomic_load(&r->errors);)
-		sleep_ms(1);
+	uint64_t more = atomic_load(&r->release_free_calls) + 3;
+
+	WAIT_FOR(atomic_load(&r->release_free_calls) >= more || atomic_load(&r->errors));
 	atomic_store(&r->stop, true);
 	pthread_join(rel, NULL);
 	pthread_join(chk, NULL);
