@@ -270,7 +270,8 @@ enum lazy_free_result {
 /*
  * Move the busy area starting at addr from node n's busy tree to its lazy array (n->lock
  * held; lazy_reserve may drop and retake it). Bytes that crossed the node's flush threshold
- * are added to *flush for lazy_flush_bytes once the lock is dropped.
+ * go to lazy_total at once and are also added to *flush, for lazy_flush_bytes once the lock
+ * is dropped.
  */
 static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n, uint64_t addr,
 					      void **owner_out, uint64_t *flush)
@@ -299,26 +300,23 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
 	if (n->lazy_unflushed >= vs->lazy_flush) {
+		/* into the shared count now, under the node's lock: a drain taking this node's
+		 * array meanwhile must find every byte counted (it subtracts them all) */
+		atomic_fetch_add_explicit(&vs->lazy_total, n->lazy_unflushed, memory_order_relaxed);
 		*flush += n->lazy_unflushed;
 		n->lazy_unflushed = 0;
 	}
 	return LF_DONE;
 }
 
-/* Add flushed lazy bytes to the space's total (no lock held): may wake or run a drain. A
- * free that flushed nothing still looks at the total (a read of a line written once per
- * batch): while another thread's flush has it past the threshold and that thread waits for
- * a pass, this free must not return and leave its bytes on top. */
+/* After a free or a batch (no lock held; flush: the bytes it added to the shared count):
+ * may wake or run a drain. A free that flushed nothing still looks at the total (a read of
+ * a line written once per batch): while another thread's flush has it past the threshold
+ * and that thread waits for a pass, this free must not return and leave its bytes on top. */
 static void lazy_flush_bytes(struct va_space *vs, uint64_t flush)
 {
-	uint64_t now;
-
-	if (flush)
-		now =
-		    atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed) + flush;
-	else
-		now = atomic_load_explicit(&vs->lazy_total, memory_order_relaxed);
-	lazy_after_free(vs, now, flush != 0);
+	lazy_after_free(vs, atomic_load_explicit(&vs->lazy_total, memory_order_relaxed),
+			flush != 0);
 }
 
 int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
