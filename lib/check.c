@@ -164,7 +164,7 @@ static int check_busy(struct checker *c, unsigned i)
 	const struct va_block *prev = NULL;
 	bool hint_seen = false;
 
-	if (n->busy.node && n->busy.node->red)
+	if (n->busy.node && rb_red(n->busy.node))
 		return fail(c, "node %u: busy tree root is red", i);
 	if (rb_validate(n->busy.node, NULL, &why) < 0)
 		return fail(c, "node %u: busy tree: %s", i, why);
@@ -336,7 +336,7 @@ static int check_frozen(struct checker *c)
 			    kind_name[c->r[k - 1].kind], (unsigned long long)c->r[k - 1].start,
 			    (unsigned long long)c->r[k - 1].end, kind_name[c->r[k].kind],
 			    (unsigned long long)c->r[k].start, (unsigned long long)c->r[k].end);
-		total += c->r[k].end - c->r[k].start;
+		total = va_sat_add(total, c->r[k].end - c->r[k].start);
 	}
 	if (total != vs->size)
 		return fail(c, "busy + free + lazy + pooled = 0x%llx bytes, the space has 0x%llx",

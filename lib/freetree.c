@@ -362,7 +362,7 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 	    .ft = ft, .quantum = quantum, .cursor = ft->head.next, .msg = msg, .len = len};
 	const char *why = NULL;
 
-	if (ft->root.node && ft->root.node->red)
+	if (ft->root.node && rb_red(ft->root.node))
 		return check_fail(&c, NULL, "the root is red");
 	if (rb_validate(ft->root.node, NULL, &why) < 0)
 		return check_fail(&c, NULL, why);

@@ -50,7 +50,7 @@ static void drain_step(struct va_space *vs)
 	if (!tls_background || mono_ns() < tls_yield_at)
 		return;
 	sched_yield();
-	atomic_fetch_add_explicit(&vs->drain_yields, 1, memory_order_relaxed);
+	va_sat_add_atomic(&vs->drain_yields, 1);
 	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
 }
 
@@ -271,8 +271,8 @@ static void release_batch(struct va_space *vs)
 			end = it[k].end;
 		if (vs->cfg.release)
 			vs->cfg.release(vs->cfg.release_ctx, start, end - start);
-		atomic_fetch_add_explicit(&vs->released_bytes, end - start, memory_order_relaxed);
-		atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+		va_sat_add_atomic(&vs->released_bytes, end - start);
+		va_sat_add_atomic(&vs->release_calls, 1);
 		drain_step(vs);
 	}
 }
@@ -415,7 +415,7 @@ static void drain_pass(struct va_space *vs, bool full)
 	vs->inflight.n = 0;
 	va_unlock(&vs->inflight.lock);
 	atomic_fetch_sub_explicit(&vs->lazy_total, flushed, memory_order_relaxed);
-	atomic_fetch_add_explicit(&vs->drains, 1, memory_order_relaxed);
+	va_sat_add_atomic(&vs->drains, 1);
 	objcache_return(&bag);
 }
 
@@ -492,7 +492,8 @@ void lazy_after_free(struct va_space *vs, uint64_t lazy_now, bool flushed)
 
 /* ---- background thread ------------------------------------------------------------------ */
 
-/* Allocations and frees so far (a sum that only serves to see whether it changed). */
+/* Allocations and frees so far: a sum that only serves to see whether it changed, so it may
+ * wrap (a saturated sum would stop changing). */
 static uint64_t total_activity(struct va_space *vs)
 {
 	uint64_t f = 0;

@@ -69,7 +69,7 @@ static void free_subtree(struct rb_node *rn)
 		struct rb_node *right = rn->right;
 
 		free_subtree(rn->left);
-		free(rb_entry(rn, struct va_block, rb));
+		objcache_give(rb_entry(rn, struct va_block, rb));
 		rn = right;
 	}
 }
@@ -79,7 +79,7 @@ static void free_list(struct va_block *b)
 	while (b) {
 		struct va_block *next = b->next;
 
-		free(b);
+		objcache_give(b);
 		b = next;
 	}
 }
@@ -90,7 +90,7 @@ void node_destroy(struct va_node *n, unsigned pool_classes)
 	n->busy.node = NULL;
 	n->busy_hint = NULL;
 	for (uint32_t i = 0; i < n->lazy_len; i++)
-		free(n->lazy[i].b);
+		objcache_give(n->lazy[i].b);
 	free(n->lazy);
 	n->lazy = NULL;
 	n->lazy_len = n->lazy_cap = 0;

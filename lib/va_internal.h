@@ -3,7 +3,8 @@
  *
  * A block object (struct va_block) describes one range [start, end) and sits in exactly
  * one place at a time: the free tree, a node's busy tree, a node's lazy array, a node's
- * pool, or the in-flight table (a drain batch or an eager free being released). It moves
+ * pool, or the in-flight table (a drain batch, an eager free or a va_release_free chunk
+ * being released). It moves
  * only while the locks of both places are held, so va_walk/va_check, which take every
  * lock, never see a block missing. See vaspace.c for the lock order.
  */
@@ -31,16 +32,28 @@ enum va_state {
 	VA_ST_POOLED,
 };
 
+/*
+ * 64 bytes, one cache line: the tree node (its parent word also holds the colour and the
+ * state), the range, then what a busy block needs (its owner tag and home node) shares
+ * room with what a free block needs (its address-list links and subtree maximum). Pool and
+ * spare lists link through next, the in-flight list through next and prev; lazy blocks
+ * need nothing here (their lazy_item holds the rest). A pooled block's home is its pool's
+ * node, so it needs no field either.
+ */
 struct va_block {
-	struct rb_node rb;    /* free tree or busy tree */
-	uint64_t start, end;  /* [start, end) */
-	uint64_t subtree_max; /* free tree: largest block size in this subtree */
-	struct va_block *next,
-	    *prev;	/* free list (address order), eager in-flight list; pool/spare: next */
-	void *owner;	/* busy: the caller's tag */
-	uint32_t home;	/* node whose thread allocated it (its pool after reclaim) */
-	uint32_t state; /* enum va_state, for the checker and the free path */
-};
+	struct rb_node rb;   /* free tree or busy tree; rb_user_bits: enum va_state */
+	uint64_t start, end; /* [start, end) */
+	union {
+		struct {
+			struct va_block *next, *prev; /* free list (address order), in-flight */
+			uint64_t subtree_max;	      /* free tree: largest block in the subtree */
+		};
+		struct {
+			void *owner;   /* busy: the caller's tag */
+			uint32_t home; /* busy: node whose thread allocated it */
+		};
+	};
+} __attribute__((aligned(16))); /* rb's parent word needs 4 free low bits */
 
 static inline uint64_t blk_size(const struct va_block *b)
 {
@@ -49,12 +62,12 @@ static inline uint64_t blk_size(const struct va_block *b)
 
 static inline enum va_state blk_state(const struct va_block *b)
 {
-	return (enum va_state)b->state;
+	return (enum va_state)rb_user_bits(&b->rb);
 }
 
 static inline void blk_set_state(struct va_block *b, enum va_state s)
 {
-	b->state = s;
+	rb_set_user_bits(&b->rb, (unsigned)s);
 }
 
 /* Counters never wrap: a sum that would pass UINT64_MAX stays there. */
@@ -65,12 +78,22 @@ static inline uint64_t va_sat_add(uint64_t a, uint64_t b)
 	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
 }
 
+/* A count that never wraps: one predictable branch on the hot path. */
+static inline void va_sat_inc(uint64_t *c)
+{
+	if (*c != UINT64_MAX)
+		++*c;
+}
+
 static inline void va_sat_add_atomic(_Atomic uint64_t *c, uint64_t x)
 {
-	uint64_t old = atomic_fetch_add_explicit(c, x, memory_order_relaxed);
+	uint64_t old = atomic_load_explicit(c, memory_order_relaxed);
 
-	if (old + x < old)
-		atomic_store_explicit(c, UINT64_MAX, memory_order_relaxed);
+	/* a compare-and-swap loop, so no reader ever sees a wrapped value (these counters move
+	 * once per release call, drain or failure, not per allocation) */
+	while (!atomic_compare_exchange_weak_explicit(c, &old, va_sat_add(old, x),
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 }
 
 /* A caller-owned list of spare block objects (see objcache.c); tail allows O(1) splicing. */
@@ -242,6 +265,12 @@ void objcache_return(struct va_bag *bag);
 
 /* Give back n objects listed in an array (the array is not kept); no lock held. */
 void objcache_return_array(struct va_block **objs, size_t n);
+
+/* Give back one object (a space being destroyed); no lock held. */
+void objcache_give(struct va_block *b);
+
+/* Bytes of slabs the process holds for block objects (in use or spare, every space). */
+uint64_t objcache_bytes(void);
 
 /* ---- freetree.c ------------------------------------------------------------------- */
 

@@ -4,7 +4,8 @@
  *
  * Lock order (outermost first). A thread holding a lock may take only locks below it;
  * several node locks are taken by ascending index (or with trylock):
- *   1. drain_lock        one drain at a time (held across the release callbacks of a drain)
+ *   1. drain_lock        one drain at a time (held across the release callbacks of a drain,
+ *                        of a va_release_free chunk, and across an allocation's retry)
  *   2. free.lock         the free tree
  *   3. node[i].lock      a node's busy tree, lazy array, pools and counters
  *   4. inflight.lock     blocks being released (a drain batch, eager frees)
@@ -176,7 +177,7 @@ void va_destroy(struct va_space *vs)
 	lazy_thread_stop(vs);
 	for (b = vs->free.tree.head.next; b && b != &vs->free.tree.head; b = next) {
 		next = b->next;
-		free(b);
+		objcache_give(b);
 	}
 	if (vs->node) {
 		for (unsigned i = 0; i < vs->nodes_ready; i++)
@@ -220,7 +221,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 		return classify_miss(vs, addr, k);
 	}
 	busy_remove(n, b);
-	n->frees++;
+	va_sat_inc(&n->frees);
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
@@ -239,8 +240,8 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 
 	if (vs->cfg.release)
 		vs->cfg.release(vs->cfg.release_ctx, b->start, size);
-	atomic_fetch_add_explicit(&vs->released_bytes, size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+	va_sat_add_atomic(&vs->released_bytes, size);
+	va_sat_add_atomic(&vs->release_calls, 1);
 
 	va_lock(&vs->free.lock);
 	va_lock(&vs->inflight.lock);
@@ -269,7 +270,8 @@ enum lazy_free_result {
 /*
  * Move the busy area starting at addr from node n's busy tree to its lazy array (n->lock
  * held; lazy_reserve may drop and retake it). Bytes that crossed the node's flush threshold
- * are added to *flush for lazy_flush_bytes once the lock is dropped.
+ * go to lazy_total at once and are also added to *flush, for lazy_flush_bytes once the lock
+ * is dropped.
  */
 static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n, uint64_t addr,
 					      void **owner_out, uint64_t *flush)
@@ -295,29 +297,26 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	n->lazy[n->lazy_len++] =
 	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = b->home};
 	n->lazy_bytes += size;
-	n->frees++;
+	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
 	if (n->lazy_unflushed >= vs->lazy_flush) {
+		/* into the shared count now, under the node's lock: a drain taking this node's
+		 * array meanwhile must find every byte counted (it subtracts them all) */
+		atomic_fetch_add_explicit(&vs->lazy_total, n->lazy_unflushed, memory_order_relaxed);
 		*flush += n->lazy_unflushed;
 		n->lazy_unflushed = 0;
 	}
 	return LF_DONE;
 }
 
-/* Add flushed lazy bytes to the space's total (no lock held): may wake or run a drain. A
- * free that flushed nothing still looks at the total (a read of a line written once per
- * batch): while another thread's flush has it past the threshold and that thread waits for
- * a pass, this free must not return and leave its bytes on top. */
+/* After a free or a batch (no lock held; flush: the bytes it added to the shared count):
+ * may wake or run a drain. A free that flushed nothing still looks at the total (a read of
+ * a line written once per batch): while another thread's flush has it past the threshold
+ * and that thread waits for a pass, this free must not return and leave its bytes on top. */
 static void lazy_flush_bytes(struct va_space *vs, uint64_t flush)
 {
-	uint64_t now;
-
-	if (flush)
-		now =
-		    atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed) + flush;
-	else
-		now = atomic_load_explicit(&vs->lazy_total, memory_order_relaxed);
-	lazy_after_free(vs, now, flush != 0);
+	lazy_after_free(vs, atomic_load_explicit(&vs->lazy_total, memory_order_relaxed),
+			flush != 0);
 }
 
 int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
@@ -453,20 +452,21 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
 
-		out->pooled_bytes += n->pool_bytes;
-		out->pooled_blocks += n->pool_blocks;
-		out->busy_bytes += n->busy_bytes;
-		out->busy_blocks += n->busy_blocks;
-		out->lazy_bytes += n->lazy_bytes;
-		out->lazy_blocks += n->lazy_len;
-		out->allocs += n->allocs;
-		out->frees += n->frees;
-		out->pool_hits += n->pool_hits;
+		/* occupancy sums stay within the space's size; the counters saturate */
+		out->pooled_bytes = va_sat_add(out->pooled_bytes, n->pool_bytes);
+		out->pooled_blocks = va_sat_add(out->pooled_blocks, n->pool_blocks);
+		out->busy_bytes = va_sat_add(out->busy_bytes, n->busy_bytes);
+		out->busy_blocks = va_sat_add(out->busy_blocks, n->busy_blocks);
+		out->lazy_bytes = va_sat_add(out->lazy_bytes, n->lazy_bytes);
+		out->lazy_blocks = va_sat_add(out->lazy_blocks, n->lazy_len);
+		out->allocs = va_sat_add(out->allocs, n->allocs);
+		out->frees = va_sat_add(out->frees, n->frees);
+		out->pool_hits = va_sat_add(out->pool_hits, n->pool_hits);
 	}
-	out->lazy_bytes += vs->inflight.bytes;
-	out->lazy_blocks += vs->inflight.blocks;
-	out->pooled_bytes += vs->inflight.decay_bytes;
-	out->pooled_blocks += vs->inflight.decay_blocks;
+	out->lazy_bytes = va_sat_add(out->lazy_bytes, vs->inflight.bytes);
+	out->lazy_blocks = va_sat_add(out->lazy_blocks, vs->inflight.blocks);
+	out->pooled_bytes = va_sat_add(out->pooled_bytes, vs->inflight.decay_bytes);
+	out->pooled_blocks = va_sat_add(out->pooled_blocks, vs->inflight.decay_blocks);
 	out->free_bytes = vs->free.tree.bytes;
 	out->free_blocks = vs->free.tree.blocks;
 	out->largest_free = ft_largest(&vs->free.tree);
@@ -476,6 +476,7 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
 	out->drain_yields = ld(&vs->drain_yields);
+	out->object_bytes = objcache_bytes();
 }
 
 const char *va_strerror(int err)

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "va_internal.h" /* the saturating counters */
 #include "vaspace.h"
 
 #define Q 4096ull
@@ -1328,6 +1329,31 @@ static void test_busy_hint_pools(void **state)
 	va_destroy(vs);
 }
 
+/* Every byte and count accumulator saturates instead of wrapping (requirement: a sum past
+ * 2^64, e.g. released bytes of a long-lived daemon or stats summed over nodes, reads as
+ * UINT64_MAX, never as a small number). */
+static void test_counters_saturate(void **state)
+{
+	_Atomic uint64_t a = UINT64_MAX - 3;
+	uint64_t c = UINT64_MAX - 1;
+
+	(void)state;
+	assert_true(va_sat_add(1, 2) == 3);
+	assert_true(va_sat_add(UINT64_MAX - 1, 1) == UINT64_MAX);
+	assert_true(va_sat_add(UINT64_MAX - 1, 5) == UINT64_MAX);
+	assert_true(va_sat_add(UINT64_MAX, UINT64_MAX) == UINT64_MAX);
+	va_sat_inc(&c);
+	assert_true(c == UINT64_MAX);
+	va_sat_inc(&c);
+	assert_true(c == UINT64_MAX);
+	va_sat_add_atomic(&a, 2);
+	assert_true(atomic_load(&a) == UINT64_MAX - 1);
+	va_sat_add_atomic(&a, 1ull << 40);
+	assert_true(atomic_load(&a) == UINT64_MAX);
+	va_sat_add_atomic(&a, 1);
+	assert_true(atomic_load(&a) == UINT64_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1355,6 +1381,7 @@ int main(void)
 	    cmocka_unit_test(test_busy_hint_orders),
 	    cmocka_unit_test(test_busy_lookup_across_zones),
 	    cmocka_unit_test(test_busy_hint_pools),
+	    cmocka_unit_test(test_counters_saturate),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
