@@ -156,8 +156,8 @@ uint64_t va_release_free(struct va_space *vs)
 		atomic_fetch_sub_explicit(&vs->lazy_total, want - bytes, memory_order_relaxed);
 		for (unsigned i = 0; i < n; i++) {
 			vs->cfg.release(vs->cfg.release_ctx, pieces[i]->start, blk_size(pieces[i]));
-			va_sat_add_atomic(&vs->released_bytes, blk_size(pieces[i]));
-			va_sat_add_atomic(&vs->release_calls, 1);
+			va_sat_add_atomic(&vs->free_released_bytes, blk_size(pieces[i]));
+			va_sat_add_atomic(&vs->free_release_calls, 1);
 			lazy_step(vs);
 		}
 		put_back(vs, pieces, n, bytes, &bag);

@@ -214,6 +214,8 @@ struct va_space {
 	struct lazy_item *scratch_tmp; /* radix sort buffer (drain_lock) */
 	size_t scratch_cap;	       /* capacity of inflight.items and scratch_tmp */
 	_Atomic uint64_t drains, released_bytes, release_calls, fails;
+	/* va_release_free's passes over free space, apart from reclaim's releases above */
+	_Atomic uint64_t free_released_bytes, free_release_calls;
 	_Atomic uint64_t drain_yields; /* times the background thread stepped aside */
 
 	struct va_inflight inflight __attribute__((aligned(VA_CACHELINE)));

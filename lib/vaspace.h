@@ -156,12 +156,15 @@ struct va_stats {
 	uint64_t largest_free; /* largest block in the free tree */
 	uint64_t allocs, frees, fails;
 	uint64_t drains;	 /* completed drain passes */
-	uint64_t released_bytes; /* bytes passed to the release callback */
-	uint64_t release_calls;	 /* release callback invocations */
+	uint64_t released_bytes; /* bytes of freed ranges passed to the release callback */
+	uint64_t release_calls;	 /* release callback invocations for freed ranges */
 	uint64_t pool_hits;	 /* allocations served from a pool */
 	uint64_t drain_yields;	 /* times the background drain offered its CPU (every 20 us) */
 	uint64_t object_bytes;	 /* block objects the process holds, every space together: 64 B
 				    each, in 64 KiB slabs kept at their high-water mark */
+	uint64_t free_released_bytes; /* free blocks passed to release by va_release_free and
+					 the idle timer (not in released_bytes: nobody freed them) */
+	uint64_t free_release_calls;  /* its release callback invocations */
 };
 
 /* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */
