@@ -52,7 +52,15 @@ struct vad_config {
 	int log_level;		   /* (reload) VAD_LOG_* */
 	struct vad_arena_conf *arenas;
 	size_t n_arenas;
+	uint64_t max_ranges_client; /* (reload) references one session may hold; 0 = unlimited */
+	uint64_t max_ranges_uid;    /* (reload) references all sessions of a uid may hold; 0 = unl. */
 };
+
+/* Range-count limits: the daemon keeps about 200 bytes per live range, so a client at its
+ * default limit costs the daemon about 200 MB, a uid about 800 MB (docs/SERVICE.md). */
+#define VAD_MAX_RANGES_CLIENT_DEFAULT (1ull << 20)
+#define VAD_MAX_RANGES_UID_DEFAULT (4ull << 20)
+#define VAD_MAX_RANGES_MAX (1ull << 40)
 
 /* Fill cfg with defaults and no arenas. */
 void vad_config_defaults(struct vad_config *cfg);

@@ -32,6 +32,8 @@
 #define SPACE_SIZE (256ull * 1024 * 1024)
 #define BATCH	   48 /* ranges per round; not a multiple of the release chunk */
 
+static const struct vad_quota unlimited; /* every limit 0: none */
+
 static int rounds(void)
 {
 	const char *m = getenv("VAD_TEST_MODE");
@@ -86,7 +88,7 @@ static int alloc_batch(struct race *r, struct vad_holder *h, uint64_t *offsets)
 		if (!ranges[i])
 			return -1;
 	}
-	if (vad_registry_reserve(h, total, 0, 0, &held) != VAD_QUOTA_OK)
+	if (vad_registry_reserve(h, total, BATCH, &unlimited, &held) != VAD_QUOTA_OK)
 		return -1;
 	size_t failed;
 	if (va_alloc_batch(r->vs, BATCH, sizes, 0, (void *const *)ranges, offsets, &failed) < 0)
@@ -136,7 +138,7 @@ static void attach_all(struct race *r, struct vad_holder *h, int round, uint64_t
 	for (size_t i = BATCH; i-- > 0 && !r->error_attacher[0];) {
 		struct vad_attach_result res;
 		enum vad_attach_status st =
-		    vad_registry_attach(r->reg, h, r->tokens[i], allowed, 0, 0, &res);
+		    vad_registry_attach(r->reg, h, r->tokens[i], allowed, &unlimited, &res);
 		if (st == VAD_ATTACH_UNKNOWN && round % 2 == 0) {
 			r->gone++;
 			continue;
@@ -306,6 +308,7 @@ static void tables_setup(struct tables *t)
 
 static void tables_teardown(struct tables *t)
 {
+	vad_registry_reap_wait(t->reg); /* holders of more than a chunk went to the reaper */
 	for (int i = 0; i < TABLE_ARENAS; i++) {
 		struct va_stats st;
 		va_get_stats(t->vs[i], &st);
@@ -353,7 +356,7 @@ static void insert_ranges(struct tables *t, struct vad_holder *h, unsigned arena
 	assert_non_null(ranges);
 	alloc_ranges(t, arena, n, ranges, offsets);
 	uint64_t held;
-	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(h, n * QUANTUM, 0, 0, &held));
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(h, n * QUANTUM, n, &unlimited, &held));
 	for (size_t done = 0; done < n;) {
 		size_t k = n - done < 1024 ? n - done : 1024;
 		assert_int_equal(0, vad_registry_insert(t->reg, h, arena, ranges + done, k));
@@ -480,7 +483,8 @@ static void test_table_backward_shift_wraps(void **state)
 	size_t done;
 	assert_int_equal(0, va_free_batch(t.vs[0], n_unused, unused, NULL, &done));
 	uint64_t held;
-	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&keeper, 6 * QUANTUM, 0, 0, &held));
+	assert_int_equal(VAD_QUOTA_OK,
+			 vad_registry_reserve(&keeper, 6 * QUANTUM, 6, &unlimited, &held));
 	assert_int_equal(0, vad_registry_insert(t.reg, &keeper, 0, chosen, 6));
 	for (size_t i = 0; i < 6; i++)
 		assert_int_equal(0,
@@ -506,7 +510,7 @@ static void test_table_backward_shift_wraps(void **state)
 			struct vad_attach_result res;
 			assert_int_equal(VAD_ATTACH_OK,
 					 vad_registry_attach(t.reg, &h, w.tokens[order[5 - i]],
-							     allowed, 0, 0, &res));
+							     allowed, &unlimited, &res));
 		}
 		assert_int_equal(16, vad_holder_capacity(&h));
 		for (size_t i = 0; i < 6; i++) {
@@ -716,7 +720,8 @@ static void test_table_growth_out_of_memory(void **state)
 	struct vad_range *more[MORE];
 	alloc_ranges(&t, 0, MORE, more, offsets + held_n);
 	uint64_t held;
-	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&h, MORE * QUANTUM, 0, 0, &held));
+	assert_int_equal(VAD_QUOTA_OK,
+			 vad_registry_reserve(&h, MORE * QUANTUM, MORE, &unlimited, &held));
 
 	/* The new table needs several MiB; allow 1 MiB more address space than now. */
 	struct rlimit saved, tight;
