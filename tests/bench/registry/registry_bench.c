@@ -7,7 +7,8 @@
  *   memory [N]       the daemon's RSS (VmRSS of /proc/PID/status) before and after a
  *                    client allocates N single-page ranges (default 1000000): bytes per range
  * Options: --old  leave out the config keys of the range limits (to time an older daemon:
- *                 VAD_BUILD_DIR names the build directory holding vad).
+ *                 VAD_BUILD_DIR names the build directory holding vad);
+ *          --how close|kill|drop  time that teardown alone.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "teardown.h"
 
 static bool old_daemon;
+static int only_how = -1; /* --how close|kill|drop: that one alone */
 
 static int start(struct vt_daemon *d, uint64_t n)
 {
@@ -52,6 +54,8 @@ static int bench_teardown(int n_sizes, uint64_t *sizes)
 	       "back in ms");
 	for (int i = 0; i < n_sizes; i++) {
 		for (int how = VT_TEARDOWN_CLOSE; how <= VT_TEARDOWN_DROP; how++) {
+			if (only_how >= 0 && how != only_how)
+				continue;
 			struct vt_daemon d;
 			if (start(&d, sizes[i]) != 0)
 				return 1;
@@ -107,8 +111,15 @@ int main(int argc, char **argv)
 		old_daemon = true;
 		a++;
 	}
+	if (a + 1 < argc && strcmp(argv[a], "--how") == 0) {
+		for (int h = VT_TEARDOWN_CLOSE; h <= VT_TEARDOWN_DROP; h++)
+			if (strcmp(argv[a + 1], vt_teardown_name(h)) == 0)
+				only_how = h;
+		a += 2;
+	}
 	if (a >= argc) {
-		fprintf(stderr, "usage: registry_bench [--old] teardown [N...] | memory [N]\n");
+		fprintf(stderr, "usage: registry_bench [--old] [--how close|kill|drop] teardown [N...] | "
+				"memory [N]\n");
 		return 2;
 	}
 	const char *mode = argv[a++];
