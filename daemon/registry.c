@@ -746,16 +746,55 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 	}
 }
 
-/* Drop up to RELEASE_CHUNK of dying holder d's holds, in slot order (no lookups happen on a
- * dying table, so slots are simply emptied: no backward shift). Returns whether d is empty. */
-static bool reap_chunk(struct vad_registry *reg, struct vad_holder *d)
+/* A dying holder's slots in (arena, offset) order: freed in address order, the allocator
+ * finds each busy block beside the last one (its busy tree's hint) and merges neighbours,
+ * where hash order cost a tree descent and a cache miss per range. */
+struct reap_key {
+	uint64_t arena, offset, slot;
+};
+
+static int reap_key_cmp(const void *a, const void *b)
+{
+	const struct reap_key *x = a, *y = b;
+	if (x->arena != y->arena)
+		return x->arena < y->arena ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* The order to reap d in, or NULL (then slot order) when memory is short. Reaper only: d's
+ * slots do not move (nothing inserts into or looks up a dying table). */
+static struct reap_key *reap_order(struct vad_holder *d, size_t *n)
+{
+	pthread_mutex_lock(&d->lock);
+	size_t used = d->used;
+	pthread_mutex_unlock(&d->lock);
+	struct reap_key *keys = used ? malloc(used * sizeof(*keys)) : NULL;
+	if (!keys)
+		return NULL;
+	size_t k = 0;
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < d->cap && k < used; i++)
+		if (d->holds[i].range)
+			keys[k++] = (struct reap_key){d->holds[i].arena, d->holds[i].offset, i};
+	pthread_mutex_unlock(&d->lock);
+	qsort(keys, k, sizeof(*keys), reap_key_cmp);
+	*n = k;
+	return keys;
+}
+
+/* Drop up to RELEASE_CHUNK of dying holder d's holds, in the order of keys (n of them) or
+ * else in slot order (no lookups happen on a dying table, so slots are simply emptied: no
+ * backward shift). Returns whether d is empty. */
+static bool reap_chunk(struct vad_registry *reg, struct vad_holder *d, const struct reap_key *keys,
+		       size_t n)
 {
 	struct vad_range *dead[RELEASE_CHUNK];
 	size_t n_dead = 0, done = 0;
 	uint64_t refs = 0, bytes = 0;
+	size_t end = keys ? n : d->cap;
 	pthread_mutex_lock(&d->lock);
-	for (; d->reap_pos < d->cap && done < RELEASE_CHUNK; d->reap_pos++) {
-		struct vad_hold *o = &d->holds[d->reap_pos];
+	for (; d->reap_pos < end && done < RELEASE_CHUNK; d->reap_pos++) {
+		struct vad_hold *o = &d->holds[keys ? keys[d->reap_pos].slot : d->reap_pos];
 		struct vad_range *r = o->range;
 		if (!r)
 			continue;
@@ -831,13 +870,23 @@ static void *reaper_main(void *arg)
 		pthread_mutex_unlock(&reg->holders_lock);
 		bool empty;
 		unsigned chunks = 0;
+		size_t n_keys = 0;
+		struct reap_key *keys = reap_order(d, &n_keys);
 		do {
-			empty = reap_chunk(reg, d);
+			empty = reap_chunk(reg, d, keys, n_keys);
+			if (!empty && keys && d->reap_pos >= n_keys) {
+				/* Cannot happen (the keys cover every hold): finish in slot order.
+				 */
+				free(keys);
+				keys = NULL;
+				d->reap_pos = 0;
+			}
 			if (++chunks % PACE_CHUNKS == 0)
 				pace(reg);
 			if (!empty && !__atomic_load_n(&reg->reaper_stop, __ATOMIC_RELAXED))
 				sched_yield();
 		} while (!empty);
+		free(keys);
 		pthread_mutex_lock(&reg->holders_lock);
 		reg->dying = d->next;
 		if (d->next)
