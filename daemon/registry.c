@@ -1070,6 +1070,13 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	 * reference back could make this attach the range's last holder). */
 	struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
 	bool fresh_hold = !o;
+	if (o && o->count == VAD_HOLD_COUNT_MAX) {
+		arena_add(&reg->arenas[r->arena], -1, -(int64_t)r->size);
+		out->quota = VAD_QUOTA_COUNTER;
+		out->held = load64(&h->held_bytes);
+		st = VAD_ATTACH_QUOTA;
+		goto unreserve;
+	}
 	if (!o) {
 		o = slot_insert(h, r->arena, r->offset); /* room made above */
 		o->range = r;
@@ -1162,7 +1169,7 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 				snprintf(msg, msg_len,
 					 "a session's hold on range 0x%" PRIx64 " of arena %" PRIu64
 					 " cannot be found by its key",
-					 o->offset, o->arena);
+					 o->offset, (uint64_t)o->arena);
 				return -1;
 			}
 			if (o->arena >= reg->n_arenas || r->arena != o->arena ||
@@ -1172,7 +1179,7 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 					 "a session holds %" PRIu64
 					 " references to range 0x%" PRIx64 " of arena %" PRIu64
 					 " that does not match the registry's range",
-					 o->count, o->offset, o->arena);
+					 (uint64_t)o->count, o->offset, (uint64_t)o->arena);
 				return -1;
 			}
 			if (r->check_epoch != epoch) {

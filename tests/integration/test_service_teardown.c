@@ -30,7 +30,8 @@ static int setup(void **state)
 		return -1;
 	/* One worker: A's teardown would run on the worker that serves B. 8 GiB of sparse
 	 * arena: room for a million pages twice over. */
-	if (vt_daemon_setup(d, "workers = 1\nworker_balance = even\nmax_ranges_client = unlimited\n",
+	if (vt_daemon_setup(d,
+			    "workers = 1\nworker_balance = even\nmax_ranges_client = unlimited\n",
 			    "[arena default]\nsize = 8G\n") != 0) {
 		vt_daemon_destroy(d);
 		free(d);
@@ -45,7 +46,8 @@ static void run(void **state, enum vt_teardown_how how)
 	struct vt_daemon *d = *state;
 	struct vt_teardown_result r;
 	uint64_t n = ranges();
-	assert_int_equal(0, vt_teardown_run(d, n, how, getenv("NOCHK") == NULL, vt_timeout_ms(60000), &r));
+	assert_int_equal(
+	    0, vt_teardown_run(d, n, how, getenv("NOCHK") == NULL, vt_timeout_ms(60000), &r));
 	printf("# %s of %llu ranges: B's worst round trip %.2f ms (p99 %.2f ms over %llu), all "
 	       "back after %.0f ms, %u checks\n",
 	       vt_teardown_name(how), (unsigned long long)n, r.max_ns / 1e6, r.p99_ns / 1e6,
@@ -106,8 +108,8 @@ static void test_range_limits(void **state)
 {
 	(void)state;
 	struct vt_daemon d;
-	assert_int_equal(0, vt_daemon_setup(&d, "max_ranges_client = 100\nmax_ranges_uid = 150\n",
-					    NULL));
+	assert_int_equal(
+	    0, vt_daemon_setup(&d, "max_ranges_client = 100\nmax_ranges_uid = 150\n", NULL));
 	vad_client *a, *b;
 	assert_int_equal(0, vt_connect(&d, "a", &a));
 	assert_int_equal(0, vt_connect(&d, "b", &b));

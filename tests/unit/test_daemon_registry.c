@@ -811,13 +811,14 @@ static void test_counters_never_wrap(void **state)
 		r->offset = off;
 		r->size = 1ull << 45;
 		if (other_uid) {
-			assert_int_equal(VAD_QUOTA_OK,
-					 vad_registry_reserve(&owner, r->size, 1, &unlimited, &held));
+			assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&owner, r->size, 1,
+									    &unlimited, &held));
 			assert_int_equal(-2, vad_registry_insert(reg, &owner, 0, &r, 1));
 			vad_registry_unreserve(&owner, r->size, 1);
 		} else {
-			assert_int_equal(VAD_QUOTA_COUNTER,
-					 vad_registry_reserve(&owner, r->size, 1, &unlimited, &held));
+			assert_int_equal(
+			    VAD_QUOTA_COUNTER,
+			    vad_registry_reserve(&owner, r->size, 1, &unlimited, &held));
 		}
 		assert_int_equal(0, va_free(vs, off, NULL));
 		vad_range_put(r);
@@ -913,7 +914,7 @@ static void test_reaper(void **state)
 				 vad_registry_attach(t.reg, &b, tok, allowed, &unlimited, &res));
 		if (i % 2)
 			assert_int_equal(VAD_ATTACH_OK, vad_registry_attach(t.reg, &a, tok, allowed,
-									  &unlimited, &res));
+									    &unlimited, &res));
 	}
 	check_ok(t.reg);
 	vad_holder_fini(t.reg, &a);

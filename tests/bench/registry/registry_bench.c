@@ -118,8 +118,9 @@ int main(int argc, char **argv)
 		a += 2;
 	}
 	if (a >= argc) {
-		fprintf(stderr, "usage: registry_bench [--old] [--how close|kill|drop] teardown [N...] | "
-				"memory [N]\n");
+		fprintf(stderr,
+			"usage: registry_bench [--old] [--how close|kill|drop] teardown [N...] | "
+			"memory [N]\n");
 		return 2;
 	}
 	const char *mode = argv[a++];
