@@ -32,8 +32,8 @@ static void pool_hit(struct va_node *hn, struct va_node *bn, struct va_block *b,
 	b->owner = owner;
 	b->home = home;
 	busy_insert(bn, b);
-	hn->pool_hits++;
-	hn->allocs++;
+	va_sat_inc(&hn->pool_hits);
+	va_sat_inc(&hn->allocs);
 }
 
 /*
@@ -50,7 +50,8 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void
 	unsigned j;
 
 	va_lock(&hn->lock);
-	hn->pool[q - 1].wanted++;
+	if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
+		hn->pool[q - 1].wanted++;
 	b = pool_pop(hn, q, vs->quantum);
 	if (!b) {
 		va_unlock(&hn->lock);
@@ -247,7 +248,7 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 	bn = &vs->node[va_node_of(vs, a)];
 	va_lock(&bn->lock);
 	busy_insert(bn, nb);
-	bn->allocs++;
+	va_sat_inc(&bn->allocs);
 	va_unlock(&bn->lock);
 	va_unlock(&vs->free.lock);
 	objcache_return(&bag);
@@ -298,7 +299,7 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 	/* no aligned address of the window can hold it: fail without draining */
 	if (__builtin_add_overflow(req.vstart, req.align - 1, &first) ||
 	    (first &= ~(req.align - 1)) >= req.vend || req.vend - first < req.size) {
-		atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
+		va_sat_add_atomic(&vs->fails, 1);
 		return VA_ENOSPC;
 	}
 	poolable = vs->pool_classes && req.align == vs->quantum && req.vstart == vs->base &&
@@ -306,18 +307,26 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 	if (poolable)
 		q = (unsigned)(req.size >> vs->qshift);
 
+	/* the retry runs with drain_lock held, so no va_release_free chunk is out of the tree */
+	const struct va_space *outer = NULL;
+	bool held = false;
+
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (poolable && alloc_from_pool(vs, home, q, owner, out_addr))
-			return 0;
+		if (poolable && alloc_from_pool(vs, home, q, owner, out_addr)) {
+			rc = 0;
+			break;
+		}
 		rc = alloc_from_tree(vs, &req, home, poolable ? refill_count(vs, q) : 0, owner,
 				     out_addr);
-		if (rc != VA_ENOSPC)
-			return rc;
-		if (attempt == 0)
-			lazy_drain(vs, true);
+		if (rc != VA_ENOSPC || attempt)
+			break;
+		held = lazy_drain_hold(vs, &outer);
 	}
-	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
-	return VA_ENOSPC;
+	if (held)
+		lazy_leave(vs, outer);
+	if (rc == VA_ENOSPC)
+		va_sat_add_atomic(&vs->fails, 1);
+	return rc;
 }
 
 int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, uint64_t *out_addr)
@@ -374,7 +383,8 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
 			break;
 		}
-		hn->pool[q - 1].wanted++;
+		if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
+			hn->pool[q - 1].wanted++;
 		pool_hit(hn, hn, b, home, owners ? owners[j] : NULL);
 		out[j] = b->start;
 	}
@@ -498,13 +508,16 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 		align = vs->quantum;
 	home = va_home_node(vs);
 
+	const struct va_space *outer = NULL;
+	bool held = false; /* the retry holds drain_lock, as in alloc_common */
+
 	for (int attempt = 0; attempt < 2; attempt++) {
 		struct va_bag bag = {0};
 		uint64_t base;
 
 		rc = objcache_fill(&bag, 2 * n);
 		if (rc)
-			return rc;
+			break;
 		va_lock(&vs->free.lock);
 		rc = find_congruent(vs, offsets, sizes, n, align,
 				    attempt ? UINT64_MAX : 64 + 8ull * n, &base);
@@ -520,19 +533,24 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 				nb->home = home;
 				va_lock(&bn->lock);
 				busy_insert(bn, nb);
-				bn->allocs++;
+				va_sat_inc(&bn->allocs);
 				va_unlock(&bn->lock);
 				out_addrs[i] = a;
 			}
 			va_unlock(&vs->free.lock);
 			objcache_return(&bag);
-			return 0;
+			break;
 		}
 		va_unlock(&vs->free.lock);
 		objcache_return(&bag);
 		if (attempt == 0)
-			lazy_drain(vs, true);
+			held = lazy_drain_hold(vs, &outer);
 	}
-	atomic_fetch_add_explicit(&vs->fails, 1, memory_order_relaxed);
-	return VA_ENOSPC;
+	if (held)
+		lazy_leave(vs, outer);
+	if (rc == VA_ENOSPC || rc == VA_EAGAIN_INTERNAL) {
+		va_sat_add_atomic(&vs->fails, 1);
+		return VA_ENOSPC;
+	}
+	return rc;
 }

@@ -67,12 +67,17 @@ static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_bl
 					 emit(fn, ctx, b->start, b->end, VA_BLOCK_POOLED, i, NULL)))
 					return rc;
 	}
-	/* a drain batch or eager frees being released: still lazy */
-	for (size_t k = 0; k < in->n; k++)
-		if (!(in->items[k].flags & LI_PLACED) &&
-		    (rc = emit(fn, ctx, in->items[k].start, in->items[k].end, VA_BLOCK_LAZY,
-			       va_node_of(vs, in->items[k].start), NULL)))
+	/* a drain batch or eager frees being released: still lazy; decaying pool blocks on
+	 * their way to the tree: still pooled (in their home node) */
+	for (size_t k = 0; k < in->n; k++) {
+		const struct lazy_item *it = &in->items[k];
+		bool decay = it->flags & LI_RELEASED;
+
+		if (!(it->flags & LI_PLACED) &&
+		    (rc = emit(fn, ctx, it->start, it->end, decay ? VA_BLOCK_POOLED : VA_BLOCK_LAZY,
+			       decay ? it->home : va_node_of(vs, it->start), NULL)))
 			return rc;
+	}
 	for (struct va_block *b = in->eager; b; b = b->next)
 		if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_LAZY, va_node_of(vs, b->start),
 			       NULL)))
@@ -159,14 +164,14 @@ static int check_busy(struct checker *c, unsigned i)
 	const struct va_block *prev = NULL;
 	bool hint_seen = false;
 
-	if (n->busy.node && n->busy.node->red)
+	if (n->busy.node && rb_red(n->busy.node))
 		return fail(c, "node %u: busy tree root is red", i);
 	if (rb_validate(n->busy.node, NULL, &why) < 0)
 		return fail(c, "node %u: busy tree: %s", i, why);
 	for (struct rb_node *r = rb_first(&n->busy); r; r = rb_next(r)) {
 		struct va_block *b = rb_entry(r, struct va_block, rb);
 
-		if (b->state != VA_ST_BUSY)
+		if (blk_state(b) != VA_ST_BUSY)
 			return fail(c, "node %u: a block in the busy tree is not marked busy", i);
 		if (prev && prev->end > b->start)
 			return fail(c, "node %u: busy tree out of order or overlapping at 0x%llx",
@@ -193,16 +198,20 @@ static int check_busy(struct checker *c, unsigned i)
 	return 0;
 }
 
-/* One lazy item: its object must agree with it and be marked lazy. */
+/* One lazy item (or, in a drain batch, a decaying pool block): its object must agree with
+ * it and be marked lazy (pooled). */
 static int check_item(struct checker *c, const struct lazy_item *it, const char *where)
 {
-	if (!it->b || it->b->state != VA_ST_LAZY)
-		return fail(c, "%s: lazy block 0x%llx has no object or it is not marked lazy",
-			    where, (unsigned long long)it->start);
+	bool decay = it->flags & LI_RELEASED;
+	unsigned want = decay ? VA_ST_POOLED : VA_ST_LAZY;
+
+	if (!it->b || blk_state(it->b) != want)
+		return fail(c, "%s: %s block 0x%llx has no object or it is not marked so", where,
+			    decay ? "decaying pool" : "lazy", (unsigned long long)it->start);
 	if (it->b->start != it->start || it->b->end != it->end)
 		return fail(c, "%s: lazy block 0x%llx disagrees with its object", where,
 			    (unsigned long long)it->start);
-	return add_span(c, it->start, it->end, VA_BLOCK_LAZY);
+	return add_span(c, it->start, it->end, decay ? VA_BLOCK_POOLED : VA_BLOCK_LAZY);
 }
 
 static int check_lazy(struct checker *c, unsigned i)
@@ -231,18 +240,25 @@ static int check_lazy(struct checker *c, unsigned i)
 static int check_inflight(struct checker *c)
 {
 	struct va_inflight *in = &c->vs->inflight;
-	uint64_t bytes = 0, blocks = 0;
+	uint64_t bytes = 0, blocks = 0, dbytes = 0, dblocks = 0;
 
 	for (size_t k = 0; k < in->n; k++) {
-		if (in->items[k].flags & LI_PLACED)
+		const struct lazy_item *it = &in->items[k];
+
+		if (it->flags & LI_PLACED)
 			continue;
-		if (check_item(c, &in->items[k], "drain batch"))
+		if (check_item(c, it, "drain batch"))
 			return -1;
-		bytes += in->items[k].end - in->items[k].start;
-		blocks++;
+		if (it->flags & LI_RELEASED) {
+			dbytes += it->end - it->start;
+			dblocks++;
+		} else {
+			bytes += it->end - it->start;
+			blocks++;
+		}
 	}
 	for (struct va_block *b = in->eager; b; b = b->next) {
-		if (b->state != VA_ST_LAZY || (b->next && b->next->prev != b))
+		if (blk_state(b) != VA_ST_LAZY || (b->next && b->next->prev != b))
 			return fail(c, "the eager in-flight list is inconsistent");
 		if (add_range(c, b, VA_BLOCK_LAZY))
 			return -1;
@@ -251,6 +267,8 @@ static int check_inflight(struct checker *c)
 	}
 	if (bytes != in->bytes || blocks != in->blocks)
 		return fail(c, "in-flight counters do not match the blocks being released");
+	if (dbytes != in->decay_bytes || dblocks != in->decay_blocks)
+		return fail(c, "decaying pool counters do not match the drain batch");
 	return 0;
 }
 
@@ -264,7 +282,7 @@ static int check_pools(struct checker *c, unsigned i)
 		uint32_t count = 0;
 
 		for (struct va_block *b = n->pool[k].head; b; b = b->next) {
-			if (b->state != VA_ST_POOLED)
+			if (blk_state(b) != VA_ST_POOLED)
 				return fail(c, "node %u: a pooled block is not marked pooled", i);
 			if (blk_size(b) != (uint64_t)(k + 1) * vs->quantum)
 				return fail(
@@ -318,7 +336,7 @@ static int check_frozen(struct checker *c)
 			    kind_name[c->r[k - 1].kind], (unsigned long long)c->r[k - 1].start,
 			    (unsigned long long)c->r[k - 1].end, kind_name[c->r[k].kind],
 			    (unsigned long long)c->r[k].start, (unsigned long long)c->r[k].end);
-		total += c->r[k].end - c->r[k].start;
+		total = va_sat_add(total, c->r[k].end - c->r[k].start);
 	}
 	if (total != vs->size)
 		return fail(c, "busy + free + lazy + pooled = 0x%llx bytes, the space has 0x%llx",
@@ -329,7 +347,7 @@ static int check_frozen(struct checker *c)
 /* Block count by the counters (frozen). */
 static size_t counted_blocks(struct va_space *vs)
 {
-	size_t n = vs->free.tree.blocks + vs->inflight.blocks;
+	size_t n = vs->free.tree.blocks + vs->inflight.blocks + vs->inflight.decay_blocks;
 
 	for (unsigned i = 0; i < vs->nodes; i++)
 		n += vs->node[i].busy_blocks + vs->node[i].lazy_len + vs->node[i].pool_blocks;

@@ -161,7 +161,7 @@ static void link_plain(struct va_freetree *ft, struct va_block *b, struct rb_nod
 		next = to_blk(parent);
 	else
 		next = to_blk(parent)->next;
-	b->state = VA_ST_FREE;
+	blk_set_state(b, VA_ST_FREE);
 	b->subtree_max = blk_size(b);
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&ft->root, &b->rb, &ft_aug);
@@ -328,7 +328,7 @@ static int check_walk(struct check_ctx *c, struct rb_node *n)
 	if (check_walk(c, n->left))
 		return -1;
 	b = to_blk(n);
-	if (b->state != VA_ST_FREE)
+	if (blk_state(b) != VA_ST_FREE)
 		return check_fail(c, b, "a block in the tree is not marked free");
 	if (b->start >= b->end)
 		return check_fail(c, b, "an empty or inverted block");
@@ -362,7 +362,7 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 	    .ft = ft, .quantum = quantum, .cursor = ft->head.next, .msg = msg, .len = len};
 	const char *why = NULL;
 
-	if (ft->root.node && ft->root.node->red)
+	if (ft->root.node && rb_red(ft->root.node))
 		return check_fail(&c, NULL, "the root is red");
 	if (rb_validate(ft->root.node, NULL, &why) < 0)
 		return check_fail(&c, NULL, why);

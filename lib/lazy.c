@@ -8,7 +8,8 @@
  * the placing step touches the block objects, once each. While it runs the batch is
  * visible to va_walk/va_check as lazy blocks (struct va_inflight).
  * The background thread drains when woken past lazy_max and after idle_drain_ms without
- * frees; past 2 x lazy_max the freeing thread drains itself. The background thread's passes
+ * allocations or frees (then, once per such idle period, it also runs va_release_free);
+ * past 2 x lazy_max the freeing thread drains itself. The background thread's passes
  * yield the CPU every DRAIN_YIELD_NS, between release calls and lock holds (drain_step).
  */
 #include <errno.h>
@@ -32,7 +33,7 @@ static __thread const struct va_space *tls_draining;
  * does not yield: its caller waits for that drain.
  */
 #define DRAIN_YIELD_NS 20000
-static __thread bool tls_background;	/* this is a space's background drain thread */
+static __thread bool tls_background;   /* this is a space's background drain thread */
 static __thread uint64_t tls_yield_at; /* CLOCK_MONOTONIC ns of the next yield */
 
 static uint64_t mono_ns(void)
@@ -49,7 +50,7 @@ static void drain_step(struct va_space *vs)
 	if (!tls_background || mono_ns() < tls_yield_at)
 		return;
 	sched_yield();
-	atomic_fetch_add_explicit(&vs->drain_yields, 1, memory_order_relaxed);
+	va_sat_add_atomic(&vs->drain_yields, 1);
 	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
 }
 
@@ -113,7 +114,9 @@ static bool batch_reserve(struct va_space *vs, size_t n)
 	return true;
 }
 
-/* Move every node's lazy array into the batch; returns the bytes lazy_total counted. A node
+/* Move every node's lazy array into the batch; returns their bytes, which lazy_total now
+ * counts in full (the part a node had not flushed yet is added here, under the node's lock,
+ * so no lazy byte is ever outside both lazy_total and a node's unflushed count). A node
  * whose items do not fit (no memory) keeps them for the next drain. */
 static uint64_t detach_lazy(struct va_space *vs)
 {
@@ -139,7 +142,9 @@ static uint64_t detach_lazy(struct va_space *vs)
 			in->bytes += n->lazy_bytes;
 			in->blocks += n->lazy_len;
 			va_unlock(&in->lock);
-			flushed += n->lazy_bytes - n->lazy_unflushed;
+			atomic_fetch_add_explicit(&vs->lazy_total, n->lazy_unflushed,
+						  memory_order_relaxed);
+			flushed += n->lazy_bytes;
 			n->lazy_len = 0;
 			n->lazy_bytes = 0;
 			n->lazy_unflushed = 0;
@@ -150,13 +155,13 @@ static uint64_t detach_lazy(struct va_space *vs)
 }
 
 /* Move the decaying part of every pool (all of it if full) into the batch, bound for the
- * tree; these blocks were released before they were pooled. Returns their bytes: until the
- * pass places them they count as lazy (va_get_stats), so lazy_total counts them too, and
- * the 2 x lazy_max bound holds while a long pass runs beside new frees. */
-static uint64_t detach_decay(struct va_space *vs, bool full)
+ * tree. These blocks were released before they were pooled, so they are not lazy: until the
+ * pass places them they stay pooled blocks (va_get_stats, va_walk), and lazy_total does
+ * not count them (a long pass carrying them beside new frees must not look like lazy
+ * bytes past 2 x lazy_max, nor make the freeing threads drain). */
+static void detach_decay(struct va_space *vs, bool full)
 {
 	struct va_inflight *in = &vs->inflight;
-	uint64_t bytes = 0;
 
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
@@ -182,22 +187,19 @@ static uint64_t detach_decay(struct va_space *vs, bool full)
 			va_lock(&in->lock);
 			for (; d; d = next) {
 				next = d->next;
-				d->state = VA_ST_LAZY;
 				in->items[in->n++] =
 				    (struct lazy_item){.start = d->start,
 						       .end = d->end,
 						       .b = d,
-						       .home = d->home,
+						       .home = i,
 						       .flags = LI_RELEASED | LI_TO_TREE};
-				in->bytes += blk_size(d);
-				in->blocks++;
-				bytes += blk_size(d);
+				in->decay_bytes += blk_size(d);
+				in->decay_blocks++;
 			}
 			va_unlock(&in->lock);
 		}
 		va_unlock(&n->lock);
 	}
-	return bytes;
 }
 
 static unsigned log2_ceil_u64(uint64_t x)
@@ -269,8 +271,8 @@ static void release_batch(struct va_space *vs)
 			end = it[k].end;
 		if (vs->cfg.release)
 			vs->cfg.release(vs->cfg.release_ctx, start, end - start);
-		atomic_fetch_add_explicit(&vs->released_bytes, end - start, memory_order_relaxed);
-		atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+		va_sat_add_atomic(&vs->released_bytes, end - start);
+		va_sat_add_atomic(&vs->release_calls, 1);
 		drain_step(vs);
 	}
 }
@@ -322,6 +324,20 @@ static void place_in_pools(struct va_space *vs)
 	}
 }
 
+/* An item leaves the batch's counters: lazy (freed, released by this pass) or decaying. */
+static inline void unplace(struct va_inflight *in, const struct lazy_item *it)
+{
+	uint64_t size = it->end - it->start;
+
+	if (it->flags & LI_RELEASED) {
+		in->decay_bytes -= size;
+		in->decay_blocks--;
+	} else {
+		in->bytes -= size;
+		in->blocks--;
+	}
+}
+
 /* Everything not pooled merges into the free tree: adjacent blocks become one (the first
  * object takes the run, the others are spare), drain_chunk blocks per lock hold. */
 static void place_in_tree(struct va_space *vs, struct va_bag *bag)
@@ -343,7 +359,7 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 		for (unsigned cnt = 0; k < n && cnt < vs->cfg.drain_chunk;) {
 			struct lazy_item *it = &in->items[k];
 			struct va_block *b0;
-			uint64_t start, end, blocks = 1;
+			uint64_t start, end;
 
 			if (it->flags & LI_PLACED) {
 				k++;
@@ -355,18 +371,17 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 			start = it->start;
 			end = it->end;
 			it->flags |= LI_PLACED;
+			unplace(in, it);
 			for (k++, cnt++;
 			     k < n && cnt < vs->cfg.drain_chunk &&
 			     !(in->items[k].flags & LI_PLACED) && in->items[k].start == end;
 			     k++, cnt++) {
 				end = in->items[k].end;
 				in->items[k].flags |= LI_PLACED | LI_EXTRA;
-				blocks++;
+				unplace(in, &in->items[k]);
 			}
 			b0->start = start;
 			b0->end = end;
-			in->bytes -= end - start;
-			in->blocks -= blocks;
 			ft_insert(&vs->free.tree, b0, bag);
 		}
 		va_unlock(&in->lock);
@@ -389,12 +404,8 @@ static void drain_pass(struct va_space *vs, bool full)
 
 	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
 	flushed = detach_lazy(vs);
-	if (vs->pool_classes) {
-		uint64_t decayed = detach_decay(vs, full);
-
-		atomic_fetch_add_explicit(&vs->lazy_total, decayed, memory_order_relaxed);
-		flushed += decayed;
-	}
+	if (vs->pool_classes)
+		detach_decay(vs, full);
 	sort_batch(vs);
 	release_batch(vs);
 	if (vs->pool_classes && !full)
@@ -404,25 +415,49 @@ static void drain_pass(struct va_space *vs, bool full)
 	vs->inflight.n = 0;
 	va_unlock(&vs->inflight.lock);
 	atomic_fetch_sub_explicit(&vs->lazy_total, flushed, memory_order_relaxed);
-	atomic_fetch_add_explicit(&vs->drains, 1, memory_order_relaxed);
+	va_sat_add_atomic(&vs->drains, 1);
 	objcache_return(&bag);
+}
+
+bool lazy_enter(struct va_space *vs, const struct va_space **outer)
+{
+	*outer = tls_draining;
+	if (*outer == vs)
+		return false;
+	va_lock(&vs->drain_lock);
+	tls_draining = vs;
+	return true;
+}
+
+void lazy_leave(struct va_space *vs, const struct va_space *outer)
+{
+	tls_draining = outer;
+	va_unlock(&vs->drain_lock);
+}
+
+void lazy_pass_if_over(struct va_space *vs)
+{
+	if (atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) > vs->cfg.lazy_max)
+		drain_pass(vs, false);
+}
+
+void lazy_step(struct va_space *vs)
+{
+	drain_step(vs);
 }
 
 /* Run one pass unless this thread is already draining vs (a release callback). */
 static void drain_guarded(struct va_space *vs, bool full, bool only_if_over)
 {
-	const struct va_space *outer = tls_draining;
+	const struct va_space *outer;
 
-	if (outer == vs)
+	if (!lazy_enter(vs, &outer))
 		return;
-	va_lock(&vs->drain_lock);
-	if (!only_if_over ||
-	    atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) > vs->cfg.lazy_max) {
-		tls_draining = vs;
+	if (only_if_over)
+		lazy_pass_if_over(vs);
+	else
 		drain_pass(vs, full);
-		tls_draining = outer;
-	}
-	va_unlock(&vs->drain_lock);
+	lazy_leave(vs, outer);
 }
 
 void lazy_drain(struct va_space *vs, bool full)
@@ -430,17 +465,24 @@ void lazy_drain(struct va_space *vs, bool full)
 	drain_guarded(vs, full, false);
 }
 
-void lazy_after_free(struct va_space *vs, uint64_t lazy_now)
+bool lazy_drain_hold(struct va_space *vs, const struct va_space **outer)
 {
-	uint64_t max = vs->cfg.lazy_max;
+	if (!lazy_enter(vs, outer))
+		return false;
+	drain_pass(vs, true);
+	return true;
+}
 
-	if (lazy_now <= max)
-		return;
-	if (lazy_now - max > max) {
-		/* the freeing thread drains itself; another drain may have done it meanwhile */
+void lazy_after_free(struct va_space *vs, uint64_t lazy_now, bool flushed)
+{
+	if (lazy_now > vs->lazy_self_at) {
+		/* the freeing thread drains itself (or waits for the pass that does); another
+		 * drain may have done it meanwhile */
 		drain_guarded(vs, false, true);
 		return;
 	}
+	if (!flushed || lazy_now <= vs->cfg.lazy_max)
+		return;
 	if (vs->has_thread && !atomic_exchange_explicit(&vs->kick, true, memory_order_acq_rel)) {
 		va_lock(&vs->ctl_lock);
 		pthread_cond_signal(&vs->ctl_cond);
@@ -450,13 +492,15 @@ void lazy_after_free(struct va_space *vs, uint64_t lazy_now)
 
 /* ---- background thread ------------------------------------------------------------------ */
 
-static uint64_t total_frees(struct va_space *vs)
+/* Allocations and frees so far: a sum that only serves to see whether it changed, so it may
+ * wrap (a saturated sum would stop changing). */
+static uint64_t total_activity(struct va_space *vs)
 {
 	uint64_t f = 0;
 
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		va_lock(&vs->node[i].lock);
-		f += vs->node[i].frees;
+		f += vs->node[i].frees + vs->node[i].allocs;
 		va_unlock(&vs->node[i].lock);
 	}
 	return f;
@@ -489,7 +533,8 @@ static void deadline_after_ms(struct timespec *ts, unsigned ms)
 static void *drain_thread(void *arg)
 {
 	struct va_space *vs = arg;
-	uint64_t seen_frees = total_frees(vs);
+	uint64_t seen = total_activity(vs);
+	bool released = false; /* va_release_free ran in this idle period */
 
 	/* This thread's passes step aside every DRAIN_YIELD_NS (drain_step). */
 	tls_background = true;
@@ -507,13 +552,20 @@ static void *drain_thread(void *arg)
 				break;
 			if (rc == ETIMEDOUT &&
 			    !atomic_load_explicit(&vs->kick, memory_order_acquire)) {
-				uint64_t f = total_frees(vs);
-				bool idle = f == seen_frees;
+				uint64_t f = total_activity(vs);
+				bool idle = f == seen;
 
-				seen_frees = f;
+				seen = f;
+				if (!idle)
+					released = false;
 				va_unlock(&vs->ctl_lock);
 				if (idle && has_leftovers(vs))
 					lazy_drain(vs, false);
+				/* once per idle period: free space a client wrote into */
+				if (idle && !released && !vs->cfg.no_idle_release) {
+					va_release_free(vs);
+					released = true;
+				}
 				va_lock(&vs->ctl_lock);
 			}
 			continue;
@@ -552,6 +604,7 @@ int lazy_thread_start(struct va_space *vs)
 
 void lazy_thread_stop(struct va_space *vs)
 {
+	atomic_store_explicit(&vs->stopping, true, memory_order_relaxed);
 	if (vs->has_thread) {
 		va_lock(&vs->ctl_lock);
 		vs->stop = true;

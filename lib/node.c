@@ -69,7 +69,7 @@ static void free_subtree(struct rb_node *rn)
 		struct rb_node *right = rn->right;
 
 		free_subtree(rn->left);
-		free(rb_entry(rn, struct va_block, rb));
+		objcache_give(rb_entry(rn, struct va_block, rb));
 		rn = right;
 	}
 }
@@ -79,7 +79,7 @@ static void free_list(struct va_block *b)
 	while (b) {
 		struct va_block *next = b->next;
 
-		free(b);
+		objcache_give(b);
 		b = next;
 	}
 }
@@ -90,7 +90,7 @@ void node_destroy(struct va_node *n, unsigned pool_classes)
 	n->busy.node = NULL;
 	n->busy_hint = NULL;
 	for (uint32_t i = 0; i < n->lazy_len; i++)
-		free(n->lazy[i].b);
+		objcache_give(n->lazy[i].b);
 	free(n->lazy);
 	n->lazy = NULL;
 	n->lazy_len = n->lazy_cap = 0;
@@ -185,7 +185,7 @@ void busy_insert(struct va_node *n, struct va_block *b)
 				link = &parent->right;
 		}
 	}
-	b->state = VA_ST_BUSY;
+	blk_set_state(b, VA_ST_BUSY);
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&n->busy, &b->rb, NULL);
 	n->busy_hint = b;
@@ -285,7 +285,7 @@ bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth
 
 	if (pc->count >= depth)
 		return false;
-	b->state = VA_ST_POOLED;
+	blk_set_state(b, VA_ST_POOLED);
 	b->next = pc->head;
 	pc->head = b;
 	pc->count++;

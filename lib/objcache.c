@@ -1,13 +1,18 @@
 /*
- * objcache.c - spare block objects, so no malloc or free happens under an allocator lock.
+ * objcache.c - block objects: carved from slabs, kept in caches, so no malloc or free
+ * happens under an allocator lock and an object costs its 64 bytes and nothing more.
  *
- * Each thread keeps a small array of spare objects; a process-wide depot (an array too)
- * moves them from threads that release many (the drain merges blocks and frees their
- * objects) to threads that need many (allocating threads split blocks). Arrays of pointers,
- * not lists through the objects, so moving an object never reads it: objects released by
- * one CPU and reused by another cost no cache miss until they are written. Callers fill a
- * bag before taking a lock and give it back after dropping it. Objects are not tied to a
- * space.
+ * Objects come from 64 KiB slabs (1023 objects after a 64-byte slab header), carved by
+ * each thread from a slab of its own, so a busy range pays no malloc header and no
+ * rounding. Each thread keeps a small array of spare objects; a process-wide depot (an
+ * array too) moves them from threads that release many (the drain merges blocks and frees
+ * their objects) to threads that need many (allocating threads split blocks). Arrays of
+ * pointers, not lists through the objects, so moving an object never reads it: objects
+ * released by one CPU and reused by another cost no cache miss until they are written.
+ * Beyond the depot's array, spares wait on a list through the objects. Slabs are never
+ * given back: the objects a process holds stay at the most it ever had in use at once.
+ * Callers fill a bag before taking a lock and give it back after dropping it. Objects are
+ * not tied to a space.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,21 +21,41 @@
 
 #define TLS_CAP	    128	       /* objects a thread keeps */
 #define DEPOT_BATCH 64	       /* objects taken from the depot at once beyond the need */
-#define DEPOT_CAP   (1u << 18) /* objects the depot keeps (20 MiB); beyond this they are freed */
+#define DEPOT_CAP   (1u << 18) /* objects the depot's array keeps; beyond, a list */
+#define SLAB_BYTES  (64u << 10)
+#define SLAB_OBJS   (SLAB_BYTES / sizeof(struct va_block) - 1)
+
+_Static_assert(sizeof(struct va_block) == 64, "a block object is one cache line");
+
+/* The first object-sized slot of a slab: slabs are listed so they stay reachable. */
+struct slab {
+	struct slab *next;
+} __attribute__((aligned(64)));
 
 static __thread struct va_block *tls_objs[TLS_CAP];
 static __thread unsigned tls_n;
 static __thread bool tls_registered;
+static __thread struct va_block *tls_carve; /* next object of this thread's slab */
+static __thread unsigned tls_carve_left;
 
 static pthread_mutex_t depot_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct va_block *depot[DEPOT_CAP];
 static size_t depot_n;
+static struct va_block *depot_more; /* spares beyond DEPOT_CAP, linked through next */
+static size_t depot_more_n;
+static struct slab *slabs;
+static _Atomic uint64_t slab_bytes;
+
+uint64_t objcache_bytes(void)
+{
+	return atomic_load_explicit(&slab_bytes, memory_order_relaxed);
+}
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static bool key_ok;
 
-/* Move objs to the depot; those that do not fit are freed. */
+/* Move objs to the depot; those beyond its array go on its list. */
 static void depot_put(struct va_block **objs, size_t n)
 {
 	size_t k;
@@ -39,9 +64,12 @@ static void depot_put(struct va_block **objs, size_t n)
 	k = DEPOT_CAP - depot_n < n ? DEPOT_CAP - depot_n : n;
 	memcpy(&depot[depot_n], objs, k * sizeof(*objs));
 	depot_n += k;
+	for (; k < n; k++) {
+		objs[k]->next = depot_more;
+		depot_more = objs[k];
+		depot_more_n++;
+	}
 	pthread_mutex_unlock(&depot_lock);
-	for (; k < n; k++)
-		free(objs[k]);
 }
 
 /* Refill the thread cache from the depot with up to n objects; returns how many. */
@@ -55,17 +83,48 @@ static unsigned depot_get(unsigned n)
 	k = depot_n < n ? depot_n : n;
 	memcpy(&tls_objs[tls_n], &depot[depot_n - k], k * sizeof(*tls_objs));
 	depot_n -= k;
+	while (k < n && depot_more) {
+		tls_objs[tls_n + k++] = depot_more;
+		depot_more = depot_more->next;
+		depot_more_n--;
+	}
 	pthread_mutex_unlock(&depot_lock);
 	tls_n += (unsigned)k;
 	return (unsigned)k;
 }
 
-/* Thread exit: hand the thread's cache to the depot. */
+/* A fresh object from this thread's slab (a new slab when it is used up), or NULL. */
+static struct va_block *carve(void)
+{
+	if (!tls_carve_left) {
+		struct slab *sl = aligned_alloc(64, SLAB_BYTES);
+
+		if (!sl)
+			return NULL;
+		pthread_mutex_lock(&depot_lock);
+		sl->next = slabs;
+		slabs = sl;
+		pthread_mutex_unlock(&depot_lock);
+		atomic_fetch_add_explicit(&slab_bytes, SLAB_BYTES, memory_order_relaxed);
+		tls_carve = (struct va_block *)(sl + 1);
+		tls_carve_left = SLAB_OBJS;
+	}
+	tls_carve_left--;
+	return tls_carve++;
+}
+
+/* Thread exit: hand the thread's cache and the rest of its slab to the depot. */
 static void thread_exit(void *arg)
 {
 	(void)arg;
 	depot_put(tls_objs, tls_n);
 	tls_n = 0;
+	while (tls_carve_left) {
+		while (tls_carve_left && tls_n < TLS_CAP)
+			tls_objs[tls_n++] = carve();
+		depot_put(tls_objs, tls_n);
+		tls_n = 0;
+	}
 }
 
 static void make_key(void)
@@ -81,6 +140,16 @@ static void register_thread(void)
 	tls_registered = true;
 }
 
+/* Keep one object in the thread cache, spilling half the cache to the depot when full. */
+static void keep(struct va_block *b)
+{
+	if (tls_n == TLS_CAP) {
+		depot_put(&tls_objs[TLS_CAP / 2], TLS_CAP / 2);
+		tls_n = TLS_CAP / 2;
+	}
+	tls_objs[tls_n++] = b;
+}
+
 int objcache_fill(struct va_bag *bag, unsigned want)
 {
 	if (!tls_registered)
@@ -92,7 +161,7 @@ int objcache_fill(struct va_bag *bag, unsigned want)
 			bag_give(bag, tls_objs[--tls_n]);
 	}
 	while (bag->n < want) {
-		struct va_block *b = malloc(sizeof(*b));
+		struct va_block *b = carve();
 
 		if (!b)
 			return VA_ENOMEM;
@@ -101,14 +170,11 @@ int objcache_fill(struct va_bag *bag, unsigned want)
 	return 0;
 }
 
-/* Keep one object in the thread cache, spilling half the cache to the depot when full. */
-static void keep(struct va_block *b)
+void objcache_give(struct va_block *b)
 {
-	if (tls_n == TLS_CAP) {
-		depot_put(&tls_objs[TLS_CAP / 2], TLS_CAP / 2);
-		tls_n = TLS_CAP / 2;
-	}
-	tls_objs[tls_n++] = b;
+	if (!tls_registered)
+		register_thread();
+	keep(b);
 }
 
 void objcache_return(struct va_bag *bag)

@@ -30,11 +30,11 @@ RB_INLINE void rotate_left(struct rb_root *root, struct rb_node *x, const struct
 
 	x->right = y->left;
 	if (y->left)
-		y->left->parent = x;
-	y->parent = x->parent;
-	replace_child(root, x->parent, x, y);
+		rb_set_parent(y->left, x);
+	rb_set_parent(y, rb_parent(x));
+	replace_child(root, rb_parent(x), x, y);
 	y->left = x;
-	x->parent = y;
+	rb_set_parent(x, y);
 	if (aug) {
 		aug->update(x);
 		aug->update(y);
@@ -47,11 +47,11 @@ RB_INLINE void rotate_right(struct rb_root *root, struct rb_node *x, const struc
 
 	x->left = y->right;
 	if (y->right)
-		y->right->parent = x;
-	y->parent = x->parent;
-	replace_child(root, x->parent, x, y);
+		rb_set_parent(y->right, x);
+	rb_set_parent(y, rb_parent(x));
+	replace_child(root, rb_parent(x), x, y);
 	y->right = x;
-	x->parent = y;
+	rb_set_parent(x, y);
 	if (aug) {
 		aug->update(x);
 		aug->update(y);
@@ -60,18 +60,18 @@ RB_INLINE void rotate_right(struct rb_root *root, struct rb_node *x, const struc
 
 static inline bool is_red(const struct rb_node *n)
 {
-	return n && n->red;
+	return n && rb_red(n);
 }
 
 void rb_propagate(struct rb_node *node, const struct rb_augment *aug)
 {
 	while (node && aug->update(node))
-		node = node->parent;
+		node = rb_parent(node);
 }
 
 static void propagate_full(struct rb_node *node, const struct rb_augment *aug)
 {
-	for (; node; node = node->parent)
+	for (; node; node = rb_parent(node))
 		aug->update(node);
 }
 
@@ -79,49 +79,49 @@ RB_INLINE void insert_fixup(struct rb_root *root, struct rb_node *z, const struc
 {
 	if (aug) {
 		aug->update(z);
-		rb_propagate(z->parent, aug);
+		rb_propagate(rb_parent(z), aug);
 	}
-	while (is_red(z->parent)) {
-		struct rb_node *p = z->parent, *g = p->parent, *u;
+	while (is_red(rb_parent(z))) {
+		struct rb_node *p = rb_parent(z), *g = rb_parent(p), *u;
 
 		/* a red parent is never the root, so g exists */
 		if (p == g->left) {
 			u = g->right;
 			if (is_red(u)) {
-				p->red = false;
-				u->red = false;
-				g->red = true;
+				rb_set_red(p, false);
+				rb_set_red(u, false);
+				rb_set_red(g, true);
 				z = g;
 				continue;
 			}
 			if (z == p->right) {
 				rotate_left(root, p, aug);
 				z = p;
-				p = z->parent;
+				p = rb_parent(z);
 			}
-			p->red = false;
-			g->red = true;
+			rb_set_red(p, false);
+			rb_set_red(g, true);
 			rotate_right(root, g, aug);
 		} else {
 			u = g->left;
 			if (is_red(u)) {
-				p->red = false;
-				u->red = false;
-				g->red = true;
+				rb_set_red(p, false);
+				rb_set_red(u, false);
+				rb_set_red(g, true);
 				z = g;
 				continue;
 			}
 			if (z == p->left) {
 				rotate_right(root, p, aug);
 				z = p;
-				p = z->parent;
+				p = rb_parent(z);
 			}
-			p->red = false;
-			g->red = true;
+			rb_set_red(p, false);
+			rb_set_red(g, true);
 			rotate_left(root, g, aug);
 		}
 	}
-	root->node->red = false;
+	rb_set_red(root->node, false);
 }
 
 /* The plain (busy) tree's copy has aug folded away: no callback tests in the rotations. */
@@ -143,58 +143,58 @@ RB_INLINE void erase_fixup(struct rb_root *root, struct rb_node *x, struct rb_no
 
 		if (x == parent->left) {
 			w = parent->right;
-			if (w->red) {
-				w->red = false;
-				parent->red = true;
+			if (rb_red(w)) {
+				rb_set_red(w, false);
+				rb_set_red(parent, true);
 				rotate_left(root, parent, aug);
 				w = parent->right;
 			}
 			if (!is_red(w->left) && !is_red(w->right)) {
-				w->red = true;
+				rb_set_red(w, true);
 				x = parent;
-				parent = x->parent;
+				parent = rb_parent(x);
 				continue;
 			}
 			if (!is_red(w->right)) {
-				w->left->red = false;
-				w->red = true;
+				rb_set_red(w->left, false);
+				rb_set_red(w, true);
 				rotate_right(root, w, aug);
 				w = parent->right;
 			}
-			w->red = parent->red;
-			parent->red = false;
-			w->right->red = false;
+			rb_set_red(w, rb_red(parent));
+			rb_set_red(parent, false);
+			rb_set_red(w->right, false);
 			rotate_left(root, parent, aug);
 		} else {
 			w = parent->left;
-			if (w->red) {
-				w->red = false;
-				parent->red = true;
+			if (rb_red(w)) {
+				rb_set_red(w, false);
+				rb_set_red(parent, true);
 				rotate_right(root, parent, aug);
 				w = parent->left;
 			}
 			if (!is_red(w->left) && !is_red(w->right)) {
-				w->red = true;
+				rb_set_red(w, true);
 				x = parent;
-				parent = x->parent;
+				parent = rb_parent(x);
 				continue;
 			}
 			if (!is_red(w->left)) {
-				w->right->red = false;
-				w->red = true;
+				rb_set_red(w->right, false);
+				rb_set_red(w, true);
 				rotate_left(root, w, aug);
 				w = parent->left;
 			}
-			w->red = parent->red;
-			parent->red = false;
-			w->left->red = false;
+			rb_set_red(w, rb_red(parent));
+			rb_set_red(parent, false);
+			rb_set_red(w->left, false);
 			rotate_right(root, parent, aug);
 		}
 		x = root->node;
 		break;
 	}
 	if (x)
-		x->red = false;
+		rb_set_red(x, false);
 }
 
 /* Unlink z and rebalance. With want_next, returns z's in-order successor: the node moved
@@ -212,10 +212,10 @@ RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
 		else if (want_next)
 			next = rb_next(z);
 		child = z->left ? z->left : z->right;
-		parent = z->parent;
-		removed_red = z->red;
+		parent = rb_parent(z);
+		removed_red = rb_red(z);
 		if (child)
-			child->parent = parent;
+			rb_set_parent(child, parent);
 		replace_child(root, parent, z, child);
 	} else {
 		struct rb_node *y = z->right;
@@ -223,23 +223,23 @@ RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
 		while (y->left)
 			y = y->left;
 		next = y;
-		removed_red = y->red;
+		removed_red = rb_red(y);
 		child = y->right;
-		if (y->parent == z) {
+		if (rb_parent(y) == z) {
 			parent = y;
 		} else {
-			parent = y->parent;
+			parent = rb_parent(y);
 			parent->left = child;
 			if (child)
-				child->parent = parent;
+				rb_set_parent(child, parent);
 			y->right = z->right;
-			y->right->parent = y;
+			rb_set_parent(y->right, y);
 		}
-		y->parent = z->parent;
-		replace_child(root, z->parent, z, y);
+		rb_set_parent(y, rb_parent(z));
+		replace_child(root, rb_parent(z), z, y);
 		y->left = z->left;
-		y->left->parent = y;
-		y->red = z->red;
+		rb_set_parent(y->left, y);
+		rb_set_red(y, rb_red(z));
 	}
 	if (aug)
 		propagate_full(parent, aug);
@@ -293,7 +293,7 @@ struct rb_node *rb_next(const struct rb_node *n)
 			n = n->left;
 		return (struct rb_node *)n;
 	}
-	while ((p = n->parent) && n == p->right)
+	while ((p = rb_parent(n)) && n == p->right)
 		n = p;
 	return (struct rb_node *)p;
 }
@@ -308,7 +308,7 @@ struct rb_node *rb_prev(const struct rb_node *n)
 			n = n->right;
 		return (struct rb_node *)n;
 	}
-	while ((p = n->parent) && n == p->left)
+	while ((p = rb_parent(n)) && n == p->left)
 		n = p;
 	return (struct rb_node *)p;
 }
@@ -319,11 +319,11 @@ int rb_validate(const struct rb_node *n, const struct rb_node *parent, const cha
 
 	if (!n)
 		return 1;
-	if (n->parent != parent) {
+	if (rb_parent(n) != parent) {
 		*why = "a node's parent pointer is wrong";
 		return -1;
 	}
-	if (n->red && (is_red(n->left) || is_red(n->right))) {
+	if (rb_red(n) && (is_red(n->left) || is_red(n->right))) {
 		*why = "a red node has a red child";
 		return -1;
 	}
@@ -337,5 +337,5 @@ int rb_validate(const struct rb_node *n, const struct rb_node *parent, const cha
 		*why = "black heights differ between two subtrees";
 		return -1;
 	}
-	return lh + !n->red;
+	return lh + !rb_red(n);
 }

@@ -12,11 +12,53 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The parent pointer and the colour share a word (the embedding object keeps nodes 16-byte
+ * aligned, so a node pointer's low 4 bits are free): bit 0 is red, bits 1-3 belong to the embedding
+ * object (libvaspace keeps a block's state there) and the tree never changes them.
+ */
+#define RB_RED	     1ul
+#define RB_USER_MASK 0xeul
+#define RB_LOW_MASK  0xful
 
 struct rb_node {
-	struct rb_node *parent, *left, *right;
-	bool red;
+	uintptr_t parent_colour;
+	struct rb_node *left, *right;
 };
+
+static inline struct rb_node *rb_parent(const struct rb_node *n)
+{
+	return (struct rb_node *)(n->parent_colour & ~RB_LOW_MASK);
+}
+
+static inline void rb_set_parent(struct rb_node *n, struct rb_node *p)
+{
+	n->parent_colour = (uintptr_t)p | (n->parent_colour & RB_LOW_MASK);
+}
+
+static inline bool rb_red(const struct rb_node *n)
+{
+	return n->parent_colour & RB_RED;
+}
+
+static inline void rb_set_red(struct rb_node *n, bool red)
+{
+	n->parent_colour = (n->parent_colour & ~RB_RED) | (red ? RB_RED : 0);
+}
+
+/* The embedding object's 3 bits (0..7), kept across every tree operation. */
+static inline unsigned rb_user_bits(const struct rb_node *n)
+{
+	return (unsigned)((n->parent_colour & RB_USER_MASK) >> 1);
+}
+
+static inline void rb_set_user_bits(struct rb_node *n, unsigned v)
+{
+	n->parent_colour =
+	    (n->parent_colour & ~RB_USER_MASK) | (((uintptr_t)v << 1) & RB_USER_MASK);
+}
 
 struct rb_root {
 	struct rb_node *node;
@@ -32,9 +74,8 @@ struct rb_augment {
 /* Put node at *link (a NULL child pointer of parent, or &root->node) as a red leaf. */
 static inline void rb_link(struct rb_node *node, struct rb_node *parent, struct rb_node **link)
 {
-	node->parent = parent;
+	node->parent_colour = (uintptr_t)parent | RB_RED | (node->parent_colour & RB_USER_MASK);
 	node->left = node->right = NULL;
-	node->red = true;
 	*link = node;
 }
 

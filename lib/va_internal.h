@@ -3,7 +3,8 @@
  *
  * A block object (struct va_block) describes one range [start, end) and sits in exactly
  * one place at a time: the free tree, a node's busy tree, a node's lazy array, a node's
- * pool, or the in-flight table (a drain batch or an eager free being released). It moves
+ * pool, or the in-flight table (a drain batch, an eager free or a va_release_free chunk
+ * being released). It moves
  * only while the locks of both places are held, so va_walk/va_check, which take every
  * lock, never see a block missing. See vaspace.c for the lock order.
  */
@@ -31,20 +32,68 @@ enum va_state {
 	VA_ST_POOLED,
 };
 
+/*
+ * 64 bytes, one cache line: the tree node (its parent word also holds the colour and the
+ * state), the range, then what a busy block needs (its owner tag and home node) shares
+ * room with what a free block needs (its address-list links and subtree maximum). Pool and
+ * spare lists link through next, the in-flight list through next and prev; lazy blocks
+ * need nothing here (their lazy_item holds the rest). A pooled block's home is its pool's
+ * node, so it needs no field either.
+ */
 struct va_block {
-	struct rb_node rb;    /* free tree or busy tree */
-	uint64_t start, end;  /* [start, end) */
-	uint64_t subtree_max; /* free tree: largest block size in this subtree */
-	struct va_block *next,
-	    *prev;	/* free list (address order), eager in-flight list; pool/spare: next */
-	void *owner;	/* busy: the caller's tag */
-	uint32_t home;	/* node whose thread allocated it (its pool after reclaim) */
-	uint32_t state; /* enum va_state, for the checker and the free path */
-};
+	struct rb_node rb;   /* free tree or busy tree; rb_user_bits: enum va_state */
+	uint64_t start, end; /* [start, end) */
+	union {
+		struct {
+			struct va_block *next, *prev; /* free list (address order), in-flight */
+			uint64_t subtree_max;	      /* free tree: largest block in the subtree */
+		};
+		struct {
+			void *owner;   /* busy: the caller's tag */
+			uint32_t home; /* busy: node whose thread allocated it */
+		};
+	};
+} __attribute__((aligned(16))); /* rb's parent word needs 4 free low bits */
 
 static inline uint64_t blk_size(const struct va_block *b)
 {
 	return b->end - b->start;
+}
+
+static inline enum va_state blk_state(const struct va_block *b)
+{
+	return (enum va_state)rb_user_bits(&b->rb);
+}
+
+static inline void blk_set_state(struct va_block *b, enum va_state s)
+{
+	rb_set_user_bits(&b->rb, (unsigned)s);
+}
+
+/* Counters never wrap: a sum that would pass UINT64_MAX stays there. */
+static inline uint64_t va_sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t s;
+
+	return __builtin_add_overflow(a, b, &s) ? UINT64_MAX : s;
+}
+
+/* A count that never wraps: one predictable branch on the hot path. */
+static inline void va_sat_inc(uint64_t *c)
+{
+	if (*c != UINT64_MAX)
+		++*c;
+}
+
+static inline void va_sat_add_atomic(_Atomic uint64_t *c, uint64_t x)
+{
+	uint64_t old = atomic_load_explicit(c, memory_order_relaxed);
+
+	/* a compare-and-swap loop, so no reader ever sees a wrapped value (these counters move
+	 * once per release call, drain or failure, not per allocation) */
+	while (!atomic_compare_exchange_weak_explicit(c, &old, va_sat_add(old, x),
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 }
 
 /* A caller-owned list of spare block objects (see objcache.c); tail allows O(1) splicing. */
@@ -68,7 +117,7 @@ static inline struct va_block *bag_take(struct va_bag *bag)
 
 static inline void bag_give(struct va_bag *bag, struct va_block *b)
 {
-	b->state = VA_ST_SPARE;
+	blk_set_state(b, VA_ST_SPARE);
 	b->next = bag->head;
 	if (!bag->head)
 		bag->tail = b;
@@ -128,8 +177,9 @@ struct va_inflight {
 	pthread_mutex_t lock;
 	struct lazy_item *items; /* the drain batch (drain_lock owner writes it) */
 	size_t n;
-	uint64_t bytes, blocks; /* not yet placed, plus eager blocks */
-	struct va_block *eager; /* eager frees being released (next/prev list) */
+	uint64_t bytes, blocks; /* lazy: not yet placed, plus eager blocks (lazy_total has them) */
+	uint64_t decay_bytes, decay_blocks; /* pool blocks on their way to the tree: pooled */
+	struct va_block *eager;		    /* eager frees being released (next/prev list) */
 };
 
 struct va_space {
@@ -144,6 +194,9 @@ struct va_space {
 	unsigned pool_classes;	/* pool size classes per node; 0 when pools are off */
 	unsigned nodes_ready;	/* nodes initialised (for teardown after a failed create) */
 	uint64_t lazy_flush;	/* per-node batch of lazy bytes added to lazy_total at once */
+	uint64_t lazy_slack;	/* nodes * lazy_flush: lazy bytes lazy_total may not count yet */
+	uint64_t lazy_self_at;	/* past this lazy_total the freeing thread drains: 2 x lazy_max
+				   less lazy_slack, so lazy bytes stay within 2 x lazy_max */
 	uint64_t affinity_span; /* zone * nodes: distance between two zones of one node; 0 = off */
 
 	struct {
@@ -169,6 +222,7 @@ struct va_space {
 	pthread_mutex_t ctl_lock;
 	pthread_cond_t ctl_cond;
 	_Atomic bool kick;
+	_Atomic bool stopping; /* va_destroy has begun: a va_release_free loop ends */
 	bool stop;
 	bool has_thread;
 	bool ctl_ready;
@@ -211,6 +265,12 @@ void objcache_return(struct va_bag *bag);
 
 /* Give back n objects listed in an array (the array is not kept); no lock held. */
 void objcache_return_array(struct va_block **objs, size_t n);
+
+/* Give back one object (a space being destroyed); no lock held. */
+void objcache_give(struct va_block *b);
+
+/* Bytes of slabs the process holds for block objects (in use or spare, every space). */
+uint64_t objcache_bytes(void);
 
 /* ---- freetree.c ------------------------------------------------------------------- */
 
@@ -297,8 +357,25 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
  * release callback of the same space returns at once (the outer drain is running). */
 void lazy_drain(struct va_space *vs, bool full);
 
-/* After lazy bytes reached lazy_total (now): wake the background thread or drain here. */
-void lazy_after_free(struct va_space *vs, uint64_t lazy_now);
+/* Take drain_lock and mark this thread as draining vs; false (nothing taken) if it already
+ * is (a release callback of vs). *outer is for lazy_leave. */
+bool lazy_enter(struct va_space *vs, const struct va_space **outer);
+void lazy_leave(struct va_space *vs, const struct va_space *outer);
+
+/* With drain_lock held (lazy_enter): one non-full pass if lazy_total is over lazy_max. */
+void lazy_pass_if_over(struct va_space *vs);
+
+/* A point with no allocator lock held in a drain-like pass: the background thread may
+ * yield its CPU here. */
+void lazy_step(struct va_space *vs);
+
+/* A full drain that keeps drain_lock (lazy_leave drops it), so an allocation's retry runs
+ * with no release chunk out of the tree; false (no drain, nothing held) if nested. */
+bool lazy_drain_hold(struct va_space *vs, const struct va_space **outer);
+
+/* After a free (or a batch of them) with lazy_total at lazy_now: past lazy_self_at drain
+ * here; else, if this free flushed bytes past lazy_max, wake the background thread. */
+void lazy_after_free(struct va_space *vs, uint64_t lazy_now, bool flushed);
 
 /* Make room for one more item on n's lazy array. Called and returns with n->lock held;
  * may drop it meanwhile to grow the array. False if memory is short. */

@@ -4,7 +4,8 @@
  *
  * Lock order (outermost first). A thread holding a lock may take only locks below it;
  * several node locks are taken by ascending index (or with trylock):
- *   1. drain_lock        one drain at a time (held across the release callbacks of a drain)
+ *   1. drain_lock        one drain at a time (held across the release callbacks of a drain,
+ *                        of a va_release_free chunk, and across an allocation's retry)
  *   2. free.lock         the free tree
  *   3. node[i].lock      a node's busy tree, lazy array, pools and counters
  *   4. inflight.lock     blocks being released (a drain batch, eager frees)
@@ -114,6 +115,10 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 		vs->lazy_flush = 1u << 20;
 	if (vs->lazy_flush < vs->quantum)
 		vs->lazy_flush = vs->quantum;
+	vs->lazy_slack = vs->lazy_flush * vs->nodes;
+	vs->lazy_self_at = vs->lazy_slack < vs->cfg.lazy_max
+			       ? va_sat_add(vs->cfg.lazy_max, vs->cfg.lazy_max) - vs->lazy_slack
+			       : vs->cfg.lazy_max;
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;
@@ -172,7 +177,7 @@ void va_destroy(struct va_space *vs)
 	lazy_thread_stop(vs);
 	for (b = vs->free.tree.head.next; b && b != &vs->free.tree.head; b = next) {
 		next = b->next;
-		free(b);
+		objcache_give(b);
 	}
 	if (vs->node) {
 		for (unsigned i = 0; i < vs->nodes_ready; i++)
@@ -216,11 +221,11 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 		return classify_miss(vs, addr, k);
 	}
 	busy_remove(n, b);
-	n->frees++;
+	va_sat_inc(&n->frees);
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
-	b->state = VA_ST_LAZY;
+	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
 	va_lock(&vs->inflight.lock);
 	b->prev = NULL;
@@ -235,8 +240,8 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 
 	if (vs->cfg.release)
 		vs->cfg.release(vs->cfg.release_ctx, b->start, size);
-	atomic_fetch_add_explicit(&vs->released_bytes, size, memory_order_relaxed);
-	atomic_fetch_add_explicit(&vs->release_calls, 1, memory_order_relaxed);
+	va_sat_add_atomic(&vs->released_bytes, size);
+	va_sat_add_atomic(&vs->release_calls, 1);
 
 	va_lock(&vs->free.lock);
 	va_lock(&vs->inflight.lock);
@@ -267,8 +272,8 @@ enum lazy_free_result {
  * held; lazy_reserve may drop and retake it). Bytes that crossed the node's flush threshold
  * are added to *flush for lazy_flush_bytes once the lock is dropped.
  */
-static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n,
-					      uint64_t addr, void **owner_out, uint64_t *flush)
+static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n, uint64_t addr,
+					      void **owner_out, uint64_t *flush)
 {
 	struct va_block *b = busy_find(n, addr);
 	uint64_t size;
@@ -286,12 +291,12 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
-	b->state = VA_ST_LAZY;
+	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
 	n->lazy[n->lazy_len++] =
 	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = b->home};
 	n->lazy_bytes += size;
-	n->frees++;
+	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
 	if (n->lazy_unflushed >= vs->lazy_flush) {
 		*flush += n->lazy_unflushed;
@@ -300,15 +305,20 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	return LF_DONE;
 }
 
-/* Add flushed lazy bytes to the space's total (no lock held): may wake or run a drain. */
+/* Add flushed lazy bytes to the space's total (no lock held): may wake or run a drain. A
+ * free that flushed nothing still looks at the total (a read of a line written once per
+ * batch): while another thread's flush has it past the threshold and that thread waits for
+ * a pass, this free must not return and leave its bytes on top. */
 static void lazy_flush_bytes(struct va_space *vs, uint64_t flush)
 {
-	if (flush) {
-		uint64_t now =
-		    atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed);
+	uint64_t now;
 
-		lazy_after_free(vs, now + flush);
-	}
+	if (flush)
+		now =
+		    atomic_fetch_add_explicit(&vs->lazy_total, flush, memory_order_relaxed) + flush;
+	else
+		now = atomic_load_explicit(&vs->lazy_total, memory_order_relaxed);
+	lazy_after_free(vs, now, flush != 0);
 }
 
 int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
@@ -438,35 +448,37 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->size = vs->size;
 	out->quantum = vs->quantum;
 	out->nodes = vs->nodes;
+	/* one still picture (every lock, as va_walk): busy + free + lazy + pooled == size even
+	 * while drains and va_release_free move blocks */
+	va_freeze(vs);
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
 
-		va_lock(&n->lock);
-		out->pooled_bytes += n->pool_bytes;
-		out->pooled_blocks += n->pool_blocks;
-		out->busy_bytes += n->busy_bytes;
-		out->busy_blocks += n->busy_blocks;
-		out->lazy_bytes += n->lazy_bytes;
-		out->lazy_blocks += n->lazy_len;
-		out->allocs += n->allocs;
-		out->frees += n->frees;
-		out->pool_hits += n->pool_hits;
-		va_unlock(&n->lock);
+		/* occupancy sums stay within the space's size; the counters saturate */
+		out->pooled_bytes = va_sat_add(out->pooled_bytes, n->pool_bytes);
+		out->pooled_blocks = va_sat_add(out->pooled_blocks, n->pool_blocks);
+		out->busy_bytes = va_sat_add(out->busy_bytes, n->busy_bytes);
+		out->busy_blocks = va_sat_add(out->busy_blocks, n->busy_blocks);
+		out->lazy_bytes = va_sat_add(out->lazy_bytes, n->lazy_bytes);
+		out->lazy_blocks = va_sat_add(out->lazy_blocks, n->lazy_len);
+		out->allocs = va_sat_add(out->allocs, n->allocs);
+		out->frees = va_sat_add(out->frees, n->frees);
+		out->pool_hits = va_sat_add(out->pool_hits, n->pool_hits);
 	}
-	va_lock(&vs->inflight.lock);
-	out->lazy_bytes += vs->inflight.bytes;
-	out->lazy_blocks += vs->inflight.blocks;
-	va_unlock(&vs->inflight.lock);
-	va_lock(&vs->free.lock);
+	out->lazy_bytes = va_sat_add(out->lazy_bytes, vs->inflight.bytes);
+	out->lazy_blocks = va_sat_add(out->lazy_blocks, vs->inflight.blocks);
+	out->pooled_bytes = va_sat_add(out->pooled_bytes, vs->inflight.decay_bytes);
+	out->pooled_blocks = va_sat_add(out->pooled_blocks, vs->inflight.decay_blocks);
 	out->free_bytes = vs->free.tree.bytes;
 	out->free_blocks = vs->free.tree.blocks;
 	out->largest_free = ft_largest(&vs->free.tree);
-	va_unlock(&vs->free.lock);
+	va_thaw(vs);
 	out->fails = ld(&vs->fails);
 	out->drains = ld(&vs->drains);
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
 	out->drain_yields = ld(&vs->drain_yields);
+	out->object_bytes = objcache_bytes();
 }
 
 const char *va_strerror(int err)

@@ -26,13 +26,13 @@
 /* Error codes: every one is distinct so callers and tests can tell them apart. */
 enum va_error {
 	VA_OK = 0,
-	VA_EINVAL = -1,	     /* a malformed argument not covered below (NULL out pointer, bad config) */
-	VA_ESIZE = -2,	     /* size is 0 */
-	VA_EOVERFLOW = -3,   /* size or alignment rounding overflows 64 bits, or exceeds the space */
-	VA_EALIGN = -4,	     /* alignment is not a power of two */
-	VA_ERANGE = -5,	     /* [vstart, vend) window or address outside the space */
-	VA_ENOSPC = -6,	     /* no free block can hold the request, even after draining */
-	VA_ENOTSTART = -7,   /* address lies inside a busy area but is not its start */
+	VA_EINVAL = -1, /* a malformed argument not covered below (NULL out pointer, bad config) */
+	VA_ESIZE = -2,	/* size is 0 */
+	VA_EOVERFLOW = -3, /* size or alignment rounding overflows 64 bits, or exceeds the space */
+	VA_EALIGN = -4,	   /* alignment is not a power of two */
+	VA_ERANGE = -5,	   /* [vstart, vend) window or address outside the space */
+	VA_ENOSPC = -6,	   /* no free block can hold the request, even after draining */
+	VA_ENOTSTART = -7, /* address lies inside a busy area but is not its start */
 	VA_EDOUBLEFREE = -8, /* address is already free (lazy, pooled or in the free tree) */
 	VA_ENOMEM = -9,	     /* malloc of a bookkeeping object failed */
 	VA_ECORRUPT = -10,   /* the invariant checker found a broken invariant */
@@ -40,7 +40,9 @@ enum va_error {
 };
 
 /* Called once per coalesced run of freed space [start, start + size), outside all
- * allocator locks, before the run becomes allocatable again. It may call any function of
+ * allocator locks, before the run becomes allocatable again; va_release_free (and the idle
+ * timer through it) also passes free blocks that were released before, which the callback
+ * must take as harmless (punching a hole twice is). It may call any function of
  * this library; a drain it causes on its own space (va_drain, an allocation that fails, a
  * free past 2 x lazy_max) returns at once, as that space is already draining. One drain
  * per space runs at a time, so two spaces whose callbacks drain each other can deadlock. */
@@ -48,22 +50,25 @@ typedef void (*va_release_fn)(void *ctx, uint64_t start, uint64_t size);
 
 /* Creation parameters. Zero means "default" for every numeric field. */
 struct va_config {
-	uint64_t base;		 /* first address of the space */
-	uint64_t size;		 /* bytes; must be a non-zero multiple of quantum */
-	uint64_t quantum;	 /* power of two; default 4096 */
-	unsigned nodes;		 /* busy/lazy/pool shards; default one per online CPU */
-	uint64_t zone_size;	 /* address granule for node sharding; default 64 * quantum */
-	uint64_t lazy_max;	 /* lazy bytes that trigger a drain; default 8192 quanta * (1 + log2 CPUs),
-				    i.e. 32 MiB * (1 + log2 CPUs) with 4 KiB quanta */
+	uint64_t base;	    /* first address of the space */
+	uint64_t size;	    /* bytes; must be a non-zero multiple of quantum */
+	uint64_t quantum;   /* power of two; default 4096 */
+	unsigned nodes;	    /* busy/lazy/pool shards; default one per online CPU */
+	uint64_t zone_size; /* address granule for node sharding; default 64 * quantum */
+	uint64_t lazy_max;  /* lazy bytes that trigger a drain; default 8192 quanta * (1 + log2
+			       CPUs),  i.e. 32 MiB * (1 + log2 CPUs) with 4 KiB quanta */
 	unsigned pool_max_quanta; /* largest pooled size class in quanta; default 256 */
-	unsigned pool_depth;	 /* most blocks per pool class per node; default 64 */
-	unsigned drain_chunk;	 /* blocks merged per free-tree lock hold while draining; default 64 */
-	unsigned idle_drain_ms;	 /* background thread drains leftovers after this idle time; default 1000 */
-	bool no_pools;		 /* disable per-node pools */
-	bool eager;		 /* no lazy list: free releases and merges at once */
-	bool no_thread;		 /* no background drain thread: drains run only synchronously
-				    (past 2 x lazy_max, on allocation failure, va_drain) */
-	va_release_fn release;	 /* may be NULL */
+	unsigned pool_depth;	  /* most blocks per pool class per node; default 64 */
+	unsigned drain_chunk; /* blocks merged per free-tree lock hold while draining; default 64 */
+	unsigned idle_drain_ms; /* background thread drains leftovers after this idle time; default
+				   1000 */
+	bool no_pools;		/* disable per-node pools */
+	bool eager;		/* no lazy list: free releases and merges at once */
+	bool no_thread;		/* no background drain thread: drains run only synchronously
+				   (past 2 x lazy_max, on allocation failure, va_drain) */
+	bool no_idle_release;	/* the background thread does not run va_release_free once per
+				   idle period (by default it does, after the idle drain) */
+	va_release_fn release;	/* may be NULL */
 	void *release_ctx;
 };
 
@@ -133,6 +138,11 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner);
 /* Release and merge every lazy block and empty every pool into the free tree, now. */
 void va_drain(struct va_space *vs);
 
+/* Pass every free block to the release callback, so free space a client wrote into goes back to the
+ * system; blocks leave the free tree a bounded chunk at a time while they are released, so no
+ * allocation can get one meanwhile. Returns the bytes passed to release. */
+uint64_t va_release_free(struct va_space *vs);
+
 /* Make the calling thread's home node n (mod nodes). Threads without a call get one
  * round-robin on first use. */
 void va_set_home_node(unsigned n);
@@ -143,13 +153,15 @@ struct va_stats {
 	unsigned nodes;
 	uint64_t busy_bytes, free_bytes, lazy_bytes, pooled_bytes;
 	uint64_t busy_blocks, free_blocks, lazy_blocks, pooled_blocks;
-	uint64_t largest_free;	/* largest block in the free tree */
+	uint64_t largest_free; /* largest block in the free tree */
 	uint64_t allocs, frees, fails;
 	uint64_t drains;	 /* completed drain passes */
 	uint64_t released_bytes; /* bytes passed to the release callback */
 	uint64_t release_calls;	 /* release callback invocations */
 	uint64_t pool_hits;	 /* allocations served from a pool */
 	uint64_t drain_yields;	 /* times the background drain offered its CPU (every 20 us) */
+	uint64_t object_bytes;	 /* block objects the process holds, every space together: 64 B
+				    each, in 64 KiB slabs kept at their high-water mark */
 };
 
 /* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */

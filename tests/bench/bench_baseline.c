@@ -38,7 +38,7 @@ int bench_range_tree_check(const struct rb_root *root)
 {
 	const char *why;
 
-	if (root->node && root->node->red)
+	if (root->node && rb_red(root->node))
 		return -1;
 	return rb_validate(root->node, NULL, &why) < 0 ? -1 : 0;
 }

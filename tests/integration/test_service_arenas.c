@@ -261,11 +261,11 @@ static void test_lazy_max_bounds_lazy_bytes(void **state)
 		const struct vad_arena_stats *a = &ds->arenas[0];
 		if (a->lazy_bytes > worst)
 			worst = a->lazy_bytes;
-		if (a->lazy_bytes > 2 * (1u << 20) + RANGE)
-			fail_msg(
-			    "after %d frees lazy_bytes is %llu, over 2 x lazy_max (2 MiB) + one "
-			    "range",
-			    i + 1, (unsigned long long)a->lazy_bytes);
+		/* the free has been answered, so its drain (if it needed one) is done: lazy
+		 * bytes are within 2 x lazy_max, nothing on top (this client is the only one) */
+		if (a->lazy_bytes > 2 * (1u << 20))
+			fail_msg("after %d frees lazy_bytes is %llu, over 2 x lazy_max (2 MiB)",
+				 i + 1, (unsigned long long)a->lazy_bytes);
 		free(ds);
 	}
 	struct vad_daemon_stats *ds;

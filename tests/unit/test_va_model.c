@@ -1201,6 +1201,7 @@ static void run_seed(const struct mode *md, uint64_t seed)
 	cfg.no_pools = md->no_pools;
 	cfg.eager = md->eager;
 	cfg.no_thread = md->no_thread;
+	cfg.no_idle_release = true; /* the model counts exactly what frees release */
 	cfg.release = on_release;
 	cfg.release_ctx = r;
 	snprintf(r->op, sizeof(r->op), "va_create");

@@ -731,6 +731,7 @@ static void run_stress(void **state)
 	vc.eager = cfg->eager;
 	vc.no_thread = cfg->no_thread;
 	vc.no_pools = cfg->no_pools;
+	vc.no_idle_release = true; /* released bytes must equal freed bytes (see the end) */
 	vc.release = on_release;
 	vc.release_ctx = sh;
 	rc = va_create(&vc, &sh->vs);
@@ -955,6 +956,7 @@ static void *churn_main(void *arg)
 		    .idle_drain_ms = 1,
 		    .no_thread = round % 3 == 0,
 		    .eager = round % 5 == 4,
+		    .no_idle_release = true, /* released must equal freed */
 		    .release = count_release,
 		    .release_ctx = &released,
 		};

@@ -1,0 +1,473 @@
+/*
+ * test_va_release.c - va_release_free: the callback sees exactly the free tree's blocks,
+ * coalesced; nothing allocated (or being allocated) is ever passed to release; va_check and
+ * busy + free + lazy + pooled == size hold from other threads while it runs beside
+ * allocations and frees; the idle timer runs it once the space is idle.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "vaspace.h"
+
+#define Q      4096ull
+#define ULL(x) ((unsigned long long)(x))
+
+static void check_ok(struct va_space *vs, int line)
+{
+	char msg[256];
+
+	if (va_check(vs, msg, sizeof(msg))) {
+		print_error("va_check failed at line %d: %s\n", line, msg);
+		fail();
+	}
+}
+#define CHECK(vs) check_ok((vs), __LINE__)
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Wait (up to a generous limit) until cond holds; a liveness check, not a timing one. */
+#define WAIT_FOR(cond)                                                                             \
+	do {                                                                                       \
+		for (unsigned w_ = 0; w_ < 3000 && !(cond); w_++)                                  \
+			sleep_ms(10);                                                              \
+		assert_true(cond);                                                                 \
+	} while (0)
+
+static unsigned scaled(unsigned n)
+{
+	const char *mode = getenv("VAD_TEST_MODE");
+
+	if (mode && !strcmp(mode, "tsan"))
+		return n / 10;
+	if (mode && !strcmp(mode, "asan"))
+		return n / 2;
+	return n;
+}
+
+/* ---- exactly the free blocks ---------------------------------------------------------- */
+
+struct span {
+	uint64_t start, size;
+};
+
+struct span_log {
+	pthread_mutex_t lock;
+	struct span s[4096];
+	unsigned n;
+	struct va_space *vs; /* for the nested call */
+	uint64_t nested;     /* what a nested va_release_free returned */
+};
+
+static void log_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct span_log *l = ctx;
+
+	pthread_mutex_lock(&l->lock);
+	if (l->n < 4096)
+		l->s[l->n++] = (struct span){start, size};
+	pthread_mutex_unlock(&l->lock);
+	if (l->vs)
+		l->nested += va_release_free(l->vs); /* returns at once: vs is releasing */
+}
+
+static int collect_free(void *ctx, const struct va_block_info *b)
+{
+	struct span_log *l = ctx;
+
+	if (b->kind == VA_BLOCK_FREE)
+		l->s[l->n++] = (struct span){b->start, b->size};
+	return 0;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* A fragmented space: the callback gets each free block once, as the tree holds it
+ * (coalesced: adjacent frees arrive as one run), and the return value is their sum. */
+static void test_release_free_exact_blocks(void **state)
+{
+	enum { N = 600 };
+	static struct span_log log, want;
+	struct va_config cfg = {.base = 32 * Q,
+				.size = 4096 * Q,
+				.quantum = Q,
+				.nodes = 3,
+				.no_thread = true,
+				.release = log_release,
+				.release_ctx = &log};
+	struct va_space *vs = NULL;
+	uint64_t a[N], total = 0, ret;
+	struct va_stats before, after;
+
+	(void)state;
+	pthread_mutex_init(&log.lock, NULL);
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	for (unsigned i = 0; i < N; i++)
+		assert_int_equal(va_alloc(vs, (1 + i % 5) * Q, 0, NULL, &a[i]), 0);
+	/* runs of two or three neighbours freed, others kept: holes of several sizes */
+	for (unsigned i = 0; i < N; i++)
+		if (i % 7 == 1 || i % 7 == 2 || i % 11 == 3)
+			assert_int_equal(va_free(vs, a[i], NULL), 0);
+	va_drain(vs); /* every lazy block into the tree, pools emptied */
+	CHECK(vs);
+	va_get_stats(vs, &before);
+	assert_true(before.free_blocks > 50);
+	want.n = 0;
+	assert_int_equal(va_walk(vs, collect_free, &want), 0);
+	log.n = 0;
+	log.vs = vs;
+	ret = va_release_free(vs);
+	log.vs = NULL;
+	CHECK(vs);
+	va_get_stats(vs, &after);
+	qsort(log.s, log.n, sizeof(log.s[0]), cmp_span);
+	assert_int_equal(log.n, want.n);
+	for (unsigned i = 0; i < log.n; i++) {
+		if (log.s[i].start != want.s[i].start || log.s[i].size != want.s[i].size)
+			fail_msg("release %u: [0x%llx, +0x%llx), free block [0x%llx, +0x%llx)", i,
+				 ULL(log.s[i].start), ULL(log.s[i].size), ULL(want.s[i].start),
+				 ULL(want.s[i].size));
+		if (i && log.s[i - 1].start + log.s[i - 1].size >= log.s[i].start)
+			fail_msg("releases %u and %u touch: not coalesced", i - 1, i);
+		total += log.s[i].size;
+	}
+	assert_int_equal(ret, total);
+	assert_int_equal(total, before.free_bytes);
+	assert_int_equal(log.nested, 0);
+	/* the blocks are back, merged as before; counters say what was released */
+	assert_int_equal(after.free_bytes, before.free_bytes);
+	assert_int_equal(after.free_blocks, before.free_blocks);
+	assert_int_equal(after.lazy_bytes, 0);
+	assert_int_equal(after.released_bytes - before.released_bytes, total);
+	assert_int_equal(after.release_calls - before.release_calls, log.n);
+	/* without a callback there is nothing to pass */
+	va_destroy(vs);
+	cfg.release = NULL;
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	assert_int_equal(va_release_free(vs), 0);
+	assert_int_equal(va_release_free(NULL), 0);
+	va_destroy(vs);
+}
+
+/* A free block bigger than a chunk is cut: pieces of at most a chunk, which together are
+ * the block, and the block is whole again afterwards. */
+static void test_release_free_cuts_big_blocks(void **state)
+{
+	static struct span_log log;
+	struct va_config cfg = {.size = 1ull << 30, /* one free block of 1 GiB */
+				.quantum = Q,
+				.nodes = 2,
+				.no_thread = true,
+				.release = log_release,
+				.release_ctx = &log};
+	struct va_space *vs = NULL;
+	struct va_stats st;
+	uint64_t sum = 0;
+
+	(void)state;
+	pthread_mutex_init(&log.lock, NULL);
+	log.n = 0;
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	assert_int_equal(va_release_free(vs), 1ull << 30);
+	CHECK(vs);
+	assert_true(log.n >= 16); /* 64 MiB at most per chunk */
+	for (unsigned i = 0; i < log.n; i++) {
+		assert_int_equal(log.s[i].start, sum);
+		assert_true(log.s[i].size <= 64ull << 20);
+		sum += log.s[i].size;
+	}
+	assert_int_equal(sum, 1ull << 30);
+	va_get_stats(vs, &st);
+	assert_int_equal(st.free_blocks, 1);
+	assert_int_equal(st.largest_free, 1ull << 30);
+	va_destroy(vs);
+}
+
+/* ---- beside allocations and frees ---------------------------------------------------------- */
+
+#define THREADS	  3
+#define Q_FREE	  0u
+#define Q_RELEASE 0xffffu /* inside a release callback */
+
+struct race {
+	struct va_space *vs;
+	uint64_t base, size;
+	_Atomic uint32_t *q; /* per quantum: Q_FREE, owner thread + 1, or Q_RELEASE */
+	atomic_bool stop;
+	atomic_uint errors;
+	atomic_uint_fast64_t releases, release_free_calls, checks;
+	char first[256];
+	pthread_mutex_t err_lock;
+};
+
+static void race_fail(struct race *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void race_fail(struct race *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&r->err_lock);
+	if (atomic_fetch_add(&r->errors, 1) == 0) {
+		va_start(ap, fmt);
+		vsnprintf(r->first, sizeof(r->first), fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&r->err_lock);
+	atomic_store(&r->stop, true);
+}
+
+/* Drains' releases and va_release_free's alike: no quantum may be owned, and none may be
+ * handed out while the callback runs (an allocation then finds Q_RELEASE). */
+static void race_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct race *r = ctx;
+	uint64_t q0 = (start - r->base) / Q, n = size / Q;
+
+	atomic_fetch_add(&r->releases, 1);
+	for (uint64_t i = q0; i < q0 + n; i++) {
+		uint32_t expect = Q_FREE;
+
+		if (!atomic_compare_exchange_strong(&r->q[i], &expect, Q_RELEASE)) {
+			race_fail(
+			    r, "release of [0x%llx, +0x%llx) covers quantum 0x%llx, which is %s",
+			    ULL(start), ULL(size), ULL(r->base + i * Q),
+			    expect == Q_RELEASE ? "being released twice at once" : "allocated");
+			for (uint64_t j = q0; j < i; j++)
+				atomic_store(&r->q[j], Q_FREE);
+			return;
+		}
+	}
+	sched_yield(); /* give allocators a chance to race the callback */
+	for (uint64_t i = q0; i < q0 + n; i++)
+		atomic_store(&r->q[i], Q_FREE);
+}
+
+struct racer {
+	struct race *r;
+	unsigned id;
+	uint64_t rng;
+};
+
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	return z ^ (z >> 27);
+}
+
+static void *racer_main(void *arg)
+{
+	struct racer *me = arg;
+	struct race *r = me->r;
+	enum { HELD = 48 };
+	uint64_t addr[HELD] = {0}, len[HELD] = {0};
+	unsigned iters = scaled(60000);
+
+	for (unsigned it = 0; it < iters && !atomic_load(&r->stop); it++) {
+		unsigned k = (unsigned)(rnd(&me->rng) % HELD);
+
+		if (len[k]) {
+			for (uint64_t i = (addr[k] - r->base) / Q, e = i + len[k] / Q; i < e; i++)
+				atomic_store(&r->q[i], Q_FREE);
+			if (va_free(r->vs, addr[k], NULL))
+				race_fail(r, "va_free(0x%llx) failed", ULL(addr[k]));
+			len[k] = 0;
+			continue;
+		}
+		len[k] = (1 + rnd(&me->rng) % 6) * Q;
+		if (va_alloc(r->vs, len[k], 0, NULL, &addr[k])) {
+			len[k] = 0; /* the space is full: fine, try again later */
+			continue;
+		}
+		for (uint64_t i = (addr[k] - r->base) / Q, e = i + len[k] / Q; i < e; i++) {
+			uint32_t expect = Q_FREE;
+
+			if (!atomic_compare_exchange_strong(&r->q[i], &expect, me->id + 1)) {
+				race_fail(r,
+					  "thread %u got [0x%llx, +0x%llx), quantum 0x%llx is %s",
+					  me->id, ULL(addr[k]), ULL(len[k]), ULL(r->base + i * Q),
+					  expect == Q_RELEASE ? "being released" : "owned");
+				break;
+			}
+		}
+	}
+	for (unsigned k = 0; k < HELD; k++)
+		if (len[k]) {
+			for (uint64_t i = (addr[k] - r->base) / Q, e = i + len[k] / Q; i < e; i++)
+				atomic_store(&r->q[i], Q_FREE);
+			va_free(r->vs, addr[k], NULL);
+		}
+	return NULL;
+}
+
+static void *releaser_main(void *arg)
+{
+	struct race *r = arg;
+
+	while (!atomic_load(&r->stop)) {
+		va_release_free(r->vs);
+		atomic_fetch_add(&r->release_free_calls, 1);
+	}
+	return NULL;
+}
+
+static void *checker_main(void *arg)
+{
+	struct race *r = arg;
+	char msg[256];
+
+	while (!atomic_load(&r->stop)) {
+		struct va_stats st;
+
+		if (va_check(r->vs, msg, sizeof(msg)))
+			race_fail(r, "va_check while releasing: %s", msg);
+		va_get_stats(r->vs, &st);
+		if (st.busy_bytes + st.free_bytes + st.lazy_bytes + st.pooled_bytes != r->size)
+			race_fail(r, "busy %llu + free %llu + lazy %llu + pooled %llu != size %llu",
+				  ULL(st.busy_bytes), ULL(st.free_bytes), ULL(st.lazy_bytes),
+				  ULL(st.pooled_bytes), ULL(r->size));
+		atomic_fetch_add(&r->checks, 1);
+	}
+	return NULL;
+}
+
+/* Three threads allocate and free in a small space (ENOSPC retries included) while one runs
+ * va_release_free in a loop and another checks every invariant. */
+static void test_release_free_beside_allocations(void **state)
+{
+	struct race *r = calloc(1, sizeof(*r));
+	struct racer w[THREADS];
+	pthread_t th[THREADS], rel, chk;
+	struct va_config cfg = {.base = 64 * Q,
+				.size = 1024 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.lazy_max = 64 * Q,
+				.pool_max_quanta = 4,
+				.pool_depth = 8,
+				.idle_drain_ms = 1,
+				.release = race_release};
+	struct va_stats st;
+	char msg[256];
+
+	(void)state;
+	assert_non_null(r);
+	pthread_mutex_init(&r->err_lock, NULL);
+	r->base = cfg.base;
+	r->size = cfg.size;
+	r->q = calloc(cfg.size / Q, sizeof(*r->q));
+	assert_non_null(r->q);
+	cfg.release_ctx = r;
+	assert_int_equal(va_create(&cfg, &r->vs), 0);
+	assert_int_equal(pthread_create(&rel, NULL, releaser_main, r), 0);
+	assert_int_equal(pthread_create(&chk, NULL, checker_main, r), 0);
+	for (unsigned t = 0; t < THREADS; t++) {
+		w[t] = (struct racer){.r = r, .id = t, .rng = 77 * (t + 1)};
+		assert_int_equal(pthread_create(&th[t], NULL, racer_main, &w[t]), 0);
+	}
+	for (unsigned t = 0; t < THREADS; t++)
+		pthread_join(th[t], NULL);
+	/* a few more passes after the racers, so the checker sees the releaser alone too */
+	for (uint64_t c = atomic_load(&r->release_free_calls) + 3;
+	     atomic_load(&r->release_free_calls) < c && !atomic_load(&r->errors);)
+		sleep_ms(1);
+	atomic_store(&r->stop, true);
+	pthread_join(rel, NULL);
+	pthread_join(chk, NULL);
+	va_drain(r->vs);
+	assert_int_equal(va_check(r->vs, msg, sizeof(msg)), 0);
+	va_get_stats(r->vs, &st);
+	print_message("%llu release calls, %llu va_release_free passes, %llu checks\n",
+		      ULL(atomic_load(&r->releases)), ULL(atomic_load(&r->release_free_calls)),
+		      ULL(atomic_load(&r->checks)));
+	va_destroy(r->vs);
+	if (atomic_load(&r->errors))
+		fail_msg("%u failures, first: %s", atomic_load(&r->errors), r->first);
+	assert_int_equal(st.busy_bytes, 0);
+	assert_int_equal(st.free_bytes, cfg.size);
+	assert_true(atomic_load(&r->release_free_calls) >= 3);
+	assert_true(atomic_load(&r->checks) >= 1);
+	free(r->q);
+	free(r);
+}
+
+/* ---- the idle timer ----------------------------------------------------------------------- */
+
+struct idle_log {
+	atomic_uint_fast64_t whole; /* callbacks that covered the whole space */
+	atomic_uint_fast64_t calls;
+	uint64_t size;
+};
+
+static void idle_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct idle_log *l = ctx;
+
+	atomic_fetch_add(&l->calls, 1);
+	if (start == 0 && size == l->size)
+		atomic_fetch_add(&l->whole, 1);
+}
+
+/* After activity stops the idle timer drains the leftovers and then passes the free space
+ * (here the whole space, once everything is freed) to the release callback, once per idle
+ * period: a new period starts only after more allocations or frees. */
+static void test_idle_timer_releases_free_space(void **state)
+{
+	static struct idle_log log;
+	struct va_config cfg = {.size = 512 * Q,
+				.quantum = Q,
+				.nodes = 2,
+				.no_pools = true,
+				.idle_drain_ms = 10,
+				.release = idle_release,
+				.release_ctx = &log};
+	struct va_space *vs = NULL;
+	uint64_t a[8];
+
+	(void)state;
+	log.size = cfg.size;
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	for (int round = 1; round <= 2; round++) {
+		for (unsigned i = 0; i < 8; i++)
+			assert_int_equal(va_alloc(vs, 3 * Q, 0, NULL, &a[i]), 0);
+		for (unsigned i = 0; i < 8; i++)
+			assert_int_equal(va_free(vs, a[i], NULL), 0);
+		/* the freed areas are one run, released by the drain; the whole free space is
+		 * one block, released by the idle release */
+		WAIT_FOR(atomic_load(&log.whole) == (uint64_t)round);
+		CHECK(vs);
+	}
+	va_destroy(vs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_release_free_exact_blocks),
+	    cmocka_unit_test(test_release_free_cuts_big_blocks),
+	    cmocka_unit_test(test_release_free_beside_allocations),
+	    cmocka_unit_test(test_idle_timer_releases_free_space),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
