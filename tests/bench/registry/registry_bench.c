@@ -3,7 +3,8 @@
  *   teardown [N...]  client A holds N single-page ranges and goes away (close, SIGKILL,
  *                    dropped by the daemon); client B on the same worker loops alloc+free:
  *                    B's worst and p99 round trip, and how long until A's ranges are back
- *                    (default N: 100000 1000000 4000000)
+ *                    (default N: 0 100000 1000000 4000000; 0 is B alone for a second, the
+ *                    machine's own noise)
  *   memory [N]       the daemon's RSS (VmRSS of /proc/PID/status) before and after a
  *                    client allocates N single-page ranges (default 1000000): bytes per range
  * Options: --old  leave out the config keys of the range limits (to time an older daemon:
@@ -54,7 +55,7 @@ static int bench_teardown(int n_sizes, uint64_t *sizes)
 	       "back in ms");
 	for (int i = 0; i < n_sizes; i++) {
 		for (int how = VT_TEARDOWN_CLOSE; how <= VT_TEARDOWN_DROP; how++) {
-			if (only_how >= 0 && how != only_how)
+			if ((only_how >= 0 && how != only_how) || (sizes[i] == 0 && how > 0))
 				continue;
 			struct vt_daemon d;
 			if (start(&d, sizes[i]) != 0)
@@ -130,10 +131,11 @@ int main(int argc, char **argv)
 		sizes[n++] = strtoull(argv[a], NULL, 10);
 	if (strcmp(mode, "teardown") == 0) {
 		if (n == 0) {
-			sizes[0] = 100000;
-			sizes[1] = 1000000;
-			sizes[2] = 4000000;
-			n = 3;
+			sizes[0] = 0; /* B alone: the machine's own noise */
+			sizes[1] = 100000;
+			sizes[2] = 1000000;
+			sizes[3] = 4000000;
+			n = 4;
 		}
 		return bench_teardown(n, sizes);
 	}
