@@ -184,8 +184,9 @@ enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes, u
 /* Give back a reservation that was not used. */
 void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes, uint64_t refs);
 
-/* A range object for a coming allocation, from the calling thread's cache of spares (freed
- * at thread exit); NULL when out of memory. */
+/* A range object for a coming allocation, from the calling thread's cache of spares (given
+ * to a process-wide depot at thread exit; objects are carved from slabs kept for the life of
+ * the process); NULL when out of memory. */
 struct vad_range *vad_range_get(void);
 
 /* Give back a range object that was never inserted. */
