@@ -201,8 +201,10 @@ int vt_teardown_run(const struct vt_daemon *d, uint64_t n, enum vt_teardown_how 
 		if (out->rounds < lat_cap)
 			lat[out->rounds] = t1 - t0;
 		out->rounds++;
-		if (t1 - t0 > out->max_ns)
+		if (t1 - t0 > out->max_ns) {
 			out->max_ns = t1 - t0;
+			out->max_at_ns = t0 - t_go;
+		}
 		if (t1 - last_poll < 5000000u)
 			continue;
 		/* Between B's rounds, untimed: are A's ranges back? Are the books right? */

@@ -23,6 +23,7 @@ enum vt_teardown_how {
 struct vt_teardown_result {
 	uint64_t rounds;	 /* B's alloc+free round trips while A's ranges came back */
 	uint64_t max_ns, p99_ns; /* of those */
+	uint64_t max_at_ns;	 /* when the worst one started, from A's going */
 	uint64_t back_ns;	 /* from A's going until busy bytes were at the baseline again */
 	unsigned checks, checks_failed; /* consistency checks run between B's rounds */
 	char check_msg[256];		/* the first failure's sentence */

@@ -63,9 +63,10 @@ static int bench_teardown(int n_sizes, uint64_t *sizes)
 			struct vt_teardown_result r;
 			int rc = vt_teardown_run(&d, sizes[i], how, false, 600000, &r);
 			if (rc == 0)
-				printf("%-10" PRIu64 " %-6s %8" PRIu64 " %10.2f %10.2f %12.1f\n",
+				printf("%-10" PRIu64 " %-6s %8" PRIu64
+				       " %10.2f %10.2f %12.1f %12.1f\n",
 				       sizes[i], vt_teardown_name(how), r.rounds, r.max_ns / 1e6,
-				       r.p99_ns / 1e6, r.back_ns / 1e6);
+				       r.p99_ns / 1e6, r.back_ns / 1e6, r.max_at_ns / 1e6);
 			fflush(stdout);
 			if (vt_daemon_stop(&d) != 0)
 				rc = -1;
