@@ -56,8 +56,8 @@ struct vad_config {
 	uint64_t max_ranges_uid;    /* (reload) references all sessions of a uid may hold; 0 = unl. */
 };
 
-/* Range-count limits: the daemon keeps about 200 bytes per live range, so a client at its
- * default limit costs the daemon about 200 MB, a uid about 800 MB (docs/SERVICE.md). */
+/* Range-count limits: the daemon keeps at most 200 bytes per live range (163 measured), so a
+ * client at its default limit costs the daemon at most 200 MB, a uid 800 MB (docs/SERVICE.md). */
 #define VAD_MAX_RANGES_CLIENT_DEFAULT (1ull << 20)
 #define VAD_MAX_RANGES_UID_DEFAULT (4ull << 20)
 #define VAD_MAX_RANGES_MAX (1ull << 40)
