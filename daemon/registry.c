@@ -881,10 +881,11 @@ static bool reap_chunk(struct vad_registry *reg, struct vad_holder *d, const str
 	}
 	store64(&d->held_bytes, load64(&d->held_bytes) - bytes);
 	store64(&d->held_refs, load64(&d->held_refs) - refs);
+	/* Under d's lock: the check compares it with the dying holders' totals. */
+	__atomic_sub_fetch(&reg->dying_refs, refs, __ATOMIC_RELAXED);
 	bool empty = d->used == 0;
 	pthread_mutex_unlock(&d->lock);
 	uid_uncharge(d, refs, bytes);
-	__atomic_sub_fetch(&reg->dying_refs, refs, __ATOMIC_RELAXED);
 	/* bury takes one arena per call: runs of one arena in slot order (the common case is a
 	 * single arena, so one call). */
 	for (size_t i = 0; i < n_dead;) {
