@@ -265,22 +265,22 @@ static void test_parse_size(void **state)
 		const char *s;
 		uint64_t v;
 	} good[] = {
-	    {"0", 0},
-	    {"4096", 4096},
-	    {"17B", 17},
-	    {"4K", 4096},
-	    {"4k", 4096},
-	    {"4KiB", 4096},
-	    {"4 KiB", 4096},
-	    {"4KB", 4096},
-	    {"1.5M", 1572864},
-	    {".5K", 512},
-	    {"2.25K", 2304},
-	    {"64G", 64ull << 30},
-	    {"3T", 3ull << 40},
-	    {"1P", 1ull << 50},
-	    {"15E", 15ull << 60},
-	    {"18446744073709551615", UINT64_MAX},
+		{ "0", 0 },
+		{ "4096", 4096 },
+		{ "17B", 17 },
+		{ "4K", 4096 },
+		{ "4k", 4096 },
+		{ "4KiB", 4096 },
+		{ "4 KiB", 4096 },
+		{ "4KB", 4096 },
+		{ "1.5M", 1572864 },
+		{ ".5K", 512 },
+		{ "2.25K", 2304 },
+		{ "64G", 64ull << 30 },
+		{ "3T", 3ull << 40 },
+		{ "1P", 1ull << 50 },
+		{ "15E", 15ull << 60 },
+		{ "18446744073709551615", UINT64_MAX },
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		uint64_t v = 12345;
@@ -289,9 +289,8 @@ static void test_parse_size(void **state)
 		assert_int_equal(v, good[i].v);
 	}
 	static const char *const bad[] = {
-	    "",	   "K",	    "-1",    "+1",    "1.1K", "0.1",
-	    "4X",  "1..5K", "1.5.K", "4 K B", "16E",  "18446744073709551616",
-	    "1e3", " 4K",   "4K ",   "0x10",  "1,5M",
+		"",	"K",	"-1",	"+1",	"1.1K", "0.1",	"4X",	"1..5K", "1.5.K",
+		"4 K B", "16E", "18446744073709551616", "1e3", " 4K", "4K ", "0x10", "1,5M",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v;
@@ -309,9 +308,10 @@ static void test_parse_duration(void **state)
 		const char *s;
 		uint64_t ms;
 	} good[] = {
-	    {"250ms", 250},	  {"10s", 10000},   {"10", 10000},   {"1.5s", 1500},
-	    {"5m", 300000},	  {"5min", 300000}, {"2h", 7200000}, {"30d", 2592000000ull},
-	    {"1w", 604800000ull}, {"0ms", 0},	    {"10 s", 10000},
+		{ "250ms", 250 },     { "10s", 10000 },	      { "10", 10000 },
+		{ "1.5s", 1500 },     { "5m", 300000 },	      { "5min", 300000 },
+		{ "2h", 7200000 },    { "30d", 2592000000ull }, { "1w", 604800000ull },
+		{ "0ms", 0 },	      { "10 s", 10000 },
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		uint64_t v = 12345;
@@ -319,7 +319,7 @@ static void test_parse_duration(void **state)
 			fail_msg("refused \"%s\"", good[i].s);
 		assert_int_equal(v, good[i].ms);
 	}
-	static const char *const bad[] = {"", "s", "10x", "0.5ms", "-1s", "1.0001s", "10sec s"};
+	static const char *const bad[] = { "", "s", "10x", "0.5ms", "-1s", "1.0001s", "10sec s" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v;
 		if (vad_parse_duration_ms(bad[i], &v) == 0)
@@ -334,18 +334,18 @@ static void test_format_size(void **state)
 		uint64_t v;
 		const char *s;
 	} cases[] = {
-	    {0, "0 B"},
-	    {17, "17 B"},
-	    {1023, "1023 B"},
-	    {1024, "1.0 KiB"},
-	    {1536, "1.5 KiB"},
-	    {512ull << 10, "512 KiB"},
-	    {(1ull << 20) - 1, "1.0 MiB"},
-	    {1ull << 30, "1.0 GiB"},
-	    {3ull << 29, "1.5 GiB"},
-	    {64ull << 30, "64 GiB"},
-	    {1ull << 60, "1.0 EiB"},
-	    {UINT64_MAX, "16 EiB"},
+		{ 0, "0 B" },
+		{ 17, "17 B" },
+		{ 1023, "1023 B" },
+		{ 1024, "1.0 KiB" },
+		{ 1536, "1.5 KiB" },
+		{ 512ull << 10, "512 KiB" },
+		{ (1ull << 20) - 1, "1.0 MiB" },
+		{ 1ull << 30, "1.0 GiB" },
+		{ 3ull << 29, "1.5 GiB" },
+		{ 64ull << 30, "64 GiB" },
+		{ 1ull << 60, "1.0 EiB" },
+		{ UINT64_MAX, "16 EiB" },
 	};
 	char buf[32];
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -470,7 +470,8 @@ static void test_missing_file(void **state)
 	(void)state;
 	struct vad_config cfg;
 	char err[256];
-	assert_int_equal(vad_config_load("/nonexistent-vad-test.conf", &cfg, err, sizeof(err)), -1);
+	assert_int_equal(vad_config_load("/nonexistent-vad-test.conf", &cfg, err, sizeof(err)),
+			 -1);
 	assert_string_equal(err, "/nonexistent-vad-test.conf: No such file or directory");
 	assert_null(cfg.arenas);
 	vad_config_free(&cfg);
@@ -613,27 +614,27 @@ static void test_range_limits(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_defaults),
-	    cmocka_unit_test(test_builtin_defaults_get_default_arena),
-	    cmocka_unit_test(test_file_without_arena_gets_default),
-	    cmocka_unit_test(test_every_key),
-	    cmocka_unit_test(test_spellings),
-	    cmocka_unit_test(test_parse_size),
-	    cmocka_unit_test(test_parse_duration),
-	    cmocka_unit_test(test_format_size),
-	    cmocka_unit_test(test_log_level_names),
-	    cmocka_unit_test(test_errors_vad_section),
-	    cmocka_unit_test(test_errors_arena_section),
-	    cmocka_unit_test(test_error_line_too_long),
-	    cmocka_unit_test(test_missing_file),
-	    cmocka_unit_test(test_load_free_load),
-	    cmocka_unit_test(test_shipped_config),
-	    cmocka_unit_test(test_balance_default_is_adaptive),
-	    cmocka_unit_test(test_balance_values),
-	    cmocka_unit_test(test_balance_refusals),
-	    cmocka_unit_test(test_spread_idle_values),
-	    cmocka_unit_test(test_spread_idle_refusals),
-	    cmocka_unit_test(test_range_limits),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_builtin_defaults_get_default_arena),
+		cmocka_unit_test(test_file_without_arena_gets_default),
+		cmocka_unit_test(test_every_key),
+		cmocka_unit_test(test_spellings),
+		cmocka_unit_test(test_parse_size),
+		cmocka_unit_test(test_parse_duration),
+		cmocka_unit_test(test_format_size),
+		cmocka_unit_test(test_log_level_names),
+		cmocka_unit_test(test_errors_vad_section),
+		cmocka_unit_test(test_errors_arena_section),
+		cmocka_unit_test(test_error_line_too_long),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_load_free_load),
+		cmocka_unit_test(test_shipped_config),
+		cmocka_unit_test(test_balance_default_is_adaptive),
+		cmocka_unit_test(test_balance_values),
+		cmocka_unit_test(test_balance_refusals),
+		cmocka_unit_test(test_spread_idle_values),
+		cmocka_unit_test(test_spread_idle_refusals),
+		cmocka_unit_test(test_range_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
