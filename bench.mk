@@ -8,3 +8,16 @@ BENCH_DAEMON_ARGS ?=
 .PHONY: bench-daemon
 bench-daemon: $(VAD) $(VACTL) $(VABENCH)
 	tests/bench/bench-daemon $(O) $(BENCH_DAEMON_ARGS)
+
+# `make bench-registry`: what one client's teardown costs the others (B's worst and p99
+# alloc+free round trip while A's 100k/1M/4M ranges come back) and the daemon's bytes per
+# live range (tests/bench/registry/registry_bench.c). REGISTRY_BENCH_ARGS picks the runs.
+REGISTRY_BENCH := $(O)/bench/registry_bench
+$(REGISTRY_BENCH): tests/bench/registry/registry_bench.c $(LIBTEST) $(LIBDAEMON) $(LIBVAD_A) $(LIBPROTO) $(LIBVASPACE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LINK)
+
+.PHONY: bench-registry
+bench-registry: $(VAD) $(REGISTRY_BENCH)
+	VAD_BUILD_DIR=$(O) $(REGISTRY_BENCH) teardown $(REGISTRY_BENCH_ARGS)
+	VAD_BUILD_DIR=$(O) $(REGISTRY_BENCH) memory

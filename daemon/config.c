@@ -66,6 +66,8 @@ enum vad_key {
 	K_HELLO_TIMEOUT,
 	K_MAX_CLIENTS_UID,
 	K_ADMIN_SLOTS,
+	K_MAX_RANGES_CLIENT,
+	K_MAX_RANGES_UID,
 	N_VAD_KEYS
 };
 
@@ -75,6 +77,7 @@ static const char *const vad_key_names[N_VAD_KEYS] = {
 	"max_frame",   "max_clients", "max_batch",	"quota_client",	  "quota_uid",
 	"admin_group", "stats_db",    "stats_interval", "stats_retention", "log_level",
 	"hello_timeout", "max_clients_uid", "admin_slots",
+	"max_ranges_client", "max_ranges_uid",
 };
 
 enum arena_key {
@@ -152,6 +155,8 @@ void vad_config_defaults(struct vad_config *cfg)
 	cfg->hello_timeout_ms = 10ull * 1000;
 	cfg->max_clients_uid = 128;
 	cfg->admin_slots = 4;
+	cfg->max_ranges_client = VAD_MAX_RANGES_CLIENT_DEFAULT;
+	cfg->max_ranges_uid = VAD_MAX_RANGES_UID_DEFAULT;
 }
 
 static void arena_conf_free(struct vad_arena_conf *a)
@@ -306,6 +311,23 @@ static int key_quota(struct parse_state *ps, const char *key, const char *v, uin
 	return 1;
 }
 
+/* A range-count limit: a number from 1 to VAD_MAX_RANGES_MAX, or "unlimited" (stored as 0). */
+static int key_range_limit(struct parse_state *ps, const char *key, const char *v, uint64_t *out)
+{
+	uint64_t n;
+	if (strcasecmp(v, "unlimited") == 0) {
+		*out = 0;
+		return 1;
+	}
+	if (parse_uint(v, VAD_MAX_RANGES_MAX, &n) || n == 0)
+		return fail_at(ps, ps->lineno,
+			       "%s = %s: expected a number of ranges from 1 to %llu, or "
+			       "\"unlimited\"",
+			       key, v, (unsigned long long)VAD_MAX_RANGES_MAX);
+	*out = n;
+	return 1;
+}
+
 static int key_duration(struct parse_state *ps, const char *key, const char *v, uint64_t min,
 			uint64_t max, uint64_t *out)
 {
@@ -423,6 +445,10 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 		return key_quota(ps, key, v, &cfg->quota_client);
 	case K_QUOTA_UID:
 		return key_quota(ps, key, v, &cfg->quota_uid);
+	case K_MAX_RANGES_CLIENT:
+		return key_range_limit(ps, key, v, &cfg->max_ranges_client);
+	case K_MAX_RANGES_UID:
+		return key_range_limit(ps, key, v, &cfg->max_ranges_uid);
 	case K_ADMIN_GROUP:
 		if (lookup_gid(v, &cfg->admin_gid))
 			return fail_at(ps, ps->lineno, "admin_group = %s: unknown group", v);

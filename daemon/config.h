@@ -58,7 +58,15 @@ struct vad_config {
 	unsigned admin_slots;	   /* (reload) of max_clients kept for admins (half at most) */
 	struct vad_arena_conf *arenas;
 	size_t n_arenas;
+	uint64_t max_ranges_client; /* (reload) references one session may hold; 0 = unlimited */
+	uint64_t max_ranges_uid;    /* (reload) references all sessions of a uid may hold; 0 = unl. */
 };
+
+/* Range-count limits: the daemon keeps at most 200 bytes per live range (163 measured), so a
+ * client at its default limit costs the daemon at most 200 MB, a uid 800 MB (docs/SERVICE.md). */
+#define VAD_MAX_RANGES_CLIENT_DEFAULT (1ull << 20)
+#define VAD_MAX_RANGES_UID_DEFAULT (4ull << 20)
+#define VAD_MAX_RANGES_MAX (1ull << 40)
 
 /* Fill cfg with defaults and no arenas. */
 void vad_config_defaults(struct vad_config *cfg);

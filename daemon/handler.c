@@ -200,17 +200,45 @@ static void quota_error(struct vad_session *s, struct vad_reply *r, enum vad_quo
 			uint64_t held, uint64_t want)
 {
 	struct vad_limits l = vad_service_limits(s->svc);
-	char h[32], q[32], w[32];
-	if (kind == VAD_QUOTA_CLIENT)
+	char h[EXACT_BUF], q[EXACT_BUF], w[EXACT_BUF];
+	switch (kind) {
+	case VAD_QUOTA_OK:
+	case VAD_QUOTA_CLIENT:
+		exact_pair(held, h, l.quota_client, q);
 		vad_reply_error(r, VAD__ERROR__EQUOTA,
 				"quota exceeded: client '%s' holds %s of %s; this request needs %s "
 				"more",
-				s->name, SZ(h, held), SZ(q, l.quota_client), SZ(w, want));
-	else
+				s->name, h, q, exact_size(want, w, sizeof(w)));
+		break;
+	case VAD_QUOTA_UID:
+		exact_pair(held, h, l.quota_uid, q);
 		vad_reply_error(r, VAD__ERROR__EQUOTA,
 				"quota exceeded: uid %u holds %s of %s; this request needs %s more",
-				(unsigned)s->peer.uid, SZ(h, held), SZ(q, l.quota_uid),
-				SZ(w, want));
+				(unsigned)s->peer.uid, h, q, exact_size(want, w, sizeof(w)));
+		break;
+	case VAD_QUOTA_RANGES_CLIENT:
+		vad_reply_error(r, VAD__ERROR__EQUOTA,
+				"range limit exceeded: client '%s' holds %" PRIu64
+				" ranges of max_ranges_client %" PRIu64
+				"; this request needs %" PRIu64 " more",
+				s->name, held, l.max_ranges_client, want);
+		break;
+	case VAD_QUOTA_RANGES_UID:
+		vad_reply_error(r, VAD__ERROR__EQUOTA,
+				"range limit exceeded: uid %u holds %" PRIu64
+				" ranges of max_ranges_uid %" PRIu64 "; this request needs %" PRIu64
+				" more (sessions still being torn down count until their ranges "
+				"are back)",
+				(unsigned)s->peer.uid, held, l.max_ranges_uid, want);
+		break;
+	case VAD_QUOTA_COUNTER:
+		vad_reply_error(r, VAD__ERROR__EQUOTA,
+				"refused: %" PRIu64 " bytes are held already and this request "
+				"needs %s more, which would exceed 2^64 - 1 bytes, the most the "
+				"daemon can count",
+				held, SZ(w, want));
+		break;
+	}
 	/* Operators look for refusals in vactl history; the session's event rate is bounded. */
 	vad_session_event(s, "quota-refused", r->text);
 }
@@ -438,10 +466,11 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	}
 
 	uint64_t held;
-	enum vad_quota_kind qk =
-	    vad_registry_reserve(&s->holder, total, l.quota_client, l.quota_uid, &held);
+	struct vad_quota quota = vad_limits_quota(&l);
+	enum vad_quota_kind qk = vad_registry_reserve(&s->holder, total, n, &quota, &held);
 	if (qk != VAD_QUOTA_OK) {
-		quota_error(s, r, qk, held, total);
+		quota_error(s, r, qk, held,
+			    qk == VAD_QUOTA_RANGES_CLIENT || qk == VAD_QUOTA_RANGES_UID ? n : total);
 		return;
 	}
 
@@ -466,7 +495,8 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 			ranges[i]->offset = offsets[i];
 			ranges[i]->size = sizes[i];
 		}
-		if (vad_registry_insert(s->svc->reg, &s->holder, ai, ranges, n) < 0) {
+		int irc = vad_registry_insert(s->svc->reg, &s->holder, ai, ranges, n);
+		if (irc < 0) {
 			/* All or nothing: give back what this batch got. */
 			size_t freed = 0;
 			int frc = va_free_batch(a->vs, n, offsets, NULL, &freed);
@@ -476,6 +506,16 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 						" of an alloc batch in '%s' failed: %s",
 						(unsigned long long)s->id, offsets[freed],
 						a->conf.name, va_strerror(frc));
+			if (irc == -2) {
+				for (size_t i = 0; i < n; i++)
+					vad_range_put(ranges[i]);
+				vad_registry_unreserve(&s->holder, total, n);
+				quota_error(s, r, VAD_QUOTA_COUNTER,
+					    __atomic_load_n(&s->svc->reg->arenas[ai].ref_bytes,
+							    __ATOMIC_RELAXED),
+					    total);
+				return;
+			}
 			rc = VA_ENOMEM;
 			failed = n;
 		}
@@ -483,7 +523,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	if (rc < 0) {
 		for (size_t i = 0; i < got; i++)
 			vad_range_put(ranges[i]);
-		vad_registry_unreserve(&s->holder, total);
+		vad_registry_unreserve(&s->holder, total, n);
 		alloc_failed(s, r, a, rc, failed < n ? sizes[failed] : total, align, failed, n);
 		return;
 	}
@@ -620,9 +660,10 @@ static void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_
 static void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply *r)
 {
 	struct vad_limits l = vad_service_limits(s->svc);
+	struct vad_quota quota = vad_limits_quota(&l);
 	struct vad_attach_result res;
-	enum vad_attach_status st = vad_registry_attach(
-	    s->svc->reg, &s->holder, m->token, s->allowed, l.quota_client, l.quota_uid, &res);
+	enum vad_attach_status st =
+	    vad_registry_attach(s->svc->reg, &s->holder, m->token, s->allowed, &quota, &res);
 	switch (st) {
 	case VAD_ATTACH_OK:
 		break;
@@ -645,7 +686,10 @@ static void handle_attach(struct vad_session *s, const Vad__Attach *m, struct va
 				(unsigned)s->peer.gid);
 		return;
 	case VAD_ATTACH_QUOTA:
-		quota_error(s, r, res.quota, res.held, res.size);
+		quota_error(s, r, res.quota, res.held,
+			    res.quota == VAD_QUOTA_RANGES_CLIENT || res.quota == VAD_QUOTA_RANGES_UID
+				? 1
+				: res.size);
 		return;
 	case VAD_ATTACH_NOMEM:
 		out_of_memory(r, "recording the new reference");

@@ -6,14 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/random.h>
 
+#include "latency.h"
 #include "log.h"
 
 __thread bool vad_hash_oom;
 
-/* Spare range objects a thread keeps (about 2 MiB at most, and only what the thread just
- * held): many pipelined batches of max_batch in flight. */
+/* Spare range objects a thread keeps without a lock (768 KiB at most): many pipelined
+ * batches of max_batch in flight. */
 #define CACHE_KEEP 16384
 
 /* References dropped per holder lock hold in a batch, and ranges per va_free_batch. */
@@ -50,6 +52,8 @@ struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_a
 	pthread_mutex_init(&reg->token_lock, NULL);
 	pthread_mutex_init(&reg->uid_lock, NULL);
 	pthread_mutex_init(&reg->holders_lock, NULL);
+	pthread_cond_init(&reg->reaper_wake, NULL);
+	pthread_cond_init(&reg->reaper_idle, NULL);
 	return reg;
 }
 
@@ -57,6 +61,17 @@ void vad_registry_free(struct vad_registry *reg)
 {
 	if (!reg)
 		return;
+	/* The reaper finishes the dying holders at full speed (no yielding once stopping), so
+	 * every range is back in its allocator before the allocators go. */
+	pthread_mutex_lock(&reg->holders_lock);
+	bool started = reg->reaper_started;
+	__atomic_store_n(&reg->reaper_stop, true, __ATOMIC_RELAXED);
+	pthread_cond_signal(&reg->reaper_wake);
+	pthread_mutex_unlock(&reg->holders_lock);
+	if (started)
+		pthread_join(reg->reaper, NULL);
+	pthread_cond_destroy(&reg->reaper_wake);
+	pthread_cond_destroy(&reg->reaper_idle);
 	/* Holders are gone, so no range remains (a range lives only as long as a hold on it). */
 	HASH_CLEAR(hh, reg->tokens);
 	struct vad_uid_usage *u, *utmp;
@@ -113,11 +128,32 @@ int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, v
 	return 0;
 }
 
-/* ---- object caches (per thread, no lock) ---------------------------------------------- */
+/* ---- range objects: slabs, a depot, per-thread caches ------------------------------------ */
 
-/* Spare range objects of the calling thread: a worker allocates and frees them for all of
- * its sessions without malloc. Objects migrate freely between threads (a range made by one
- * worker may be freed by another); each cache stays below CACHE_KEEP. */
+/*
+ * Range objects come from 64 KiB slabs, not from malloc one by one: 48 bytes each instead of
+ * malloc's 64-byte chunk, and no per-object free() into the allocating worker's malloc arena.
+ * Those frees (the reaper's, a million at a time) used to pile up in glibc's fastbins, and
+ * the worker's next large allocation consolidated them all on its thread: 100 ms and more
+ * with 4M ranges. A thread keeps up to CACHE_KEEP spares without a lock and trades them with
+ * the depot DEPOT_BATCH at a time. Slabs are kept for the life of the process (a peak of 4M
+ * ranges keeps 192 MiB), listed so that nothing is lost.
+ */
+#define SLAB_BYTES  (64u * 1024u)
+#define DEPOT_BATCH 256u
+
+struct range_slab {
+	struct range_slab *next;
+	struct vad_range ranges[(SLAB_BYTES - 64) / sizeof(struct vad_range)];
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct vad_range *free; /* linked through next_free */
+	size_t n_free;
+	struct range_slab *slabs;
+} depot = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
 struct obj_cache {
 	struct vad_range *ranges;
 	unsigned n_ranges;
@@ -128,15 +164,62 @@ static __thread struct obj_cache tl_cache;
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
+/* Move n spares (all, if n is larger) from c to the depot. */
+static void cache_to_depot(struct obj_cache *c, unsigned n)
+{
+	if (!n || !c->ranges)
+		return;
+	struct vad_range *first = c->ranges, *last = first;
+	unsigned k = 1;
+	while (k < n && last->next_free) {
+		last = last->next_free;
+		k++;
+	}
+	c->ranges = last->next_free;
+	c->n_ranges -= k;
+	pthread_mutex_lock(&depot.lock);
+	last->next_free = depot.free;
+	depot.free = first;
+	depot.n_free += k;
+	pthread_mutex_unlock(&depot.lock);
+}
+
+/* Refill an empty cache from the depot, or from a new slab. Returns false when out of
+ * memory. */
+static bool cache_refill(struct obj_cache *c)
+{
+	pthread_mutex_lock(&depot.lock);
+	while (depot.free && c->n_ranges < DEPOT_BATCH) {
+		struct vad_range *r = depot.free;
+		depot.free = r->next_free;
+		depot.n_free--;
+		r->next_free = c->ranges;
+		c->ranges = r;
+		c->n_ranges++;
+	}
+	pthread_mutex_unlock(&depot.lock);
+	if (c->ranges)
+		return true;
+	struct range_slab *slab = malloc(sizeof(*slab));
+	if (!slab)
+		return false;
+	pthread_mutex_lock(&depot.lock);
+	slab->next = depot.slabs;
+	depot.slabs = slab;
+	pthread_mutex_unlock(&depot.lock);
+	size_t n = sizeof(slab->ranges) / sizeof(slab->ranges[0]);
+	for (size_t i = 0; i < n; i++) {
+		slab->ranges[i].next_free = c->ranges;
+		c->ranges = &slab->ranges[i];
+	}
+	c->n_ranges += (unsigned)n;
+	return true;
+}
+
 static void cache_release(void *arg)
 {
 	struct obj_cache *c = arg;
-	while (c->ranges) {
-		struct vad_range *r = c->ranges;
-		c->ranges = r->next_free;
-		free(r);
-	}
-	c->n_ranges = 0;
+	cache_to_depot(c, c->n_ranges);
 }
 
 static void cache_key_create(void)
@@ -144,7 +227,8 @@ static void cache_key_create(void)
 	(void)pthread_key_create(&cache_key, cache_release);
 }
 
-/* The calling thread's cache, registered so that its spares are freed at thread exit. */
+/* The calling thread's cache, registered so that its spares go to the depot at thread
+ * exit. */
 static struct obj_cache *my_cache(void)
 {
 	struct obj_cache *c = &tl_cache;
@@ -159,15 +243,11 @@ static struct obj_cache *my_cache(void)
 struct vad_range *vad_range_get(void)
 {
 	struct obj_cache *c = my_cache();
+	if (!c->ranges && !cache_refill(c))
+		return NULL;
 	struct vad_range *r = c->ranges;
-	if (r) {
-		c->ranges = r->next_free;
-		c->n_ranges--;
-	} else {
-		r = malloc(sizeof(*r));
-		if (!r)
-			return NULL;
-	}
+	c->ranges = r->next_free;
+	c->n_ranges--;
 	memset(r, 0, sizeof(*r));
 	return r;
 }
@@ -175,13 +255,11 @@ struct vad_range *vad_range_get(void)
 void vad_range_put(struct vad_range *r)
 {
 	struct obj_cache *c = my_cache();
-	if (c->n_ranges >= CACHE_KEEP) {
-		free(r);
-		return;
-	}
 	r->next_free = c->ranges;
 	c->ranges = r;
 	c->n_ranges++;
+	if (c->n_ranges > CACHE_KEEP)
+		cache_to_depot(c, CACHE_KEEP / 2);
 }
 
 /* ---- a holder's table ------------------------------------------------------------------ */
@@ -292,7 +370,12 @@ static int table_prepare(const struct vad_holder *h, size_t extra, struct vad_ho
 		return -1;
 	if ((h->used + extra) * 2 <= h->cap)
 		return 0;
-	*cap = table_size_for(h->used + extra);
+	/* Double (or more, for a big batch) up to load 1/2: a table that was full at 1/2 is then
+	 * at 1/4. Sizing for 1/4 from the new count instead quadrupled a table just past half
+	 * full: a million holds in 4M slots of 32 bytes, 128 bytes per hold. */
+	*cap = h->cap ? h->cap * 2 : TABLE_MIN;
+	while (*cap / 2 < h->used + extra)
+		*cap *= 2;
 	if (*cap > SIZE_MAX / sizeof(struct vad_hold))
 		return -1;
 	*fresh = table_alloc(*cap);
@@ -340,29 +423,55 @@ size_t vad_holder_capacity(const struct vad_holder *h)
 
 /* ---- quotas ---------------------------------------------------------------------------- */
 
-enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes,
-					 uint64_t quota_client, uint64_t quota_uid, uint64_t *held)
+/* Would cur + add pass limit (0: no limit, but never past 2^64 - 1)? */
+static bool over(uint64_t cur, uint64_t add, uint64_t limit)
 {
+	uint64_t max = limit ? limit : UINT64_MAX;
+	return add > max || cur > max - add;
+}
+
+/* Add add to *counter unless that passes limit (see over); false, with *now, if it would. */
+static bool charge(uint64_t *counter, uint64_t add, uint64_t limit, uint64_t *now)
+{
+	uint64_t cur = __atomic_load_n(counter, __ATOMIC_RELAXED);
+	do {
+		if (over(cur, add, limit)) {
+			*now = cur;
+			return false;
+		}
+	} while (!__atomic_compare_exchange_n(counter, &cur, cur + add, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes, uint64_t refs,
+					 const struct vad_quota *q, uint64_t *held)
+{
+	/* The holder's own totals are written by its owner thread only (this one): no race.
+	 * They never pass the uid's, whose charge below is checked against 2^64 - 1 too. */
 	uint64_t mine = load64(&h->held_bytes);
-	if (quota_client && (bytes > quota_client || mine > quota_client - bytes)) {
+	if (q->bytes_client && over(mine, bytes, q->bytes_client)) {
 		*held = mine;
 		return VAD_QUOTA_CLIENT;
 	}
-	uint64_t cur = __atomic_load_n(&h->uid->held, __ATOMIC_RELAXED);
-	for (;;) {
-		if (quota_uid && (bytes > quota_uid || cur > quota_uid - bytes)) {
-			*held = cur;
-			return VAD_QUOTA_UID;
-		}
-		if (__atomic_compare_exchange_n(&h->uid->held, &cur, cur + bytes, true,
-						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
-			return VAD_QUOTA_OK;
+	mine = load64(&h->held_refs);
+	if (q->ranges_client && over(mine, refs, q->ranges_client)) {
+		*held = mine;
+		return VAD_QUOTA_RANGES_CLIENT;
 	}
+	if (!charge(&h->uid->refs, refs, q->ranges_uid, held))
+		return q->ranges_uid ? VAD_QUOTA_RANGES_UID : VAD_QUOTA_COUNTER;
+	if (!charge(&h->uid->held, bytes, q->bytes_uid, held)) {
+		__atomic_sub_fetch(&h->uid->refs, refs, __ATOMIC_RELAXED);
+		return q->bytes_uid ? VAD_QUOTA_UID : VAD_QUOTA_COUNTER;
+	}
+	return VAD_QUOTA_OK;
 }
 
-void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes)
+void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes, uint64_t refs)
 {
 	__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&h->uid->refs, refs, __ATOMIC_RELAXED);
 }
 
 /* ---- insert / release ------------------------------------------------------------------- */
@@ -374,6 +483,25 @@ static void arena_add(struct vad_registry_arena *a, int64_t refs, int64_t bytes)
 	__atomic_add_fetch(&a->ref_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
+/* Count new references in an arena's totals unless its referenced bytes would pass 2^64 - 1
+ * (sessions of many uids may reference one range: the uid charges alone cannot bound this).
+ * Every reference is at least a quantum, so the reference count cannot pass it first. With a
+ * holder lock held. Returns false, with the bytes now in *now, when it would. */
+static bool arena_charge(struct vad_registry_arena *a, uint64_t refs, uint64_t bytes, uint64_t *now)
+{
+	if (!charge(&a->ref_bytes, bytes, 0, now))
+		return false;
+	__atomic_add_fetch(&a->refs, refs, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* Take what a holder's references charged off its uid. */
+static void uid_uncharge(struct vad_holder *h, uint64_t refs, uint64_t bytes)
+{
+	__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&h->uid->refs, refs, __ATOMIC_RELAXED);
+}
+
 int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			struct vad_range *const *ranges, size_t n)
 {
@@ -381,9 +509,16 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 	size_t cap;
 	if (table_prepare(h, n, &fresh, &cap) < 0)
 		return -1; /* nothing inserted: the caller frees the ranges */
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, now;
+	for (size_t i = 0; i < n; i++)
+		bytes += ranges[i]->size; /* each within the arena, n within max_batch */
 
 	pthread_mutex_lock(&h->lock);
+	if (!arena_charge(&reg->arenas[arena], n, bytes, &now)) {
+		pthread_mutex_unlock(&h->lock);
+		free(fresh);
+		return -2;
+	}
 	if (fresh)
 		old = table_swap_locked(h, fresh, cap);
 	for (size_t i = 0; i < n; i++) {
@@ -394,9 +529,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		struct vad_hold *o = slot_insert(h, arena, r->offset);
 		o->count = 1;
 		o->range = r;
-		bytes += r->size;
 	}
-	arena_add(&reg->arenas[arena], (int64_t)n, (int64_t)bytes);
 	store64(&h->held_bytes, load64(&h->held_bytes) + bytes);
 	store64(&h->held_refs, load64(&h->held_refs) + n);
 	pthread_mutex_unlock(&h->lock);
@@ -414,7 +547,7 @@ static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, u
 	struct vad_range *r = o->range;
 	uint64_t size = r->size, left;
 	o->count -= count;
-	if (r->has_token) {
+	if (r->tok) {
 		/* Other sessions may hold it too and drop theirs at the same time: the one
 		 * reaching 0 buries it. Release orders this holder's last use of the range
 		 * before the burial; acquire orders the others' before ours. */
@@ -437,20 +570,25 @@ static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, u
 static void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dead, size_t n)
 {
 	uint64_t addrs[RELEASE_CHUNK];
-	bool tokens = false;
+	struct vad_token_entry *gone[RELEASE_CHUNK];
+	size_t n_gone = 0;
 	for (size_t i = 0; i < n; i++)
-		tokens |= dead[i]->has_token;
-	if (tokens) {
+		n_gone += dead[i]->tok != NULL;
+	if (n_gone) {
+		n_gone = 0;
 		pthread_mutex_lock(&reg->token_lock);
 		for (size_t i = 0; i < n; i++) {
 			struct vad_range *r = dead[i];
-			if (!r->has_token)
+			if (!r->tok)
 				continue;
-			HASH_DEL(reg->tokens, &r->tok);
-			r->has_token = false;
+			HASH_DEL(reg->tokens, r->tok);
+			gone[n_gone++] = r->tok;
+			r->tok = NULL;
 			__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
 		}
 		pthread_mutex_unlock(&reg->token_lock);
+		for (size_t i = 0; i < n_gone; i++)
+			free(gone[i]);
 	}
 	for (size_t i = 0; i < n; i++)
 		addrs[i] = dead[i]->offset;
@@ -479,7 +617,7 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 	struct vad_range *dead = drop_locked(h, o, count);
 	arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)bytes);
 	pthread_mutex_unlock(&h->lock);
-	__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+	uid_uncharge(h, count, bytes);
 	if (dead)
 		bury(reg, arena, &dead, 1);
 }
@@ -516,7 +654,7 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 		}
 		arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
 		pthread_mutex_unlock(&h->lock);
-		__atomic_sub_fetch(&h->uid->held, bytes, __ATOMIC_RELAXED);
+		uid_uncharge(h, refs, bytes);
 		if (n_dead)
 			bury(reg, arena, dead, n_dead);
 	}
@@ -543,7 +681,41 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 	return 0;
 }
 
-void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
+/* Take h off the holders list and give up its uid reference (its table is empty). */
+static void holder_unlist(struct vad_registry *reg, struct vad_holder *h)
+{
+	pthread_mutex_lock(&reg->holders_lock);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		reg->holders = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	__atomic_sub_fetch(&reg->n_holders, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&reg->holders_lock);
+}
+
+/* Free what is left of an empty, unlisted holder: lock, table, its share of the uid. */
+static void holder_release(struct vad_registry *reg, struct vad_holder *h)
+{
+	/* Unlisted: no check can be waiting for its lock any more. */
+	pthread_mutex_destroy(&h->lock);
+	free(h->holds);
+	h->holds = NULL;
+	h->cap = h->used = 0;
+	if (h->uid) {
+		pthread_mutex_lock(&reg->uid_lock);
+		if (--h->uid->users == 0) {
+			HASH_DEL(reg->uids, h->uid);
+			free(h->uid);
+		}
+		pthread_mutex_unlock(&reg->uid_lock);
+		h->uid = NULL;
+	}
+}
+
+/* Drop every hold of h on the calling thread, one chunk per lock hold per arena. */
+static void holder_drop_all(struct vad_registry *reg, struct vad_holder *h)
 {
 	size_t n = h->used;
 	uint64_t *offsets = n ? malloc(n * sizeof(*offsets)) : NULL;
@@ -565,8 +737,48 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 		else
 			i++;
 	}
+}
 
+static void *reaper_main(void *arg);
+
+/* Move h's holds into a new dying holder for the reaper; false (nothing moved) when there is
+ * no memory or no reaper thread, and the caller drops them itself. */
+static bool holder_hand_over(struct vad_registry *reg, struct vad_holder *h)
+{
+	struct vad_holder *d = calloc(1, sizeof(*d));
+	if (!d)
+		return false;
+	pthread_mutex_init(&d->lock, NULL);
+	d->dying = true;
 	pthread_mutex_lock(&reg->holders_lock);
+	if (!reg->reaper_started && !reg->reaper_stop) {
+		int e = pthread_create(&reg->reaper, NULL, reaper_main, reg);
+		if (e)
+			log_err("registry: cannot start the reaper thread (%s); sessions are torn "
+				"down on their worker",
+				strerror(e));
+		reg->reaper_started = e == 0;
+	}
+	if (!reg->reaper_started) {
+		pthread_mutex_unlock(&reg->holders_lock);
+		pthread_mutex_destroy(&d->lock);
+		free(d);
+		return false;
+	}
+	/* Both lists and both holders at once, so a check sees the holds in exactly one. */
+	pthread_mutex_lock(&h->lock);
+	d->holds = h->holds;
+	d->cap = h->cap;
+	d->used = h->used;
+	store64(&d->held_bytes, load64(&h->held_bytes));
+	store64(&d->held_refs, load64(&h->held_refs));
+	d->uid = h->uid; /* the uid's users count passes to d */
+	h->holds = NULL;
+	h->cap = h->used = 0;
+	store64(&h->held_bytes, 0);
+	store64(&h->held_refs, 0);
+	h->uid = NULL;
+	pthread_mutex_unlock(&h->lock);
 	if (h->prev)
 		h->prev->next = h->next;
 	else
@@ -574,22 +786,213 @@ void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	__atomic_sub_fetch(&reg->n_holders, 1, __ATOMIC_RELAXED);
+	if (reg->dying_tail)
+		reg->dying_tail->next = d;
+	else
+		reg->dying = d;
+	d->prev = reg->dying_tail;
+	reg->dying_tail = d;
+	__atomic_add_fetch(&reg->n_dying, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&reg->dying_refs, load64(&d->held_refs), __ATOMIC_RELAXED);
+	pthread_cond_signal(&reg->reaper_wake);
 	pthread_mutex_unlock(&reg->holders_lock);
-	/* Unlisted: no check can be waiting for its lock any more. */
 	pthread_mutex_destroy(&h->lock);
-	free(h->holds);
-	h->holds = NULL;
-	h->cap = h->used = 0;
+	return true;
+}
 
-	if (h->uid) {
-		pthread_mutex_lock(&reg->uid_lock);
-		if (--h->uid->users == 0) {
-			HASH_DEL(reg->uids, h->uid);
-			free(h->uid);
-		}
-		pthread_mutex_unlock(&reg->uid_lock);
-		h->uid = NULL;
+void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h)
+{
+	/* One chunk costs what one free batch of 64 costs: do it here. More goes to the reaper. */
+	if (h->used <= RELEASE_CHUNK || !holder_hand_over(reg, h)) {
+		holder_drop_all(reg, h);
+		holder_unlist(reg, h);
+		holder_release(reg, h);
 	}
+}
+
+/* A dying holder's slots in (arena, offset) order: freed in address order, the allocator
+ * finds each busy block beside the last one (its busy tree's hint) and merges neighbours,
+ * where hash order cost a tree descent and a cache miss per range. */
+struct reap_key {
+	uint64_t arena, offset, slot;
+};
+
+static int reap_key_cmp(const void *a, const void *b)
+{
+	const struct reap_key *x = a, *y = b;
+	if (x->arena != y->arena)
+		return x->arena < y->arena ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* The order to reap d in, or NULL (then slot order) when memory is short. Reaper only: d's
+ * slots do not move (nothing inserts into or looks up a dying table). */
+static struct reap_key *reap_order(struct vad_holder *d, size_t *n)
+{
+	pthread_mutex_lock(&d->lock);
+	size_t used = d->used;
+	pthread_mutex_unlock(&d->lock);
+	struct reap_key *keys = used ? malloc(used * sizeof(*keys)) : NULL;
+	if (!keys)
+		return NULL;
+	size_t k = 0;
+	pthread_mutex_lock(&d->lock);
+	for (size_t i = 0; i < d->cap && k < used; i++)
+		if (d->holds[i].range)
+			keys[k++] = (struct reap_key){d->holds[i].arena, d->holds[i].offset, i};
+	pthread_mutex_unlock(&d->lock);
+	qsort(keys, k, sizeof(*keys), reap_key_cmp);
+	*n = k;
+	return keys;
+}
+
+/* Drop up to RELEASE_CHUNK of dying holder d's holds, in the order of keys (n of them) or
+ * else in slot order (no lookups happen on a dying table, so slots are simply emptied: no
+ * backward shift). Returns whether d is empty. */
+static bool reap_chunk(struct vad_registry *reg, struct vad_holder *d, const struct reap_key *keys,
+		       size_t n)
+{
+	struct vad_range *dead[RELEASE_CHUNK];
+	size_t n_dead = 0, done = 0;
+	uint64_t refs = 0, bytes = 0;
+	size_t end = keys ? n : d->cap;
+	pthread_mutex_lock(&d->lock);
+	for (; d->reap_pos < end && done < RELEASE_CHUNK; d->reap_pos++) {
+		struct vad_hold *o = &d->holds[keys ? keys[d->reap_pos].slot : d->reap_pos];
+		struct vad_range *r = o->range;
+		if (!r)
+			continue;
+		uint64_t count = o->count, size = r->size, left;
+		unsigned arena = (unsigned)o->arena;
+		if (r->tok) {
+			left = __atomic_sub_fetch(&r->refs, count, __ATOMIC_ACQ_REL);
+		} else {
+			left = load64(&r->refs) - count;
+			store64(&r->refs, left);
+		}
+		arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)(count * size));
+		o->range = NULL;
+		d->used--;
+		refs += count;
+		bytes += count * size;
+		done++;
+		if (!left)
+			dead[n_dead++] = r;
+	}
+	store64(&d->held_bytes, load64(&d->held_bytes) - bytes);
+	store64(&d->held_refs, load64(&d->held_refs) - refs);
+	/* Under d's lock: the check compares it with the dying holders' totals. */
+	__atomic_sub_fetch(&reg->dying_refs, refs, __ATOMIC_RELAXED);
+	bool empty = d->used == 0;
+	pthread_mutex_unlock(&d->lock);
+	uid_uncharge(d, refs, bytes);
+	/* bury takes one arena per call: runs of one arena in slot order (the common case is a
+	 * single arena, so one call). */
+	for (size_t i = 0; i < n_dead;) {
+		size_t j = i + 1;
+		while (j < n_dead && dead[j]->arena == dead[i]->arena)
+			j++;
+		bury(reg, dead[i]->arena, dead + i, j - i);
+		i = j;
+	}
+	return empty;
+}
+
+/* The reaper offers its CPU after this much work: each chunk's lock hold is short anyway,
+ * and a yield on a loaded machine can cost the yielder milliseconds (one per chunk made a
+ * teardown of 100k ranges take seconds instead of 0.1 s at load 6 on 2 CPUs). */
+#define YIELD_NS 500000
+
+/* Chunks between two looks at the allocators' lazy bytes (4 MiB of single pages). */
+#define PACE_CHUNKS 16
+
+/* Lazy bytes (in quanta) past which the reaper drains an arena itself: the allocator's
+ * smallest default lazy_max (8192 quanta, one CPU). A free that finds lazy bytes past
+ * 2 x lazy_max drains on its own thread and waits for any pass running meanwhile; the reaper
+ * frees a million ranges in seconds, so without this every worker's frees would keep finding
+ * the arena over that bound and wait out the reaper's drains (150 ms and more). Drained here,
+ * at most one pace's worth above this, they never do. */
+#define PACE_LAZY_QUANTA 8192
+
+static void pace(struct vad_registry *reg)
+{
+	for (size_t i = 0; i < reg->n_arenas; i++) {
+		struct va_stats st;
+		va_get_stats(reg->spaces[i], &st);
+		if (st.lazy_bytes >= PACE_LAZY_QUANTA * st.quantum)
+			va_drain(reg->spaces[i]);
+	}
+}
+
+/* The reaper: takes the oldest dying holder and drops its holds a chunk at a time, yielding
+ * the CPU between chunks (workers and clients share it); once stopping, at full speed. */
+static void *reaper_main(void *arg)
+{
+	struct vad_registry *reg = arg;
+	pthread_setname_np(pthread_self(), "vad-reaper");
+	pthread_mutex_lock(&reg->holders_lock);
+	for (;;) {
+		while (!reg->dying && !reg->reaper_stop)
+			pthread_cond_wait(&reg->reaper_wake, &reg->holders_lock);
+		struct vad_holder *d = reg->dying;
+		if (!d)
+			break; /* stopping with nothing left */
+		pthread_mutex_unlock(&reg->holders_lock);
+		bool empty;
+		unsigned chunks = 0;
+		size_t n_keys = 0;
+		uint64_t yielded = vad_now_ns();
+		struct reap_key *keys = reap_order(d, &n_keys);
+		do {
+			empty = reap_chunk(reg, d, keys, n_keys);
+			if (!empty && keys && d->reap_pos >= n_keys) {
+				/* Cannot happen (the keys cover every hold): finish in slot order.
+				 */
+				free(keys);
+				keys = NULL;
+				d->reap_pos = 0;
+			}
+			if (++chunks % PACE_CHUNKS == 0)
+				pace(reg);
+			if (!empty && !__atomic_load_n(&reg->reaper_stop, __ATOMIC_RELAXED) &&
+			    vad_now_ns() - yielded > YIELD_NS) {
+				sched_yield();
+				yielded = vad_now_ns();
+			}
+		} while (!empty);
+		free(keys);
+		pthread_mutex_lock(&reg->holders_lock);
+		reg->dying = d->next;
+		if (d->next)
+			d->next->prev = NULL;
+		else
+			reg->dying_tail = NULL;
+		__atomic_sub_fetch(&reg->n_dying, 1, __ATOMIC_RELAXED);
+		if (!reg->dying)
+			pthread_cond_broadcast(&reg->reaper_idle);
+		pthread_mutex_unlock(&reg->holders_lock);
+		holder_release(reg, d);
+		free(d);
+		pthread_mutex_lock(&reg->holders_lock);
+	}
+	pthread_cond_broadcast(&reg->reaper_idle);
+	pthread_mutex_unlock(&reg->holders_lock);
+	return NULL;
+}
+
+void vad_registry_reap_wait(struct vad_registry *reg)
+{
+	pthread_mutex_lock(&reg->holders_lock);
+	while (reg->dying)
+		pthread_cond_wait(&reg->reaper_idle, &reg->holders_lock);
+	pthread_mutex_unlock(&reg->holders_lock);
+}
+
+unsigned vad_registry_dying(struct vad_registry *reg, uint64_t *refs)
+{
+	if (refs)
+		*refs = __atomic_load_n(&reg->dying_refs, __ATOMIC_RELAXED);
+	return __atomic_load_n(&reg->n_dying, __ATOMIC_RELAXED);
 }
 
 /* ---- tokens ----------------------------------------------------------------------------- */
@@ -655,9 +1058,16 @@ int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned 
 	struct vad_range *r = o->range;
 	char fresh[VAD_TOKEN_CHARS + 1];
 	int rc = 0;
+	/* Only h (this thread) can give r its token, so if it has none now, it gets this one. */
+	struct vad_token_entry *t = NULL;
+	if (!__atomic_load_n(&r->tok, __ATOMIC_RELAXED)) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -2;
+	}
 
 	pthread_mutex_lock(&reg->token_lock);
-	while (!r->has_token) {
+	while (!r->tok) {
 		if (vad_random_token(fresh, VAD_TOKEN_CHARS) < 0) {
 			rc = -3;
 			break;
@@ -666,27 +1076,28 @@ int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned 
 		HASH_FIND(hh, reg->tokens, fresh, VAD_TOKEN_CHARS, dup);
 		if (dup)
 			continue; /* 2^-190: practically never, but never hand out a live token */
-		memcpy(r->tok.token, fresh, sizeof(fresh));
-		r->tok.range = r;
+		memcpy(t->token, fresh, sizeof(fresh));
+		t->range = r;
 		vad_hash_oom = false;
-		HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, &r->tok);
+		HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
 		if (vad_hash_oom) {
 			rc = -2;
 			break;
 		}
-		r->has_token = true;
+		r->tok = t;
+		t = NULL;
 		__atomic_add_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
 	}
 	if (rc == 0)
-		memcpy(token, r->tok.token, VAD_TOKEN_CHARS + 1);
+		memcpy(token, r->tok->token, VAD_TOKEN_CHARS + 1);
 	pthread_mutex_unlock(&reg->token_lock);
+	free(t);
 	return rc;
 }
 
 enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_holder *h,
 					   const char *token, const bool *allowed,
-					   uint64_t quota_client, uint64_t quota_uid,
-					   struct vad_attach_result *out)
+					   const struct vad_quota *q, struct vad_attach_result *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (!token_well_formed(token))
@@ -717,16 +1128,29 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 		st = VAD_ATTACH_DENIED;
 		goto out;
 	}
-	out->quota = vad_registry_reserve(h, r->size, quota_client, quota_uid, &out->held);
+	out->quota = vad_registry_reserve(h, r->size, 1, q, &out->held);
 	if (out->quota != VAD_QUOTA_OK) {
 		st = VAD_ATTACH_QUOTA;
 		goto out;
+	}
+	/* Many uids may reference one range: the arena's byte total is bounded on its own. */
+	if (!arena_charge(&reg->arenas[r->arena], 1, r->size, &out->held)) {
+		out->quota = VAD_QUOTA_COUNTER;
+		st = VAD_ATTACH_QUOTA;
+		goto unreserve;
 	}
 
 	/* The hold first, so that once the reference is taken nothing can fail (giving a
 	 * reference back could make this attach the range's last holder). */
 	struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
 	bool fresh_hold = !o;
+	if (o && o->count == VAD_HOLD_COUNT_MAX) {
+		arena_add(&reg->arenas[r->arena], -1, -(int64_t)r->size);
+		out->quota = VAD_QUOTA_COUNTER;
+		out->held = load64(&h->held_bytes);
+		st = VAD_ATTACH_QUOTA;
+		goto unreserve;
+	}
 	if (!o) {
 		o = slot_insert(h, r->arena, r->offset); /* room made above */
 		o->range = r;
@@ -742,16 +1166,16 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	if (refs == 0) {
 		if (fresh_hold)
 			slot_delete(h, o);
+		arena_add(&reg->arenas[r->arena], -1, -(int64_t)r->size);
 		st = VAD_ATTACH_UNKNOWN;
 		goto unreserve;
 	}
 	o->count++;
-	arena_add(&reg->arenas[r->arena], 1, (int64_t)r->size);
 	store64(&h->held_bytes, load64(&h->held_bytes) + r->size);
 	store64(&h->held_refs, load64(&h->held_refs) + 1);
 	goto out;
 unreserve:
-	vad_registry_unreserve(h, out->size);
+	vad_registry_unreserve(h, out->size, 1);
 out:
 	pthread_mutex_unlock(&reg->token_lock);
 	pthread_mutex_unlock(&h->lock);
@@ -780,23 +1204,46 @@ void vad_registry_for_each_holder(struct vad_registry *reg,
 static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t *arena_bytes,
 			char *msg, size_t msg_len)
 {
-	uint64_t epoch = ++reg->check_epoch;
-	unsigned holders = 0;
-	for (struct vad_holder *h = reg->holders; h; h = h->next) {
+	uint32_t epoch = (uint32_t)++reg->check_epoch;
+	if (epoch == 0) {
+		/* Once in 2^32 checks: forget every mark, so an old one cannot pass for this one.
+		 */
+		for (int list = 0; list < 2; list++)
+			for (struct vad_holder *h = list ? reg->dying : reg->holders; h;
+			     h = h->next)
+				for (size_t i = 0; i < h->cap; i++)
+					if (h->holds[i].range)
+						h->holds[i].range->check_epoch = 0;
+		epoch = (uint32_t)++reg->check_epoch;
+	}
+	unsigned holders = 0, dying = 0;
+	uint64_t dying_refs = 0;
+	for (struct vad_holder *h = reg->holders, *next_list = reg->dying; h || next_list;
+	     h = h->next) {
+		if (!h) {
+			h = next_list; /* the live holders done: now the dying ones */
+			next_list = NULL;
+		}
 		uint64_t refs = 0, bytes = 0;
 		size_t used = 0;
-		holders++;
+		if (h->dying) {
+			dying++;
+			dying_refs += load64(&h->held_refs);
+		} else {
+			holders++;
+		}
 		for (size_t i = 0; i < h->cap; i++) {
 			struct vad_hold *o = &h->holds[i];
 			struct vad_range *r = o->range;
 			if (!r)
 				continue;
 			used++;
-			if (vad_holder_find(h, (unsigned)o->arena, o->offset) != o) {
+			/* A dying table is emptied in slot order, never looked up. */
+			if (!h->dying && vad_holder_find(h, (unsigned)o->arena, o->offset) != o) {
 				snprintf(msg, msg_len,
 					 "a session's hold on range 0x%" PRIx64 " of arena %" PRIu64
 					 " cannot be found by its key",
-					 o->offset, o->arena);
+					 o->offset, (uint64_t)o->arena);
 				return -1;
 			}
 			if (o->arena >= reg->n_arenas || r->arena != o->arena ||
@@ -806,7 +1253,7 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 					 "a session holds %" PRIu64
 					 " references to range 0x%" PRIx64 " of arena %" PRIu64
 					 " that does not match the registry's range",
-					 o->count, o->offset, o->arena);
+					 (uint64_t)o->count, o->offset, (uint64_t)o->arena);
 				return -1;
 			}
 			if (r->check_epoch != epoch) {
@@ -845,7 +1292,8 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 				 load64(&h->held_refs), load64(&h->held_bytes), refs, bytes);
 			return -1;
 		}
-		if (__atomic_load_n(&h->uid->held, __ATOMIC_RELAXED) < bytes) {
+		if (__atomic_load_n(&h->uid->held, __ATOMIC_RELAXED) < bytes ||
+		    __atomic_load_n(&h->uid->refs, __ATOMIC_RELAXED) < refs) {
 			snprintf(msg, msg_len,
 				 "uid %u is charged less than one of its sessions holds",
 				 (unsigned)h->uid->uid);
@@ -855,6 +1303,14 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 	if (holders != __atomic_load_n(&reg->n_holders, __ATOMIC_RELAXED)) {
 		snprintf(msg, msg_len, "%u sessions are listed but the count says %u", holders,
 			 reg->n_holders);
+		return -1;
+	}
+	if (dying != __atomic_load_n(&reg->n_dying, __ATOMIC_RELAXED) ||
+	    dying_refs != load64(&reg->dying_refs)) {
+		snprintf(msg, msg_len,
+			 "%u sessions being torn down hold %" PRIu64
+			 " references but the counts say %u / %" PRIu64,
+			 dying, dying_refs, reg->n_dying, load64(&reg->dying_refs));
 		return -1;
 	}
 	for (size_t i = 0; i < reg->n_arenas; i++) {
@@ -868,17 +1324,20 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 			return -1;
 		}
 	}
-	for (struct vad_holder *h = reg->holders; h; h = h->next) {
-		for (size_t i = 0; i < h->cap; i++) {
-			struct vad_range *r = h->holds[i].range;
-			if (!r)
-				continue;
-			if (r->check_refs != load64(&r->refs)) {
-				snprintf(msg, msg_len,
-					 "range 0x%" PRIx64 " of arena %u counts %" PRIu64
-					 " references but sessions hold %" PRIu64,
-					 r->offset, r->arena, load64(&r->refs), r->check_refs);
-				return -1;
+	for (int list = 0; list < 2; list++) {
+		for (struct vad_holder *h = list ? reg->dying : reg->holders; h; h = h->next) {
+			for (size_t i = 0; i < h->cap; i++) {
+				struct vad_range *r = h->holds[i].range;
+				if (!r)
+					continue;
+				if (r->check_refs != load64(&r->refs)) {
+					snprintf(msg, msg_len,
+						 "range 0x%" PRIx64 " of arena %u counts %" PRIu64
+						 " references but sessions hold %" PRIu64,
+						 r->offset, r->arena, load64(&r->refs),
+						 r->check_refs);
+					return -1;
+				}
 			}
 		}
 	}
@@ -891,8 +1350,7 @@ static int check_locked(struct vad_registry *reg, uint64_t *arena_refs, uint64_t
 		tokens++;
 		/* refs == 0: its last holder is burying it right now and will remove the token
 		 * next (the memory stays valid while this check holds token_lock). */
-		if (!r->has_token || &r->tok != t ||
-		    (load64(&r->refs) && r->check_epoch != epoch)) {
+		if (r->tok != t || (load64(&r->refs) && r->check_epoch != epoch)) {
 			snprintf(msg, msg_len,
 				 "share token %.6s... points at a range no session holds",
 				 t->token);
@@ -912,6 +1370,8 @@ int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len)
 	pthread_mutex_lock(&reg->holders_lock);
 	for (struct vad_holder *h = reg->holders; h; h = h->next)
 		pthread_mutex_lock(&h->lock);
+	for (struct vad_holder *h = reg->dying; h; h = h->next)
+		pthread_mutex_lock(&h->lock);
 	pthread_mutex_lock(&reg->token_lock);
 	uint64_t *totals = calloc(2 * (reg->n_arenas ? reg->n_arenas : 1), sizeof(*totals));
 	int rc = -1;
@@ -921,6 +1381,8 @@ int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len)
 		snprintf(msg, msg_len, "out of memory for the registry check");
 	free(totals);
 	pthread_mutex_unlock(&reg->token_lock);
+	for (struct vad_holder *h = reg->dying; h; h = h->next)
+		pthread_mutex_unlock(&h->lock);
 	for (struct vad_holder *h = reg->holders; h; h = h->next)
 		pthread_mutex_unlock(&h->lock);
 	pthread_mutex_unlock(&reg->holders_lock);

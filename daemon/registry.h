@@ -3,8 +3,16 @@
  * per-uid usage for quotas, and the list of connected holders (sessions).
  *
  * Locks (take them in this order, never the reverse; every hold is short):
- *   holders_lock -> holder.lock (one per session; only the consistency check takes more than
- *   one, and it holds holders_lock while it does) -> token_lock; uid_lock is a leaf.
+ *   holders_lock -> holder.lock (one per session or dying holder; only the consistency check
+ *   takes more than one, and it holds holders_lock while it does) -> token_lock; uid_lock is a
+ *   leaf. The reaper thread takes a dying holder's lock for one chunk of RELEASE_CHUNK holds at
+ *   a time, and holders_lock only to pick the next dying holder or unlist a finished one.
+ * Teardown: a session that goes away holding more than one chunk of holds does not drop them
+ * on its worker (a million would stall every other client of that worker for seconds): its
+ * table moves, under holders_lock and its lock, into a dying holder on the dying list, and the
+ * reaper thread drops those holds a chunk per lock hold, yielding between chunks. Until then
+ * the references still count (arena totals, ranges shared with others, the uid's bytes and
+ * ranges against its quotas), and the check sees dying holders like live ones.
  * A holder's lock guards its own holds table, the counts in it and its totals: the hot paths
  * (alloc, free) take only the lock of their own session, which no other worker touches, so
  * two workers never wait for each other there.
@@ -38,7 +46,8 @@
 
 struct vad_range;
 
-/* Entry of the token table; lives inside its range. */
+/* Entry of the token table: allocated when a range is first shared (most ranges never
+ * are, so they do not carry its 100 bytes), freed when the range dies. */
 struct vad_token_entry {
 	char token[VAD_TOKEN_CHARS + 1];
 	struct vad_range *range;
@@ -50,31 +59,37 @@ struct vad_range {
 	uint64_t offset;
 	uint64_t size; /* rounded to the arena quantum */
 	uint64_t refs; /* atomic; references over all sessions (see the lock order) */
-	unsigned arena;
-	bool has_token;	      /* set and cleared under token_lock; stable while referenced */
+	union {
+		struct vad_token_entry *tok; /* NULL until shared; set and cleared under
+					      * token_lock; stable while referenced */
+		struct vad_range *next_free; /* in a thread's cache of spare objects */
+	};
 	uint64_t check_refs;  /* consistency check scratch (all locks held) */
-	uint64_t check_epoch; /* the check that last counted it */
-	struct vad_token_entry tok;
-	struct vad_range *next_free; /* thread's cache of spare objects */
+	uint32_t check_epoch; /* the check that last counted it (low 32 bits) */
+	uint32_t arena;
 };
 
 /* A holder's references to one range: a slot of its open-addressing table, key and data
  * inline (one cache line of the table per lookup, then the range). Empty when range is NULL.
- * The count is 64-bit, so no number of attaches can overflow it. */
+ * 24 bytes: with the load between 1/4 and 1/2, 48 to 96 bytes per hold. An attach that would
+ * pass VAD_HOLD_COUNT_MAX references of one session to one range is refused. */
 struct vad_hold {
 	uint64_t offset;
-	uint64_t count;
 	struct vad_range *range;
-	uint64_t arena;
-} __attribute__((aligned(32)));
+	uint32_t count;
+	uint32_t arena;
+};
 
-/* Slots below which a holder's table is never shrunk (128 KiB): see table_maybe_shrink. */
+#define VAD_HOLD_COUNT_MAX UINT32_MAX
+
+/* Slots below which a holder's table is never shrunk (96 KiB): see table_maybe_shrink. */
 #define VAD_HOLDS_KEEP_SLOTS 4096
 
-/* Bytes held by every session of one uid. */
+/* Bytes and references held by every session of one uid (dying ones included). */
 struct vad_uid_usage {
 	uid_t uid;
-	uint64_t held;	/* atomic */
+	uint64_t held;	/* atomic; bytes, reservations included */
+	uint64_t refs;	/* atomic; references, reservations included */
 	unsigned users; /* uid_lock */
 	UT_hash_handle hh;
 };
@@ -89,8 +104,10 @@ struct vad_holder {
 	uint64_t held_bytes;	/* atomic; sum of count * size */
 	uint64_t held_refs;	/* atomic; sum of count */
 	struct vad_uid_usage *uid;
-	void *owner;			/* the session, for listings */
+	void *owner;			/* the session, for listings; NULL when dying */
 	struct vad_holder *prev, *next; /* holders_lock */
+	bool dying;			/* on the dying list: no lookups, slots emptied in order */
+	size_t reap_pos;		/* dying: slots below this are empty */
 };
 
 struct vad_registry_arena {
@@ -111,10 +128,32 @@ struct vad_registry {
 	struct vad_holder *holders;
 	uint64_t check_epoch; /* holders_lock */
 	unsigned n_holders;   /* atomic */
+	/* Teardown (see the top): dying holders, oldest first, and the thread reaping them. */
+	struct vad_holder *dying, *dying_tail; /* holders_lock */
+	unsigned n_dying;		       /* atomic */
+	uint64_t dying_refs;		       /* atomic: references they still hold */
+	pthread_cond_t reaper_wake;	       /* with holders_lock: work, or stop */
+	pthread_cond_t reaper_idle;	       /* with holders_lock: the dying list emptied */
+	pthread_t reaper;
+	bool reaper_started, reaper_stop; /* holders_lock */
 };
 
-/* Which quota a charge would break. */
-enum vad_quota_kind { VAD_QUOTA_OK = 0, VAD_QUOTA_CLIENT, VAD_QUOTA_UID };
+/* The limits a charge is checked against; 0 means unlimited. */
+struct vad_quota {
+	uint64_t bytes_client, bytes_uid;   /* quota_client, quota_uid */
+	uint64_t ranges_client, ranges_uid; /* max_ranges_client, max_ranges_uid (references) */
+};
+
+/* Which limit a charge would break. VAD_QUOTA_COUNTER: a byte total (of the uid, or of the
+ * arena's references) would pass 2^64 - 1, the most the daemon can count. */
+enum vad_quota_kind {
+	VAD_QUOTA_OK = 0,
+	VAD_QUOTA_CLIENT,
+	VAD_QUOTA_UID,
+	VAD_QUOTA_RANGES_CLIENT,
+	VAD_QUOTA_RANGES_UID,
+	VAD_QUOTA_COUNTER,
+};
 
 /* Build an empty registry over n_arenas allocators (not owned). NULL when out of memory. */
 struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_arenas);
@@ -125,27 +164,37 @@ void vad_registry_free(struct vad_registry *reg);
 /* Register a new holder for a peer of this uid. Returns 0, or -1 when out of memory. */
 int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, void *owner);
 
-/* Drop every reference h holds (ranges whose last reference goes are freed), unregister it
- * and free its table. */
+/* Unregister h and drop every reference it holds (ranges whose last reference goes are
+ * freed): at once when it holds at most one chunk, otherwise by the reaper thread, after h's
+ * table has moved to a dying holder (h itself is free to go when this returns). */
 void vad_holder_fini(struct vad_registry *reg, struct vad_holder *h);
 
-/* Reserve bytes against the quotas (0 = unlimited) before allocating or attaching. On
- * refusal returns which quota and stores what is held now in *held. */
-enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes,
-					 uint64_t quota_client, uint64_t quota_uid, uint64_t *held);
+/* Wait until the reaper has dropped every dying holder's references (tests, shutdown). */
+void vad_registry_reap_wait(struct vad_registry *reg);
+
+/* Dying holders not reaped yet, and the references they still hold. */
+unsigned vad_registry_dying(struct vad_registry *reg, uint64_t *refs);
+
+/* Reserve bytes and refs references against the limits of q before allocating or attaching,
+ * and against the counters' range. On refusal returns which limit and stores what is held
+ * now (bytes, or references for the RANGES kinds) in *held. */
+enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes, uint64_t refs,
+					 const struct vad_quota *q, uint64_t *held);
 
 /* Give back a reservation that was not used. */
-void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes);
+void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes, uint64_t refs);
 
-/* A range object for a coming allocation, from the calling thread's cache of spares (freed
- * at thread exit); NULL when out of memory. */
+/* A range object for a coming allocation, from the calling thread's cache of spares (given
+ * to a process-wide depot at thread exit; objects are carved from slabs kept for the life of
+ * the process); NULL when out of memory. */
 struct vad_range *vad_range_get(void);
 
 /* Give back a range object that was never inserted. */
 void vad_range_put(struct vad_range *r);
 
 /* Insert n freshly allocated ranges of one arena (offset, size set; reserved already) with
- * one reference each held by h. Returns 0, or -1 when out of memory (nothing inserted). */
+ * one reference each held by h. Returns 0, -1 when out of memory, or -2 when the arena's
+ * referenced bytes would pass 2^64 - 1 (nothing inserted either way). */
 int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 			struct vad_range *const *ranges, size_t n);
 
@@ -188,7 +237,7 @@ enum vad_attach_status {
 	VAD_ATTACH_MALFORMED, /* not 32 base62 characters */
 	VAD_ATTACH_UNKNOWN,   /* no live range has that token */
 	VAD_ATTACH_DENIED,    /* the arena's allow-list excludes this peer */
-	VAD_ATTACH_QUOTA,     /* out->quota says which; out->held what is held */
+	VAD_ATTACH_QUOTA,     /* out->quota says which limit; out->held what is held */
 	VAD_ATTACH_NOMEM,
 };
 
@@ -200,16 +249,18 @@ struct vad_attach_result {
 };
 
 /* Take a new reference for h to the range behind token, if allowed[arena] and within the
- * quotas. Fills out (arena, offset, size also on DENIED and QUOTA). */
+ * limits of q (and the counters' range). Fills out (arena, offset, size also on DENIED and QUOTA).
+ */
 enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_holder *h,
 					   const char *token, const bool *allowed,
-					   uint64_t quota_client, uint64_t quota_uid,
+					   const struct vad_quota *q,
 					   struct vad_attach_result *out);
 
 /* Live share tokens. */
 uint64_t vad_registry_tokens(struct vad_registry *reg);
 
-/* Call fn for each registered holder with holders_lock held (fn must not take it). */
+/* Call fn for each registered holder (not the dying ones) with holders_lock held (fn must
+ * not take it). */
 void vad_registry_for_each_holder(struct vad_registry *reg,
 				  void (*fn)(void *ctx, struct vad_holder *h), void *ctx);
 

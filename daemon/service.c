@@ -42,6 +42,8 @@ static void set_limits(struct vad_service *svc, const struct vad_config *cfg)
 	__atomic_store_n(&svc->limits.hello_timeout_ms, cfg->hello_timeout_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&svc->limits.max_clients_uid, cfg->max_clients_uid, __ATOMIC_RELAXED);
 	__atomic_store_n(&svc->limits.admin_slots, cfg->admin_slots, __ATOMIC_RELAXED);
+	__atomic_store_n(&svc->limits.max_ranges_client, cfg->max_ranges_client, __ATOMIC_RELAXED);
+	__atomic_store_n(&svc->limits.max_ranges_uid, cfg->max_ranges_uid, __ATOMIC_RELAXED);
 }
 
 static void close_arenas(struct vad_arena **arenas, size_t n)
@@ -305,6 +307,15 @@ static const char *quota_text(uint64_t q, char *buf, size_t len)
 	return vad_format_size(q, buf, len);
 }
 
+static const char *count_text(uint64_t n, char *buf, size_t len)
+{
+	if (!n)
+		snprintf(buf, len, "unlimited");
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)n);
+	return buf;
+}
+
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 {
 	if (!svc->config_path[0]) {
@@ -322,7 +333,7 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 	}
 	set_limits(svc, &cfg);
 	vad_log_set_level(cfg.log_level);
-	char f[32], qc[32], qu[32], mu[32];
+	char f[32], qc[32], qu[32], mu[32], rc[32], ru[32];
 	if (cfg.max_clients_uid)
 		snprintf(mu, sizeof(mu), "%u", cfg.max_clients_uid);
 	else
@@ -330,11 +341,14 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 	snprintf(detail, detail_len,
 		 "reloaded %s: max_frame %s, max_clients %u, max_batch %u, quota_client %s, "
 		 "quota_uid %s, log level %s, hello_timeout %llu ms, max_clients_uid %s, "
-		 "admin_slots %u (arena, socket and worker changes need a restart)",
+		 "admin_slots %u, max_ranges_client %s, max_ranges_uid %s (arena, socket and "
+		 "worker changes need a restart)",
 		 svc->config_path, vad_format_size(cfg.max_frame, f, sizeof(f)), cfg.max_clients,
 		 cfg.max_batch, quota_text(cfg.quota_client, qc, sizeof(qc)),
 		 quota_text(cfg.quota_uid, qu, sizeof(qu)), level_name(cfg.log_level),
-		 (unsigned long long)cfg.hello_timeout_ms, mu, cfg.admin_slots);
+		 (unsigned long long)cfg.hello_timeout_ms, mu, cfg.admin_slots,
+		 count_text(cfg.max_ranges_client, rc, sizeof(rc)),
+		 count_text(cfg.max_ranges_uid, ru, sizeof(ru)));
 	vad_config_free(&cfg);
 	pthread_mutex_unlock(&svc->reload_lock);
 	return 0;

@@ -32,6 +32,8 @@ struct vad_limits {
 	uint64_t hello_timeout_ms;
 	unsigned max_clients_uid; /* 0 = unlimited */
 	unsigned admin_slots;
+	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
+	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
 };
 
 /* Something worth a row in the stats database's event table. */
@@ -126,7 +128,19 @@ static inline struct vad_limits vad_service_limits(const struct vad_service *svc
 	l.hello_timeout_ms = __atomic_load_n(&svc->limits.hello_timeout_ms, __ATOMIC_RELAXED);
 	l.max_clients_uid = __atomic_load_n(&svc->limits.max_clients_uid, __ATOMIC_RELAXED);
 	l.admin_slots = __atomic_load_n(&svc->limits.admin_slots, __ATOMIC_RELAXED);
+	l.max_ranges_client = __atomic_load_n(&svc->limits.max_ranges_client, __ATOMIC_RELAXED);
+	l.max_ranges_uid = __atomic_load_n(&svc->limits.max_ranges_uid, __ATOMIC_RELAXED);
 	return l;
+}
+
+/* The registry's view of the limits a charge is checked against. */
+static inline struct vad_quota vad_limits_quota(const struct vad_limits *l)
+{
+	struct vad_quota q = {.bytes_client = l->quota_client,
+			      .bytes_uid = l->quota_uid,
+			      .ranges_client = l->max_ranges_client,
+			      .ranges_uid = l->max_ranges_uid};
+	return q;
 }
 
 /* Current max_frame. */

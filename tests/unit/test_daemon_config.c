@@ -660,6 +660,29 @@ static void test_admission_keys(void **state)
 	load_err("[arena a]\nsize = 1G\nhello_timeout = 1s\n", 3, "hello_timeout");
 }
 
+/* ---- max_ranges_client / max_ranges_uid ------------------------------------------------ */
+
+static void test_range_limits(void **state)
+{
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	assert_int_equal(cfg.max_ranges_client, 1ull << 20);
+	assert_int_equal(cfg.max_ranges_uid, 4ull << 20);
+	assert_int_equal(settings_of("[vad]\nworkers = 2\n").max_ranges_client, 1ull << 20);
+	assert_int_equal(settings_of("[vad]\nmax_ranges_client = 5000\n").max_ranges_client, 5000);
+	assert_int_equal(settings_of("[vad]\nmax_ranges_uid = 1\n").max_ranges_uid, 1);
+	assert_int_equal(settings_of("[vad]\nmax_ranges_uid = unlimited\n").max_ranges_uid, 0);
+	assert_int_equal(settings_of("[vad]\nmax_ranges_client = Unlimited\n").max_ranges_client,
+			 0);
+	assert_int_equal(settings_of("[vad]\nmax_ranges_uid = 1099511627776\n").max_ranges_uid,
+			 1ull << 40);
+	load_err("[vad]\nmax_ranges_client = 0\n", 2, "max_ranges_client = 0: expected");
+	load_err("[vad]\nmax_ranges_client = 1M\n", 2, "or \"unlimited\"");
+	load_err("[vad]\nmax_ranges_uid = -1\n", 2, "max_ranges_uid = -1");
+	load_err("[vad]\nmax_ranges_uid = 1099511627777\n", 2, "from 1 to 1099511627776");
+	load_err("[arena a]\nsize = 1G\nmax_ranges_uid = 5\n", 3, "max_ranges_uid");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -685,6 +708,7 @@ int main(void)
 		cmocka_unit_test(test_spread_idle_refusals),
 		cmocka_unit_test(test_accept_unsealed),
 		cmocka_unit_test(test_admission_keys),
+		cmocka_unit_test(test_range_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,6 +32,8 @@
 #define SPACE_SIZE (256ull * 1024 * 1024)
 #define BATCH	   48 /* ranges per round; not a multiple of the release chunk */
 
+static const struct vad_quota unlimited; /* every limit 0: none */
+
 static int rounds(void)
 {
 	const char *m = getenv("VAD_TEST_MODE");
@@ -86,7 +88,7 @@ static int alloc_batch(struct race *r, struct vad_holder *h, uint64_t *offsets)
 		if (!ranges[i])
 			return -1;
 	}
-	if (vad_registry_reserve(h, total, 0, 0, &held) != VAD_QUOTA_OK)
+	if (vad_registry_reserve(h, total, BATCH, &unlimited, &held) != VAD_QUOTA_OK)
 		return -1;
 	size_t failed;
 	if (va_alloc_batch(r->vs, BATCH, sizes, 0, (void *const *)ranges, offsets, &failed) < 0)
@@ -136,7 +138,7 @@ static void attach_all(struct race *r, struct vad_holder *h, int round, uint64_t
 	for (size_t i = BATCH; i-- > 0 && !r->error_attacher[0];) {
 		struct vad_attach_result res;
 		enum vad_attach_status st =
-		    vad_registry_attach(r->reg, h, r->tokens[i], allowed, 0, 0, &res);
+		    vad_registry_attach(r->reg, h, r->tokens[i], allowed, &unlimited, &res);
 		if (st == VAD_ATTACH_UNKNOWN && round % 2 == 0) {
 			r->gone++;
 			continue;
@@ -306,6 +308,7 @@ static void tables_setup(struct tables *t)
 
 static void tables_teardown(struct tables *t)
 {
+	vad_registry_reap_wait(t->reg); /* holders of more than a chunk went to the reaper */
 	for (int i = 0; i < TABLE_ARENAS; i++) {
 		struct va_stats st;
 		va_get_stats(t->vs[i], &st);
@@ -353,7 +356,7 @@ static void insert_ranges(struct tables *t, struct vad_holder *h, unsigned arena
 	assert_non_null(ranges);
 	alloc_ranges(t, arena, n, ranges, offsets);
 	uint64_t held;
-	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(h, n * QUANTUM, 0, 0, &held));
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(h, n * QUANTUM, n, &unlimited, &held));
 	for (size_t done = 0; done < n;) {
 		size_t k = n - done < 1024 ? n - done : 1024;
 		assert_int_equal(0, vad_registry_insert(t->reg, h, arena, ranges + done, k));
@@ -480,7 +483,8 @@ static void test_table_backward_shift_wraps(void **state)
 	size_t done;
 	assert_int_equal(0, va_free_batch(t.vs[0], n_unused, unused, NULL, &done));
 	uint64_t held;
-	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&keeper, 6 * QUANTUM, 0, 0, &held));
+	assert_int_equal(VAD_QUOTA_OK,
+			 vad_registry_reserve(&keeper, 6 * QUANTUM, 6, &unlimited, &held));
 	assert_int_equal(0, vad_registry_insert(t.reg, &keeper, 0, chosen, 6));
 	for (size_t i = 0; i < 6; i++)
 		assert_int_equal(0,
@@ -506,7 +510,7 @@ static void test_table_backward_shift_wraps(void **state)
 			struct vad_attach_result res;
 			assert_int_equal(VAD_ATTACH_OK,
 					 vad_registry_attach(t.reg, &h, w.tokens[order[5 - i]],
-							     allowed, 0, 0, &res));
+							     allowed, &unlimited, &res));
 		}
 		assert_int_equal(16, vad_holder_capacity(&h));
 		for (size_t i = 0; i < 6; i++) {
@@ -716,7 +720,8 @@ static void test_table_growth_out_of_memory(void **state)
 	struct vad_range *more[MORE];
 	alloc_ranges(&t, 0, MORE, more, offsets + held_n);
 	uint64_t held;
-	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&h, MORE * QUANTUM, 0, 0, &held));
+	assert_int_equal(VAD_QUOTA_OK,
+			 vad_registry_reserve(&h, MORE * QUANTUM, MORE, &unlimited, &held));
 
 	/* The new table needs several MiB; allow 1 MiB more address space than now. */
 	struct rlimit saved, tight;
@@ -745,6 +750,232 @@ static void test_table_growth_out_of_memory(void **state)
 	tables_teardown(&t);
 }
 
+/* ---- counters never wrap (finding 10), range-count limits ------------------------------ */
+
+/* One range of the whole 32 TiB space for a holder of uid 1 (shared; its token in tok). */
+static struct vad_range *huge_range(struct vad_registry *reg, struct va_space *vs,
+				    struct vad_holder *owner, char tok[VAD_TOKEN_CHARS + 1])
+{
+	struct vad_range *r = vad_range_get();
+	assert_non_null(r);
+	uint64_t off, held, size = 32ull << 40;
+	assert_int_equal(0, va_alloc(vs, size, 0, r, &off));
+	r->offset = off;
+	r->size = size;
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(owner, size, 1, &unlimited, &held));
+	assert_int_equal(0, vad_registry_insert(reg, owner, 0, &r, 1));
+	assert_int_equal(0, vad_registry_share(reg, owner, 0, off, tok));
+	return r;
+}
+
+/* 524,288 attaches of a 32 TiB range would make 2^64 bytes: with every quota unlimited the
+ * attach that would reach it is refused (VAD_QUOTA_COUNTER), the totals never wrap, and the
+ * books stay exact. Once with the attacher in the owner's uid (its uid charge refuses), once
+ * in another uid (the arena's referenced bytes refuse: no uid alone reaches 2^64). */
+static void test_counters_never_wrap(void **state)
+{
+	(void)state;
+	for (int other_uid = 0; other_uid < 2; other_uid++) {
+		struct va_config cfg = {.size = 64ull << 40, .quantum = QUANTUM, .nodes = 1};
+		struct va_space *vs;
+		assert_int_equal(0, va_create(&cfg, &vs));
+		struct vad_registry *reg = vad_registry_new(&vs, 1);
+		assert_non_null(reg);
+		struct vad_holder owner, h;
+		assert_int_equal(0, vad_holder_init(reg, &owner, 1, NULL));
+		assert_int_equal(0, vad_holder_init(reg, &h, other_uid ? 2 : 1, NULL));
+		char tok[VAD_TOKEN_CHARS + 1];
+		huge_range(reg, vs, &owner, tok);
+		static const bool allowed[] = {true};
+		struct vad_attach_result res;
+		uint64_t n = 0;
+		enum vad_attach_status st;
+		/* Bounded: a registry that wraps would attach forever. */
+		while ((st = vad_registry_attach(reg, &h, tok, allowed, &unlimited, &res)) ==
+			   VAD_ATTACH_OK &&
+		       n < (1u << 20))
+			n++;
+		assert_int_equal(VAD_ATTACH_QUOTA, st);
+		assert_int_equal(VAD_QUOTA_COUNTER, res.quota);
+		/* The owner's reference plus n attaches: the most below 2^64. */
+		assert_int_equal((1ull << 19) - 1, n + 1);
+		assert_int_equal(n << 45, h.held_bytes);
+		assert_int_equal(n, h.held_refs);
+		assert_int_equal((n + 1) << 45, reg->arenas[0].ref_bytes);
+		assert_int_equal(other_uid ? n << 45 : (n + 1) << 45, h.uid->held);
+		check_ok(reg);
+		/* And a fresh allocation cannot push the arena's total over either. */
+		struct vad_range *r = vad_range_get();
+		uint64_t off, held;
+		assert_int_equal(0, va_alloc(vs, 1ull << 45, 0, r, &off));
+		r->offset = off;
+		r->size = 1ull << 45;
+		if (other_uid) {
+			assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&owner, r->size, 1,
+									    &unlimited, &held));
+			assert_int_equal(-2, vad_registry_insert(reg, &owner, 0, &r, 1));
+			vad_registry_unreserve(&owner, r->size, 1);
+		} else {
+			assert_int_equal(
+			    VAD_QUOTA_COUNTER,
+			    vad_registry_reserve(&owner, r->size, 1, &unlimited, &held));
+		}
+		assert_int_equal(0, va_free(vs, off, NULL));
+		vad_range_put(r);
+		check_ok(reg);
+		vad_holder_fini(reg, &h);
+		vad_holder_fini(reg, &owner);
+		vad_registry_reap_wait(reg);
+		struct va_stats vst;
+		va_get_stats(vs, &vst);
+		assert_int_equal(0, vst.busy_blocks);
+		vad_registry_free(reg);
+		va_destroy(vs);
+	}
+}
+
+/* max_ranges_client and max_ranges_uid count references (attaches too), dying holders'
+ * references count for their uid until the reaper has dropped them. */
+static void test_range_limits(void **state)
+{
+	(void)state;
+	struct tables t;
+	tables_setup(&t);
+	struct vad_holder a, b;
+	assert_int_equal(0, vad_holder_init(t.reg, &a, 7, NULL));
+	assert_int_equal(0, vad_holder_init(t.reg, &b, 7, NULL));
+	const struct vad_quota q = {.ranges_client = 100, .ranges_uid = 150};
+	uint64_t held;
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&a, 100 * QUANTUM, 100, &q, &held));
+	vad_registry_unreserve(&a, 100 * QUANTUM, 100);
+	uint64_t offsets[100];
+	insert_ranges(&t, &a, 0, 100, offsets);
+	assert_int_equal(VAD_QUOTA_RANGES_CLIENT, vad_registry_reserve(&a, QUANTUM, 1, &q, &held));
+	assert_int_equal(100, held);
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&b, 50 * QUANTUM, 50, &q, &held));
+	assert_int_equal(VAD_QUOTA_RANGES_UID, vad_registry_reserve(&b, QUANTUM, 1, &q, &held));
+	assert_int_equal(150, held);
+	vad_registry_unreserve(&b, 50 * QUANTUM, 50);
+	/* a goes (to the reaper: more than a chunk); once reaped, its uid has room again. */
+	vad_holder_fini(t.reg, &a);
+	vad_registry_reap_wait(t.reg);
+	assert_int_equal(VAD_QUOTA_OK, vad_registry_reserve(&b, 100 * QUANTUM, 100, &q, &held));
+	vad_registry_unreserve(&b, 100 * QUANTUM, 100);
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &b);
+	tables_teardown(&t);
+}
+
+struct reap_race {
+	struct vad_registry *reg;
+	struct vad_holder *h;
+	const uint64_t *offsets;
+	size_t n;
+	int checks_failed;
+	char msg[320];
+};
+
+/* The other holder frees its references to the shared ranges one by one, with a check after
+ * every few, while the reaper drops the dying holder's. */
+static void *reap_race_other(void *arg)
+{
+	struct reap_race *rr = arg;
+	for (size_t i = 0; i < rr->n; i++) {
+		if (vad_registry_release_batch(rr->reg, rr->h, 0, &rr->offsets[i], 1) != 1)
+			rr->checks_failed++;
+		if (i % 64 == 0 && vad_registry_check(rr->reg, rr->msg, sizeof(rr->msg)) < 0)
+			rr->checks_failed++;
+	}
+	return NULL;
+}
+
+/* A holder of many ranges, some shared with another holder and some attached twice, goes
+ * away: fini returns at once (the reaper has them), the check passes while it reaps and the
+ * other holder frees the shared ranges, every range goes back exactly once, and the uid's
+ * charge comes back to zero. Many holders dying at once too. */
+static void test_reaper(void **state)
+{
+	(void)state;
+	enum { N = 20000, SHARED = 2000, DYING = 8 };
+	struct tables t;
+	tables_setup(&t);
+	uint64_t *offsets = malloc(N * sizeof(*offsets));
+	assert_non_null(offsets);
+	struct vad_holder a, b;
+	assert_int_equal(0, vad_holder_init(t.reg, &a, 5, NULL));
+	assert_int_equal(0, vad_holder_init(t.reg, &b, 6, NULL));
+	insert_ranges(&t, &a, 0, N, offsets);
+	static const bool allowed[] = {true, true, true, true};
+	for (size_t i = 0; i < SHARED; i++) {
+		char tok[VAD_TOKEN_CHARS + 1];
+		struct vad_attach_result res;
+		assert_int_equal(0, vad_registry_share(t.reg, &a, 0, offsets[i], tok));
+		assert_int_equal(VAD_ATTACH_OK,
+				 vad_registry_attach(t.reg, &b, tok, allowed, &unlimited, &res));
+		if (i % 2)
+			assert_int_equal(VAD_ATTACH_OK, vad_registry_attach(t.reg, &a, tok, allowed,
+									    &unlimited, &res));
+	}
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &a);
+	struct reap_race rr = {.reg = t.reg, .h = &b, .offsets = offsets, .n = SHARED};
+	pthread_t th;
+	assert_int_equal(0, pthread_create(&th, NULL, reap_race_other, &rr));
+	for (int i = 0; i < 20; i++)
+		check_ok(t.reg);
+	pthread_join(th, NULL);
+	if (rr.checks_failed)
+		fail_msg("%d failures beside the reaper: %s", rr.checks_failed, rr.msg);
+	vad_registry_reap_wait(t.reg);
+	check_ok(t.reg);
+	assert_int_equal(0, vad_registry_dying(t.reg, NULL));
+	assert_int_equal(0, vad_registry_tokens(t.reg));
+	assert_int_equal(0, t.reg->arenas[0].refs);
+	assert_int_equal(0, t.reg->arenas[0].ref_bytes);
+
+	/* Many at once: DYING holders of one uid, each more than a chunk, then a check. */
+	struct vad_holder many[DYING];
+	for (int i = 0; i < DYING; i++) {
+		assert_int_equal(0, vad_holder_init(t.reg, &many[i], 9, NULL));
+		insert_ranges(&t, &many[i], (unsigned)(i % TABLE_ARENAS), 1000, offsets);
+	}
+	for (int i = 0; i < DYING; i++)
+		vad_holder_fini(t.reg, &many[i]);
+	check_ok(t.reg);
+	uint64_t left;
+	unsigned dying = vad_registry_dying(t.reg, &left);
+	assert_true(dying <= DYING && left <= DYING * 1000);
+	vad_registry_reap_wait(t.reg);
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &b);
+	free(offsets);
+	tables_teardown(&t);
+}
+
+/* The registry freed while the reaper still works: it finishes first (no leak, no range left
+ * busy: ASan and the allocator's counts would say). */
+static void test_free_while_reaping(void **state)
+{
+	(void)state;
+	struct tables t;
+	tables_setup(&t);
+	enum { N = 50000 };
+	uint64_t *offsets = malloc(N * sizeof(*offsets));
+	assert_non_null(offsets);
+	struct vad_holder a;
+	assert_int_equal(0, vad_holder_init(t.reg, &a, 5, NULL));
+	insert_ranges(&t, &a, 0, N, offsets);
+	vad_holder_fini(t.reg, &a);
+	vad_registry_free(t.reg); /* no reap_wait: the free must wait for the reaper */
+	for (int i = 0; i < TABLE_ARENAS; i++) {
+		struct va_stats st;
+		va_get_stats(t.vs[i], &st);
+		assert_int_equal(0, st.busy_blocks);
+		va_destroy(t.vs[i]);
+	}
+	free(offsets);
+}
+
 int main(void)
 {
 	const char *m = getenv("VAD_TEST_MODE");
@@ -761,6 +992,10 @@ int main(void)
 	    cmocka_unit_test(test_table_delete_patterns),
 	    cmocka_unit_test(test_table_shrink),
 	    cmocka_unit_test(test_table_equal_offsets_in_many_arenas),
+	    cmocka_unit_test(test_counters_never_wrap),
+	    cmocka_unit_test(test_range_limits),
+	    cmocka_unit_test(test_reaper),
+	    cmocka_unit_test(test_free_while_reaping),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

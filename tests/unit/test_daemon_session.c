@@ -184,7 +184,9 @@ static void tc_free(struct tclient *c)
 {
 	if (!c)
 		return;
+	struct vad_registry *reg = c->s->svc->reg;
 	vad_session_free(c->s);
+	vad_registry_reap_wait(reg); /* big holders are torn down by the reaper thread */
 	free(c->buf);
 	free(c);
 }
