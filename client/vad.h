@@ -158,6 +158,8 @@ struct vad_arena_stats {
 	uint64_t allocs, frees, fails, drains;
 	uint64_t released_bytes, release_calls, pool_hits;
 	uint64_t resident_bytes; /* bytes of the arena file backed by memory now */
+	uint64_t free_released_bytes; /* free space purge and idle passes gave back (written
+				       * or not: holes cost nothing), not in released_bytes */
 };
 
 /* Daemon-wide figures plus per-arena statistics (vad.StatsReply). */

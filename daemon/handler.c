@@ -726,6 +726,7 @@ static void fill_stats(Vad__ArenaStats *o, const struct vad_arena *a)
 	o->fails = st.fails;
 	o->drains = st.drains;
 	o->released_bytes = st.released_bytes;
+	o->free_released_bytes = st.free_released_bytes;
 	o->release_calls = st.release_calls;
 	o->pool_hits = st.pool_hits;
 	o->lazy_blocks = st.lazy_blocks;

@@ -116,6 +116,7 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 		    .release_calls = a->release_calls,
 		    .pool_hits = a->pool_hits,
 		    .resident_bytes = a->resident_bytes,
+		    .free_released_bytes = a->free_released_bytes,
 		};
 	}
 	vad__response__free_unpacked(r, NULL);

@@ -37,7 +37,7 @@ static struct vad_arena_stats arena_stats(vad_client *c)
 
 /* The keeper holds LIVE patterned ranges with a freed range between each two, then the
  * setup waits until the allocator's idle pass has released the free space once (it
- * counts every free block it passes to release): from then on, with no allocation or free,
+ * counts every free block it passes to release in free_released_bytes): from then on, with no allocation or free,
  * no idle pass runs again. */
 static int setup(void **state)
 {
@@ -57,17 +57,17 @@ static int setup(void **state)
 	/* Read before the last activity (the frees), so the idle pass after them cannot have
 	 * been counted already. */
 	struct vad_arena_stats a = arena_stats(f->keeper);
-	uint64_t start = a.released_bytes;
+	uint64_t start = a.free_released_bytes;
 	for (int i = 0; i < LIVE; i++)
 		if (vad_free(f->keeper, gap[i]))
 			return -1;
 	for (int i = 0; i < LIVE; i++)
 		vt_fill_pattern(f->live[i], LIVE_SZ, 1000 + (uint64_t)i);
 	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(30000) * 1000000u;
-	while (a.released_bytes - start < a.size / 2) {
+	while (a.free_released_bytes - start < a.size / 2) {
 		if (vt_now_ns() > deadline) {
 			fprintf(stderr, "the idle release did not run: released %llu since setup\n",
-				(unsigned long long)(a.released_bytes - start));
+				(unsigned long long)(a.free_released_bytes - start));
 			return -1;
 		}
 		vt_sleep_ms(50);

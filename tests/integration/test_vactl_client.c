@@ -297,7 +297,7 @@ static void test_history(void **state)
 	VT_ASSERT_EXIT(&o, 0, "vactl --json history");
 	struct json_object *j = vt_json_parse(o.out);
 	assert_non_null(j);
-	assert_string_equal("2", jstr(j, "schema_version"));
+	assert_string_equal("3", jstr(j, "schema_version"));
 	assert_string_equal("start", jstr(j, "events.0.kind"));
 	struct json_object *life = vt_json_path(j, "lifetime");
 	assert_non_null(life);
