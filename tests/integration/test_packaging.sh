@@ -137,6 +137,9 @@ check "systemd-analyze verify vad.service vad.socket (with man pages)" \
 # fails here. --threshold is in tenths.
 check "systemd-analyze security: exposure at most 0.4" \
 	systemd-analyze security --offline=true --threshold=4 packaging/systemd/vad.service
+# A bound on the daemon's own memory (docs/PACKAGING.md gives the formula).
+check "vad.service sets a finite MemoryMax" \
+	grep -Eq '^MemoryMax=[0-9]+[KMGT]?$' packaging/systemd/vad.service
 
 # ---- an external program, built with pkg-config -------------------------------------------
 cc_flags="-std=gnu11 -Wall -Wextra -Werror $san_flags"
