@@ -28,28 +28,28 @@ enum exit_code { EXIT_OK = 0, EXIT_CONFIG = 1, EXIT_USAGE = 2, EXIT_RUNTIME = 3 
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: vad [OPTIONS]\n"
-		"The vad shared-memory range daemon.\n"
-		"\n"
-		"  -c, --config FILE    configuration file (default " DEFAULT_CONFIG
-		" if it exists,\n"
-		"                       else built-in defaults: one 4 GiB memfd arena\n"
-		"                       \"default\")\n"
-		"  -s, --socket PATH    listen on PATH (overrides the config's socket)\n"
-		"  -f, --foreground     run in the foreground; vad always does (it never\n"
-		"                       daemonizes: systemd and `make run` supervise it),\n"
-		"                       the flag is accepted for clarity\n"
-		"      --check-config   parse the configuration, print a summary and exit\n"
-		"      --print-socket   print the socket path vad would listen on and exit\n"
-		"  -V, --version        print the version and exit\n"
-		"  -h, --help           print this help and exit\n"
-		"\n"
-		"Socket: --socket, else the config's socket, else $VAD_SOCKET, else\n"
-		VAD_SYSTEM_SOCKET " as root, else $XDG_RUNTIME_DIR/vad.sock, else\n"
-		VAD_SYSTEM_SOCKET ". Under systemd socket activation the passed socket is used.\n"
-		"Exit status: 0 ok, 1 configuration error, 2 usage error, 3 start-up or runtime "
-		"failure.\n");
+	fprintf(
+	    out,
+	    "Usage: vad [OPTIONS]\n"
+	    "The vad shared-memory range daemon.\n"
+	    "\n"
+	    "  -c, --config FILE    configuration file (default " DEFAULT_CONFIG " if it exists,\n"
+	    "                       else built-in defaults: one 4 GiB memfd arena\n"
+	    "                       \"default\")\n"
+	    "  -s, --socket PATH    listen on PATH (overrides the config's socket)\n"
+	    "  -f, --foreground     run in the foreground; vad always does (it never\n"
+	    "                       daemonizes: systemd and `make run` supervise it),\n"
+	    "                       the flag is accepted for clarity\n"
+	    "      --check-config   parse the configuration, print a summary and exit\n"
+	    "      --print-socket   print the socket path vad would listen on and exit\n"
+	    "  -V, --version        print the version and exit\n"
+	    "  -h, --help           print this help and exit\n"
+	    "\n"
+	    "Socket: --socket, else the config's socket, else $VAD_SOCKET, else\n" VAD_SYSTEM_SOCKET
+	    " as root, else $XDG_RUNTIME_DIR/vad.sock, else\n" VAD_SYSTEM_SOCKET
+	    ". Under systemd socket activation the passed socket is used.\n"
+	    "Exit status: 0 ok, 1 configuration error, 2 usage error, 3 start-up or runtime "
+	    "failure.\n");
 }
 
 struct options {
@@ -64,14 +64,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 {
 	enum { OPT_CHECK = 256, OPT_PRINT_SOCKET };
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "check-config", no_argument, NULL, OPT_CHECK },
-		{ "print-socket", no_argument, NULL, OPT_PRINT_SOCKET },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"config", required_argument, NULL, 'c'},
+	    {"socket", required_argument, NULL, 's'},
+	    {"foreground", no_argument, NULL, 'f'},
+	    {"check-config", no_argument, NULL, OPT_CHECK},
+	    {"print-socket", no_argument, NULL, OPT_PRINT_SOCKET},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	opterr = 0;
@@ -133,8 +133,8 @@ static const char *format_duration(uint64_t ms, char *buf, size_t len)
 	static const struct {
 		const char *unit;
 		uint64_t ms;
-	} units[] = { { "w", 604800000ull }, { "d", 86400000ull }, { "h", 3600000ull },
-		      { "m", 60000ull },     { "s", 1000ull },	    { "ms", 1ull } };
+	} units[] = {{"w", 604800000ull}, {"d", 86400000ull}, {"h", 3600000ull},
+		     {"m", 60000ull},	  {"s", 1000ull},     {"ms", 1ull}};
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (ms % units[i].ms == 0 || units[i].ms == 1) {
 			snprintf(buf, len, "%llu%s", (unsigned long long)(ms / units[i].ms),
@@ -142,6 +142,15 @@ static const char *format_duration(uint64_t ms, char *buf, size_t len)
 			break;
 		}
 	}
+	return buf;
+}
+
+/* n as text, 0 meaning unlimited. */
+static const char *count_or_unlimited(uint64_t n, char *buf, size_t len)
+{
+	if (!n)
+		return "unlimited";
+	snprintf(buf, len, "%llu", (unsigned long long)n);
 	return buf;
 }
 
@@ -169,13 +178,19 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 	printf("  quotas        client %s, uid %s\n",
 	       cfg->quota_client ? vad_format_size(cfg->quota_client, a, sizeof(a)) : "unlimited",
 	       cfg->quota_uid ? vad_format_size(cfg->quota_uid, b, sizeof(b)) : "unlimited");
+	printf("  ranges        client %s, uid %s\n",
+	       count_or_unlimited(cfg->max_ranges_client, a, sizeof(a)),
+	       count_or_unlimited(cfg->max_ranges_uid, b, sizeof(b)));
+	printf("  admission     hello_timeout %s, max_clients_uid %s, admin_slots %u\n",
+	       format_duration(cfg->hello_timeout_ms, a, sizeof(a)),
+	       count_or_unlimited(cfg->max_clients_uid, b, sizeof(b)), cfg->admin_slots);
 	if (cfg->has_admin_group)
 		printf("  admin_group   %u\n", (unsigned)cfg->admin_gid);
 	printf("  stats_db      %s (every %s, kept %s)\n",
 	       cfg->stats_db[0] ? cfg->stats_db : "(standard path)",
 	       format_duration(cfg->stats_interval_ms, a, sizeof(a)),
 	       format_duration(cfg->stats_retention_ms, b, sizeof(b)));
-	static const char *const level_names[] = { "err", "warning", "notice", "info", "debug" };
+	static const char *const level_names[] = {"err", "warning", "notice", "info", "debug"};
 	if (cfg->log_level >= VAD_LOG_ERR && cfg->log_level <= VAD_LOG_DEBUG)
 		printf("  log_level     %s\n", level_names[cfg->log_level - VAD_LOG_ERR]);
 	printf("  %zu arena%s:\n", cfg->n_arenas, cfg->n_arenas == 1 ? "" : "s");
@@ -185,6 +200,8 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 		       vad_format_size(ac->size, a, sizeof(a)),
 		       vad_format_size(ac->quantum, b, sizeof(b)),
 		       ac->backing[0] ? ac->backing : "memfd");
+		if (ac->accept_unsealed)
+			printf("UNSEALED (accept_unsealed), ");
 		if (ac->allow_any) {
 			printf("any peer\n");
 			continue;
@@ -253,7 +270,7 @@ static void close_arenas(struct vad_arena **arenas, size_t n)
 
 int main(int argc, char **argv)
 {
-	struct options opt = { 0 };
+	struct options opt = {0};
 	int rc = parse_args(argc, argv, &opt);
 	if (rc >= 0)
 		return rc;
