@@ -185,18 +185,20 @@ static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct gr
 		return err;
 	}
 	err = check_ranges(c, want, ar, a);
-	size_t clash = 0;
-	if (err == VAD_OK)
+	if (err == VAD_OK) {
+		size_t clash = 0;
 		err = libvad_held_add_many(c, a, want->n, ar->offsets, ar->sizes, want->fresh,
 					   &clash);
-	if (err == VAD_EPROTO && clash < want->n)
-		err = libvad_failf(c, VAD_EPROTO, "the daemon granted offset %llu in arena '%s' %s",
-				   (unsigned long long)ar->offsets[clash], a->name,
-				   libvad_held_has(c, (uintptr_t)(a->base + ar->offsets[clash]))
-				       ? "again: this client holds that range already"
-				       : "twice in one reply");
-	else if (err == VAD_ENOMEM)
-		err = libvad_fail(c, VAD_ENOMEM, NULL);
+		if (err == VAD_EPROTO)
+			err = libvad_failf(
+			    c, VAD_EPROTO, "the daemon granted offset %llu in arena '%s' %s",
+			    (unsigned long long)ar->offsets[clash], a->name,
+			    libvad_held_has(c, (uintptr_t)(a->base + ar->offsets[clash]))
+				? "again: this client holds that range already"
+				: "twice in one reply");
+		else if (err == VAD_ENOMEM)
+			err = libvad_fail(c, VAD_ENOMEM, NULL);
+	}
 	if (err != VAD_OK) {
 		give_back(c, ar->arena, want->n, ar->offsets);
 		return err;

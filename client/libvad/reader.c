@@ -71,11 +71,14 @@ static int claim_fd(vad_client *c, uint64_t at)
 }
 
 /* Every reply that starts before stream position at has been decoded: an fd that came with
- * earlier bytes and none of them claimed rode on a reply that carries none. */
-static bool stray_fd(vad_client *c, uint64_t at, char *why)
+ * earlier bytes and none of them claimed rode on a reply that carries none. It is closed;
+ * *lo is where the bytes it came with start. */
+static bool stray_fd(vad_client *c, uint64_t at, uint64_t *lo, char *why)
 {
 	if (c->fdq_len == 0 || c->fdq[0].hi > at)
 		return false;
+	*lo = c->fdq[0].lo;
+	close(pop_fd(c));
 	snprintf(why, WHY_MAX,
 		 "the daemon passed a file descriptor with a reply that is not an arena map; "
 		 "it is closed, and so is the connection");
@@ -145,18 +148,33 @@ static int read_some(vad_client *c, char *why)
 struct decoded {
 	Vad__Response *resp[LIBVAD_DELIVER_BATCH];
 	int fd[LIBVAD_DELIVER_BATCH];
+	uint64_t at[LIBVAD_DELIVER_BATCH]; /* where each starts in the stream */
 	size_t n;
 	int err;	   /* the stream is broken (or the daemon is closing it) after these */
 	char *parting_msg; /* the daemon's sentence with an unasked error, malloc'd */
 	char why[WHY_MAX]; /* libvad's sentence when it refuses the stream, or "" */
 };
 
+/* Drop the decoded replies that start at stream position lo or later: one of them came
+ * with a stray fd, so none is delivered (their calls fail with the connection). */
+static void drop_from(struct decoded *d, uint64_t lo)
+{
+	while (d->n > 0 && d->at[d->n - 1] >= lo) {
+		d->n--;
+		if (d->fd[d->n] >= 0)
+			close(d->fd[d->n]);
+		vad__response__free_unpacked(d->resp[d->n], NULL);
+	}
+}
+
 /* Decode whole frames from rbuf at *off, at most LIBVAD_DELIVER_BATCH. Without c->lock. */
 static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 {
 	while (d->n < LIBVAD_DELIVER_BATCH) {
 		uint64_t at = c->rpos + *off; /* where this frame starts in the stream */
-		if (stray_fd(c, at, d->why)) {
+		uint64_t lo;
+		if (stray_fd(c, at, &lo, d->why)) {
+			drop_from(d, lo);
 			d->err = VAD_EPROTO;
 			return;
 		}
@@ -197,6 +215,7 @@ static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 			fd = claim_fd(c, at);
 		d->resp[d->n] = r;
 		d->fd[d->n] = fd;
+		d->at[d->n] = at;
 		d->n++;
 	}
 }
