@@ -199,14 +199,14 @@ static void run_crossing(struct vt_daemon *d, int threads, int iters)
 			failures += w[i].failures;
 		}
 	}
+	free(w);
+	free(t);
 	assert_int_equal(0, failures);
 	struct vad_stats st;
 	VT_ASSERT_OK(c, vad_stats(c, &st));
 	assert_int_equal(0, st.held_ranges);
 	vad_close(c);
 	assert_int_equal(0, vt_check_invariants(d));
-	free(w);
-	free(t);
 }
 
 static void test_replies_never_cross(void **state)
