@@ -1330,7 +1330,7 @@ struct mixed {
 	vad_client *c;
 	int id;
 	unsigned long calls; /* atomic */
-	int last_err;
+	int last_err;	     /* atomic */
 };
 
 /* Mixed calls (allocs and frees in two arenas, batches, stats) until one fails. */
@@ -1349,7 +1349,7 @@ static void *mixed_worker(void *arg)
 			err = vad_stats(m->c, &st);
 		}
 		if (err != VAD_OK) {
-			m->last_err = err;
+			__atomic_store_n(&m->last_err, err, __ATOMIC_RELAXED);
 			return NULL;
 		}
 		__atomic_add_fetch(&m->calls, 1, __ATOMIC_RELAXED);
@@ -1377,7 +1377,7 @@ static void test_dies_under_threads(void **state)
 			/* Bump allocation never reuses: a few calls each, then the death. */
 			for (int i = 0; i < THREADS; i++)
 				while (__atomic_load_n(&m[i].calls, __ATOMIC_RELAXED) < 3 &&
-				       !m[i].last_err)
+				       !__atomic_load_n(&m[i].last_err, __ATOMIC_RELAXED))
 					sched_yield();
 			if (deaths[k] == TRICK_NONE)
 				fake_hang_up(f);
