@@ -217,6 +217,9 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		Vad__PurgeReply purge;
 		Vad__ReloadReply reload;
 		Vad__CheckReply check;
+		Vad__WalkReply walk;
+		Vad__Block block;
+		Vad__Block *blockp[1];
 	} *s = scratch;
 	r->id = q->id;
 	int fd = -1;
@@ -469,6 +472,24 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		s->check.detail = "fake: arena 'default' subtree max wrong";
 		r->result_case = VAD__RESPONSE__RESULT_CHECK;
 		r->check = &s->check;
+		break;
+	case VAD__REQUEST__OP_WALK:
+		/* A walk that never ends: one block per page of a two-quantum arena, and more
+		 * always promised. */
+		vad__walk_reply__init(&s->walk);
+		vad__block__init(&s->block);
+		s->block.offset = q->walk->from;
+		s->block.size = QUANTUM;
+		s->blockp[0] = &s->block;
+		s->walk.arena = "default";
+		s->walk.size = 2 * QUANTUM;
+		s->walk.quantum = QUANTUM;
+		s->walk.n_blocks = 1;
+		s->walk.blocks = s->blockp;
+		s->walk.more = 1;
+		s->walk.next = q->walk->from + QUANTUM;
+		r->result_case = VAD__RESPONSE__RESULT_WALK;
+		r->walk = &s->walk;
 		break;
 	default:
 		set_error(r, VAD__ERROR__EUNSUPPORTED, "fake: unknown operation");
@@ -1291,6 +1312,18 @@ static void test_refuses_stray_fds(void **state)
 	finish(f, c, fds0);
 }
 
+/* A walk that pages on past what the arena can hold is cut off, not followed forever. */
+static void test_refuses_an_endless_walk(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	struct vad_arena_map *m = NULL;
+	assert_refused(c, vad_walk(c, NULL, 0, &m), "walk of arena 'default' is inconsistent");
+	assert_null(m);
+	finish(f, c, fds0);
+}
+
 /* ---- the daemon dying in every state ------------------------------------------------------ */
 
 static void test_dies_in_every_state(void **state)
@@ -1429,6 +1462,7 @@ int main(void)
 	    cmocka_unit_test(test_refuses_a_short_free),
 	    cmocka_unit_test(test_refuses_unknown_ids),
 	    cmocka_unit_test(test_refuses_stray_fds),
+	    cmocka_unit_test(test_refuses_an_endless_walk),
 	    cmocka_unit_test(test_dies_in_every_state),
 	    cmocka_unit_test(test_dies_under_threads),
 	};
