@@ -47,12 +47,12 @@ int vad_walk(vad_client *c, const char *arena, size_t max_blocks, struct vad_are
 		 * without end. */
 		if (w->size != size || w->quantum != quantum || quantum == 0 ||
 		    n + w->n_blocks > size / quantum + 1) {
-			vad__response__free_unpacked(r, NULL);
 			err = libvad_failf(c, VAD_EPROTO,
 					   "the daemon's walk of arena '%s' is inconsistent (%zu "
 					   "blocks in %llu bytes of %llu-byte quanta)",
 					   name, n + w->n_blocks, (unsigned long long)w->size,
 					   (unsigned long long)w->quantum);
+			vad__response__free_unpacked(r, NULL);
 			break;
 		}
 		size_t take = w->n_blocks;
