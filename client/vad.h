@@ -28,6 +28,9 @@ extern "C" {
 
 #define VAD_VERSION_STRING "0.1.0"
 #define VAD_TOKEN_LEN 32 /* printable share token; buffers are char[VAD_TOKEN_LEN + 1] */
+/* The largest alignment libvad gives: each arena is mapped at an address aligned to the
+ * smaller of this and its size rounded up to a power of two; above that: VAD_EINVAL. */
+#define VAD_MAX_ALIGN ((size_t)1 << 30)
 
 /* Error codes: the negated values of vad.Error in proto/vad.proto. */
 enum vad_error {
@@ -36,7 +39,8 @@ enum vad_error {
 	VAD_ENOMEM = -2,       /* out of memory */
 	VAD_ECONNECT = -3,     /* no daemon is listening on the socket */
 	VAD_EGONE = -4,	       /* the daemon closed the connection (gone or restarted) */
-	VAD_EPROTO = -5,       /* protocol error: undecodable message or broken framing */
+	VAD_EPROTO = -5,       /* protocol error: undecodable message, broken framing, or a reply
+				  that does not fit its request or the arena */
 	VAD_EVERSION = -6,     /* client and daemon speak different protocol versions */
 	VAD_ENOSPC = -7,       /* the arena has no free range that large */
 	VAD_EQUOTA = -8,       /* a per-client or per-uid quota would be exceeded */
@@ -80,7 +84,9 @@ int vad_connect(const char *socket_path, const char *name, vad_client **out);
 /* Close the connection and unmap every arena; the daemon drops all references. */
 void vad_close(vad_client *c);
 
-/* Allocate size bytes aligned to align (0: the arena's quantum) in the default arena. */
+/* Allocate size bytes aligned to align (0: the arena's quantum) in the default arena. The
+ * pointer is aligned to align in this process (see VAD_MAX_ALIGN) and the offset in every
+ * process. */
 int vad_alloc(vad_client *c, size_t size, size_t align, void **out);
 
 /* Allocate in the named arena (NULL or "": the default arena). */

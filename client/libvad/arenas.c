@@ -1,7 +1,13 @@
 /*
  * arenas.c - mapping arenas on first use and finding the mapping behind a pointer.
+ *
+ * Each arena is mapped at an address aligned to the largest alignment it can give (its
+ * size rounded up to a power of two, at most VAD_MAX_ALIGN): the daemon aligns offsets, so
+ * base + offset is then aligned in this process too. The map reply is checked before
+ * anything is mapped: the fd, the arena's name, size and quantum, the file's size.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -28,6 +34,80 @@ static void arena_free(struct libvad_arena *a)
 	free(a);
 }
 
+static bool is_power_of_two(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/* The largest alignment a mapping of size bytes is given. */
+static uint64_t max_align_of(uint64_t size)
+{
+	uint64_t a = 1;
+	while (a < size && a < VAD_MAX_ALIGN)
+		a <<= 1;
+	return a;
+}
+
+/* Map size bytes of fd shared at an address aligned to align: reserve size + align bytes
+ * of address space, map the file over the aligned part of it, give back both ends. */
+static void *map_aligned(int fd, size_t size, size_t align)
+{
+	size_t span = size + align;
+	uint8_t *res =
+	    mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (res == MAP_FAILED)
+		return MAP_FAILED;
+	uint8_t *base = (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
+	if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		int e = errno;
+		munmap(res, span);
+		errno = e;
+		return MAP_FAILED;
+	}
+	if (base > res)
+		munmap(res, (size_t)(base - res));
+	if (res + span > base + size)
+		munmap(base + size, (size_t)(res + span - (base + size)));
+	return base;
+}
+
+/* What is wrong with a map reply for arena name carrying fd, or NULL if nothing is. */
+static const char *bad_map_reply(const char *name, const Vad__ArenaInfo *info, int fd, char *buf,
+				 size_t cap)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	if (fd < 0)
+		return "carried no file descriptor";
+	if (!info)
+		return "describes no arena";
+	if (strcmp(info->name, name) != 0) {
+		snprintf(buf, cap, "describes arena '%.64s' instead", info->name);
+		return buf;
+	}
+	if (!is_power_of_two(info->quantum) || info->quantum < page) {
+		snprintf(buf, cap,
+			 "gives a quantum of %llu bytes, not a power of two of at least "
+			 "the page size",
+			 (unsigned long long)info->quantum);
+		return buf;
+	}
+	if (info->size == 0 || info->size % info->quantum) {
+		snprintf(buf, cap, "gives a size of %llu bytes, not a multiple of its quantum",
+			 (unsigned long long)info->size);
+		return buf;
+	}
+	if (info->size > SIZE_MAX - VAD_MAX_ALIGN) {
+		snprintf(buf, cap, "gives a size of %llu bytes, more than this process can map",
+			 (unsigned long long)info->size);
+		return buf;
+	}
+	/* The fd must be that arena's file: one too small would SIGBUS us on access. */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < info->size)
+		return "passed a file that is not a file as large as the arena";
+	return NULL;
+}
+
 /* Ask the daemon for the arena's fd and map it. */
 static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 {
@@ -42,21 +122,14 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 	if (err != VAD_OK)
 		return err;
 	Vad__ArenaInfo *info = r->map_arena->arena;
-	if (fd < 0 || !info || info->size == 0 || info->size > SIZE_MAX) {
+	char buf[160];
+	const char *bad = bad_map_reply(name, info, fd, buf, sizeof(buf));
+	if (bad) {
 		if (fd >= 0)
 			close(fd);
 		vad__response__free_unpacked(r, NULL);
 		return libvad_failf(c, VAD_EPROTO, "the daemon's map reply for arena '%s' %s", name,
-				    fd < 0 ? "carried no file descriptor" : "is malformed");
-	}
-	/* The fd must be that arena's file: one too small would SIGBUS us on access. */
-	struct stat st;
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < info->size) {
-		close(fd);
-		vad__response__free_unpacked(r, NULL);
-		return libvad_failf(c, VAD_EPROTO,
-				    "the file passed for arena '%s' is smaller than the arena",
-				    name);
+				    bad);
 	}
 	struct libvad_arena *a = calloc(1, sizeof(*a));
 	if (a)
@@ -70,17 +143,47 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 	a->fd = fd;
 	a->size = info->size;
 	a->quantum = info->quantum;
+	a->max_align = max_align_of(a->size);
 	vad__response__free_unpacked(r, NULL);
-	void *base = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *base = map_aligned(fd, (size_t)a->size, (size_t)a->max_align);
 	if (base == MAP_FAILED) {
 		int e = errno;
+		uint64_t size = a->size, align = a->max_align;
 		a->base = NULL;
 		arena_free(a);
-		return libvad_failf(c, VAD_EMAP, "cannot map arena '%s' (%llu bytes): %s", name,
-				    (unsigned long long)info->size, strerror(e));
+		return libvad_failf(
+		    c, VAD_EMAP, "cannot map arena '%s' (%llu bytes, aligned to %llu): %s", name,
+		    (unsigned long long)size, (unsigned long long)align, strerror(e));
 	}
 	a->base = base;
 	*out = a;
+	return VAD_OK;
+}
+
+struct libvad_arena *libvad_arena_peek(vad_client *c, const char *name)
+{
+	pthread_mutex_lock(&c->arena_lock);
+	struct libvad_arena *a = lookup_locked(c, name);
+	pthread_mutex_unlock(&c->arena_lock);
+	return a;
+}
+
+/* Enter a fresh mapping in the table. */
+static int add_arena(vad_client *c, struct libvad_arena *a)
+{
+	pthread_mutex_lock(&c->arena_lock);
+	if (c->n_arenas == c->cap_arenas) {
+		size_t cap = c->cap_arenas ? c->cap_arenas * 2 : 4;
+		struct libvad_arena **v = realloc(c->arenas, cap * sizeof(*v));
+		if (!v) {
+			pthread_mutex_unlock(&c->arena_lock);
+			return VAD_ENOMEM;
+		}
+		c->arenas = v;
+		c->cap_arenas = cap;
+	}
+	c->arenas[c->n_arenas++] = a;
+	pthread_mutex_unlock(&c->arena_lock);
 	return VAD_OK;
 }
 
@@ -88,44 +191,28 @@ int libvad_arena_get(vad_client *c, const char *name, struct libvad_arena **out)
 {
 	if (!name || !*name)
 		name = c->default_arena;
-	pthread_mutex_lock(&c->arena_lock);
-	struct libvad_arena *a = lookup_locked(c, name);
-	pthread_mutex_unlock(&c->arena_lock);
+	struct libvad_arena *a = libvad_arena_peek(c, name);
 	if (a) {
 		*out = a;
 		return VAD_OK;
 	}
-	struct libvad_arena *fresh = NULL;
-	int err = map_arena(c, name, &fresh);
-	if (err != VAD_OK)
-		return err;
-	pthread_mutex_lock(&c->arena_lock);
-	/* Another thread may have mapped it meanwhile: keep the first mapping. */
-	a = lookup_locked(c, fresh->name);
-	if (!a && c->n_arenas == c->cap_arenas) {
-		size_t cap = c->cap_arenas ? c->cap_arenas * 2 : 4;
-		struct libvad_arena **v = realloc(c->arenas, cap * sizeof(*v));
-		if (!v) {
-			pthread_mutex_unlock(&c->arena_lock);
-			arena_free(fresh);
-			return libvad_fail(c, VAD_ENOMEM, NULL);
-		}
-		c->arenas = v;
-		c->cap_arenas = cap;
-	}
+	/* One thread at a time asks for an fd: many threads meeting an arena not mapped yet
+	 * would each send a MapArena, and the daemon refuses to pass more fds while 32 sent
+	 * on a connection are unread. The others wait here and find the mapping. */
+	pthread_mutex_lock(&c->map_lock);
+	a = libvad_arena_peek(c, name);
+	int err = VAD_OK;
 	if (!a) {
-		c->arenas[c->n_arenas++] = fresh;
-		a = fresh;
-		fresh = NULL;
+		err = map_arena(c, name, &a);
+		if (err == VAD_OK && add_arena(c, a) != VAD_OK) {
+			arena_free(a);
+			err = libvad_fail(c, VAD_ENOMEM, NULL);
+		}
 	}
-	pthread_mutex_unlock(&c->arena_lock);
-	if (fresh)
-		arena_free(fresh);
-	if (strcmp(a->name, name) != 0)
-		return libvad_failf(c, VAD_EPROTO, "asked to map arena '%s', the daemon sent '%s'",
-				    name, a->name);
-	*out = a;
-	return VAD_OK;
+	pthread_mutex_unlock(&c->map_lock);
+	if (err == VAD_OK)
+		*out = a;
+	return err;
 }
 
 struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr)

@@ -101,6 +101,7 @@ int vad_connect(const char *socket_path, const char *name, vad_client **out)
 	c->sock = -1;
 	c->generation = __atomic_add_fetch(&next_generation, 1, __ATOMIC_RELAXED);
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->map_lock, NULL);
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->held_lock, NULL);
 	struct libvad_target target;
@@ -130,6 +131,7 @@ void vad_close(vad_client *c)
 	libvad_held_destroy(c);
 	libvad_arenas_destroy(c);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->map_lock);
 	pthread_mutex_destroy(&c->arena_lock);
 	pthread_mutex_destroy(&c->held_lock);
 	free(c->socket_path);

@@ -31,7 +31,8 @@ static const char *const sentences[] = {
     [2] = "out of memory",
     [3] = "cannot connect to the vad daemon (is it running?)",
     [4] = "the daemon closed the connection",
-    [5] = "protocol error: an undecodable message or broken framing",
+    [5] = "protocol error: an undecodable message, broken framing, or a reply that does "
+	  "not fit its request",
     [6] = "client and daemon speak different protocol versions",
     [7] = "the arena has no free range that large",
     [8] = "a per-client or per-uid quota would be exceeded",

@@ -33,11 +33,15 @@ static void record_put(vad_client *c, struct libvad_held *h)
 	c->n_held_spare++;
 }
 
-static int add_locked(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
+/* With fresh set an existing record is a clash (VAD_EPROTO), not one more reference. */
+static int add_locked(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size,
+		      bool fresh)
 {
 	uintptr_t addr = (uintptr_t)(arena->base + offset);
 	struct libvad_held *h;
 	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	if (h && fresh)
+		return VAD_EPROTO;
 	if (h) {
 		h->refs++;
 		return VAD_OK;
@@ -73,15 +77,18 @@ static bool drop_locked(vad_client *c, uintptr_t addr, struct libvad_held *out)
 }
 
 int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
-			 const uint64_t *offsets, const uint64_t *sizes)
+			 const uint64_t *offsets, const uint64_t *sizes, bool fresh, size_t *clash)
 {
 	pthread_mutex_lock(&c->held_lock);
 	for (size_t i = 0; i < n; i++) {
-		if (add_locked(c, arena, offsets[i], sizes[i]) != VAD_OK) {
+		int err = add_locked(c, arena, offsets[i], sizes[i], fresh);
+		if (err != VAD_OK) {
 			for (size_t j = 0; j < i; j++)
 				drop_locked(c, (uintptr_t)(arena->base + offsets[j]), NULL);
 			pthread_mutex_unlock(&c->held_lock);
-			return VAD_ENOMEM;
+			if (clash)
+				*clash = i;
+			return err;
 		}
 	}
 	pthread_mutex_unlock(&c->held_lock);
@@ -90,7 +97,16 @@ int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
 
 int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
 {
-	return libvad_held_add_many(c, arena, 1, &offset, &size);
+	return libvad_held_add_many(c, arena, 1, &offset, &size, false, NULL);
+}
+
+bool libvad_held_has(vad_client *c, uintptr_t addr)
+{
+	struct libvad_held *h;
+	pthread_mutex_lock(&c->held_lock);
+	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	pthread_mutex_unlock(&c->held_lock);
+	return h != NULL;
 }
 
 void libvad_held_take_many(vad_client *c, struct libvad_arena *arena, size_t n,

@@ -31,7 +31,8 @@ extern __thread bool libvad_hash_oom;
 
 /* Receive buffer size kept between replies (it grows for larger ones, then shrinks). */
 #define LIBVAD_RBUF_KEEP (64u * 1024u)
-/* Most fds one recvmsg collects; the daemon sends one per MapArena reply. */
+/* Most fds one recvmsg collects; the daemon sends one per MapArena reply (one recvmsg never
+ * returns the fds of two sends), so more than one is a protocol error. */
 #define LIBVAD_FDS_PER_READ 16
 
 /* One arena mapped into this process. Never removed before vad_close, so pointers to
@@ -39,9 +40,10 @@ extern __thread bool libvad_hash_oom;
 struct libvad_arena {
 	char *name;
 	int fd;
-	uint8_t *base;
+	uint8_t *base; /* aligned to max_align */
 	uint64_t size;
 	uint64_t quantum;
+	uint64_t max_align; /* min(VAD_MAX_ALIGN, size rounded up to a power of two) */
 };
 
 /* A range this client holds, keyed by its start address. */
@@ -80,6 +82,7 @@ struct libvad_pending {
 	int err;	     /* VAD_OK or a local failure (VAD_EGONE, VAD_EPROTO) */
 	Vad__Response *resp; /* owned by the waiter once done */
 	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
+	bool wants_fd;	     /* a MapArena call: its reply may carry an fd */
 	struct libvad_pending *prev, *next; /* in its bucket */
 };
 
@@ -87,6 +90,13 @@ struct libvad_pending {
 struct libvad_outbuf {
 	uint8_t *buf;
 	size_t len, cap;
+};
+
+/* A received fd not yet claimed, with where in the reply stream it came: the bytes
+ * [lo, hi) of the recvmsg that brought it, so the reply it rides on starts in there. */
+struct libvad_fd {
+	int fd;
+	uint64_t lo, hi;
 };
 
 /* Threads to wake once c->lock is released (futex words of struct libvad_pending). */
@@ -124,10 +134,15 @@ struct vad_client {
 	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;		     /* touched only by the reader */
 	size_t rlen, rcap;
-	int *fdq; /* received fds not yet claimed, arrival order (reader only) */
+	uint64_t rpos;	       /* stream position of rbuf[0] (reader only) */
+	struct libvad_fd *fdq; /* received fds not yet claimed, arrival order (reader only) */
 	size_t fdq_len, fdq_cap;
+	size_t fd_waiters; /* atomic (written under c->lock): MapArena calls in flight, the
+			      most fds the daemon may have sent that are not claimed yet */
 
-	/* mappings and held ranges */
+	/* mappings and held ranges; map_lock makes one thread at a time ask for an arena's
+	 * fd (held across that round trip; taken before arena_lock) */
+	pthread_mutex_t map_lock;
 	pthread_mutex_t arena_lock;
 	struct libvad_arena **arenas;
 	size_t n_arenas, cap_arenas;
@@ -228,6 +243,9 @@ int libvad_failf(vad_client *c, int err, const char *fmt, ...)
 /* The mapping of arena name, mapping it first (MapArena round trip) if needed. */
 int libvad_arena_get(vad_client *c, const char *name, struct libvad_arena **out);
 
+/* The mapping of arena name if it is mapped already (no round trip), or NULL. */
+struct libvad_arena *libvad_arena_peek(vad_client *c, const char *name);
+
 /* The mapping containing ptr, or NULL. */
 struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr);
 
@@ -240,14 +258,19 @@ void libvad_arenas_destroy(vad_client *c);
 int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size);
 
 /* Record one more reference to each range [offsets[i], offsets[i] + sizes[i]) of arena,
- * under one lock; all or nothing (VAD_ENOMEM: none recorded). */
+ * under one lock; all or nothing (VAD_ENOMEM: none recorded). With fresh set (new
+ * allocations) a range this client holds already, or twice in the list, is a daemon
+ * error: VAD_EPROTO, *clash its index, nothing recorded. */
 int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
-			 const uint64_t *offsets, const uint64_t *sizes);
+			 const uint64_t *offsets, const uint64_t *sizes, bool fresh, size_t *clash);
 
 /* For each of the n ranges of arena at offsets: copy its record into out[i], then drop one
  * reference to it; out[i].refs is 0 if it is not held. Under one lock. */
 void libvad_held_take_many(vad_client *c, struct libvad_arena *arena, size_t n,
 			   const uint64_t *offsets, struct libvad_held *out);
+
+/* Whether this client holds a range starting at addr. */
+bool libvad_held_has(vad_client *c, uintptr_t addr);
 
 /* Copy the record of the range starting at addr; false if none. */
 bool libvad_held_lookup(vad_client *c, uintptr_t addr, struct libvad_held *out);

@@ -29,12 +29,15 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	req.free = &f;
 	Vad__Response *r;
 	size_t freed = 0;
+	bool short_ok = false; /* success, but fewer freed than sent */
 	int err = libvad_call(c, &req, &r, NULL);
 	if (err == VAD_OK) {
-		if (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free)
+		if (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free) {
 			freed = r->free->freed < n ? r->free->freed : n;
-		if (r->error == VAD__ERROR__OK)
+			short_ok = r->error == VAD__ERROR__OK && r->free->freed != n;
+		} else if (r->error == VAD__ERROR__OK) {
 			freed = n;
+		}
 	}
 	for (size_t i = freed; i < n; i++)
 		if (taken[i].refs > 0)
@@ -42,7 +45,15 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	if (taken != &one)
 		free(taken);
 	if (err != VAD_OK)
-		return libvad_fail(c, err, NULL);
+		return libvad_fail(c, err, libvad_dead_message(c));
+	if (short_ok) {
+		err = libvad_failf(c, VAD_EPROTO,
+				   "the daemon answered a free of %zu ranges with success and %u "
+				   "freed",
+				   n, r->free->freed);
+		vad__response__free_unpacked(r, NULL);
+		return err;
+	}
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_FREE);
 	vad__response__free_unpacked(r, NULL);
 	return err;
@@ -59,49 +70,140 @@ static size_t varint_len(uint64_t v)
 	return n;
 }
 
-/* Give back ranges the daemon granted but this process cannot use (the mapping or the
- * bookkeeping failed); the caller reports its own error, so this one is not recorded. */
-static void give_back(vad_client *c, const char *arena, size_t n, const uint64_t *offsets)
+/* How many of offsets, from the first, fit one Free frame for an arena name of name_len
+ * bytes (at least one): the daemon drops a connection that sends a frame above its
+ * max_frame, and LIBVAD_SAFE_FRAME is the smallest any daemon accepts. */
+static size_t free_chunk(size_t name_len, size_t n, const uint64_t *offsets)
 {
-	Vad__Free f = VAD__FREE__INIT;
-	f.arena = (char *)arena;
-	f.n_offsets = n;
-	f.offsets = (uint64_t *)offsets;
-	Vad__Request req = VAD__REQUEST__INIT;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &f;
-	Vad__Response *r;
-	if (libvad_call(c, &req, &r, NULL) == VAD_OK)
-		vad__response__free_unpacked(r, NULL);
+	size_t budget = LIBVAD_SAFE_FRAME - LIBVAD_FREE_OVERHEAD - name_len;
+	size_t end = 0, bytes = 0;
+	while (end < n && bytes + varint_len(offsets[end]) <= budget)
+		bytes += varint_len(offsets[end++]);
+	return end ? end : 1;
 }
 
-/* Turn an AllocReply into pointers and held records; all or nothing. */
-static int take_ranges(vad_client *c, Vad__AllocReply *ar, size_t n, void **out)
+/* Names longer than this are not sent back in a Free (a sane arena name is far shorter). */
+#define GIVE_BACK_NAME_MAX 256u
+
+/* Give back ranges the daemon granted but this process cannot use (the mapping, the
+ * bookkeeping or the reply's check failed); the caller reports its own error, so this one
+ * is not recorded. A range this client held before the reply is kept: the reply's clash
+ * with it must not free it. */
+static void give_back(vad_client *c, const char *arena, size_t n, const uint64_t *offsets)
 {
-	if (ar->n_offsets != n || ar->n_sizes != n) {
+	size_t name_len = strlen(arena);
+	if (n == 0 || name_len > GIVE_BACK_NAME_MAX)
+		return;
+	const struct libvad_arena *a = libvad_arena_peek(c, arena);
+	uint64_t *back = malloc(n * sizeof(*back));
+	if (!back)
+		return;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!a || offsets[i] >= a->size ||
+		    !libvad_held_has(c, (uintptr_t)(a->base + offsets[i])))
+			back[k++] = offsets[i];
+	for (size_t start = 0; start < k;) {
+		size_t m = free_chunk(name_len, k - start, back + start);
+		Vad__Free f = VAD__FREE__INIT;
+		f.arena = (char *)arena;
+		f.n_offsets = m;
+		f.offsets = back + start;
+		Vad__Request req = VAD__REQUEST__INIT;
+		req.op_case = VAD__REQUEST__OP_FREE;
+		req.free = &f;
+		Vad__Response *r;
+		if (libvad_call(c, &req, &r, NULL) != VAD_OK)
+			break;
+		vad__response__free_unpacked(r, NULL);
+		start += m;
+	}
+	free(back);
+}
+
+/* What a reply that grants ranges must match: the request it answers. */
+struct grant_check {
+	const char *arena;   /* the arena asked for (resolved), or NULL (attach: any) */
+	size_t n;	     /* ranges asked for */
+	const size_t *sizes; /* their sizes, or NULL (attach: any size) */
+	uint64_t align;	     /* alignment asked for (0: the quantum) */
+	bool fresh;	     /* new allocations: none may be held already */
+};
+
+/* Check each range of a reply against its request and the mapping a; VAD_OK or the
+ * VAD_EPROTO refusal, recorded. */
+static int check_ranges(vad_client *c, const struct grant_check *want, const Vad__AllocReply *ar,
+			const struct libvad_arena *a)
+{
+	uint64_t align = want->align > a->quantum ? want->align : a->quantum;
+	for (size_t i = 0; i < want->n; i++) {
+		uint64_t off = ar->offsets[i], size = ar->sizes[i];
+		if (off >= a->size || size == 0 || size > a->size - off)
+			return libvad_failf(
+			    c, VAD_EPROTO,
+			    "the daemon granted %llu bytes at offset %llu, not inside "
+			    "arena '%s' (%llu bytes)",
+			    (unsigned long long)size, (unsigned long long)off, a->name,
+			    (unsigned long long)a->size);
+		if (want->sizes && size < want->sizes[i])
+			return libvad_failf(c, VAD_EPROTO,
+					    "the daemon granted %llu bytes for a request of %zu "
+					    "bytes (range %zu of %zu)",
+					    (unsigned long long)size, want->sizes[i], i, want->n);
+		if (((uintptr_t)(a->base + off) & (uintptr_t)(align - 1)) != 0)
+			return libvad_failf(c, VAD_EPROTO,
+					    "the daemon granted offset %llu in arena '%s', not "
+					    "aligned to %llu bytes",
+					    (unsigned long long)off, a->name,
+					    (unsigned long long)align);
+	}
+	return VAD_OK;
+}
+
+/* Turn a reply that grants ranges (alloc, or attach as one range) into pointers and held
+ * records, after checking it against the request; all or nothing. */
+static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct grant_check *want,
+		       void **out)
+{
+	if (ar->n_offsets != want->n || ar->n_sizes != want->n) {
 		give_back(c, ar->arena, ar->n_offsets, ar->offsets);
-		return libvad_failf(c, VAD_EPROTO, "asked for %zu ranges, the daemon granted %zu",
-				    n, ar->n_offsets);
+		return libvad_failf(c, VAD_EPROTO,
+				    "asked for %zu ranges, the daemon granted %zu (with %zu sizes)",
+				    want->n, ar->n_offsets, ar->n_sizes);
+	}
+	if (want->arena && strcmp(ar->arena, want->arena) != 0) {
+		give_back(c, ar->arena, want->n, ar->offsets);
+		return libvad_failf(c, VAD_EPROTO,
+				    "asked for ranges in arena '%s', the daemon granted them in "
+				    "'%.64s'",
+				    want->arena, ar->arena);
 	}
 	struct libvad_arena *a;
 	int err = libvad_arena_get(c, ar->arena, &a);
 	if (err != VAD_OK) {
-		give_back(c, ar->arena, n, ar->offsets);
+		give_back(c, ar->arena, want->n, ar->offsets);
 		return err;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (ar->offsets[i] >= a->size || ar->sizes[i] > a->size - ar->offsets[i]) {
-			give_back(c, ar->arena, n, ar->offsets);
-			return libvad_failf(c, VAD_EPROTO,
-					    "the daemon granted a range past the end of arena '%s'",
-					    a->name);
-		}
+	err = check_ranges(c, want, ar, a);
+	if (err == VAD_OK) {
+		size_t clash = 0;
+		err = libvad_held_add_many(c, a, want->n, ar->offsets, ar->sizes, want->fresh,
+					   &clash);
+		if (err == VAD_EPROTO)
+			err = libvad_failf(
+			    c, VAD_EPROTO, "the daemon granted offset %llu in arena '%s' %s",
+			    (unsigned long long)ar->offsets[clash], a->name,
+			    libvad_held_has(c, (uintptr_t)(a->base + ar->offsets[clash]))
+				? "again: this client holds that range already"
+				: "twice in one reply");
+		else if (err == VAD_ENOMEM)
+			err = libvad_fail(c, VAD_ENOMEM, NULL);
 	}
-	if (libvad_held_add_many(c, a, n, ar->offsets, ar->sizes) != VAD_OK) {
-		give_back(c, ar->arena, n, ar->offsets);
-		return libvad_fail(c, VAD_ENOMEM, NULL);
+	if (err != VAD_OK) {
+		give_back(c, ar->arena, want->n, ar->offsets);
+		return err;
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < want->n; i++)
 		out[i] = a->base + ar->offsets[i];
 	return VAD_OK;
 }
@@ -114,6 +216,27 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 				   "alloc: client, sizes or out is NULL, or the count is 0");
 	if (n > SIZE_MAX / sizeof(uint64_t))
 		return libvad_fail(c, VAD_ETOOBIG, "alloc: too many ranges in one batch");
+	if (align > VAD_MAX_ALIGN)
+		return libvad_failf(c, VAD_EINVAL,
+				    "alloc: alignment %zu is above the largest libvad gives "
+				    "(VAD_MAX_ALIGN, %zu bytes)",
+				    align, VAD_MAX_ALIGN);
+	const char *name = arena && *arena ? arena : c->default_arena;
+	/* Every mapping is aligned to at least a page: only a larger alignment needs the
+	 * arena's own largest, which needs its mapping (made now rather than after the
+	 * reply). */
+	if (align > 4096) {
+		struct libvad_arena *a;
+		int err = libvad_arena_get(c, name, &a);
+		if (err != VAD_OK)
+			return err;
+		if (align > a->max_align)
+			return libvad_failf(c, VAD_EINVAL,
+					    "alloc: alignment %zu is above the largest arena '%s' "
+					    "gives (%llu bytes: its size rounded up to a power of "
+					    "two)",
+					    align, a->name, (unsigned long long)a->max_align);
+	}
 	Vad__Alloc al = VAD__ALLOC__INIT;
 	al.align = align;
 	al.arena = (char *)libvad_arena_arg(arena);
@@ -137,7 +260,9 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 	free(wire);
 	if (err != VAD_OK)
 		return err;
-	err = take_ranges(c, r->alloc, n, out);
+	struct grant_check want = {
+	    .arena = name, .n = n, .sizes = sizes, .align = align, .fresh = true};
+	err = take_ranges(c, r->alloc, &want, out);
 	vad__response__free_unpacked(r, NULL);
 	return err;
 }
@@ -208,13 +333,10 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs)
 				sent[j] = true;
 			}
 		}
-		size_t budget = LIBVAD_SAFE_FRAME - LIBVAD_FREE_OVERHEAD - strlen(a->name);
 		for (size_t start = 0; start < k && err == VAD_OK;) {
-			size_t end = start, bytes = 0;
-			while (end < k && bytes + varint_len(offsets[end]) <= budget)
-				bytes += varint_len(offsets[end++]);
-			err = free_offsets(c, a, end - start, offsets + start);
-			start = end;
+			size_t m = free_chunk(strlen(a->name), k - start, offsets + start);
+			err = free_offsets(c, a, m, offsets + start);
+			start += m;
 		}
 	}
 out:
@@ -270,8 +392,9 @@ int vad_attach(vad_client *c, const char *token, void **out, size_t *size)
 	as_alloc.n_offsets = as_alloc.n_sizes = 1;
 	as_alloc.offsets = &r->attach->offset;
 	as_alloc.sizes = &r->attach->size;
+	struct grant_check want = {.n = 1};
 	void *p;
-	err = take_ranges(c, &as_alloc, 1, &p);
+	err = take_ranges(c, &as_alloc, &want, &p);
 	if (err == VAD_OK) {
 		*out = p;
 		if (size)

@@ -2,15 +2,24 @@
  * reader.c - the reader role: one waiting thread at a time receives from the socket,
  * queues the SCM_RIGHTS fds in arrival order, decodes every whole frame without holding
  * c->lock, then hands each response to the waiter with that id and wakes it once (after
- * releasing the lock). When its own response has come it gives the role to the oldest
- * sleeping waiter and, holding the sender role while it wakes the others, sends in one
- * go the requests they make meanwhile.
+ * releasing the lock).
+ *
+ * Nothing the daemon sends is taken on trust: a reply to an id no call waits for (never
+ * sent, or answered already), an fd that does not ride on a MapArena reply, two fds at
+ * once, or more fds than MapArena calls are in flight end the connection with VAD_EPROTO
+ * and a sentence, and the fds are closed. An fd belongs to the reply that starts inside
+ * the bytes of the recvmsg that brought it (the kernel returns one send's fds with its
+ * first bytes and stops reading there), so fds and frames are matched by stream position,
+ * not only by order; the queue of fds holds at most one per MapArena call in flight. When its own
+ * response has come it gives the role to the oldest sleeping waiter and, holding the sender role
+ * while it wakes the others, sends in one go the requests they make meanwhile.
  *
  * Nobody sleeps while nobody reads: a waiter sleeps only while c->reading is set, and a
  * reader that stops wakes a successor. So a sender blocked because the daemon holds back
  * until its replies are read always has a reader behind it.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,40 +33,62 @@ static void close_fds(const int *fds, size_t n)
 		close(fds[i]);
 }
 
-/* Queue received fds; on allocation failure they are closed and VAD_ENOMEM returned. */
-static int queue_fds(vad_client *c, const int *fds, size_t n)
+/* Why the connection ends, for vad_last_error (the reader's own sentences). */
+#define WHY_MAX 256
+
+/* Queue one received fd that came with the stream bytes [lo, hi); on allocation failure
+ * it is closed and VAD_ENOMEM returned. */
+static int queue_fd(vad_client *c, int fd, uint64_t lo, uint64_t hi)
 {
-	if (c->fdq_len + n > c->fdq_cap) {
-		size_t cap = c->fdq_cap ? c->fdq_cap * 2 : 8;
-		while (cap < c->fdq_len + n)
-			cap *= 2;
-		int *q = realloc(c->fdq, cap * sizeof(*q));
+	if (c->fdq_len == c->fdq_cap) {
+		size_t cap = c->fdq_cap ? c->fdq_cap * 2 : 4;
+		struct libvad_fd *q = realloc(c->fdq, cap * sizeof(*q));
 		if (!q) {
-			close_fds(fds, n);
+			close(fd);
 			return VAD_ENOMEM;
 		}
 		c->fdq = q;
 		c->fdq_cap = cap;
 	}
-	memcpy(c->fdq + c->fdq_len, fds, n * sizeof(*fds));
-	c->fdq_len += n;
+	c->fdq[c->fdq_len++] = (struct libvad_fd){fd, lo, hi};
 	return VAD_OK;
 }
 
 static int pop_fd(vad_client *c)
 {
-	if (c->fdq_len == 0)
-		return -1;
-	int fd = c->fdq[0];
+	int fd = c->fdq[0].fd;
 	memmove(c->fdq, c->fdq + 1, (c->fdq_len - 1) * sizeof(*c->fdq));
 	c->fdq_len--;
 	return fd;
 }
 
+/* The fd of a MapArena reply starting at stream position at, or -1 if none came with it. */
+static int claim_fd(vad_client *c, uint64_t at)
+{
+	if (c->fdq_len == 0 || c->fdq[0].lo > at || at >= c->fdq[0].hi)
+		return -1;
+	return pop_fd(c);
+}
+
+/* Every reply that starts before stream position at has been decoded: an fd that came with
+ * earlier bytes and none of them claimed rode on a reply that carries none. It is closed;
+ * *lo is where the bytes it came with start. */
+static bool stray_fd(vad_client *c, uint64_t at, uint64_t *lo, char *why)
+{
+	if (c->fdq_len == 0 || c->fdq[0].hi > at)
+		return false;
+	*lo = c->fdq[0].lo;
+	close(pop_fd(c));
+	snprintf(why, WHY_MAX,
+		 "the daemon passed a file descriptor with a reply that is not an arena map; "
+		 "it is closed, and so is the connection");
+	return true;
+}
+
 /* One receive into the buffer, collecting fds (proto/fdpass). Returns VAD_OK, or the
- * error that kills the connection. Runs without c->lock: only the reader touches rbuf and
- * fdq. */
-static int read_some(vad_client *c, const char **why)
+ * error that kills the connection (why then says it, if it is not the daemon leaving).
+ * Runs without c->lock: only the reader touches rbuf and fdq. */
+static int read_some(vad_client *c, char *why)
 {
 	if (c->rcap - c->rlen < 4096) {
 		size_t cap = c->rcap ? c->rcap * 2 : LIBVAD_RBUF_KEEP;
@@ -75,15 +106,35 @@ static int read_some(vad_client *c, const char **why)
 		if (errno == EMSGSIZE) {
 			/* The kernel could not install a passed fd (usually RLIMIT_NOFILE): the
 			 * fd order no longer matches the replies, so the connection is over. */
-			*why = "a file descriptor the daemon passed (an arena's fd) could not be "
-			       "received: this process may be out of file descriptors "
-			       "(RLIMIT_NOFILE); the connection is closed";
+			snprintf(why, WHY_MAX,
+				 "a file descriptor the daemon passed (an arena's fd) could not be "
+				 "received: this process may be out of file descriptors "
+				 "(RLIMIT_NOFILE); the connection is closed");
 			return VAD_EPROTO;
 		}
 		return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
 	}
 	if (nfds > 0) {
-		int err = queue_fds(c, fds, nfds);
+		/* The calls in flight bound what may come: one fd per MapArena call. */
+		size_t room = __atomic_load_n(&c->fd_waiters, __ATOMIC_RELAXED);
+		if (nfds > 1 || n == 0 || c->fdq_len + nfds > room) {
+			close_fds(fds, nfds);
+			if (nfds > 1)
+				snprintf(
+				    why, WHY_MAX,
+				    "the daemon passed %zu file descriptors with one reply (a "
+				    "reply carries at most one); they are closed, and so is the "
+				    "connection",
+				    nfds);
+			else
+				snprintf(why, WHY_MAX,
+					 "the daemon passed a file descriptor that no arena map "
+					 "request was waiting for; it is closed, and so is the "
+					 "connection");
+			return VAD_EPROTO;
+		}
+		uint64_t lo = c->rpos + c->rlen;
+		int err = queue_fd(c, fds[0], lo, lo + (uint64_t)n);
 		if (err != VAD_OK)
 			return err;
 	}
@@ -97,21 +148,46 @@ static int read_some(vad_client *c, const char **why)
 struct decoded {
 	Vad__Response *resp[LIBVAD_DELIVER_BATCH];
 	int fd[LIBVAD_DELIVER_BATCH];
+	uint64_t at[LIBVAD_DELIVER_BATCH]; /* where each starts in the stream */
 	size_t n;
 	int err;	   /* the stream is broken (or the daemon is closing it) after these */
 	char *parting_msg; /* the daemon's sentence with an unasked error, malloc'd */
+	char why[WHY_MAX]; /* libvad's sentence when it refuses the stream, or "" */
 };
+
+/* Drop the decoded replies that start at stream position lo or later: one of them came
+ * with a stray fd, so none is delivered (their calls fail with the connection). */
+static void drop_from(struct decoded *d, uint64_t lo)
+{
+	while (d->n > 0 && d->at[d->n - 1] >= lo) {
+		d->n--;
+		if (d->fd[d->n] >= 0)
+			close(d->fd[d->n]);
+		vad__response__free_unpacked(d->resp[d->n], NULL);
+	}
+}
 
 /* Decode whole frames from rbuf at *off, at most LIBVAD_DELIVER_BATCH. Without c->lock. */
 static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 {
 	while (d->n < LIBVAD_DELIVER_BATCH) {
+		uint64_t at = c->rpos + *off; /* where this frame starts in the stream */
+		uint64_t lo;
+		if (stray_fd(c, at, &lo, d->why)) {
+			drop_from(d, lo);
+			d->err = VAD_EPROTO;
+			return;
+		}
 		size_t len;
 		enum vad_frame_status st =
 		    vad_frame_peek(c->rbuf + *off, c->rlen - *off, LIBVAD_RESPONSE_MAX, &len);
 		if (st == VAD_FRAME_NEED_MORE)
 			return;
 		if (st != VAD_FRAME_READY) {
+			snprintf(d->why, WHY_MAX,
+				 "the daemon sent a frame longer than %u bytes or with a broken "
+				 "length; the connection is closed",
+				 LIBVAD_RESPONSE_MAX);
 			d->err = VAD_EPROTO;
 			return;
 		}
@@ -119,6 +195,9 @@ static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 		    vad__response__unpack(NULL, len, c->rbuf + *off + VAD_FRAME_HEADER);
 		*off += VAD_FRAME_HEADER + len;
 		if (!r) {
+			snprintf(d->why, WHY_MAX,
+				 "the daemon sent a reply that does not decode; the connection is "
+				 "closed");
 			d->err = VAD_EPROTO;
 			return;
 		}
@@ -133,27 +212,47 @@ static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 		}
 		int fd = -1;
 		if (r->result_case == VAD__RESPONSE__RESULT_MAP_ARENA && r->error == VAD__ERROR__OK)
-			fd = pop_fd(c);
+			fd = claim_fd(c, at);
 		d->resp[d->n] = r;
 		d->fd[d->n] = fd;
+		d->at[d->n] = at;
 		d->n++;
 	}
 }
 
-/* Hand decoded responses to their waiters. c->lock held. */
+/* Hand decoded responses to their waiters. A reply nobody waits for breaks the stream:
+ * it and the ones after it are dropped. c->lock held. */
 static void deliver_locked(vad_client *c, struct decoded *d, struct libvad_wakes *w)
 {
+	bool broken = false;
 	for (size_t i = 0; i < d->n; i++) {
 		Vad__Response *r = d->resp[i];
-		struct libvad_pending *p = libvad_pending_find(c, r->id);
+		struct libvad_pending *p = broken ? NULL : libvad_pending_find(c, r->id);
+		if (!p && !broken) {
+			uint64_t sent = __atomic_load_n(&c->next_id, __ATOMIC_RELAXED);
+			snprintf(d->why, WHY_MAX,
+				 "the daemon answered request %llu, which %s; the connection is "
+				 "closed",
+				 (unsigned long long)r->id,
+				 r->id == 0 || r->id > sent
+				     ? "this client never sent"
+				     : "no call is waiting for (it was answered already)");
+			d->err = VAD_EPROTO;
+			broken = true;
+		}
 		if (!p) {
-			/* Nobody asked (e.g. an unsolicited error before a close): drop it. */
 			if (d->fd[i] >= 0)
 				close(d->fd[i]);
 			vad__response__free_unpacked(r, NULL);
 			continue;
 		}
-		libvad_pending_finish(c, p, VAD_OK, r, d->fd[i], w);
+		int fd = d->fd[i];
+		if (fd >= 0 && !p->wants_fd) {
+			/* A map reply to a call that is no map: the call refuses its kind. */
+			close(fd);
+			fd = -1;
+		}
+		libvad_pending_finish(c, p, VAD_OK, r, fd, w);
 	}
 	d->n = 0;
 	if (d->parting_msg && !c->dead_msg) {
@@ -168,6 +267,7 @@ static void compact(vad_client *c, size_t off)
 {
 	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 	c->rlen -= off;
+	c->rpos += off;
 	if (c->rcap > LIBVAD_RBUF_KEEP && c->rlen <= LIBVAD_RBUF_KEEP / 2) {
 		uint8_t *b = realloc(c->rbuf, LIBVAD_RBUF_KEEP);
 		if (b) {
@@ -182,11 +282,10 @@ bool libvad_read_round(vad_client *c, struct libvad_pending *me)
 	c->reading = true;
 	pthread_mutex_unlock(&c->lock);
 
-	const char *why = NULL;
-	int err = read_some(c, &why);
 	struct libvad_wakes w = {.n = 0};
 	size_t off = 0;
-	struct decoded d = {.n = 0, .err = VAD_OK, .parting_msg = NULL};
+	struct decoded d = {.n = 0, .err = VAD_OK, .parting_msg = NULL, .why = ""};
+	int err = read_some(c, d.why);
 	for (;;) {
 		if (err == VAD_OK)
 			decode_frames(c, &off, &d);
@@ -203,8 +302,8 @@ bool libvad_read_round(vad_client *c, struct libvad_pending *me)
 		pthread_mutex_unlock(&c->lock);
 		libvad_wakes_flush(&w);
 	}
-	if (why && !c->dead_msg)
-		c->dead_msg = strdup(why);
+	if (*d.why && !c->dead_msg)
+		c->dead_msg = strdup(d.why);
 	compact(c, off);
 	c->reading = false;
 	if (err != VAD_OK)
@@ -238,7 +337,8 @@ bool libvad_read_round(vad_client *c, struct libvad_pending *me)
 
 void libvad_reader_destroy(vad_client *c)
 {
-	close_fds(c->fdq, c->fdq_len);
+	for (size_t i = 0; i < c->fdq_len; i++)
+		close(c->fdq[i].fd);
 	free(c->fdq);
 	c->fdq = NULL;
 	c->fdq_len = c->fdq_cap = 0;

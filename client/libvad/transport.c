@@ -103,7 +103,7 @@ static void wait_reply(vad_client *c, struct libvad_pending *me)
 
 int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 {
-	struct libvad_pending me = {.fd = -1};
+	struct libvad_pending me = {.fd = -1, .wants_fd = fd != NULL};
 	*resp = NULL;
 	if (fd)
 		*fd = -1;

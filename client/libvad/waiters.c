@@ -28,6 +28,8 @@ void libvad_pending_add(vad_client *c, struct libvad_pending *p)
 	if (*b)
 		(*b)->prev = p;
 	*b = p;
+	if (p->wants_fd)
+		__atomic_store_n(&c->fd_waiters, c->fd_waiters + 1, __ATOMIC_RELAXED);
 }
 
 void libvad_pending_remove(vad_client *c, struct libvad_pending *p)
@@ -39,6 +41,8 @@ void libvad_pending_remove(vad_client *c, struct libvad_pending *p)
 	if (p->next)
 		p->next->prev = p->prev;
 	p->prev = p->next = NULL;
+	if (p->wants_fd)
+		__atomic_store_n(&c->fd_waiters, c->fd_waiters - 1, __ATOMIC_RELAXED);
 }
 
 struct libvad_pending *libvad_pending_find(vad_client *c, uint64_t id)

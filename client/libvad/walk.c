@@ -42,6 +42,19 @@ int vad_walk(vad_client *c, const char *arena, size_t max_blocks, struct vad_are
 				break;
 			}
 		}
+		/* Every page describes the same arena, and an arena of size bytes has at most
+		 * size / quantum blocks: a daemon paging on past that would grow this list
+		 * without end. */
+		if (w->size != size || w->quantum != quantum || quantum == 0 ||
+		    n + w->n_blocks > size / quantum + 1) {
+			err = libvad_failf(c, VAD_EPROTO,
+					   "the daemon's walk of arena '%s' is inconsistent (%zu "
+					   "blocks in %llu bytes of %llu-byte quanta)",
+					   name, n + w->n_blocks, (unsigned long long)w->size,
+					   (unsigned long long)w->quantum);
+			vad__response__free_unpacked(r, NULL);
+			break;
+		}
 		size_t take = w->n_blocks;
 		if (max_blocks && take > max_blocks - n)
 			take = max_blocks - n;

@@ -3,6 +3,14 @@
  * Unix socket, so the client side is tested on its own: id matching with responses sent
  * out of order, fd passing for MapArena (several maps in flight), held-range bookkeeping,
  * error sentences, the typed admin calls, and a connection that dies under waiting threads.
+ *
+ * The fake also lies, one trick per request (struct fake.trick), so that every check libvad
+ * makes on a reply is shown refusing one by one with VAD_EPROTO and its sentence: granted
+ * sizes, counts, offsets and alignment, ranges granted twice, the arena named, request ids
+ * never sent or answered twice, fds on replies that carry none, two fds, a flood of fds,
+ * map replies that describe another arena, a bad quantum or a short file, a free that
+ * claims success without freeing; and it dies in every state (mid-reply, mid-fd, between
+ * calls, under many threads), which must leave no crash and no fd behind.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <dirent.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -25,16 +35,44 @@
 #include "frame.h"
 #include "vad.h"
 
-#define ARENA_SIZE (16u << 20)
-#define QUANTUM	   4096u
-#define DIE_SIZE   0xDEAD000u /* an Alloc of this size makes the fake hang up */
-#define WRONG_SIZE 0xBAD1000u /* ... answers it with a FreeReply */
-#define JUNK_SIZE  0xBAD2000u /* ... answers it with an undecodable frame */
+#define ARENA_SIZE   (16u << 20)
+#define QUANTUM	     4096u
+#define DIE_SIZE     0xDEAD000u /* an Alloc of this size makes the fake hang up */
+#define WRONG_SIZE   0xBAD1000u /* ... answers it with a FreeReply */
+#define JUNK_SIZE    0xBAD2000u /* ... answers it with an undecodable frame */
 #define MANY_CLIENTS 5000
-#define MAX_HOLDS  4096
-#define MAX_CONNS  64
+#define MAX_HOLDS    4096
+#define MAX_CONNS    64
 
 /* ---- the fake daemon ------------------------------------------------------------------ */
+
+/* How the fake lies in its answer to the next request of trick_op (0: any request). */
+enum trick {
+	TRICK_NONE,
+	TRICK_SHORT_GRANT,	/* alloc: grant one quantum whatever was asked */
+	TRICK_FEWER_RANGES,	/* alloc: one range fewer than asked */
+	TRICK_OFFSET_OUTSIDE,	/* alloc: an offset past the end of the arena */
+	TRICK_PAST_END,		/* alloc: a range that starts inside and ends past the end */
+	TRICK_MISALIGNED,	/* alloc: an offset not aligned as asked */
+	TRICK_HELD_AGAIN,	/* alloc: the range this client got just before */
+	TRICK_DUP_IN_BATCH,	/* alloc: the same offset twice in one reply */
+	TRICK_OTHER_ARENA,	/* alloc: the ranges are in the other arena */
+	TRICK_UNKNOWN_ID,	/* any: the reply carries an id never sent */
+	TRICK_TWICE,		/* any: the reply is sent twice */
+	TRICK_STRAY_FD,		/* any: an fd rides on the reply */
+	TRICK_MAP_ERROR_FD,	/* map: an error reply, with an fd */
+	TRICK_TWO_FDS,		/* map: two fds on the reply */
+	TRICK_FD_FLOOD,		/* map: an fd on each of the first bytes of the reply */
+	TRICK_MAP_OTHER_NAME,	/* map: describes the other arena */
+	TRICK_MAP_BAD_QUANTUM,	/* map: a quantum that is no power of two */
+	TRICK_MAP_SMALL_FILE,	/* map: passes a file smaller than the arena */
+	TRICK_FREE_SHORT,	/* free: success, with nothing freed */
+	TRICK_DIE_MID_REPLY,	/* any: half the reply, then hang up */
+	TRICK_DIE_MID_FD,	/* map: the first byte of the reply with its fd, then hang up */
+	TRICK_DIE_AFTER_HEADER, /* any: the frame's length only, then hang up */
+};
+
+#define FLOOD_FDS 64
 
 struct fake_arena {
 	const char *name;
@@ -56,7 +94,10 @@ struct fake {
 	pthread_mutex_t lock;
 	struct fake_arena arenas[2];
 	bool map_without_fd; /* answer MapArena without passing the fd */
-	bool many_clients;   /* answer Clients with MANY_CLIENTS entries */
+	enum trick trick;    /* one lie for the next request of trick_op, then none */
+	Vad__Request__OpCase trick_op;
+	int small_fd;	   /* a file smaller than an arena (TRICK_MAP_SMALL_FILE) */
+	bool many_clients; /* answer Clients with MANY_CLIENTS entries */
 	Vad__ClientInfo *many[MANY_CLIENTS];
 	struct hold holds[MAX_HOLDS];
 	size_t n_holds;
@@ -90,8 +131,69 @@ static void set_error(Vad__Response *r, Vad__Error e, const char *msg)
 	r->message = (char *)msg;
 }
 
+/* The trick for request q (taken: it applies once), or TRICK_NONE. */
+static enum trick take_trick(struct fake *f, const Vad__Request *q)
+{
+	pthread_mutex_lock(&f->lock);
+	enum trick t = TRICK_NONE;
+	if (f->trick != TRICK_NONE && (f->trick_op == 0 || f->trick_op == q->op_case)) {
+		t = f->trick;
+		f->trick = TRICK_NONE;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return t;
+}
+
+static void set_trick(struct fake *f, enum trick t, Vad__Request__OpCase op)
+{
+	pthread_mutex_lock(&f->lock);
+	f->trick = t;
+	f->trick_op = op;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Apply an alloc trick to the n ranges just granted (their holds are the last n). */
+static void lie_about_alloc(struct fake *f, int conn, enum trick t, Vad__AllocReply *ar, size_t n)
+{
+	struct hold *mine = &f->holds[f->n_holds - n];
+	switch (t) {
+	case TRICK_SHORT_GRANT:
+		ar->sizes[0] = QUANTUM;
+		break;
+	case TRICK_FEWER_RANGES:
+		ar->n_offsets = ar->n_sizes = n - 1;
+		break;
+	case TRICK_OFFSET_OUTSIDE:
+		ar->offsets[0] = ARENA_SIZE;
+		break;
+	case TRICK_PAST_END:
+		ar->sizes[0] = ARENA_SIZE;
+		break;
+	case TRICK_MISALIGNED:
+		/* 4 KiB past a 64 KiB boundary; the hold moves with it, so it can be given back. */
+		ar->offsets[0] = mine->offset = ARENA_SIZE / 2 + QUANTUM;
+		break;
+	case TRICK_HELD_AGAIN:
+		for (size_t k = f->n_holds - n; k-- > 0;)
+			if (f->holds[k].conn == conn && f->holds[k].arena == mine->arena) {
+				ar->offsets[0] = f->holds[k].offset;
+				break;
+			}
+		break;
+	case TRICK_DUP_IN_BATCH:
+		ar->offsets[1] = ar->offsets[0];
+		break;
+	case TRICK_OTHER_ARENA:
+		ar->arena = (char *)f->arenas[mine->arena ? 0 : 1].name;
+		break;
+	default:
+		break;
+	}
+}
+
 /* Build the reply to one request. Returns the fd to attach (or -1), or -2 to hang up. */
-static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response *r, void *scratch)
+static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response *r, void *scratch,
+		  enum trick t)
 {
 	/* scratch holds every sub-message this reply needs (one request at a time). */
 	struct {
@@ -115,6 +217,9 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		Vad__PurgeReply purge;
 		Vad__ReloadReply reload;
 		Vad__CheckReply check;
+		Vad__WalkReply walk;
+		Vad__Block block;
+		Vad__Block *blockp[1];
 	} *s = scratch;
 	r->id = q->id;
 	int fd = -1;
@@ -178,6 +283,7 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		s->alloc.n_offsets = s->alloc.n_sizes = n;
 		s->alloc.offsets = s->offs;
 		s->alloc.sizes = s->sizes;
+		lie_about_alloc(f, conn, t, &s->alloc, n);
 		r->result_case = VAD__RESPONSE__RESULT_ALLOC;
 		r->alloc = &s->alloc;
 		break;
@@ -201,6 +307,10 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		r->free = &s->free;
 		if (ai < 0 || i < q->free->n_offsets)
 			set_error(r, VAD__ERROR__ENOTHELD, "fake: range not held by this client");
+		if (t == TRICK_FREE_SHORT) {
+			set_error(r, VAD__ERROR__OK, "");
+			s->free.freed = 0;
+		}
 		break;
 	}
 	case VAD__REQUEST__OP_MAP_ARENA: {
@@ -220,6 +330,16 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		r->result_case = VAD__RESPONSE__RESULT_MAP_ARENA;
 		r->map_arena = &s->map;
 		fd = f->map_without_fd ? -1 : f->arenas[ai].fd;
+		if (t == TRICK_MAP_OTHER_NAME)
+			s->info[0].name = (char *)f->arenas[ai ? 0 : 1].name;
+		if (t == TRICK_MAP_BAD_QUANTUM)
+			s->info[0].quantum = 3 * QUANTUM;
+		if (t == TRICK_MAP_SMALL_FILE)
+			fd = f->small_fd;
+		if (t == TRICK_MAP_ERROR_FD) {
+			r->result_case = VAD__RESPONSE__RESULT__NOT_SET;
+			set_error(r, VAD__ERROR__EPERM, "fake: not allowed (and here is an fd)");
+		}
 		break;
 	}
 	case VAD__REQUEST__OP_SHARE: {
@@ -353,12 +473,100 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		r->result_case = VAD__RESPONSE__RESULT_CHECK;
 		r->check = &s->check;
 		break;
+	case VAD__REQUEST__OP_WALK:
+		/* A walk that never ends: one block per page of a two-quantum arena, and more
+		 * always promised. */
+		vad__walk_reply__init(&s->walk);
+		vad__block__init(&s->block);
+		s->block.offset = q->walk->from;
+		s->block.size = QUANTUM;
+		s->blockp[0] = &s->block;
+		s->walk.arena = "default";
+		s->walk.size = 2 * QUANTUM;
+		s->walk.quantum = QUANTUM;
+		s->walk.n_blocks = 1;
+		s->walk.blocks = s->blockp;
+		s->walk.more = 1;
+		s->walk.next = q->walk->from + QUANTUM;
+		r->result_case = VAD__RESPONSE__RESULT_WALK;
+		r->walk = &s->walk;
+		break;
 	default:
 		set_error(r, VAD__ERROR__EUNSUPPORTED, "fake: unknown operation");
 	}
 unlock:
 	pthread_mutex_unlock(&f->lock);
 	return fd;
+}
+
+/* Send len bytes with n fds attached to them (n may be 0). */
+static int send_fds(int sock, const void *buf, size_t len, const int *fds, size_t n)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(FLOOD_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (n > 0) {
+		memset(&control, 0, sizeof(control));
+		msg.msg_control = control.buf;
+		msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	}
+	return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* Send the reply r (with fd, if >= 0) the way trick t says; -1 to hang up. */
+static int send_tricked(struct fake *f, int sock, Vad__Response *r, int fd, enum trick t)
+{
+	size_t cap = vad_frame_response_size(r);
+	uint8_t *buf = malloc(cap);
+	size_t len = buf ? vad_frame_encode_response(r, buf, cap) : 0;
+	int rc = -1;
+	int fds[FLOOD_FDS];
+	for (size_t i = 0; i < FLOOD_FDS; i++)
+		fds[i] = f->arenas[0].fd;
+	if (len == 0)
+		goto out;
+	switch (t) {
+	case TRICK_TWO_FDS:
+		rc = send_fds(sock, buf, len, fds, 2);
+		break;
+	case TRICK_STRAY_FD:
+	case TRICK_MAP_ERROR_FD:
+		rc = send_fds(sock, buf, len, fds, 1);
+		break;
+	case TRICK_FD_FLOOD:
+		/* One fd per byte: libvad stops reading at the second. */
+		rc = 0;
+		for (size_t i = 0; i < len && rc == 0; i++)
+			rc = send_fds(sock, buf + i, 1, fds, i < FLOOD_FDS ? 1 : 0);
+		break;
+	case TRICK_DIE_MID_REPLY:
+		send_fds(sock, buf, len / 2, NULL, 0);
+		break;
+	case TRICK_DIE_MID_FD:
+		send_fds(sock, buf, 1, &fd, fd >= 0 ? 1 : 0);
+		break;
+	case TRICK_DIE_AFTER_HEADER:
+		send_fds(sock, buf, VAD_FRAME_HEADER, NULL, 0);
+		break;
+	case TRICK_TWICE:
+		rc = send_fds(sock, buf, len, &fd, fd >= 0 ? 1 : 0);
+		if (rc == 0)
+			rc = send_fds(sock, buf, len, NULL, 0);
+		break;
+	default:
+		rc = send_fds(sock, buf, len, &fd, fd >= 0 ? 1 : 0);
+	}
+out:
+	free(buf);
+	return rc;
 }
 
 static int send_frame(int sock, const Vad__Response *r, int fd)
@@ -414,7 +622,8 @@ static void *serve(void *arg)
 		for (size_t i = nreq; i-- > 0;) {
 			Vad__Response r = VAD__RESPONSE__INIT;
 			static __thread char scratch[40000];
-			int fd = hang_up ? -1 : answer(f, ca->id, reqs[i], &r, scratch);
+			enum trick t = take_trick(f, reqs[i]);
+			int fd = hang_up ? -1 : answer(f, ca->id, reqs[i], &r, scratch, t);
 			if (fd == -2)
 				hang_up = true;
 			if (fd == -3) {
@@ -427,7 +636,11 @@ static void *serve(void *arg)
 				vad__request__free_unpacked(reqs[i], NULL);
 				continue;
 			}
-			if (!hang_up && send_frame(ca->fd, &r, fd) < 0)
+			if (t == TRICK_UNKNOWN_ID)
+				r.id += 1000;
+			if (!hang_up && t != TRICK_NONE && send_tricked(f, ca->fd, &r, fd, t) < 0)
+				hang_up = true;
+			else if (!hang_up && t == TRICK_NONE && send_frame(ca->fd, &r, fd) < 0)
 				hang_up = true;
 			vad__request__free_unpacked(reqs[i], NULL);
 		}
@@ -488,6 +701,9 @@ static struct fake *fake_start(uint32_t hello_version)
 		assert_true(f->arenas[i].fd >= 0);
 		assert_int_equal(ftruncate(f->arenas[i].fd, ARENA_SIZE), 0);
 	}
+	f->small_fd = memfd_create("small", MFD_CLOEXEC);
+	assert_true(f->small_fd >= 0);
+	assert_int_equal(ftruncate(f->small_fd, QUANTUM), 0);
 	f->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", f->path);
@@ -495,6 +711,15 @@ static struct fake *fake_start(uint32_t hello_version)
 	assert_int_equal(listen(f->listen_fd, 64), 0);
 	pthread_create(&f->acceptor, NULL, accept_loop, f);
 	return f;
+}
+
+/* Hang up every connection now, between calls. */
+static void fake_hang_up(struct fake *f)
+{
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < f->n_conns; i++)
+		shutdown(f->conn_fds[i], SHUT_RDWR);
+	pthread_mutex_unlock(&f->lock);
 }
 
 static void fake_stop(struct fake *f)
@@ -509,6 +734,7 @@ static void fake_stop(struct fake *f)
 	close(f->listen_fd);
 	for (int i = 0; i < 2; i++)
 		close(f->arenas[i].fd);
+	close(f->small_fd);
 	unlink(f->path);
 	rmdir(f->dir);
 	pthread_mutex_destroy(&f->lock);
@@ -872,6 +1098,333 @@ static void test_large_reply(void **state)
 	fake_stop(f);
 }
 
+/* ---- replies libvad refuses, one by one --------------------------------------------------- */
+
+/* Open file descriptors of this process. */
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static void assert_refused(vad_client *c, int rc, const char *needle)
+{
+	if (rc != VAD_EPROTO)
+		fail_msg("expected VAD_EPROTO, got %d (%s): %s", rc, vad_strerror(rc),
+			 vad_last_error(c));
+	if (!strstr(vad_last_error(c), needle))
+		fail_msg("expected '%s' in the sentence: %s", needle, vad_last_error(c));
+}
+
+/* What the fake counts as held by this client. */
+static uint64_t fake_held(vad_client *c)
+{
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_OK);
+	return st.held_ranges;
+}
+
+/* A client on a fresh fake; *fds0 is the fd count before both (checked by finish). */
+static struct fake *start(vad_client **c, int *fds0)
+{
+	*fds0 = count_fds();
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	assert_int_equal(vad_connect(f->path, "lied-to", c), VAD_OK);
+	return f;
+}
+
+/* Close both; every fd the fake passed (stray ones included) must be closed by then. */
+static void finish(struct fake *f, vad_client *c, int fds0)
+{
+	vad_close(c);
+	fake_stop(f);
+	assert_int_equal(count_fds(), fds0);
+}
+
+static void test_refuses_short_grant(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	set_trick(f, TRICK_SHORT_GRANT, VAD__REQUEST__OP_ALLOC);
+	void *p;
+	assert_refused(c, vad_alloc(c, 1u << 20, 0, &p),
+		       "granted 4096 bytes for a request of 1048576 bytes");
+	assert_int_equal(fake_held(c), 0); /* given back */
+	assert_int_equal(vad_alloc(c, 1u << 20, 0, &p), VAD_OK);
+	assert_int_equal(vad_size(c, p), 1u << 20);
+	finish(f, c, fds0);
+}
+
+static void test_refuses_wrong_count(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	size_t sizes[3] = {4096, 8192, 4096};
+	void *v[3];
+	set_trick(f, TRICK_FEWER_RANGES, VAD__REQUEST__OP_ALLOC);
+	assert_refused(c, vad_alloc_batch(c, 3, sizes, 0, v),
+		       "asked for 3 ranges, the daemon granted 2");
+	assert_int_equal(fake_held(c), 1); /* the two it listed went back; the third it hid */
+	assert_int_equal(vad_alloc_batch(c, 3, sizes, 0, v), VAD_OK);
+	finish(f, c, fds0);
+}
+
+static void test_refuses_ranges_outside_the_arena(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	void *p;
+	set_trick(f, TRICK_OFFSET_OUTSIDE, VAD__REQUEST__OP_ALLOC);
+	assert_refused(c, vad_alloc(c, 4096, 0, &p), "not inside arena 'default'");
+	set_trick(f, TRICK_PAST_END, VAD__REQUEST__OP_ALLOC);
+	assert_refused(c, vad_alloc(c, 4096, 0, &p), "not inside arena 'default'");
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	finish(f, c, fds0);
+}
+
+static void test_refuses_misaligned_offset(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	void *p;
+	set_trick(f, TRICK_MISALIGNED, VAD__REQUEST__OP_ALLOC);
+	assert_refused(c, vad_alloc(c, 4096, 65536, &p), "not aligned to 65536 bytes");
+	assert_int_equal(fake_held(c), 0);
+	finish(f, c, fds0);
+}
+
+static void test_refuses_a_range_granted_twice(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	void *p, *q;
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	set_trick(f, TRICK_HELD_AGAIN, VAD__REQUEST__OP_ALLOC);
+	assert_refused(c, vad_alloc(c, 4096, 0, &q), "this client holds that range already");
+	/* The range held before is kept, on both sides. */
+	assert_int_equal(vad_size(c, p), 4096);
+	size_t sizes[2] = {4096, 4096};
+	void *v[2];
+	set_trick(f, TRICK_DUP_IN_BATCH, VAD__REQUEST__OP_ALLOC);
+	assert_refused(c, vad_alloc_batch(c, 2, sizes, 0, v), "twice in one reply");
+	assert_int_equal(vad_free(c, p), VAD_OK);
+	finish(f, c, fds0);
+}
+
+static void test_refuses_another_arena(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	void *p;
+	set_trick(f, TRICK_OTHER_ARENA, VAD__REQUEST__OP_ALLOC);
+	assert_refused(c, vad_alloc(c, 4096, 0, &p),
+		       "asked for ranges in arena 'default', the daemon granted them in 'second'");
+	set_trick(f, TRICK_MAP_OTHER_NAME, VAD__REQUEST__OP_MAP_ARENA);
+	assert_refused(c, vad_pointer(c, "second", 0, &p), "describes arena 'default' instead");
+	assert_int_equal(vad_pointer(c, "second", 0, &p), VAD_OK); /* asked again: fine */
+	finish(f, c, fds0);
+}
+
+static void test_refuses_bad_map_replies(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	void *p;
+	set_trick(f, TRICK_MAP_BAD_QUANTUM, VAD__REQUEST__OP_MAP_ARENA);
+	assert_refused(c, vad_alloc(c, 4096, 0, &p), "quantum of 12288 bytes");
+	set_trick(f, TRICK_MAP_SMALL_FILE, VAD__REQUEST__OP_MAP_ARENA);
+	assert_refused(c, vad_alloc(c, 4096, 0, &p), "not a file as large as the arena");
+	assert_int_equal(fake_held(c), 0); /* both ranges given back */
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	finish(f, c, fds0);
+}
+
+static void test_refuses_a_short_free(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	void *p;
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	set_trick(f, TRICK_FREE_SHORT, VAD__REQUEST__OP_FREE);
+	assert_refused(c, vad_free(c, p), "with success and 0 freed");
+	assert_int_equal(vad_size(c, p), 4096); /* it said none went: the record stays */
+	finish(f, c, fds0);
+}
+
+/* The stream cannot be trusted after these: the call and every later one fail. */
+static void test_refuses_unknown_ids(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	struct vad_stats st;
+	set_trick(f, TRICK_UNKNOWN_ID, 0);
+	assert_refused(c, vad_stats(c, &st), "which this client never sent");
+	assert_refused(c, vad_stats(c, &st), "which this client never sent");
+	finish(f, c, fds0);
+
+	f = start(&c, &fds0);
+	set_trick(f, TRICK_TWICE, 0);
+	assert_int_equal(vad_stats(c, &st), VAD_OK); /* the first copy answers it */
+	assert_refused(c, vad_stats(c, &st), "it was answered already");
+	finish(f, c, fds0);
+}
+
+static void test_refuses_stray_fds(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	struct vad_stats st;
+	set_trick(f, TRICK_STRAY_FD, VAD__REQUEST__OP_STATS);
+	assert_refused(c, vad_stats(c, &st), "no arena map request was waiting for");
+	finish(f, c, fds0);
+
+	/* An fd on a map reply that is an error: a map is in flight, but not for it. */
+	f = start(&c, &fds0);
+	void *p;
+	set_trick(f, TRICK_MAP_ERROR_FD, VAD__REQUEST__OP_MAP_ARENA);
+	assert_refused(c, vad_pointer(c, "second", 0, &p), "a reply that is not an arena map");
+	finish(f, c, fds0);
+
+	f = start(&c, &fds0);
+	set_trick(f, TRICK_TWO_FDS, VAD__REQUEST__OP_MAP_ARENA);
+	assert_refused(c, vad_pointer(c, "second", 0, &p), "passed 2 file descriptors");
+	finish(f, c, fds0);
+
+	/* One fd per byte: the queue of fds holds one per map in flight, no more. */
+	f = start(&c, &fds0);
+	set_trick(f, TRICK_FD_FLOOD, VAD__REQUEST__OP_MAP_ARENA);
+	assert_refused(c, vad_pointer(c, "second", 0, &p), "no arena map request was waiting");
+	finish(f, c, fds0);
+}
+
+/* A walk that pages on past what the arena can hold is cut off, not followed forever. */
+static void test_refuses_an_endless_walk(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	struct vad_arena_map *m = NULL;
+	assert_refused(c, vad_walk(c, NULL, 0, &m), "walk of arena 'default' is inconsistent");
+	assert_null(m);
+	finish(f, c, fds0);
+}
+
+/* ---- the daemon dying in every state ------------------------------------------------------ */
+
+static void test_dies_in_every_state(void **state)
+{
+	static const struct {
+		enum trick trick;
+		Vad__Request__OpCase op;
+	} deaths[] = {
+	    {TRICK_DIE_MID_REPLY, VAD__REQUEST__OP_ALLOC},
+	    {TRICK_DIE_AFTER_HEADER, VAD__REQUEST__OP_ALLOC},
+	    {TRICK_DIE_MID_FD, VAD__REQUEST__OP_MAP_ARENA},
+	    {TRICK_NONE, 0}, /* between calls */
+	};
+	for (size_t i = 0; i < sizeof(deaths) / sizeof(deaths[0]); i++) {
+		int fds0;
+		vad_client *c;
+		struct fake *f = start(&c, &fds0);
+		void *held;
+		assert_int_equal(vad_alloc(c, 4096, 0, &held), VAD_OK);
+		void *p;
+		if (deaths[i].trick == TRICK_NONE) {
+			fake_hang_up(f);
+		} else {
+			set_trick(f, deaths[i].trick, deaths[i].op);
+			assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &p), VAD_EGONE);
+		}
+		struct vad_stats st;
+		assert_int_equal(vad_stats(c, &st), VAD_EGONE);
+		assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_EGONE);
+		assert_int_equal(vad_free(c, held), VAD_EGONE);
+		memset(held, 1, 4096); /* the mapping stays usable until vad_close */
+		finish(f, c, fds0);
+	}
+}
+
+struct mixed {
+	vad_client *c;
+	int id;
+	unsigned long calls; /* atomic */
+	int last_err;	     /* atomic */
+};
+
+/* Mixed calls (allocs and frees in two arenas, batches, stats) until one fails. */
+static void *mixed_worker(void *arg)
+{
+	struct mixed *m = arg;
+	for (unsigned i = 0;; i++) {
+		const char *arena = (i + (unsigned)m->id) % 2 ? "second" : NULL;
+		void *v[2];
+		size_t sizes[2] = {4096, 8192};
+		int err = vad_alloc_batch_in(m->c, arena, 1 + i % 2, sizes, 0, v);
+		if (err == VAD_OK)
+			err = vad_free_batch(m->c, 1 + i % 2, v);
+		if (err == VAD_OK && i % 4 == 0) {
+			struct vad_stats st;
+			err = vad_stats(m->c, &st);
+		}
+		if (err != VAD_OK) {
+			__atomic_store_n(&m->last_err, err, __ATOMIC_RELAXED);
+			return NULL;
+		}
+		__atomic_add_fetch(&m->calls, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* Many threads inside calls when the daemon dies mid-reply or between replies: every call
+ * returns VAD_EGONE, nothing crashes, nothing leaks (run under ASan and TSan). */
+static void test_dies_under_threads(void **state)
+{
+	static const enum trick deaths[] = {TRICK_DIE_MID_REPLY, TRICK_DIE_AFTER_HEADER,
+					    TRICK_NONE};
+	enum { THREADS = 8 };
+	for (size_t k = 0; k < sizeof(deaths) / sizeof(deaths[0]); k++) {
+		for (int round = 0; round < scaled(10); round++) {
+			int fds0;
+			vad_client *c;
+			struct fake *f = start(&c, &fds0);
+			struct mixed m[THREADS];
+			pthread_t t[THREADS];
+			for (int i = 0; i < THREADS; i++) {
+				m[i] = (struct mixed){.c = c, .id = i};
+				pthread_create(&t[i], NULL, mixed_worker, &m[i]);
+			}
+			/* Bump allocation never reuses: a few calls each, then the death. */
+			for (int i = 0; i < THREADS; i++)
+				while (__atomic_load_n(&m[i].calls, __ATOMIC_RELAXED) < 3 &&
+				       !__atomic_load_n(&m[i].last_err, __ATOMIC_RELAXED))
+					sched_yield();
+			if (deaths[k] == TRICK_NONE)
+				fake_hang_up(f);
+			else
+				set_trick(f, deaths[k], 0);
+			for (int i = 0; i < THREADS; i++) {
+				pthread_join(t[i], NULL);
+				assert_int_equal(m[i].last_err, VAD_EGONE);
+			}
+			finish(f, c, fds0);
+		}
+	}
+}
+
 static void test_strerror(void **state)
 {
 	for (int e = 0; e >= VAD_ENOHELLO; e--) {
@@ -899,6 +1452,19 @@ int main(void)
 	    cmocka_unit_test(test_connection_dies),
 	    cmocka_unit_test(test_bad_replies),
 	    cmocka_unit_test(test_large_reply),
+	    cmocka_unit_test(test_refuses_short_grant),
+	    cmocka_unit_test(test_refuses_wrong_count),
+	    cmocka_unit_test(test_refuses_ranges_outside_the_arena),
+	    cmocka_unit_test(test_refuses_misaligned_offset),
+	    cmocka_unit_test(test_refuses_a_range_granted_twice),
+	    cmocka_unit_test(test_refuses_another_arena),
+	    cmocka_unit_test(test_refuses_bad_map_replies),
+	    cmocka_unit_test(test_refuses_a_short_free),
+	    cmocka_unit_test(test_refuses_unknown_ids),
+	    cmocka_unit_test(test_refuses_stray_fds),
+	    cmocka_unit_test(test_refuses_an_endless_walk),
+	    cmocka_unit_test(test_dies_in_every_state),
+	    cmocka_unit_test(test_dies_under_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,9 @@
  *   use maps them: replies with fds) and stats calls (another kind of reply).
  * - More threads than the reader delivers in one batch, with large batch-free frames, so
  *   the send queue and the reader's batches both fill up.
+ * - Many threads meeting an arena not mapped yet at the same moment: one MapArena goes
+ *   out, the others wait for its mapping (the daemon refuses to pass more fds while 32
+ *   sent on a connection are unread, so one request per thread failed under load).
  * - The daemon killed by SIGKILL while many threads are inside calls: every call returns
  *   (none hangs), each with VAD_EGONE, and later calls fail at once.
  */
@@ -196,14 +199,14 @@ static void run_crossing(struct vt_daemon *d, int threads, int iters)
 			failures += w[i].failures;
 		}
 	}
+	free(w);
+	free(t);
 	assert_int_equal(0, failures);
 	struct vad_stats st;
 	VT_ASSERT_OK(c, vad_stats(c, &st));
 	assert_int_equal(0, st.held_ranges);
 	vad_close(c);
 	assert_int_equal(0, vt_check_invariants(d));
-	free(w);
-	free(t);
 }
 
 static void test_replies_never_cross(void **state)
@@ -283,6 +286,54 @@ static void test_big_frames_combined(void **state)
 	vad_close(c);
 }
 
+struct first_use {
+	vad_client *c;
+	pthread_barrier_t *start;
+	void *p;
+	int rc;
+	char msg[256];
+};
+
+static void *first_use_worker(void *arg)
+{
+	struct first_use *u = arg;
+	pthread_barrier_wait(u->start);
+	u->rc = vad_pointer(u->c, "second", PAGE, &u->p);
+	if (u->rc != VAD_OK)
+		snprintf(u->msg, sizeof(u->msg), "%s", vad_last_error(u->c));
+	return NULL;
+}
+
+/* 64 threads released at once, each mapping the same arena by its first vad_pointer, on
+ * fresh connections a few times over: every one gets the one mapping. */
+static void test_first_use_maps_once(void **state)
+{
+	struct vt_daemon *d = *state;
+	enum { THREADS = 64 };
+	for (int round = 0; round < vt_scale(10); round++) {
+		vad_client *c;
+		assert_int_equal(0, vt_connect(d, "first-use", &c));
+		pthread_barrier_t start;
+		pthread_barrier_init(&start, NULL, THREADS);
+		struct first_use u[THREADS];
+		pthread_t t[THREADS];
+		for (int i = 0; i < THREADS; i++) {
+			u[i] = (struct first_use){.c = c, .start = &start};
+			assert_int_equal(0, pthread_create(&t[i], NULL, first_use_worker, &u[i]));
+		}
+		for (int i = 0; i < THREADS; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&start);
+		for (int i = 0; i < THREADS; i++) {
+			if (u[i].rc != VAD_OK)
+				fail_msg("round %d: thread %d: vad_pointer: %d (%s): %s", round, i,
+					 u[i].rc, vad_strerror(u[i].rc), u[i].msg);
+			assert_ptr_equal(u[0].p, u[i].p);
+		}
+		vad_close(c);
+	}
+}
+
 /* Calls until one fails; that failure is kept. */
 static void *doomed_worker(void *arg)
 {
@@ -308,6 +359,20 @@ static void *doomed_worker(void *arg)
 	return NULL;
 }
 
+/* Wait until every doomed thread has left its loop (deadline: then false), joining each. */
+static bool join_doomed(struct worker *w, pthread_t *t, int threads, uint64_t deadline)
+{
+	for (int i = 0; i < threads; i++) {
+		while (!__atomic_load_n(&w[i].done, __ATOMIC_ACQUIRE)) {
+			if (vt_now_ns() >= deadline)
+				return false;
+			vt_sleep_ms(2);
+		}
+		pthread_join(t[i], NULL);
+	}
+	return true;
+}
+
 static void test_daemon_killed_mid_calls(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -325,11 +390,14 @@ static void test_daemon_killed_mid_calls(void **state)
 		}
 		/* Kill it once every thread is under way (calls keep coming meanwhile). */
 		uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(30000) * 1000000u;
-		for (int i = 0; i < THREADS; i++) {
+		int stalled = -1;
+		for (int i = 0; i < THREADS && stalled < 0; i++) {
 			while (__atomic_load_n(&w[i].calls, __ATOMIC_RELAXED) < 20 &&
 			       !__atomic_load_n(&w[i].done, __ATOMIC_ACQUIRE)) {
-				if (vt_now_ns() >= deadline)
-					fail_msg("thread %d made no progress", i);
+				if (vt_now_ns() >= deadline) {
+					stalled = i;
+					break;
+				}
 				vt_sleep_ms(1);
 			}
 		}
@@ -337,16 +405,15 @@ static void test_daemon_killed_mid_calls(void **state)
 		while (vt_daemon_alive(d))
 			assert_true(vt_now_ns() < deadline);
 		assert_true(WIFSIGNALED(d->exit_status));
+		/* Every thread is joined before anything is asserted: a failure must not leave
+		 * threads running on this frame's workers. A thread still inside a call past
+		 * the deadline is the failure itself (its frame then leaks, with the client). */
+		if (!join_doomed(w, t, THREADS, deadline))
+			fail_msg("round %d: a thread is still inside a call after the daemon died",
+				 round);
+		if (stalled >= 0)
+			fail_msg("round %d: thread %d made no progress", round, stalled);
 		for (int i = 0; i < THREADS; i++) {
-			while (!__atomic_load_n(&w[i].done, __ATOMIC_ACQUIRE)) {
-				if (vt_now_ns() >= deadline)
-					fail_msg(
-					    "round %d: thread %d still inside a call after the "
-					    "daemon died",
-					    round, i);
-				vt_sleep_ms(2);
-			}
-			pthread_join(t[i], NULL);
 			if (w[i].last_err != VAD_EGONE)
 				fail_msg("round %d: thread %d ended with %d (%s): %s", round, i,
 					 w[i].last_err, vad_strerror(w[i].last_err),
@@ -386,6 +453,7 @@ int main(void)
 	    cmocka_unit_test(test_replies_never_cross),
 	    cmocka_unit_test(test_more_threads_than_a_batch),
 	    cmocka_unit_test(test_big_frames_combined),
+	    cmocka_unit_test(test_first_use_maps_once),
 	};
 	const struct CMUnitTest own[] = {
 	    VT_OWN_DAEMON_TEST(test_daemon_killed_mid_calls),
