@@ -681,10 +681,9 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 	return 0;
 }
 
-/* Take h off the holders list and give up its uid reference (its table is empty). */
-static void holder_unlist(struct vad_registry *reg, struct vad_holder *h)
+/* Take h off the holders list; the caller holds holders_lock. */
+static void holder_unlist_locked(struct vad_registry *reg, struct vad_holder *h)
 {
-	pthread_mutex_lock(&reg->holders_lock);
 	if (h->prev)
 		h->prev->next = h->next;
 	else
@@ -692,6 +691,13 @@ static void holder_unlist(struct vad_registry *reg, struct vad_holder *h)
 	if (h->next)
 		h->next->prev = h->prev;
 	__atomic_sub_fetch(&reg->n_holders, 1, __ATOMIC_RELAXED);
+}
+
+/* Take h off the holders list (its table is empty). */
+static void holder_unlist(struct vad_registry *reg, struct vad_holder *h)
+{
+	pthread_mutex_lock(&reg->holders_lock);
+	holder_unlist_locked(reg, h);
 	pthread_mutex_unlock(&reg->holders_lock);
 }
 
@@ -779,13 +785,7 @@ static bool holder_hand_over(struct vad_registry *reg, struct vad_holder *h)
 	store64(&h->held_refs, 0);
 	h->uid = NULL;
 	pthread_mutex_unlock(&h->lock);
-	if (h->prev)
-		h->prev->next = h->next;
-	else
-		reg->holders = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
-	__atomic_sub_fetch(&reg->n_holders, 1, __ATOMIC_RELAXED);
+	holder_unlist_locked(reg, h);
 	if (reg->dying_tail)
 		reg->dying_tail->next = d;
 	else
