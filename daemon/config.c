@@ -27,72 +27,69 @@
 #include "log.h"
 
 #define HUGETLBFS_MAGIC_NUMBER 0x958458f6
-#define DEFAULT_ARENA_SIZE (4ull << 30)
-#define MAX_ARENAS 256
-#define MAX_ARENA_SIZE (1ull << 60)
-#define MAX_QUANTUM (1ull << 30)
-#define MAX_THREADS 1024
-#define MAX_FRAME_MIN (4u * 1024u)
-#define MAX_FRAME_MAX (16u * 1024u * 1024u)
-#define MAX_CLIENTS_MAX 1000000u
-#define MAX_BATCH_MAX (1u << 20)
-#define STATS_INTERVAL_MIN_MS 100ull
-#define STATS_INTERVAL_MAX_MS (86400ull * 1000)
+#define DEFAULT_ARENA_SIZE     (4ull << 30)
+#define MAX_ARENAS	       256
+#define MAX_ARENA_SIZE	       (1ull << 60)
+#define MAX_QUANTUM	       (1ull << 30)
+#define MAX_THREADS	       1024
+#define MAX_FRAME_MIN	       (4u * 1024u)
+#define MAX_FRAME_MAX	       (16u * 1024u * 1024u)
+#define MAX_CLIENTS_MAX	       1000000u
+#define MAX_BATCH_MAX	       (1u << 20)
+#define STATS_INTERVAL_MIN_MS  100ull
+#define STATS_INTERVAL_MAX_MS  (86400ull * 1000)
 #define STATS_RETENTION_MIN_MS (60ull * 1000)
 #define STATS_RETENTION_MAX_MS (100ull * 365 * 86400 * 1000)
-#define HELLO_TIMEOUT_MIN_MS 100ull
-#define HELLO_TIMEOUT_MAX_MS (3600ull * 1000)
+#define HELLO_TIMEOUT_MIN_MS   100ull
+#define HELLO_TIMEOUT_MAX_MS   (3600ull * 1000)
 
 enum section_kind { SEC_NONE, SEC_VAD, SEC_ARENA };
 
-enum vad_key {
-	K_SOCKET,
-	K_SOCKET_MODE,
-	K_WORKERS,
-	K_WORKER_BALANCE,
-	K_WORKER_SPREAD_IDLE,
-	K_NODES,
-	K_LAZY_MAX,
-	K_MAX_FRAME,
-	K_MAX_CLIENTS,
-	K_MAX_BATCH,
-	K_QUOTA_CLIENT,
-	K_QUOTA_UID,
-	K_ADMIN_GROUP,
-	K_STATS_DB,
-	K_STATS_INTERVAL,
-	K_STATS_RETENTION,
-	K_LOG_LEVEL,
-	K_HELLO_TIMEOUT,
-	K_MAX_CLIENTS_UID,
-	K_ADMIN_SLOTS,
-	K_MAX_RANGES_CLIENT,
-	K_MAX_RANGES_UID,
-	N_VAD_KEYS
-};
+/* The [vad] keys: one row each makes the enum value and the name a file spells it with. */
+#define VAD_KEYS(X)                                                                                \
+	X(K_SOCKET, "socket")                                                                      \
+	X(K_SOCKET_MODE, "socket_mode")                                                            \
+	X(K_WORKERS, "workers")                                                                    \
+	X(K_WORKER_BALANCE, "worker_balance")                                                      \
+	X(K_WORKER_SPREAD_IDLE, "worker_spread_idle")                                              \
+	X(K_NODES, "nodes")                                                                        \
+	X(K_LAZY_MAX, "lazy_max")                                                                  \
+	X(K_MAX_FRAME, "max_frame")                                                                \
+	X(K_MAX_CLIENTS, "max_clients")                                                            \
+	X(K_MAX_BATCH, "max_batch")                                                                \
+	X(K_QUOTA_CLIENT, "quota_client")                                                          \
+	X(K_QUOTA_UID, "quota_uid")                                                                \
+	X(K_ADMIN_GROUP, "admin_group")                                                            \
+	X(K_STATS_DB, "stats_db")                                                                  \
+	X(K_STATS_INTERVAL, "stats_interval")                                                      \
+	X(K_STATS_RETENTION, "stats_retention")                                                    \
+	X(K_LOG_LEVEL, "log_level")                                                                \
+	X(K_HELLO_TIMEOUT, "hello_timeout")                                                        \
+	X(K_MAX_CLIENTS_UID, "max_clients_uid")                                                    \
+	X(K_ADMIN_SLOTS, "admin_slots")                                                            \
+	X(K_MAX_RANGES_CLIENT, "max_ranges_client")                                                \
+	X(K_MAX_RANGES_UID, "max_ranges_uid")
 
-static const char *const vad_key_names[N_VAD_KEYS] = {
-	"socket",	   "socket_mode",  "workers",	      "worker_balance",
-	"worker_spread_idle", "nodes",	   "lazy_max",
-	"max_frame",   "max_clients", "max_batch",	"quota_client",	  "quota_uid",
-	"admin_group", "stats_db",    "stats_interval", "stats_retention", "log_level",
-	"hello_timeout", "max_clients_uid", "admin_slots",
-	"max_ranges_client", "max_ranges_uid",
-};
+/* The keys of an [arena NAME] section, likewise. */
+#define ARENA_KEYS(X)                                                                              \
+	X(A_SIZE, "size")                                                                          \
+	X(A_QUANTUM, "quantum")                                                                    \
+	X(A_BACKING, "backing")                                                                    \
+	X(A_ALLOW_UIDS, "allow_uids")                                                              \
+	X(A_ALLOW_GIDS, "allow_gids")                                                              \
+	X(A_ACCEPT_UNSEALED, "accept_unsealed")
 
-enum arena_key {
-	A_SIZE,
-	A_QUANTUM,
-	A_BACKING,
-	A_ALLOW_UIDS,
-	A_ALLOW_GIDS,
-	A_ACCEPT_UNSEALED,
-	N_ARENA_KEYS
-};
+#define KEY_ENUM(id, name) id,
+#define KEY_NAME(id, name) [id] = name,
 
-static const char *const arena_key_names[N_ARENA_KEYS] = {
-	"size", "quantum", "backing", "allow_uids", "allow_gids", "accept_unsealed",
-};
+enum vad_key { VAD_KEYS(KEY_ENUM) N_VAD_KEYS };
+static const char *const vad_key_names[N_VAD_KEYS] = {VAD_KEYS(KEY_NAME)};
+
+enum arena_key { ARENA_KEYS(KEY_ENUM) N_ARENA_KEYS };
+static const char *const arena_key_names[N_ARENA_KEYS] = {ARENA_KEYS(KEY_NAME)};
+
+#undef KEY_ENUM
+#undef KEY_NAME
 
 struct parse_state {
 	struct vad_config *cfg;
@@ -122,7 +119,7 @@ static long system_page_size(void)
 }
 
 static int fail_at(struct parse_state *ps, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Record the first error as "FILE:LINE: reason"; returns 0 so handlers can return it. */
 static int fail_at(struct parse_state *ps, int line, const char *fmt, ...)
@@ -328,6 +325,18 @@ static int key_range_limit(struct parse_state *ps, const char *key, const char *
 	return 1;
 }
 
+/* A whole number from min to max; hint ends the sentence that refuses anything else. */
+static int key_uint(struct parse_state *ps, const char *key, const char *v, unsigned min,
+		    unsigned max, const char *hint, unsigned *out)
+{
+	uint64_t n;
+	if (parse_uint(v, max, &n) || n < min)
+		return fail_at(ps, ps->lineno, "%s = %s: expected a number from %u to %u%s", key, v,
+			       min, max, hint);
+	*out = (unsigned)n;
+	return 1;
+}
+
 static int key_duration(struct parse_state *ps, const char *key, const char *v, uint64_t min,
 			uint64_t max, uint64_t *out)
 {
@@ -343,8 +352,7 @@ static int key_duration(struct parse_state *ps, const char *key, const char *v, 
 }
 
 /* An absolute path that fits buffers and, for the socket, a sockaddr_un. */
-static int key_path(struct parse_state *ps, const char *key, const char *v, char *out,
-		    size_t cap)
+static int key_path(struct parse_state *ps, const char *key, const char *v, char *out, size_t cap)
 {
 	if (v[0] != '/')
 		return fail_at(ps, ps->lineno, "%s = %s: must be an absolute path", key, v);
@@ -404,10 +412,11 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 		errno = 0;
 		double d = strtod(v, &end);
 		if (end == v || *end || errno || !(d >= 0 && d <= MAX_THREADS))
-			return fail_at(ps, ps->lineno,
-				       "worker_spread_idle = %s: expected a number of CPUs from 0 to "
-				       "%u, e.g. 0.4 (0: spread whenever the workers are saturated)",
-				       v, MAX_THREADS);
+			return fail_at(
+			    ps, ps->lineno,
+			    "worker_spread_idle = %s: expected a number of CPUs from 0 to "
+			    "%u, e.g. 0.4 (0: spread whenever the workers are saturated)",
+			    v, MAX_THREADS);
 		cfg->worker_spread_idle = d;
 		return 1;
 	}
@@ -428,19 +437,9 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 		cfg->max_frame = (uint32_t)n;
 		return 1;
 	case K_MAX_CLIENTS:
-		if (parse_uint(v, MAX_CLIENTS_MAX, &n) || n == 0)
-			return fail_at(ps, ps->lineno,
-				       "max_clients = %s: expected a number from 1 to %u", v,
-				       MAX_CLIENTS_MAX);
-		cfg->max_clients = (unsigned)n;
-		return 1;
+		return key_uint(ps, key, v, 1, MAX_CLIENTS_MAX, "", &cfg->max_clients);
 	case K_MAX_BATCH:
-		if (parse_uint(v, MAX_BATCH_MAX, &n) || n == 0)
-			return fail_at(ps, ps->lineno,
-				       "max_batch = %s: expected a number from 1 to %u", v,
-				       MAX_BATCH_MAX);
-		cfg->max_batch = (unsigned)n;
-		return 1;
+		return key_uint(ps, key, v, 1, MAX_BATCH_MAX, "", &cfg->max_batch);
 	case K_QUOTA_CLIENT:
 		return key_quota(ps, key, v, &cfg->quota_client);
 	case K_QUOTA_UID:
@@ -484,21 +483,11 @@ static int handle_vad_key(struct parse_state *ps, enum vad_key k, const char *v)
 			cfg->max_clients_uid = 0;
 			return 1;
 		}
-		if (parse_uint(v, MAX_CLIENTS_MAX, &n) || n == 0)
-			return fail_at(ps, ps->lineno,
-				       "max_clients_uid = %s: expected a number from 1 to %u or "
-				       "\"unlimited\"",
-				       v, MAX_CLIENTS_MAX);
-		cfg->max_clients_uid = (unsigned)n;
-		return 1;
+		return key_uint(ps, key, v, 1, MAX_CLIENTS_MAX, " or \"unlimited\"",
+				&cfg->max_clients_uid);
 	case K_ADMIN_SLOTS:
-		if (parse_uint(v, MAX_CLIENTS_MAX, &n))
-			return fail_at(ps, ps->lineno,
-				       "admin_slots = %s: expected a number from 0 to %u (0: no "
-				       "slots kept for admins)",
-				       v, MAX_CLIENTS_MAX);
-		cfg->admin_slots = (unsigned)n;
-		return 1;
+		return key_uint(ps, key, v, 0, MAX_CLIENTS_MAX, " (0: no slots kept for admins)",
+				&cfg->admin_slots);
 	case N_VAD_KEYS:
 		break;
 	}
@@ -737,10 +726,9 @@ static int finish_arena(struct parse_state *ps)
 			       vad_format_size(a->quantum, qbuf, sizeof(qbuf)),
 			       vad_format_size(ps->hugetlb_page, sbuf, sizeof(sbuf)), a->backing);
 	if (a->size % a->quantum)
-		return fail_at(ps, ps->arena_key_line[A_SIZE],
-			       "size %llu is not a multiple of the quantum %s",
-			       (unsigned long long)a->size,
-			       vad_format_size(a->quantum, qbuf, sizeof(qbuf)));
+		return fail_at(
+		    ps, ps->arena_key_line[A_SIZE], "size %llu is not a multiple of the quantum %s",
+		    (unsigned long long)a->size, vad_format_size(a->quantum, qbuf, sizeof(qbuf)));
 	if (a->accept_unsealed && !a->backing[0])
 		return fail_at(ps, ps->arena_key_line[A_ACCEPT_UNSEALED],
 			       "accept_unsealed = yes in [arena %s], whose backing is a memfd: a "
@@ -923,10 +911,10 @@ int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t 
 	strcpy(cfg->path, path);
 
 	struct parse_state ps = {
-		.cfg = cfg,
-		.path = path,
-		.err = err,
-		.err_len = err_len,
+	    .cfg = cfg,
+	    .path = path,
+	    .err = err,
+	    .err_len = err_len,
 	};
 	ps.file = fopen(path, "re");
 	struct stat st;
