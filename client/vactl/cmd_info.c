@@ -279,27 +279,33 @@ static void sum_into(uint64_t *t, uint64_t v)
 		*t = UINT64_MAX;
 }
 
+/* The counters a total adds up; largest_free is a maximum and quantum is per arena. */
+#define SUMMED_STATS(X)                                                                            \
+	X(size)                                                                                    \
+	X(busy_bytes)                                                                              \
+	X(free_bytes)                                                                              \
+	X(lazy_bytes)                                                                              \
+	X(pooled_bytes)                                                                            \
+	X(resident_bytes)                                                                          \
+	X(busy_blocks)                                                                             \
+	X(free_blocks)                                                                             \
+	X(lazy_blocks)                                                                             \
+	X(pooled_blocks)                                                                           \
+	X(allocs)                                                                                  \
+	X(frees)                                                                                   \
+	X(fails)                                                                                   \
+	X(drains)                                                                                  \
+	X(released_bytes)                                                                          \
+	X(release_calls)                                                                           \
+	X(pool_hits)
+
 static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *a)
 {
-	sum_into(&t->size, a->size);
-	sum_into(&t->busy_bytes, a->busy_bytes);
-	sum_into(&t->free_bytes, a->free_bytes);
-	sum_into(&t->lazy_bytes, a->lazy_bytes);
-	sum_into(&t->pooled_bytes, a->pooled_bytes);
-	sum_into(&t->resident_bytes, a->resident_bytes);
-	sum_into(&t->busy_blocks, a->busy_blocks);
-	sum_into(&t->free_blocks, a->free_blocks);
-	sum_into(&t->lazy_blocks, a->lazy_blocks);
-	sum_into(&t->pooled_blocks, a->pooled_blocks);
+#define SUM_FIELD(f) sum_into(&t->f, a->f);
+	SUMMED_STATS(SUM_FIELD)
+#undef SUM_FIELD
 	if (a->largest_free > t->largest_free)
 		t->largest_free = a->largest_free;
-	sum_into(&t->allocs, a->allocs);
-	sum_into(&t->frees, a->frees);
-	sum_into(&t->fails, a->fails);
-	sum_into(&t->drains, a->drains);
-	sum_into(&t->released_bytes, a->released_bytes);
-	sum_into(&t->release_calls, a->release_calls);
-	sum_into(&t->pool_hits, a->pool_hits);
 }
 
 static void print_arena_stats(const struct vad_arena_stats *a, bool total)
