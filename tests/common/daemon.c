@@ -455,3 +455,21 @@ int vt_fixture_daemon_teardown(void **state)
 	*state = NULL;
 	return 0;
 }
+
+int vt_group_daemon_setup(void **state, const char *vad_extra, const char *arena_sections)
+{
+	struct vt_daemon *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -1;
+	*state = d;
+	return vt_daemon_setup(d, vad_extra, arena_sections);
+}
+
+int vt_group_daemon_stop(void **state)
+{
+	struct vt_daemon *d = *state;
+	int rc = vt_daemon_stop(d);
+	vt_daemon_destroy(d);
+	free(d);
+	return rc;
+}

@@ -142,6 +142,16 @@ int vt_fixture_daemon_setup(void **state);
 int vt_fixture_blank_setup(void **state);
 int vt_fixture_daemon_teardown(void **state);
 
+/* Group setup for a file whose tests share one daemon: *state becomes a vt_daemon set up
+ * with vad_extra and arena_sections (either may be NULL). *state is set before the daemon
+ * starts, so the group teardown (vt_fixture_daemon_teardown or vt_group_daemon_stop) also
+ * cleans up after a failed start. */
+int vt_group_daemon_setup(void **state, const char *vad_extra, const char *arena_sections);
+
+/* Group teardown that requires a clean exit: vt_daemon_stop (nonzero unless the daemon
+ * exited with status 0 and no sanitizer report), then destroy and free. */
+int vt_group_daemon_stop(void **state);
+
 /* ---- libvad helpers ---------------------------------------------------------------- */
 
 /* Connect to d with libvad as name; prints the error on failure. */

@@ -158,20 +158,7 @@ static void test_larger_alignments_refused(void **state)
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, NULL, arenas_conf);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	int rc = vt_daemon_stop(d);
-	vt_daemon_destroy(d);
-	free(d);
-	return rc;
+	return vt_group_daemon_setup(state, NULL, arenas_conf);
 }
 
 int main(void)
@@ -181,5 +168,6 @@ int main(void)
 	    cmocka_unit_test(test_every_alignment_of_a_small_arena),
 	    cmocka_unit_test(test_larger_alignments_refused),
 	};
-	return cmocka_run_group_tests_name("libvad alignment", tests, group_setup, group_teardown);
+	return cmocka_run_group_tests_name("libvad alignment", tests, group_setup,
+					   vt_group_daemon_stop);
 }

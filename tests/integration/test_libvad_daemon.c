@@ -21,19 +21,7 @@ static const char *const arenas_conf = "[arena default]\n"
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, NULL, arenas_conf);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
+	return vt_group_daemon_setup(state, NULL, arenas_conf);
 }
 
 static void test_pointers_and_bookkeeping(void **state)
@@ -361,5 +349,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_goes_away),
 	};
 	return cmocka_run_group_tests_name("libvad against vad", tests, group_setup,
-					   group_teardown);
+					   vt_fixture_daemon_teardown);
 }

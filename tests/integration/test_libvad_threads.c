@@ -431,20 +431,7 @@ static void test_daemon_killed_mid_calls(void **state)
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, NULL, arenas_conf);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	int rc = vt_daemon_stop(d);
-	vt_daemon_destroy(d);
-	free(d);
-	return rc;
+	return vt_group_daemon_setup(state, NULL, arenas_conf);
 }
 
 int main(void)
@@ -459,7 +446,7 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_daemon_killed_mid_calls),
 	};
 	int failed = cmocka_run_group_tests_name("libvad threads on one connection", shared,
-						 group_setup, group_teardown);
+						 group_setup, vt_group_daemon_stop);
 	failed +=
 	    cmocka_run_group_tests_name("libvad threads when the daemon dies", own, NULL, NULL);
 	return failed;

@@ -153,19 +153,7 @@ out:
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, "workers = 4\n", NULL);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
+	return vt_group_daemon_setup(state, "workers = 4\n", NULL);
 }
 
 /* Run n workers as threads; fail with the first worker's message. */
@@ -667,5 +655,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_out_of_fds),
 	    cmocka_unit_test(test_daemon_stops_cleanly),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return cmocka_run_group_tests(tests, group_setup, vt_fixture_daemon_teardown);
 }

@@ -15,21 +15,9 @@
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, "max_batch = 64\n",
-			       "[arena default]\nsize = 256M\n\n"
-			       "[arena private]\nsize = 16M\nallow_uids = root\n");
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
+	return vt_group_daemon_setup(state, "max_batch = 64\n",
+				     "[arena default]\nsize = 256M\n\n"
+				     "[arena private]\nsize = 16M\nallow_uids = root\n");
 }
 
 static void raw_open(const struct vt_daemon *d, struct vt_raw *r)
@@ -456,7 +444,8 @@ int main(void)
 	const struct CMUnitTest own[] = {
 	    VT_OWN_DAEMON_TEST(test_batch_allocated_is_batch_freeable),
 	};
-	int failed = cmocka_run_group_tests_name("edges", tests, group_setup, group_teardown);
+	int failed =
+	    cmocka_run_group_tests_name("edges", tests, group_setup, vt_fixture_daemon_teardown);
 	failed += cmocka_run_group_tests_name("edges, own daemon", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

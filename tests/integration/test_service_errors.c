@@ -25,19 +25,7 @@ static const char *const shared_arenas = "[arena default]\n"
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, shared_vad_extra, shared_arenas);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
+	return vt_group_daemon_setup(state, shared_vad_extra, shared_arenas);
 }
 
 /* The daemon still serves: a brand-new client allocates, writes and frees. */
@@ -617,8 +605,8 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_default_max_batch),
 	    VT_OWN_DAEMON_TEST(test_admin_group),
 	};
-	int failed =
-	    cmocka_run_group_tests_name("shared daemon", shared, group_setup, group_teardown);
+	int failed = cmocka_run_group_tests_name("shared daemon", shared, group_setup,
+						 vt_fixture_daemon_teardown);
 	failed += cmocka_run_group_tests_name("own daemon", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

@@ -23,19 +23,7 @@ static const char *const reply_arenas = "[arena default]\n"
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, "stats_interval = 1h\n", reply_arenas);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
+	return vt_group_daemon_setup(state, "stats_interval = 1h\n", reply_arenas);
 }
 
 static void raw_open(const struct vt_daemon *d, struct vt_raw *r, const char *name)
@@ -332,5 +320,6 @@ int main(void)
 	    cmocka_unit_test(test_batch_sum_never_wraps),
 	    cmocka_unit_test(test_daemon_survived),
 	};
-	return cmocka_run_group_tests_name("replies", tests, group_setup, group_teardown);
+	return cmocka_run_group_tests_name("replies", tests, group_setup,
+					   vt_fixture_daemon_teardown);
 }

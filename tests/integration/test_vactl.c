@@ -26,19 +26,7 @@ static const char *const arenas_conf = "[arena default]\n"
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, NULL, arenas_conf);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
+	return vt_group_daemon_setup(state, NULL, arenas_conf);
 }
 
 /* Run vactl --socket S --json ARGS..., require exit 0 and return the parsed document. */
@@ -870,7 +858,8 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_daemon_dies_mid_session),
 	    VT_OWN_DAEMON_TEST(test_history),
 	};
-	int failed = cmocka_run_group_tests_name("vactl", shared, group_setup, group_teardown);
+	int failed =
+	    cmocka_run_group_tests_name("vactl", shared, group_setup, vt_fixture_daemon_teardown);
 	failed += cmocka_run_group_tests_name("vactl, daemon killed", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

@@ -22,19 +22,7 @@ static const char *const arenas_conf = "[arena default]\n"
 
 static int group_setup(void **state)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, "quota_client = 8M\n", arenas_conf);
-}
-
-static int group_teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
+	return vt_group_daemon_setup(state, "quota_client = 8M\n", arenas_conf);
 }
 
 static uint64_t ju64(struct json_object *j, const char *path)
@@ -440,5 +428,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_stops_clean),
 	};
 	return cmocka_run_group_tests_name("vactl client details", tests, group_setup,
-					   group_teardown);
+					   vt_fixture_daemon_teardown);
 }
