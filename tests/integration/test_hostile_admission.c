@@ -349,6 +349,37 @@ static void stop_daemon(struct vt_daemon *d)
 	vt_daemon_destroy(d);
 }
 
+/* start_daemon, root's watching connection (counted by the daemon) and nobody's crowd. */
+static vad_client *start_watched_crowd(struct vt_daemon *d, const char *extra, struct crowd *cw)
+{
+	start_daemon(d, extra);
+	vad_client *admin = NULL;
+	assert_int_equal(0, vt_connect(d, "admin-watch", &admin));
+	assert_int_equal(1, wait_clients(admin, 1, REPLY_TIMEOUT));
+	crowd_start(cw, d, NOBODY);
+	return admin;
+}
+
+/* What the crowd's silent connections were told: counts by kind, then the first refusal
+ * ("busy") and the first hello-timeout sentence. */
+struct answers {
+	int answered, busy, nohello, other, unclosed;
+	char busy_msg[768], nohello_msg[768];
+};
+
+/* "answered WANT TIMEOUT_MS": wait for want answers and read the three reply lines. */
+static void crowd_answers(struct crowd *cw, int want, int timeout_ms, struct answers *a)
+{
+	char cmd[64], reply[768];
+	snprintf(cmd, sizeof(cmd), "answered %d %d", want, timeout_ms);
+	crowd_ask(cw, cmd, reply, sizeof(reply));
+	crowd_read(cw, a->busy_msg, sizeof(a->busy_msg));
+	crowd_read(cw, a->nohello_msg, sizeof(a->nohello_msg));
+	a->answered = a->busy = a->nohello = a->other = a->unclosed = -1;
+	sscanf(reply, "answered %d busy %d nohello %d other %d unclosed %d", &a->answered, &a->busy,
+	       &a->nohello, &a->other, &a->unclosed);
+}
+
 /* ---- max_clients silent connections from one uid ---------------------------------------- */
 
 /* nobody opens max_clients connections and says nothing; root holds one. nobody gets
@@ -360,14 +391,9 @@ static void fill_and_status(int max_clients, int admin_slots, const char *more)
 	char extra[256];
 	snprintf(extra, sizeof(extra), "max_clients = %d\nadmin_slots = %d\nhello_timeout = 1h\n%s",
 		 max_clients, admin_slots, more);
-	start_daemon(&d, extra);
-	vad_client *admin = NULL;
-	assert_int_equal(0, vt_connect(&d, "admin-watch", &admin));
-	assert_int_equal(1, wait_clients(admin, 1, REPLY_TIMEOUT));
-
 	struct crowd cw;
-	crowd_start(&cw, &d, NOBODY);
-	char cmd[64], reply[768], busy[768], nohello[768];
+	vad_client *admin = start_watched_crowd(&d, extra, &cw);
+	char cmd[64], reply[768];
 	snprintf(cmd, sizeof(cmd), "silent %d", max_clients);
 	crowd_ask(&cw, cmd, reply, sizeof(reply));
 	char want[32];
@@ -390,24 +416,20 @@ static void fill_and_status(int max_clients, int admin_slots, const char *more)
 	if (n != (uint32_t)admitted + 1)
 		fail_msg("the daemon counts %u clients, expected %d of nobody's and root's", n,
 			 admitted);
-	snprintf(cmd, sizeof(cmd), "answered %d %d", refused, REPLY_TIMEOUT);
-	crowd_ask(&cw, cmd, reply, sizeof(reply));
-	crowd_read(&cw, busy, sizeof(busy));
-	crowd_read(&cw, nohello, sizeof(nohello));
-	int answered = -1, nbusy = -1, nnohello = -1, other = -1, unclosed = -1;
-	sscanf(reply, "answered %d busy %d nohello %d other %d unclosed %d", &answered, &nbusy,
-	       &nnohello, &other, &unclosed);
+	struct answers ans;
+	crowd_answers(&cw, refused, REPLY_TIMEOUT, &ans);
 	printf("nobody opened %d silent connections: %d admitted, %d refused: %s\n", max_clients,
-	       admitted, nbusy, busy);
-	assert_int_equal(refused, answered);
-	assert_int_equal(refused, nbusy);
-	assert_int_equal(0, other);
-	assert_int_equal(0, unclosed);
+	       admitted, ans.busy, ans.busy_msg);
+	assert_int_equal(refused, ans.answered);
+	assert_int_equal(refused, ans.busy);
+	assert_int_equal(0, ans.other);
+	assert_int_equal(0, ans.unclosed);
 	char needle[96];
 	snprintf(needle, sizeof(needle), "keeps the last %d of max_clients %d for admins",
 		 admin_slots, max_clients);
-	if (!vt_contains(busy, needle))
-		fail_msg("the refusal does not name the admin slots (%s): %s", needle, busy);
+	if (!vt_contains(ans.busy_msg, needle))
+		fail_msg("the refusal does not name the admin slots (%s): %s", needle,
+			 ans.busy_msg);
 
 	/* One refusal in the log, however many there were. */
 	assert_true(log_lines(&d, "keeps the last") <= 1);
@@ -442,27 +464,20 @@ static void test_defaults_stop_one_uid(void **state)
 	if (!vt_is_root())
 		skip();
 	struct vt_daemon d;
-	start_daemon(&d, "hello_timeout = 1h\n"); /* the sizes are the defaults */
-	vad_client *admin = NULL;
-	assert_int_equal(0, vt_connect(&d, "admin-watch", &admin));
-	assert_int_equal(1, wait_clients(admin, 1, REPLY_TIMEOUT));
 	struct crowd cw;
-	crowd_start(&cw, &d, NOBODY);
-	char reply[768], busy[768], nohello[768];
+	/* the sizes are the defaults */
+	vad_client *admin = start_watched_crowd(&d, "hello_timeout = 1h\n", &cw);
+	char reply[768];
 	crowd_ask(&cw, "silent 1024", reply, sizeof(reply));
 	assert_string_equal("opened 1024", reply);
 	assert_int_equal(129, wait_clients(admin, 129, REPLY_TIMEOUT));
-	char cmd[64];
-	snprintf(cmd, sizeof(cmd), "answered %d %d", 1024 - 128, REPLY_TIMEOUT);
-	crowd_ask(&cw, cmd, reply, sizeof(reply));
-	crowd_read(&cw, busy, sizeof(busy));
-	crowd_read(&cw, nohello, sizeof(nohello));
-	int answered = -1, nbusy = -1;
-	sscanf(reply, "answered %d busy %d", &answered, &nbusy);
-	printf("defaults: nobody's 1024 connections: 128 admitted, %d refused: %s\n", nbusy, busy);
-	assert_int_equal(1024 - 128, nbusy);
-	assert_true(vt_contains(busy, "uid 65534 already has 128 connections"));
-	assert_true(vt_contains(busy, "max_clients_uid 128"));
+	struct answers ans;
+	crowd_answers(&cw, 1024 - 128, REPLY_TIMEOUT, &ans);
+	printf("defaults: nobody's 1024 connections: 128 admitted, %d refused: %s\n", ans.busy,
+	       ans.busy_msg);
+	assert_int_equal(1024 - 128, ans.busy);
+	assert_true(vt_contains(ans.busy_msg, "uid 65534 already has 128 connections"));
+	assert_true(vt_contains(ans.busy_msg, "max_clients_uid 128"));
 	double s = timed_status(&d);
 	printf("root's vactl status at the defaults with uid %u at its limit: %.3f s\n", NOBODY, s);
 	assert_true(s < 5.0);
@@ -487,14 +502,10 @@ static void test_silent_closed_at_timeout(void **state)
 	char extra[160];
 	snprintf(extra, sizeof(extra),
 		 "max_clients = 64\nmax_clients_uid = unlimited\nhello_timeout = %ds\n", timeout_s);
-	start_daemon(&d, extra);
-	vad_client *admin = NULL;
-	assert_int_equal(0, vt_connect(&d, "admin-watch", &admin));
-	assert_int_equal(1, wait_clients(admin, 1, REPLY_TIMEOUT));
 	struct crowd cw;
-	crowd_start(&cw, &d, NOBODY);
+	vad_client *admin = start_watched_crowd(&d, extra, &cw);
 	enum { SILENT = 59 }; /* 64 - 4 admin slots - root's watcher */
-	char reply[768], busy[768], nohello[768];
+	char reply[768];
 	uint64_t t0 = vt_now_ns();
 	crowd_ask(&cw, "silent 59", reply, sizeof(reply));
 	uint64_t t_opened = vt_now_ns();
@@ -515,20 +526,16 @@ static void test_silent_closed_at_timeout(void **state)
 	       "hello_timeout %d s: all closed %.3f s after the last connect\n",
 	       SILENT, all_in_s, timeout_s, gone_s);
 	assert_true(gone_s >= timeout_s * 0.9);
-	crowd_ask(&cw, "answered 59 10000", reply, sizeof(reply));
-	crowd_read(&cw, busy, sizeof(busy));
-	crowd_read(&cw, nohello, sizeof(nohello));
-	int answered = -1, nbusy = -1, nnohello = -1, other = -1, unclosed = -1;
-	sscanf(reply, "answered %d busy %d nohello %d other %d unclosed %d", &answered, &nbusy,
-	       &nnohello, &other, &unclosed);
-	assert_int_equal(SILENT, answered);
-	assert_int_equal(SILENT, nnohello);
-	assert_int_equal(0, nbusy);
-	assert_int_equal(0, unclosed);
+	struct answers ans;
+	crowd_answers(&cw, SILENT, 10000, &ans);
+	assert_int_equal(SILENT, ans.answered);
+	assert_int_equal(SILENT, ans.nohello);
+	assert_int_equal(0, ans.busy);
+	assert_int_equal(0, ans.unclosed);
 	char named[32];
 	snprintf(named, sizeof(named), "hello_timeout %d s", timeout_s);
-	if (!vt_contains(nohello, named))
-		fail_msg("the closing frame does not name hello_timeout: %s", nohello);
+	if (!vt_contains(ans.nohello_msg, named))
+		fail_msg("the closing frame does not name hello_timeout: %s", ans.nohello_msg);
 	/* One line for the first, one summary with the count of the others. */
 	if (!wait_log(&d, "more connections closed for not completing hello", vt_timeout_ms(30000)))
 		fail_msg("no summary line of the hello timeouts in the log");
