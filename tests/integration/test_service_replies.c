@@ -103,6 +103,19 @@ static void free_granted(struct vt_raw *r, Vad__Response *resp, size_t want)
 static const char hostile[] = "a\nb\x1b[31m'\xff\xfe";
 static const char hostile_escaped[] = "a\\nb\\x1b[31m\\'\\xff\\xfe";
 
+/* Send a request of message type Type (oneof member field, case OP) naming the hostile
+ * arena; the refusal must be ENOARENA and echo the name escaped. */
+#define EXPECT_ARENA_ESCAPED(r, Type, INIT, OP, field, what)                                       \
+	do {                                                                                       \
+		Vad__Request req_ = VAD__REQUEST__INIT;                                            \
+		Type msg_ = INIT;                                                                  \
+		msg_.arena = (char *)hostile;                                                      \
+		req_.op_case = OP;                                                                 \
+		req_.field = &msg_;                                                                \
+		expect_error(vt_raw_call((r), &req_, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, what,   \
+			     hostile_escaped, NULL);                                               \
+	} while (0)
+
 static void test_arena_names_escaped(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -123,41 +136,16 @@ static void test_arena_names_escaped(void **state)
 	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, "free",
 		     hostile_escaped, NULL);
 
-	Vad__MapArena m = VAD__MAP_ARENA__INIT;
-	m.arena = (char *)hostile;
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &m;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, "map-arena",
-		     hostile_escaped, NULL);
-
-	Vad__Share sh = VAD__SHARE__INIT;
-	sh.arena = (char *)hostile;
-	req.op_case = VAD__REQUEST__OP_SHARE;
-	req.share = &sh;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, "share",
-		     hostile_escaped, NULL);
-
-	Vad__StatsRequest st = VAD__STATS_REQUEST__INIT;
-	st.arena = (char *)hostile;
-	req.op_case = VAD__REQUEST__OP_STATS;
-	req.stats = &st;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, "stats",
-		     hostile_escaped, NULL);
-
+	EXPECT_ARENA_ESCAPED(&r, Vad__MapArena, VAD__MAP_ARENA__INIT, VAD__REQUEST__OP_MAP_ARENA,
+			     map_arena, "map-arena");
+	EXPECT_ARENA_ESCAPED(&r, Vad__Share, VAD__SHARE__INIT, VAD__REQUEST__OP_SHARE, share,
+			     "share");
+	EXPECT_ARENA_ESCAPED(&r, Vad__StatsRequest, VAD__STATS_REQUEST__INIT,
+			     VAD__REQUEST__OP_STATS, stats, "stats");
 	/* The test runs as the daemon's user or root: an admin, so these reach the lookup. */
-	Vad__Purge p = VAD__PURGE__INIT;
-	p.arena = (char *)hostile;
-	req.op_case = VAD__REQUEST__OP_PURGE;
-	req.purge = &p;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, "purge",
-		     hostile_escaped, NULL);
-
-	Vad__Walk w = VAD__WALK__INIT;
-	w.arena = (char *)hostile;
-	req.op_case = VAD__REQUEST__OP_WALK;
-	req.walk = &w;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, "walk",
-		     hostile_escaped, NULL);
+	EXPECT_ARENA_ESCAPED(&r, Vad__Purge, VAD__PURGE__INIT, VAD__REQUEST__OP_PURGE, purge,
+			     "purge");
+	EXPECT_ARENA_ESCAPED(&r, Vad__Walk, VAD__WALK__INIT, VAD__REQUEST__OP_WALK, walk, "walk");
 
 	/* A long name is cut, and says so: the sentence stays short. */
 	char longname[2000];
