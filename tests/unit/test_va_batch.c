@@ -16,20 +16,10 @@
 #include <cmocka.h>
 #include <pthread.h>
 
+#include "va_testutil.h"
 #include "vaspace.h"
 
 #define Q 4096ull
-
-static void check_ok(struct va_space *vs, int line)
-{
-	char msg[256];
-
-	if (va_check(vs, msg, sizeof(msg))) {
-		print_error("va_check failed at line %d: %s\n", line, msg);
-		fail();
-	}
-}
-#define CHECK(vs) check_ok((vs), __LINE__)
 
 struct rel_log {
 	unsigned calls;
@@ -335,7 +325,8 @@ static void threads_batch(void **state)
 	(void)state;
 	assert_int_equal(va_create(&cfg, &vs), 0);
 	for (unsigned i = 0; i < T; i++) {
-		w[i] = (struct batch_worker){.vs = vs, .id = i, .rounds = rounds, .handoff = handoff[i]};
+		w[i] = (struct batch_worker){
+		    .vs = vs, .id = i, .rounds = rounds, .handoff = handoff[i]};
 		assert_int_equal(pthread_create(&th[i], NULL, batch_worker_main, &w[i]), 0);
 	}
 	for (unsigned i = 0; i < T; i++)

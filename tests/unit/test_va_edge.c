@@ -16,23 +16,12 @@
 #include <cmocka.h>
 
 #include "va_internal.h" /* the saturating counters */
+#include "va_testutil.h"
 #include "vaspace.h"
 
 #define Q 4096ull
 
 /* ---- helpers ------------------------------------------------------------------------- */
-
-static void check_ok(struct va_space *vs, int line)
-{
-	char msg[256];
-	int rc = va_check(vs, msg, sizeof(msg));
-
-	if (rc) {
-		print_error("va_check failed at line %d: %s\n", line, msg);
-		fail();
-	}
-}
-#define CHECK(vs) check_ok((vs), __LINE__)
 
 struct rel_log {
 	unsigned calls;
@@ -775,21 +764,6 @@ static void test_sync_drain_past_twice_lazy_max(void **state)
 	assert_int_equal(stats(vs).drains, 2);
 	va_destroy(vs);
 }
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-/* Wait (up to a generous limit) until cond holds; a liveness check, not a timing one. */
-#define WAIT_FOR(cond)                                                                             \
-	do {                                                                                       \
-		for (unsigned w_ = 0; w_ < 3000 && !(cond); w_++)                                  \
-			sleep_ms(10);                                                              \
-		assert_true(cond);                                                                 \
-	} while (0)
 
 static void test_background_thread(void **state)
 {
