@@ -194,15 +194,21 @@ static int config_line_of(const struct vt_daemon *d, const char *text)
 	return found;
 }
 
+/* vt_daemon_init, and an empty directory "backing" in its temporary directory. */
+static void init_with_backing_dir(struct vt_daemon *d, char *backing, size_t len)
+{
+	assert_int_equal(0, vt_daemon_init(d));
+	snprintf(backing, len, "%s/backing", d->dir);
+	assert_int_equal(0, mkdir(backing, 0700));
+}
+
 /* Files in a directory take no seals: without accept_unsealed the daemon refuses to start,
  * naming the section's file:line, the seal that failed and the way out. */
 static void test_unsealed_backing_refused_at_start(void **state)
 {
 	struct vt_daemon *d = *state;
-	assert_int_equal(0, vt_daemon_init(d));
 	char backing[PATH_MAX];
-	snprintf(backing, sizeof(backing), "%s/backing", d->dir);
-	assert_int_equal(0, mkdir(backing, 0700));
+	init_with_backing_dir(d, backing, sizeof(backing));
 	char arenas[PATH_MAX + 128];
 	snprintf(arenas, sizeof(arenas),
 		 "[arena default]\nsize = 64M\n\n[arena disk]\nsize = 64M\nbacking = %s\n",
@@ -231,10 +237,8 @@ static void test_unsealed_backing_refused_at_start(void **state)
 static void test_directory_backed_arena(void **state)
 {
 	struct vt_daemon *d = *state;
-	assert_int_equal(0, vt_daemon_init(d));
 	char backing[PATH_MAX];
-	snprintf(backing, sizeof(backing), "%s/backing", d->dir);
-	assert_int_equal(0, mkdir(backing, 0700));
+	init_with_backing_dir(d, backing, sizeof(backing));
 	char arenas[PATH_MAX + 128];
 	snprintf(arenas, sizeof(arenas),
 		 "[arena disk]\nsize = 64M\nbacking = %s\naccept_unsealed = yes\n\n"

@@ -69,6 +69,19 @@ static void write_range(int fd, uint64_t off, size_t len)
 	munmap(p, len);
 }
 
+/* Put a read-only fd on the arena's file in place of its own (fallocate on it: EBADF;
+ * lseek still works); returns it, and the real fd in *real for the caller to put back. */
+static int swap_in_read_only(struct vad_arena *a, int *real)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
+	int ro = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(ro >= 0);
+	*real = a->fd;
+	a->fd = ro;
+	return ro;
+}
+
 static bool all_zero(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -292,12 +305,8 @@ static void test_punch_failure_counted(void **state)
 	struct vad_arena_conf c;
 	conf_init(&c, "failing", ARENA_SIZE);
 	struct vad_arena *a = open_ok(&c);
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
-	int ro = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(ro >= 0);
-	int real = a->fd;
-	a->fd = ro;
+	int real;
+	int ro = swap_in_read_only(a, &real);
 
 	/* expected in the output: one "punching a hole ... failed" error line. The ranges are
 	 * written first: a range nobody wrote is a hole, and holes are not punched. */
@@ -334,12 +343,8 @@ static void test_release_skips_holes(void **state)
 	assert_int_equal(va_alloc(a->vs, 1u << 20, 0, NULL, &after), VA_OK);
 	assert_true(before < written && written < after);
 	write_range(a->fd, written + 4096, 4096); /* one page inside the middle range */
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
-	int ro = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(ro >= 0);
-	int real = a->fd;
-	a->fd = ro;
+	int real;
+	int ro = swap_in_read_only(a, &real);
 
 	/* a hole before data and a hole after the last data: skipped */
 	assert_int_equal(va_free(a->vs, before, NULL), VA_OK);
@@ -366,8 +371,8 @@ static void test_release_skips_holes(void **state)
 static void test_allow_lists(void **state)
 {
 	(void)state;
-	uid_t uids[] = { 1000, 1002 };
-	gid_t gids[] = { 50 };
+	uid_t uids[] = {1000, 1002};
+	gid_t gids[] = {50};
 	struct vad_arena_conf c;
 	conf_init(&c, "private", 1u << 20);
 	c.allow_any = false;
@@ -381,12 +386,12 @@ static void test_allow_lists(void **state)
 	uids[0] = 7777;
 	gids[0] = 7777;
 
-	gid_t g_with[] = { 7, 50 }, g_without[] = { 7, 8 };
+	gid_t g_with[] = {7, 50}, g_without[] = {7, 8};
 	assert_true(vad_arena_allows(a, 0, 0, NULL, 0)); /* root always */
 	assert_true(vad_arena_allows(a, 1000, 100, NULL, 0));
 	assert_true(vad_arena_allows(a, 1002, 100, g_without, 2));
-	assert_true(vad_arena_allows(a, 1001, 50, NULL, 0));	  /* primary group */
-	assert_true(vad_arena_allows(a, 1001, 100, g_with, 2));	  /* supplementary */
+	assert_true(vad_arena_allows(a, 1001, 50, NULL, 0));	/* primary group */
+	assert_true(vad_arena_allows(a, 1001, 100, g_with, 2)); /* supplementary */
 	assert_false(vad_arena_allows(a, 1001, 100, g_without, 2));
 	assert_false(vad_arena_allows(a, 1001, 100, NULL, 0));
 	assert_false(vad_arena_allows(a, 7777, 7777, NULL, 0)); /* the copy did not change */
@@ -432,16 +437,16 @@ static void test_from_config(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_memfd_sealed_and_sparse),
-		cmocka_unit_test(test_client_cannot_resize),
-		cmocka_unit_test(test_reclaim_punches_memfd),
-		cmocka_unit_test(test_directory_backing),
-		cmocka_unit_test(test_unsealable_directory_refused),
-		cmocka_unit_test(test_open_failures),
-		cmocka_unit_test(test_punch_failure_counted),
-		cmocka_unit_test(test_release_skips_holes),
-		cmocka_unit_test(test_allow_lists),
-		cmocka_unit_test(test_from_config),
+	    cmocka_unit_test(test_memfd_sealed_and_sparse),
+	    cmocka_unit_test(test_client_cannot_resize),
+	    cmocka_unit_test(test_reclaim_punches_memfd),
+	    cmocka_unit_test(test_directory_backing),
+	    cmocka_unit_test(test_unsealable_directory_refused),
+	    cmocka_unit_test(test_open_failures),
+	    cmocka_unit_test(test_punch_failure_counted),
+	    cmocka_unit_test(test_release_skips_holes),
+	    cmocka_unit_test(test_allow_lists),
+	    cmocka_unit_test(test_from_config),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
