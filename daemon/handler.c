@@ -8,6 +8,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "saturate.h"
 #include "session.h"
 
 void vad_reply_init(struct vad_reply *r, uint64_t id)
@@ -196,9 +197,13 @@ static struct vad_arena *use_arena(struct vad_session *s, const char *name, unsi
 	return a;
 }
 
+/* The refusal of a request that needs want_bytes more bytes in want_ranges more ranges; held
+ * is what the broken limit counts now (bytes, or ranges for the range limits). */
 static void quota_error(struct vad_session *s, struct vad_reply *r, enum vad_quota_kind kind,
-			uint64_t held, uint64_t want)
+			uint64_t held, uint64_t want_bytes, uint64_t want_ranges)
 {
+	bool counts_ranges = kind == VAD_QUOTA_RANGES_CLIENT || kind == VAD_QUOTA_RANGES_UID;
+	uint64_t want = counts_ranges ? want_ranges : want_bytes;
 	struct vad_limits l = vad_service_limits(s->svc);
 	char h[EXACT_BUF], q[EXACT_BUF], w[EXACT_BUF];
 	switch (kind) {
@@ -469,8 +474,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	struct vad_quota quota = vad_limits_quota(&l);
 	enum vad_quota_kind qk = vad_registry_reserve(&s->holder, total, n, &quota, &held);
 	if (qk != VAD_QUOTA_OK) {
-		quota_error(s, r, qk, held,
-			    qk == VAD_QUOTA_RANGES_CLIENT || qk == VAD_QUOTA_RANGES_UID ? n : total);
+		quota_error(s, r, qk, held, total, n);
 		return;
 	}
 
@@ -513,7 +517,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 				quota_error(s, r, VAD_QUOTA_COUNTER,
 					    __atomic_load_n(&s->svc->reg->arenas[ai].ref_bytes,
 							    __ATOMIC_RELAXED),
-					    total);
+					    total, n);
 				return;
 			}
 			rc = VA_ENOMEM;
@@ -686,10 +690,7 @@ static void handle_attach(struct vad_session *s, const Vad__Attach *m, struct va
 				(unsigned)s->peer.gid);
 		return;
 	case VAD_ATTACH_QUOTA:
-		quota_error(s, r, res.quota, res.held,
-			    res.quota == VAD_QUOTA_RANGES_CLIENT || res.quota == VAD_QUOTA_RANGES_UID
-				? 1
-				: res.size);
+		quota_error(s, r, res.quota, res.held, res.size, 1);
 		return;
 	case VAD_ATTACH_NOMEM:
 		out_of_memory(r, "recording the new reference");
@@ -873,13 +874,6 @@ static void handle_clients(struct vad_session *s, struct vad_reply *r)
 
 /* ---- admin: purge / reload / check ------------------------------------------------------ */
 
-/* *t += v, held at UINT64_MAX rather than wrapping. */
-static void sat_add_into(uint64_t *t, uint64_t v)
-{
-	if (__builtin_add_overflow(*t, v, t))
-		*t = UINT64_MAX;
-}
-
 static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_reply *r)
 {
 	if (!admin_allowed(s, "purge", r))
@@ -906,11 +900,11 @@ static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_
 		va_drain(a->vs);
 		uint64_t passed = va_release_free(a->vs);
 		uint64_t after = vad_arena_resident_bytes(a);
-		sat_add_into(&scanned, passed);
-		sat_add_into(&resident_before, before);
-		sat_add_into(&resident_after, after);
+		vad_sat_add_into(&scanned, passed);
+		vad_sat_add_into(&resident_before, before);
+		vad_sat_add_into(&resident_after, after);
 		if (before > after)
-			sat_add_into(&released, before - after);
+			vad_sat_add_into(&released, before - after);
 	}
 	uint64_t ms = (vad_now_ns() - t0) / 1000000;
 	char b[32], rb[32], ra[32], sc[32];
@@ -923,7 +917,8 @@ static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_
 		 "by '%s' (uid %u): released %" PRIu64 " bytes (resident %" PRIu64 " -> %" PRIu64
 		 ") in %" PRIu64 " ms",
 		 s->name, (unsigned)s->peer.uid, released, resident_before, resident_after, ms);
-	vad_service_client_event(svc, "purge", detail); /* only admins; never a daemon event's place */
+	vad_service_client_event(svc, "purge",
+				 detail); /* only admins; never a daemon event's place */
 	vad__purge_reply__init(&r->u.purge);
 	r->u.purge.released_bytes = released;
 	r->resp.result_case = VAD__RESPONSE__RESULT_PURGE;

@@ -13,6 +13,7 @@
 #include "latency.h"
 #include "log.h"
 #include "registry.h"
+#include "saturate.h"
 #include "session.h"
 
 /* The schema this vad writes; PRAGMA user_version and meta.schema_version both say it. */
@@ -107,13 +108,6 @@ struct vad_stats_writer {
 };
 
 /* ---- small SQLite helpers --------------------------------------------------------------- */
-
-/* a + b, held at UINT64_MAX instead of wrapping (counters carried over from older runs). */
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	uint64_t sum;
-	return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
-}
 
 static int exec(struct vad_stats_writer *w, const char *sql)
 {
@@ -238,11 +232,11 @@ static int write_arena(struct vad_stats_writer *w, sqlite3_stmt *st, sqlite3_stm
 	const struct lifetime_base *b = &w->arena_base[i];
 	k = 1;
 	sqlite3_bind_text(life, k++, a->conf.name, -1, SQLITE_STATIC);
-	bind_u64(life, k++, sat_add(b->allocs, vs.allocs));
-	bind_u64(life, k++, sat_add(b->frees, vs.frees));
-	bind_u64(life, k++, sat_add(b->fails, vs.fails));
-	bind_u64(life, k++, sat_add(b->drains, vs.drains));
-	bind_u64(life, k++, sat_add(b->released_bytes, vs.released_bytes));
+	bind_u64(life, k++, vad_sat_add(b->allocs, vs.allocs));
+	bind_u64(life, k++, vad_sat_add(b->frees, vs.frees));
+	bind_u64(life, k++, vad_sat_add(b->fails, vs.fails));
+	bind_u64(life, k++, vad_sat_add(b->drains, vs.drains));
+	bind_u64(life, k++, vad_sat_add(b->released_bytes, vs.released_bytes));
 	bind_u64(life, k++, 0);
 	bind_u64(life, k++, 0);
 	bind_u64(life, k++, now_ms);
@@ -357,8 +351,8 @@ static int write_snapshot(struct vad_stats_writer *w, bool final)
 	sqlite3_bind_text(life, 1, "vad", -1, SQLITE_STATIC);
 	for (int k = 2; k <= 6; k++)
 		bind_u64(life, k, 0);
-	bind_u64(life, 7, sat_add(w->vad_base.requests, requests));
-	bind_u64(life, 8, sat_add(w->vad_base.starts, 1));
+	bind_u64(life, 7, vad_sat_add(w->vad_base.requests, requests));
+	bind_u64(life, 8, vad_sat_add(w->vad_base.starts, 1));
 	bind_u64(life, 9, now);
 	if (run(w, life) < 0)
 		goto rollback;
@@ -449,7 +443,7 @@ static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
 		vad_latency_sum(&w->svc->alloc_latency[i], &w->prev_latency[i]);
 	char detail[64];
 	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
-		 (unsigned long long)sat_add(w->vad_base.starts, 1));
+		 (unsigned long long)vad_sat_add(w->vad_base.starts, 1));
 	vad_service_event(w->svc, "start", detail);
 	write_snapshot(w, false); /* the start is on disk at once */
 

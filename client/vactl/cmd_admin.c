@@ -25,12 +25,6 @@ struct resident_sum {
 	uint64_t resident, busy, pooled;
 };
 
-static void sum_into(uint64_t *t, uint64_t v)
-{
-	if (__builtin_add_overflow(*t, v, t))
-		*t = UINT64_MAX;
-}
-
 static struct resident_sum resident_of(vad_client *c, const char *arena)
 {
 	struct resident_sum r = {0};
@@ -39,9 +33,9 @@ static struct resident_sum resident_of(vad_client *c, const char *arena)
 		return r; /* purge still runs; its own reply says why if it cannot */
 	r.known = true;
 	for (size_t i = 0; i < d->n_arenas; i++) {
-		sum_into(&r.resident, d->arenas[i].resident_bytes);
-		sum_into(&r.busy, d->arenas[i].busy_bytes);
-		sum_into(&r.pooled, d->arenas[i].pooled_bytes);
+		vactl_sum_into(&r.resident, d->arenas[i].resident_bytes);
+		vactl_sum_into(&r.busy, d->arenas[i].busy_bytes);
+		vactl_sum_into(&r.pooled, d->arenas[i].pooled_bytes);
 	}
 	free(d);
 	return r;

@@ -272,13 +272,6 @@ const struct vactl_cmd vactl_cmd_clients = {
 
 /* ---- stats ------------------------------------------------------------------------ */
 
-/* *t += v, held at UINT64_MAX rather than wrapping. */
-static void sum_into(uint64_t *t, uint64_t v)
-{
-	if (__builtin_add_overflow(*t, v, t))
-		*t = UINT64_MAX;
-}
-
 /* The counters a total adds up; largest_free is a maximum and quantum is per arena. */
 #define SUMMED_STATS(X)                                                                            \
 	X(size)                                                                                    \
@@ -301,7 +294,7 @@ static void sum_into(uint64_t *t, uint64_t v)
 
 static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *a)
 {
-#define SUM_FIELD(f) sum_into(&t->f, a->f);
+#define SUM_FIELD(f) vactl_sum_into(&t->f, a->f);
 	SUMMED_STATS(SUM_FIELD)
 #undef SUM_FIELD
 	if (a->largest_free > t->largest_free)

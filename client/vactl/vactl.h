@@ -146,4 +146,11 @@ json_object *vactl_json_arena_stats(const struct vad_arena_stats *a);
 /* Share of free space that is not in the largest free block (0 when nothing is free). */
 double vactl_fragmentation(uint64_t free_bytes, uint64_t largest_free);
 
+/* *total += v, held at UINT64_MAX rather than wrapping (totals over arenas). */
+static inline void vactl_sum_into(uint64_t *total, uint64_t v)
+{
+	if (__builtin_add_overflow(*total, v, total))
+		*total = UINT64_MAX;
+}
+
 #endif
