@@ -424,9 +424,21 @@ bool lazy_enter(struct va_space *vs, const struct va_space **outer)
 	*outer = tls_draining;
 	if (*outer == vs)
 		return false;
+	atomic_fetch_add_explicit(&vs->drain_asked, 1, memory_order_relaxed);
 	va_lock(&vs->drain_lock);
+	atomic_fetch_add_explicit(&vs->drain_granted, 1, memory_order_relaxed);
 	tls_draining = vs;
 	return true;
+}
+
+void lazy_let_waiters_in(struct va_space *vs)
+{
+	uint64_t asked = atomic_load_explicit(&vs->drain_asked, memory_order_relaxed);
+
+	/* only those already waiting: later arrivals do not extend the wait */
+	while (atomic_load_explicit(&vs->drain_granted, memory_order_relaxed) < asked &&
+	       !atomic_load_explicit(&vs->stopping, memory_order_relaxed))
+		sched_yield();
 }
 
 void lazy_leave(struct va_space *vs, const struct va_space *outer)

@@ -7,7 +7,8 @@
  * va_check see it as lazy, lazy_total counts it) while the callback runs with no allocator
  * lock held, then merges back. The chunk is out only while drain_lock is held, as a drain
  * pass is: an allocation that finds no room takes drain_lock for its retry, so it never
- * fails because a chunk is out; frees past 2 x lazy_max wait for one chunk at most.
+ * fails because a chunk is out; frees past 2 x lazy_max wait for one chunk at most (the
+ * threads waiting for drain_lock go first between two chunks: lazy_let_waiters_in).
  */
 #include "va_internal.h"
 
@@ -163,6 +164,7 @@ uint64_t va_release_free(struct va_space *vs)
 		put_back(vs, pieces, n, bytes, &bag);
 		lazy_leave(vs, outer);
 		objcache_return(&bag);
+		lazy_let_waiters_in(vs); /* frees past the bound wait for one chunk, not many */
 		total += bytes;
 		if (!n)
 			break;

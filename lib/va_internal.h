@@ -211,6 +211,10 @@ struct va_space {
 
 	/* drain: one at a time */
 	pthread_mutex_t drain_lock __attribute__((aligned(VA_CACHELINE)));
+	/* lazy_enter calls that asked for drain_lock, and that got it: their difference is
+	 * the threads waiting, whom va_release_free lets in between its chunks (the mutex is
+	 * not fair: a thread that drops it and asks again mostly wins) */
+	_Atomic uint64_t drain_asked, drain_granted;
 	struct lazy_item *scratch_tmp; /* radix sort buffer (drain_lock) */
 	size_t scratch_cap;	       /* capacity of inflight.items and scratch_tmp */
 	_Atomic uint64_t drains, released_bytes, release_calls, fails;
@@ -363,6 +367,10 @@ void lazy_drain(struct va_space *vs, bool full);
  * is (a release callback of vs). *outer is for lazy_leave. */
 bool lazy_enter(struct va_space *vs, const struct va_space **outer);
 void lazy_leave(struct va_space *vs, const struct va_space *outer);
+
+/* With drain_lock not held: wait until every thread that was waiting for drain_lock when
+ * called has had it, so a caller that takes it again and again cannot starve them. */
+void lazy_let_waiters_in(struct va_space *vs);
 
 /* With drain_lock held (lazy_enter): one non-full pass if lazy_total is over lazy_max. */
 void lazy_pass_if_over(struct va_space *vs);
