@@ -60,6 +60,15 @@ int vad_log_level_from_name(const char *name)
 	return -1;
 }
 
+const char *vad_log_level_name(int level)
+{
+	for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+		if (level_names[i].level == level)
+			return level_names[i]
+			    .name; /* the first spelling of each level is its name */
+	return "?";
+}
+
 static const char *level_word(int level)
 {
 	switch (level) {

@@ -18,6 +18,9 @@ void vad_log_set_level(int level);
 /* Parse "err", "warning", "notice", "info", "debug"; -1 if unknown. */
 int vad_log_level_from_name(const char *name);
 
+/* The name vad_log_level_from_name reads for level ("err" ... "debug"), "?" if none. */
+const char *vad_log_level_name(int level);
+
 /* Would a line at level be written (the level is at or above the current one)? */
 int vad_log_enabled(int level);
 

@@ -281,41 +281,6 @@ struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, u
 	return NULL;
 }
 
-static const char *level_name(int level)
-{
-	switch (level) {
-	case VAD_LOG_ERR:
-		return "err";
-	case VAD_LOG_WARNING:
-		return "warning";
-	case VAD_LOG_NOTICE:
-		return "notice";
-	case VAD_LOG_INFO:
-		return "info";
-	case VAD_LOG_DEBUG:
-		return "debug";
-	}
-	return "?";
-}
-
-static const char *quota_text(uint64_t q, char *buf, size_t len)
-{
-	if (!q) {
-		snprintf(buf, len, "unlimited");
-		return buf;
-	}
-	return vad_format_size(q, buf, len);
-}
-
-static const char *count_text(uint64_t n, char *buf, size_t len)
-{
-	if (!n)
-		snprintf(buf, len, "unlimited");
-	else
-		snprintf(buf, len, "%llu", (unsigned long long)n);
-	return buf;
-}
-
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 {
 	if (!svc->config_path[0]) {
@@ -333,22 +298,10 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 	}
 	set_limits(svc, &cfg);
 	vad_log_set_level(cfg.log_level);
-	char f[32], qc[32], qu[32], mu[32], rc[32], ru[32];
-	if (cfg.max_clients_uid)
-		snprintf(mu, sizeof(mu), "%u", cfg.max_clients_uid);
-	else
-		snprintf(mu, sizeof(mu), "unlimited");
+	char values[512];
 	snprintf(detail, detail_len,
-		 "reloaded %s: max_frame %s, max_clients %u, max_batch %u, quota_client %s, "
-		 "quota_uid %s, log level %s, hello_timeout %llu ms, max_clients_uid %s, "
-		 "admin_slots %u, max_ranges_client %s, max_ranges_uid %s (arena, socket and "
-		 "worker changes need a restart)",
-		 svc->config_path, vad_format_size(cfg.max_frame, f, sizeof(f)), cfg.max_clients,
-		 cfg.max_batch, quota_text(cfg.quota_client, qc, sizeof(qc)),
-		 quota_text(cfg.quota_uid, qu, sizeof(qu)), level_name(cfg.log_level),
-		 (unsigned long long)cfg.hello_timeout_ms, mu, cfg.admin_slots,
-		 count_text(cfg.max_ranges_client, rc, sizeof(rc)),
-		 count_text(cfg.max_ranges_uid, ru, sizeof(ru)));
+		 "reloaded %s: %s (arena, socket and worker changes need a restart)",
+		 svc->config_path, vad_config_reloadable_text(&cfg, values, sizeof(values)));
 	vad_config_free(&cfg);
 	pthread_mutex_unlock(&svc->reload_lock);
 	return 0;

@@ -683,6 +683,57 @@ static void test_range_limits(void **state)
 	load_err("[arena a]\nsize = 1G\nmax_ranges_uid = 5\n", 3, "max_ranges_uid");
 }
 
+/* Every [vad] key written with its default text parses, and to the value the defaults hold. */
+static void test_every_key_parses_its_default(void **state)
+{
+	(void)state;
+	struct vad_config dflt;
+	vad_config_defaults(&dflt);
+	assert_true(vad_config_key_count() >= 22);
+	for (size_t i = 0; i < vad_config_key_count(); i++) {
+		const char *name = vad_config_key_name(i);
+		const char *text = vad_config_key_default(i);
+		assert_non_null(name);
+		if (!text)
+			continue; /* no default: the key stays unset */
+		char conf[256], want[64], got[64];
+		snprintf(conf, sizeof(conf), "[vad]\n%s = %s\n", name, text);
+		struct vad_config cfg;
+		load_ok(conf, &cfg);
+		vad_config_key_text(&dflt, i, want, sizeof(want));
+		vad_config_key_text(&cfg, i, got, sizeof(got));
+		if (strcmp(want, got) != 0)
+			fail_msg("%s = %s gives %s, the defaults hold %s", name, text, got, want);
+		vad_config_free(&cfg);
+	}
+	assert_null(vad_config_key_name(vad_config_key_count()));
+}
+
+/* The reload summary names each key a reload applies, in table order, and no other. */
+static void test_reloadable_text(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	char text[1024], want[1024] = "";
+	vad_config_reloadable_text(&cfg, text, sizeof(text));
+	for (size_t i = 0; i < vad_config_key_count(); i++) {
+		if (!vad_config_key_reloadable(i))
+			continue;
+		char value[64];
+		size_t used = strlen(want);
+		snprintf(want + used, sizeof(want) - used, "%s%s %s", used ? ", " : "",
+			 vad_config_key_name(i), vad_config_key_text(&cfg, i, value, sizeof(value)));
+	}
+	assert_string_equal(text, want);
+	assert_non_null(strstr(text, "max_frame 64 KiB, max_clients 1024, max_batch 1024, "
+				     "quota_client unlimited, quota_uid unlimited"));
+	assert_non_null(strstr(text, "log_level info, hello_timeout 10000 ms"));
+	assert_null(strstr(text, "socket"));
+	assert_null(strstr(text, "workers"));
+	assert_null(strstr(text, "stats_interval"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +760,8 @@ int main(void)
 		cmocka_unit_test(test_accept_unsealed),
 		cmocka_unit_test(test_admission_keys),
 		cmocka_unit_test(test_range_limits),
+		cmocka_unit_test(test_every_key_parses_its_default),
+		cmocka_unit_test(test_reloadable_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
