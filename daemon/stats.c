@@ -1,4 +1,10 @@
-/* stats.c - SQLite snapshots of the running service on their own thread; see stats.h. */
+/* stats.c - SQLite snapshots of the running service on their own thread; see stats.h.
+ *
+ * The columns of arena_snapshot, session_snapshot and lifetime are the tables of
+ * proto/stats_fields.h: the first schema, the migrations that add columns, the INSERTs (bound
+ * by parameter name), the session rows copied under the registry's lock and the lifetime sums
+ * are all generated from them, so a column is added in one place.
+ */
 #include "stats.h"
 
 #include <errno.h>
@@ -15,10 +21,17 @@
 #include "registry.h"
 #include "saturate.h"
 #include "session.h"
+#include "stats_fields.h"
 
 /* The schema this vad writes; PRAGMA user_version and meta.schema_version both say it. */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION VAD_STATS_SCHEMA_VERSION
 
+/* ", name TYPE" for a CREATE TABLE, and an ALTER TABLE that adds an arena_snapshot column. */
+#define SQL_COLUMN_DEF(name, type, ...) ", " #name " " #type
+#define SQL_ADD_ARENA_COLUMN(name, type, ...)                                                      \
+	"ALTER TABLE arena_snapshot ADD COLUMN " #name " " #type ";"
+
+/* clang-format off */
 /* Version 1, the first layout: meta.schema_version = '1', user_version left at 0. A new
  * database is created as version 1 and then migrated like any other. */
 static const char schema_v1_sql[] =
@@ -27,32 +40,26 @@ static const char schema_v1_sql[] =
     " uptime_ms INTEGER, clients INTEGER, requests INTEGER, shares INTEGER,"
     " final INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS snapshot_ts ON snapshot(ts_ms);"
-    "CREATE TABLE IF NOT EXISTS arena_snapshot(snapshot_id INTEGER NOT NULL,"
-    " arena TEXT NOT NULL, size INTEGER, quantum INTEGER, busy_bytes INTEGER,"
-    " free_bytes INTEGER, lazy_bytes INTEGER, pooled_bytes INTEGER, busy_blocks INTEGER,"
-    " free_blocks INTEGER, lazy_blocks INTEGER, pooled_blocks INTEGER, largest_free INTEGER,"
-    " fragmentation REAL, allocs INTEGER, frees INTEGER, fails INTEGER, drains INTEGER,"
-    " released_bytes INTEGER, release_calls INTEGER, pool_hits INTEGER,"
-    " punch_failures INTEGER, interval_allocs INTEGER, alloc_p50_ns INTEGER,"
-    " alloc_p90_ns INTEGER, alloc_p99_ns INTEGER, alloc_p999_ns INTEGER,"
-    " PRIMARY KEY(snapshot_id, arena));"
+    "CREATE TABLE IF NOT EXISTS arena_snapshot(snapshot_id INTEGER NOT NULL, arena TEXT NOT NULL"
+    VAD_STATS_ARENA_COLUMNS_V1(SQL_COLUMN_DEF)
+    ", PRIMARY KEY(snapshot_id, arena));"
     "CREATE TABLE IF NOT EXISTS session_snapshot(snapshot_id INTEGER NOT NULL,"
-    " session_id INTEGER NOT NULL, pid INTEGER, uid INTEGER, gid INTEGER, name TEXT,"
-    " held_bytes INTEGER, held_ranges INTEGER, allocs INTEGER, frees INTEGER,"
-    " connected_ms INTEGER, PRIMARY KEY(snapshot_id, session_id));"
+    " session_id INTEGER NOT NULL"
+    VAD_STATS_SESSION_COLUMNS(SQL_COLUMN_DEF)
+    ", PRIMARY KEY(snapshot_id, session_id));"
     "CREATE TABLE IF NOT EXISTS event(id INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL,"
     " kind TEXT NOT NULL, detail TEXT);"
     "CREATE INDEX IF NOT EXISTS event_ts ON event(ts_ms);"
-    "CREATE TABLE IF NOT EXISTS lifetime(name TEXT PRIMARY KEY, allocs INTEGER,"
-    " frees INTEGER, fails INTEGER, drains INTEGER, released_bytes INTEGER,"
-    " requests INTEGER, starts INTEGER, updated_ms INTEGER);"
+    "CREATE TABLE IF NOT EXISTS lifetime(name TEXT PRIMARY KEY"
+    VAD_STATS_LIFETIME_COLUMNS(SQL_COLUMN_DEF)
+    ", updated_ms INTEGER);"
     "INSERT OR IGNORE INTO meta VALUES('schema_version', '1');";
 
-/* Version 1 -> 2: the latency maximum the issue asks for per arena, and one row per client
- * session. Sessions of a version-1 database are rebuilt from their snapshots; version 1 did not
- * record how they ended, except those still there at a final (shutdown) snapshot. */
+/* Version 1 -> 2: the latency maximum per arena, and one row per client session. Sessions of a
+ * version-1 database are rebuilt from their snapshots; version 1 did not record how they ended,
+ * except those still there at a final (shutdown) snapshot. */
 static const char migrate_v2_sql[] =
-    "ALTER TABLE arena_snapshot ADD COLUMN alloc_max_ns INTEGER;"
+    VAD_STATS_ARENA_COLUMNS_V2(SQL_ADD_ARENA_COLUMN)
     "CREATE TABLE session(session_id INTEGER NOT NULL, connect_ms INTEGER NOT NULL,"
     " pid INTEGER, uid INTEGER, gid INTEGER, name TEXT, disconnect_ms INTEGER,"
     " end_state TEXT NOT NULL, allocs INTEGER, frees INTEGER, peak_bytes INTEGER,"
@@ -65,10 +72,9 @@ static const char migrate_v2_sql[] =
     " FROM session_snapshot ss JOIN snapshot s ON s.id = ss.snapshot_id"
     " GROUP BY ss.session_id, ss.connected_ms;";
 
-/* Version 2 -> 3: each arena's resident bytes (its file's allocated blocks), which busy, free,
- * lazy and pooled do not show: pages a client wrote into free space. Older rows have NULL. */
-static const char migrate_v3_sql[] =
-    "ALTER TABLE arena_snapshot ADD COLUMN resident_bytes INTEGER;";
+/* Version 2 -> 3: each arena's resident bytes. Older rows have NULL. */
+static const char migrate_v3_sql[] = VAD_STATS_ARENA_COLUMNS_V3(SQL_ADD_ARENA_COLUMN);
+/* clang-format on */
 
 /* Each step takes a database from version to - 1 to version to, in one transaction. */
 static const struct migration {
@@ -79,25 +85,100 @@ static const struct migration {
     {2, migrate_v2_sql},
     {3, migrate_v3_sql},
 };
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SCHEMA_VERSION,
+	       "one migration per schema version");
 
-/* Counters of earlier runs, added to this run's. */
-struct lifetime_base {
-	uint64_t allocs, frees, fails, drains, released_bytes, requests, starts;
+/* ---- the statements -------------------------------------------------------------------- */
+
+static const char insert_snapshot_sql[] =
+    "INSERT INTO snapshot(ts_ms, uptime_ms, clients, requests, shares, final)"
+    " VALUES(:ts_ms, :uptime_ms, :clients, :requests, :shares, :final)";
+
+/* clang-format off */
+static const char insert_arena_sql[] =
+    "INSERT INTO arena_snapshot(snapshot_id, arena"
+    VAD_STATS_ARENA_COLUMNS(VAD_STATS_SQL_COLUMN)
+    ") VALUES(:snapshot_id, :arena"
+    VAD_STATS_ARENA_COLUMNS(VAD_STATS_SQL_PARAM) ")";
+
+static const char insert_session_snapshot_sql[] =
+    "INSERT INTO session_snapshot(snapshot_id, session_id"
+    VAD_STATS_SESSION_COLUMNS(VAD_STATS_SQL_COLUMN)
+    ") VALUES(:snapshot_id, :session_id"
+    VAD_STATS_SESSION_COLUMNS(VAD_STATS_SQL_PARAM) ")";
+/* clang-format on */
+
+/* A session seen now is connected (or ended by the stop, in the final snapshot); one that was
+ * connected at the last snapshot and is gone now has closed since. Its peak is the most it held
+ * at any snapshot. The parameters are session_snapshot's, so one session row binds both. */
+static const char upsert_session_sql[] =
+    "INSERT INTO session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms,"
+    " end_state, allocs, frees, peak_bytes, last_seen_ms) VALUES(:session_id, :connected_ms,"
+    " :pid, :uid, :gid, :name, :disconnect_ms, :end_state, :allocs, :frees, :held_bytes, :now)"
+    " ON CONFLICT(session_id, connect_ms) DO UPDATE SET name = excluded.name,"
+    " disconnect_ms = excluded.disconnect_ms, end_state = excluded.end_state,"
+    " allocs = excluded.allocs, frees = excluded.frees,"
+    " peak_bytes = MAX(peak_bytes, excluded.peak_bytes),"
+    " last_seen_ms = excluded.last_seen_ms";
+
+static const char close_gone_sessions_sql[] =
+    "UPDATE session SET end_state = 'closed', disconnect_ms = :now"
+    " WHERE end_state = 'connected' AND last_seen_ms < :now";
+
+static const char insert_event_sql[] =
+    "INSERT INTO event(ts_ms, kind, detail) VALUES(:ts_ms, :kind, :detail)";
+
+/* clang-format off */
+static const char upsert_lifetime_sql[] =
+    "INSERT OR REPLACE INTO lifetime(name"
+    VAD_STATS_LIFETIME_COLUMNS(VAD_STATS_SQL_COLUMN)
+    ", updated_ms) VALUES(:name"
+    VAD_STATS_LIFETIME_COLUMNS(VAD_STATS_SQL_PARAM) ", :updated_ms)";
+
+static const char select_lifetime_sql[] =
+    "SELECT name" VAD_STATS_LIFETIME_COLUMNS(VAD_STATS_SQL_COLUMN) " FROM lifetime";
+/* clang-format on */
+
+/* Rows older than the retention go, children before their snapshot. */
+#define N_PRUNE 5
+static const char *const prune_sql[N_PRUNE] = {
+    "DELETE FROM arena_snapshot WHERE snapshot_id IN"
+    " (SELECT id FROM snapshot WHERE ts_ms < :before)",
+    "DELETE FROM session_snapshot WHERE snapshot_id IN"
+    " (SELECT id FROM snapshot WHERE ts_ms < :before)",
+    "DELETE FROM snapshot WHERE ts_ms < :before",
+    "DELETE FROM event WHERE ts_ms < :before",
+    "DELETE FROM session WHERE end_state != 'connected' AND disconnect_ms < :before",
 };
 
+/* ---- the writer ------------------------------------------------------------------------ */
+
+/* Lifetime counters, one field per column of the lifetime table. */
+struct lifetime_counts {
+#define LIFETIME_FIELD(name, ...) uint64_t name;
+	VAD_STATS_LIFETIME_COLUMNS(LIFETIME_FIELD)
+#undef LIFETIME_FIELD
+};
+
+/* One session_snapshot row, copied under the registry's lock and written later. */
+#define SESSION_FIELD_INTEGER(name)	   uint64_t name;
+#define SESSION_FIELD_TEXT(name)	   char name[VAD_NAME_MAX + 1];
+#define SESSION_ROW_FIELD(name, type, ...) SESSION_FIELD_##type(name)
 struct session_row {
-	uint64_t session_id, held_bytes, held_ranges, allocs, frees, connected_ms;
-	uint32_t pid, uid, gid;
-	char name[VAD_NAME_MAX + 1];
+	uint64_t session_id;
+	VAD_STATS_SESSION_COLUMNS(SESSION_ROW_FIELD)
 };
+#undef SESSION_ROW_FIELD
+#undef SESSION_FIELD_TEXT
+#undef SESSION_FIELD_INTEGER
 
 struct vad_stats_writer {
 	struct vad_service *svc;
 	sqlite3 *db;
 	char path[PATH_MAX];
 	uint64_t interval_ms, retention_ms;
-	struct lifetime_base *arena_base; /* per arena */
-	struct lifetime_base vad_base;
+	struct lifetime_counts *arena_base; /* per arena: the sums of earlier runs */
+	struct lifetime_counts vad_base;
 	struct vad_latency_sum *prev_latency; /* per arena, at the last snapshot */
 	pthread_t thread;
 	bool thread_started;
@@ -121,12 +202,31 @@ static int exec(struct vad_stats_writer *w, const char *sql)
 	return 0;
 }
 
-static void bind_u64(sqlite3_stmt *st, int i, uint64_t v)
+/* Bind by parameter name (":name"); a statement without that parameter is left alone. Named
+ * after the SQL types, so a table row picks its own with bind_##type. */
+static void bind_INTEGER(sqlite3_stmt *st, const char *param, uint64_t v)
 {
-	sqlite3_bind_int64(st, i, (sqlite3_int64)v);
+	int i = sqlite3_bind_parameter_index(st, param);
+	if (i)
+		sqlite3_bind_int64(st, i, (sqlite3_int64)v);
 }
 
-/* Bind a list of integers from 1, run the statement and reset it. */
+static void bind_REAL(sqlite3_stmt *st, const char *param, double v)
+{
+	int i = sqlite3_bind_parameter_index(st, param);
+	if (i)
+		sqlite3_bind_double(st, i, v);
+}
+
+/* text must stay valid until the statement is reset; NULL binds NULL. */
+static void bind_TEXT(sqlite3_stmt *st, const char *param, const char *text)
+{
+	int i = sqlite3_bind_parameter_index(st, param);
+	if (i && text)
+		sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC);
+}
+
+/* Run a bound statement, then reset it and clear its bindings. */
 static int run(struct vad_stats_writer *w, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
@@ -150,7 +250,7 @@ static sqlite3_stmt *prepare(struct vad_stats_writer *w, const char *sql)
 	return st;
 }
 
-/* ---- snapshot ---------------------------------------------------------------------------- */
+/* ---- what a snapshot reads --------------------------------------------------------------- */
 
 struct session_list {
 	struct session_row *rows;
@@ -172,219 +272,269 @@ static void collect_session(void *arg, struct vad_holder *h)
 	}
 	struct session_row *r = &l->rows[l->n++];
 	r->session_id = s->id;
-	r->pid = (uint32_t)s->peer.pid;
-	r->uid = (uint32_t)s->peer.uid;
-	r->gid = (uint32_t)s->peer.gid;
-	memcpy(r->name, s->name, sizeof(r->name));
-	r->held_bytes = __atomic_load_n(&h->held_bytes, __ATOMIC_RELAXED);
-	r->held_ranges = __atomic_load_n(&h->held_refs, __ATOMIC_RELAXED);
-	r->allocs = __atomic_load_n(&s->allocs, __ATOMIC_RELAXED);
-	r->frees = __atomic_load_n(&s->frees, __ATOMIC_RELAXED);
-	r->connected_ms = s->connected_ms;
+	/* The sources session_snapshot's rows name (proto/stats_fields.h). */
+#define PEER(field)	       ((uint32_t)s->peer.field)
+#define SESSION_NAME()	       s->name
+#define HOLDER(field)	       __atomic_load_n(&h->field, __ATOMIC_RELAXED)
+#define SESSION_COUNTER(field) __atomic_load_n(&s->field, __ATOMIC_RELAXED)
+#define SESSION_FIELD(field)   s->field
+#define COPY_INTEGER(dst, v)   (dst) = (v)
+#define COPY_TEXT(dst, v)      memcpy(dst, v, sizeof(dst))
+
+#define COLLECT(name, type, since, source) COPY_##type(r->name, source);
+	VAD_STATS_SESSION_COLUMNS(COLLECT)
+#undef COLLECT
+#undef COPY_TEXT
+#undef COPY_INTEGER
+#undef SESSION_FIELD
+#undef SESSION_COUNTER
+#undef HOLDER
+#undef SESSION_NAME
+#undef PEER
 }
 
-static int write_arena(struct vad_stats_writer *w, sqlite3_stmt *st, sqlite3_stmt *life,
-		       int64_t snap, size_t i, uint64_t now_ms)
-{
-	struct vad_arena *a = w->svc->arenas[i];
+/* One arena's figures for its arena_snapshot row. */
+struct arena_figures {
+	struct vad_arena *a;
 	struct va_stats vs;
-	va_get_stats(a->vs, &vs);
-	struct vad_latency_sum lat;
-	vad_latency_sum(&w->svc->alloc_latency[i], &lat);
-	uint64_t n_allocs;
-	uint64_t p50 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.50, &n_allocs);
-	uint64_t p90 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.90, NULL);
-	uint64_t p99 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.99, NULL);
-	uint64_t p999 = vad_latency_quantile(&lat, &w->prev_latency[i], 0.999, NULL);
-	uint64_t max = vad_latency_quantile(&lat, &w->prev_latency[i], 1.0, NULL);
-	w->prev_latency[i] = lat;
-	double frag = vs.free_bytes ? 1.0 - (double)vs.largest_free / (double)vs.free_bytes : 0.0;
+	struct vad_latency_sum lat;	    /* now */
+	const struct vad_latency_sum *prev; /* at the last snapshot */
+};
 
-	int k = 1;
-	sqlite3_bind_int64(st, k++, snap);
-	sqlite3_bind_text(st, k++, a->conf.name, -1, SQLITE_STATIC);
-	const uint64_t v[] = {vs.size,	      vs.quantum,	vs.busy_bytes,	vs.free_bytes,
-			      vs.lazy_bytes,  vs.pooled_bytes,	vs.busy_blocks, vs.free_blocks,
-			      vs.lazy_blocks, vs.pooled_blocks, vs.largest_free};
-	for (size_t j = 0; j < sizeof(v) / sizeof(v[0]); j++)
-		bind_u64(st, k++, v[j]);
-	sqlite3_bind_double(st, k++, frag);
-	const uint64_t c[] = {vs.allocs,
-			      vs.frees,
-			      vs.fails,
-			      vs.drains,
-			      vs.released_bytes,
-			      vs.release_calls,
-			      vs.pool_hits,
-			      __atomic_load_n(&a->punch_failures, __ATOMIC_RELAXED),
-			      n_allocs,
-			      p50,
-			      p90,
-			      p99,
-			      p999,
-			      max,
-			      vad_arena_resident_bytes(a)};
-	for (size_t j = 0; j < sizeof(c) / sizeof(c[0]); j++)
-		bind_u64(st, k++, c[j]);
-	if (run(w, st) < 0)
-		return -1;
-
-	const struct lifetime_base *b = &w->arena_base[i];
-	k = 1;
-	sqlite3_bind_text(life, k++, a->conf.name, -1, SQLITE_STATIC);
-	bind_u64(life, k++, vad_sat_add(b->allocs, vs.allocs));
-	bind_u64(life, k++, vad_sat_add(b->frees, vs.frees));
-	bind_u64(life, k++, vad_sat_add(b->fails, vs.fails));
-	bind_u64(life, k++, vad_sat_add(b->drains, vs.drains));
-	bind_u64(life, k++, vad_sat_add(b->released_bytes, vs.released_bytes));
-	bind_u64(life, k++, 0);
-	bind_u64(life, k++, 0);
-	bind_u64(life, k++, now_ms);
-	return run(w, life);
+static double fragmentation(const struct va_stats *vs)
+{
+	return vs->free_bytes ? 1.0 - (double)vs->largest_free / (double)vs->free_bytes : 0.0;
 }
 
-static int write_snapshot(struct vad_stats_writer *w, bool final)
+static uint64_t alloc_count(const struct arena_figures *f)
+{
+	uint64_t n = 0;
+	vad_latency_quantile(&f->lat, f->prev, 0.50, &n);
+	return n;
+}
+
+/* Bind every arena_snapshot column of f, by name, from the source its row names. */
+static void bind_arena_row(sqlite3_stmt *st, const struct arena_figures *f)
+{
+	/* The sources arena_snapshot's rows name (proto/stats_fields.h). */
+#define VA_STATS(field)	    f->vs.field
+#define FRAGMENTATION()	    fragmentation(&f->vs)
+#define PUNCH_FAILURES()    __atomic_load_n(&f->a->punch_failures, __ATOMIC_RELAXED)
+#define LATENCY_COUNT()	    alloc_count(f)
+#define LATENCY_QUANTILE(q) vad_latency_quantile(&f->lat, f->prev, q, NULL)
+#define RESIDENT_BYTES()    vad_arena_resident_bytes(f->a)
+
+#define BIND_ARENA_COLUMN(name, type, since, source) bind_##type(st, ":" #name, source);
+	VAD_STATS_ARENA_COLUMNS(BIND_ARENA_COLUMN)
+#undef BIND_ARENA_COLUMN
+#undef RESIDENT_BYTES
+#undef LATENCY_QUANTILE
+#undef LATENCY_COUNT
+#undef PUNCH_FAILURES
+#undef FRAGMENTATION
+#undef VA_STATS
+}
+
+/* This run's lifetime counts of an arena: its va_stats; the daemon's counters are 0 here. */
+static struct lifetime_counts arena_run_counts(const struct va_stats *vs)
+{
+#define ARENA(field)			     vs->field
+#define DAEMON(field)			     0
+#define RUN_COUNT(name, type, since, source) .name = source,
+	return (struct lifetime_counts){VAD_STATS_LIFETIME_COLUMNS(RUN_COUNT)};
+#undef RUN_COUNT
+#undef DAEMON
+#undef ARENA
+}
+
+/* ---- writing a snapshot ------------------------------------------------------------------ */
+
+/* The statements of one snapshot, prepared together. */
+struct snapshot_statements {
+	sqlite3_stmt *snap, *arena, *sess, *seen, *gone, *ev, *life, *prune[N_PRUNE];
+};
+
+static void finalize_statements(struct snapshot_statements *s)
+{
+	sqlite3_stmt **all[] = {&s->snap, &s->arena, &s->sess, &s->seen,
+				&s->gone, &s->ev,    &s->life};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		sqlite3_finalize(*all[i]);
+		*all[i] = NULL;
+	}
+	for (int k = 0; k < N_PRUNE; k++) {
+		sqlite3_finalize(s->prune[k]);
+		s->prune[k] = NULL;
+	}
+}
+
+static int prepare_statements(struct vad_stats_writer *w, struct snapshot_statements *s)
+{
+	s->snap = prepare(w, insert_snapshot_sql);
+	s->arena = prepare(w, insert_arena_sql);
+	s->sess = prepare(w, insert_session_snapshot_sql);
+	s->seen = prepare(w, upsert_session_sql);
+	s->gone = prepare(w, close_gone_sessions_sql);
+	s->ev = prepare(w, insert_event_sql);
+	s->life = prepare(w, upsert_lifetime_sql);
+	bool ok = s->snap && s->arena && s->sess && s->seen && s->gone && s->ev && s->life;
+	for (int k = 0; k < N_PRUNE; k++)
+		ok = (s->prune[k] = prepare(w, prune_sql[k])) && ok;
+	return ok ? 0 : -1;
+}
+
+/* What one snapshot writes, taken before its transaction. */
+struct snapshot_input {
+	bool final; /* the one written at shutdown */
+	uint64_t now, requests;
+	struct session_list sessions;
+	struct vad_event *events;
+};
+
+static int write_lifetime(struct vad_stats_writer *w, sqlite3_stmt *st, const char *name,
+			  const struct lifetime_counts *base,
+			  const struct lifetime_counts *run_counts, uint64_t now)
+{
+	bind_TEXT(st, ":name", name);
+#define BIND_LIFETIME_COLUMN(column, ...)                                                          \
+	bind_INTEGER(st, ":" #column, vad_sat_add(base->column, run_counts->column));
+	VAD_STATS_LIFETIME_COLUMNS(BIND_LIFETIME_COLUMN)
+#undef BIND_LIFETIME_COLUMN
+	bind_INTEGER(st, ":updated_ms", now);
+	return run(w, st);
+}
+
+/* Arena i's arena_snapshot row and its lifetime row. */
+static int write_arena(struct vad_stats_writer *w, const struct snapshot_statements *s,
+		       int64_t snapshot_id, size_t i, uint64_t now)
+{
+	struct arena_figures f = {.a = w->svc->arenas[i], .prev = &w->prev_latency[i]};
+	va_get_stats(f.a->vs, &f.vs);
+	vad_latency_sum(&w->svc->alloc_latency[i], &f.lat);
+	bind_INTEGER(s->arena, ":snapshot_id", (uint64_t)snapshot_id);
+	bind_TEXT(s->arena, ":arena", f.a->conf.name);
+	bind_arena_row(s->arena, &f);
+	w->prev_latency[i] = f.lat;
+	if (run(w, s->arena) < 0)
+		return -1;
+	struct lifetime_counts run_counts = arena_run_counts(&f.vs);
+	return write_lifetime(w, s->life, f.a->conf.name, &w->arena_base[i], &run_counts, now);
+}
+
+static void bind_session_row(sqlite3_stmt *st, const struct session_row *r)
+{
+	bind_INTEGER(st, ":session_id", r->session_id);
+#define BIND_SESSION_COLUMN(name, type, ...) bind_##type(st, ":" #name, r->name);
+	VAD_STATS_SESSION_COLUMNS(BIND_SESSION_COLUMN)
+#undef BIND_SESSION_COLUMN
+}
+
+/* Each session's session_snapshot row and its session row; then close the ones gone since. */
+static int write_sessions(struct vad_stats_writer *w, const struct snapshot_statements *s,
+			  int64_t snapshot_id, const struct snapshot_input *in)
+{
+	for (size_t i = 0; i < in->sessions.n; i++) {
+		const struct session_row *r = &in->sessions.rows[i];
+		bind_INTEGER(s->sess, ":snapshot_id", (uint64_t)snapshot_id);
+		bind_session_row(s->sess, r);
+		if (run(w, s->sess) < 0)
+			return -1;
+		bind_session_row(s->seen, r);
+		if (in->final)
+			bind_INTEGER(s->seen, ":disconnect_ms", in->now);
+		bind_TEXT(s->seen, ":end_state", in->final ? "daemon-stop" : "connected");
+		bind_INTEGER(s->seen, ":now", in->now);
+		if (run(w, s->seen) < 0)
+			return -1;
+	}
+	bind_INTEGER(s->gone, ":now", in->now);
+	return run(w, s->gone);
+}
+
+static int write_events(struct vad_stats_writer *w, sqlite3_stmt *st, const struct vad_event *e)
+{
+	for (; e; e = e->next) {
+		bind_INTEGER(st, ":ts_ms", e->ts_ms);
+		bind_TEXT(st, ":kind", e->kind);
+		bind_TEXT(st, ":detail", e->detail);
+		if (run(w, st) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int prune(struct vad_stats_writer *w, const struct snapshot_statements *s, uint64_t now)
+{
+	if (!w->retention_ms || now <= w->retention_ms)
+		return 0;
+	for (int k = 0; k < N_PRUNE; k++) {
+		bind_INTEGER(s->prune[k], ":before", now - w->retention_ms);
+		if (run(w, s->prune[k]) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Every row of one snapshot, inside the caller's transaction. */
+static int write_rows(struct vad_stats_writer *w, const struct snapshot_statements *s,
+		      const struct snapshot_input *in)
 {
 	struct vad_service *svc = w->svc;
-	struct session_list sessions = {0};
-	vad_registry_for_each_holder(svc->reg, collect_session, &sessions);
-	struct vad_event *events = vad_service_take_events(svc);
-	uint64_t now = vad_realtime_ms();
-	uint64_t requests = __atomic_load_n(&svc->requests, __ATOMIC_RELAXED);
-	int rc = -1;
-
-	sqlite3_stmt *snap = prepare(w, "INSERT INTO snapshot(ts_ms, uptime_ms, clients, requests,"
-					" shares, final) VALUES(?,?,?,?,?,?)");
-	sqlite3_stmt *arena =
-	    prepare(w, "INSERT INTO arena_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?,?,"
-		       "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-	sqlite3_stmt *sess =
-	    prepare(w, "INSERT INTO session_snapshot VALUES(?,?,?,?,?,?,?,?,?,?,?)");
-	/* A session seen now is connected (or ended by the stop, in the final snapshot); one that
-	 * was connected at the last snapshot and is gone now has closed since. Its peak is the
-	 * most it held at any snapshot. */
-	sqlite3_stmt *seen = prepare(
-	    w,
-	    "INSERT INTO session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms,"
-	    " end_state, allocs, frees, peak_bytes, last_seen_ms) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"
-	    " ON CONFLICT(session_id, connect_ms) DO UPDATE SET name = excluded.name,"
-	    " disconnect_ms = excluded.disconnect_ms, end_state = excluded.end_state,"
-	    " allocs = excluded.allocs, frees = excluded.frees,"
-	    " peak_bytes = MAX(peak_bytes, excluded.peak_bytes),"
-	    " last_seen_ms = excluded.last_seen_ms");
-	sqlite3_stmt *gone = prepare(w, "UPDATE session SET end_state = 'closed', disconnect_ms = ?"
-					" WHERE end_state = 'connected' AND last_seen_ms < ?");
-	sqlite3_stmt *ev = prepare(w, "INSERT INTO event(ts_ms, kind, detail) VALUES(?,?,?)");
-	sqlite3_stmt *life =
-	    prepare(w, "INSERT OR REPLACE INTO lifetime VALUES(?,?,?,?,?,?,?,?,?)");
-	sqlite3_stmt *prune[5] = {
-	    prepare(w, "DELETE FROM arena_snapshot WHERE snapshot_id IN"
-		       " (SELECT id FROM snapshot WHERE ts_ms < ?)"),
-	    prepare(w, "DELETE FROM session_snapshot WHERE snapshot_id IN"
-		       " (SELECT id FROM snapshot WHERE ts_ms < ?)"),
-	    prepare(w, "DELETE FROM snapshot WHERE ts_ms < ?"),
-	    prepare(w, "DELETE FROM event WHERE ts_ms < ?"),
-	    prepare(w, "DELETE FROM session WHERE end_state != 'connected' AND disconnect_ms < ?"),
-	};
-	if (!snap || !arena || !sess || !seen || !gone || !ev || !life || !prune[0] || !prune[1] ||
-	    !prune[2] || !prune[3] || !prune[4])
-		goto out;
-	if (exec(w, "BEGIN IMMEDIATE") < 0)
-		goto out;
-
-	bind_u64(snap, 1, now);
-	bind_u64(snap, 2, vad_service_uptime_ms(svc));
-	bind_u64(snap, 3, __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED));
-	bind_u64(snap, 4, requests);
-	bind_u64(snap, 5, vad_registry_tokens(svc->reg));
-	sqlite3_bind_int(snap, 6, final ? 1 : 0);
-	if (run(w, snap) < 0)
-		goto rollback;
+	bind_INTEGER(s->snap, ":ts_ms", in->now);
+	bind_INTEGER(s->snap, ":uptime_ms", vad_service_uptime_ms(svc));
+	bind_INTEGER(s->snap, ":clients", __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED));
+	bind_INTEGER(s->snap, ":requests", in->requests);
+	bind_INTEGER(s->snap, ":shares", vad_registry_tokens(svc->reg));
+	bind_INTEGER(s->snap, ":final", in->final ? 1 : 0);
+	if (run(w, s->snap) < 0)
+		return -1;
 	int64_t id = sqlite3_last_insert_rowid(w->db);
-
 	for (size_t i = 0; i < svc->n_arenas; i++)
-		if (write_arena(w, arena, life, id, i, now) < 0)
-			goto rollback;
-	for (size_t i = 0; i < sessions.n; i++) {
-		const struct session_row *r = &sessions.rows[i];
-		sqlite3_bind_int64(sess, 1, id);
-		bind_u64(sess, 2, r->session_id);
-		bind_u64(sess, 3, r->pid);
-		bind_u64(sess, 4, r->uid);
-		bind_u64(sess, 5, r->gid);
-		sqlite3_bind_text(sess, 6, r->name, -1, SQLITE_STATIC);
-		bind_u64(sess, 7, r->held_bytes);
-		bind_u64(sess, 8, r->held_ranges);
-		bind_u64(sess, 9, r->allocs);
-		bind_u64(sess, 10, r->frees);
-		bind_u64(sess, 11, r->connected_ms);
-		if (run(w, sess) < 0)
-			goto rollback;
-		bind_u64(seen, 1, r->session_id);
-		bind_u64(seen, 2, r->connected_ms);
-		bind_u64(seen, 3, r->pid);
-		bind_u64(seen, 4, r->uid);
-		bind_u64(seen, 5, r->gid);
-		sqlite3_bind_text(seen, 6, r->name, -1, SQLITE_STATIC);
-		if (final)
-			bind_u64(seen, 7, now);
-		sqlite3_bind_text(seen, 8, final ? "daemon-stop" : "connected", -1, SQLITE_STATIC);
-		bind_u64(seen, 9, r->allocs);
-		bind_u64(seen, 10, r->frees);
-		bind_u64(seen, 11, r->held_bytes);
-		bind_u64(seen, 12, now);
-		if (run(w, seen) < 0)
-			goto rollback;
+		if (write_arena(w, s, id, i, in->now) < 0)
+			return -1;
+	if (write_sessions(w, s, id, in) < 0 || write_events(w, s->ev, in->events) < 0)
+		return -1;
+	struct lifetime_counts vad_run = {.requests = in->requests, .starts = 1};
+	if (write_lifetime(w, s->life, "vad", &w->vad_base, &vad_run, in->now) < 0)
+		return -1;
+	return prune(w, s, in->now);
+}
+
+/* Take the service's figures and write them as one snapshot in one transaction. */
+static int store_snapshot(struct vad_stats_writer *w, bool final)
+{
+	struct snapshot_input in = {.final = final};
+	vad_registry_for_each_holder(w->svc->reg, collect_session, &in.sessions);
+	in.events = vad_service_take_events(w->svc);
+	in.now = vad_realtime_ms();
+	in.requests = __atomic_load_n(&w->svc->requests, __ATOMIC_RELAXED);
+
+	struct snapshot_statements s = {0};
+	int rc = -1;
+	if (prepare_statements(w, &s) == 0 && exec(w, "BEGIN IMMEDIATE") == 0) {
+		rc = write_rows(w, &s, &in) == 0 && exec(w, "COMMIT") == 0 ? 0 : -1;
+		if (rc)
+			sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
 	}
-	bind_u64(gone, 1, now);
-	bind_u64(gone, 2, now);
-	if (run(w, gone) < 0)
-		goto rollback;
-	for (struct vad_event *e = events; e; e = e->next) {
-		bind_u64(ev, 1, e->ts_ms);
-		sqlite3_bind_text(ev, 2, e->kind, -1, SQLITE_STATIC);
-		if (e->detail)
-			sqlite3_bind_text(ev, 3, e->detail, -1, SQLITE_STATIC);
-		if (run(w, ev) < 0)
-			goto rollback;
-	}
-	sqlite3_bind_text(life, 1, "vad", -1, SQLITE_STATIC);
-	for (int k = 2; k <= 6; k++)
-		bind_u64(life, k, 0);
-	bind_u64(life, 7, vad_sat_add(w->vad_base.requests, requests));
-	bind_u64(life, 8, vad_sat_add(w->vad_base.starts, 1));
-	bind_u64(life, 9, now);
-	if (run(w, life) < 0)
-		goto rollback;
-	if (w->retention_ms && now > w->retention_ms) {
-		for (int k = 0; k < 5; k++) {
-			bind_u64(prune[k], 1, now - w->retention_ms);
-			if (run(w, prune[k]) < 0)
-				goto rollback;
-		}
-	}
-	if (exec(w, "COMMIT") < 0)
-		goto rollback;
-	rc = 0;
-	goto out;
-rollback:
-	sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-out:
-	sqlite3_finalize(snap);
-	sqlite3_finalize(arena);
-	sqlite3_finalize(sess);
-	sqlite3_finalize(seen);
-	sqlite3_finalize(gone);
-	sqlite3_finalize(ev);
-	sqlite3_finalize(life);
-	for (int k = 0; k < 5; k++)
-		sqlite3_finalize(prune[k]);
-	free(sessions.rows);
-	vad_events_free(events);
+	finalize_statements(&s);
+	free(in.sessions.rows);
+	vad_events_free(in.events);
 	if (rc == 0 && w->failing)
 		log_notice("stats: writing %s works again", w->path);
 	w->failing = rc != 0;
 	return rc;
+}
+
+/* A snapshot of the running daemon: its sessions are connected. */
+static int write_snapshot(struct vad_stats_writer *w)
+{
+	return store_snapshot(w, false);
+}
+
+/* The one written at shutdown (final = 1): its sessions end with the daemon (daemon-stop). */
+static int write_final_snapshot(struct vad_stats_writer *w)
+{
+	return store_snapshot(w, true);
 }
 
 /* ---- thread ------------------------------------------------------------------------------ */
@@ -445,7 +595,7 @@ static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
 	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
 		 (unsigned long long)vad_sat_add(w->vad_base.starts, 1));
 	vad_service_event(w->svc, "start", detail);
-	write_snapshot(w, false); /* the start is on disk at once */
+	write_snapshot(w); /* the start is on disk at once */
 
 	return 0;
 }
@@ -472,7 +622,7 @@ static void *stats_main(void *arg)
 			break;
 		pthread_mutex_unlock(&w->lock);
 		if (w->db) {
-			write_snapshot(w, false);
+			write_snapshot(w);
 		} else {
 			char err[PATH_MAX + 256];
 			if (open_database(w, err, sizeof(err)) == 0)
@@ -575,13 +725,12 @@ static int migrate(struct vad_stats_writer *w, char *err, size_t err_len)
 
 static void load_lifetime(struct vad_stats_writer *w)
 {
-	sqlite3_stmt *st = prepare(w, "SELECT name, allocs, frees, fails, drains, released_bytes,"
-				      " requests, starts FROM lifetime");
+	sqlite3_stmt *st = prepare(w, select_lifetime_sql);
 	if (!st)
 		return;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
-		struct lifetime_base *b = NULL;
+		struct lifetime_counts *b = NULL;
 		if (name && strcmp(name, "vad") == 0)
 			b = &w->vad_base;
 		for (size_t i = 0; !b && name && i < w->svc->n_arenas; i++)
@@ -589,13 +738,10 @@ static void load_lifetime(struct vad_stats_writer *w)
 				b = &w->arena_base[i];
 		if (!b)
 			continue; /* an arena that is no longer configured */
-		b->allocs = (uint64_t)sqlite3_column_int64(st, 1);
-		b->frees = (uint64_t)sqlite3_column_int64(st, 2);
-		b->fails = (uint64_t)sqlite3_column_int64(st, 3);
-		b->drains = (uint64_t)sqlite3_column_int64(st, 4);
-		b->released_bytes = (uint64_t)sqlite3_column_int64(st, 5);
-		b->requests = (uint64_t)sqlite3_column_int64(st, 6);
-		b->starts = (uint64_t)sqlite3_column_int64(st, 7);
+		int k = 1;	  /* the columns in select_lifetime_sql's order, after the name */
+#define LOAD_LIFETIME_COLUMN(column, ...) b->column = (uint64_t)sqlite3_column_int64(st, k++);
+		VAD_STATS_LIFETIME_COLUMNS(LOAD_LIFETIME_COLUMN)
+#undef LOAD_LIFETIME_COLUMN
 	}
 	sqlite3_finalize(st);
 }
@@ -668,7 +814,7 @@ void vad_stats_stop(struct vad_stats_writer *w)
 	}
 	if (w->db) {
 		vad_service_event(w->svc, "stop", NULL);
-		if (write_snapshot(w, true) == 0)
+		if (write_final_snapshot(w) == 0)
 			log_info("stats: final snapshot written to %s", w->path);
 	}
 	free_writer(w);

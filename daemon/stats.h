@@ -10,17 +10,11 @@
  *   meta(key TEXT PRIMARY KEY, value TEXT)
  *   snapshot(id INTEGER PRIMARY KEY, ts_ms, uptime_ms, clients, requests, shares,
  *            final)                          -- final = 1 for the one written at shutdown
- *   arena_snapshot(snapshot_id, arena, size, quantum, busy_bytes, free_bytes, lazy_bytes,
- *            pooled_bytes, busy_blocks, free_blocks, lazy_blocks, pooled_blocks, largest_free,
- *            fragmentation REAL,             -- 1 - largest_free / free_bytes
- *            allocs, frees, fails, drains, released_bytes, release_calls, pool_hits,
- *            punch_failures,
- *            interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns,
- *            alloc_max_ns,                   -- latency of alloc requests since the last row
- *            resident_bytes)                 -- the arena file's allocated blocks x 512 (NULL in
- *                                            -- rows from version 2 and older)
- *   session_snapshot(snapshot_id, session_id, pid, uid, gid, name, held_bytes, held_ranges,
- *            allocs, frees, connected_ms)
+ *   arena_snapshot(snapshot_id, arena, ...)   -- one row per arena per snapshot
+ *   session_snapshot(snapshot_id, session_id, ...) -- one row per session per snapshot
+ *            (the columns after the keys, their types and the version that added each: the
+ *            tables of proto/stats_fields.h; resident_bytes is NULL in rows from version 2
+ *            and older, alloc_max_ns in rows from version 1)
  *   session(session_id, connect_ms, pid, uid, gid, name, disconnect_ms, end_state, allocs,
  *            frees, peak_bytes, last_seen_ms) -- one row per client session, kept up to date at
  *            each snapshot: end_state is connected, closed (gone at a snapshot; disconnect_ms is
@@ -29,9 +23,8 @@
  *            peak_bytes is the most held at any snapshot. A session that comes and goes
  *            between two snapshots is not seen.
  *   event(id INTEGER PRIMARY KEY, ts_ms, kind, detail)   -- start, stop, reload, ...
- *   lifetime(name TEXT PRIMARY KEY, allocs, frees, fails, drains, released_bytes, requests,
- *            starts, updated_ms)            -- one row per arena name, plus "vad" for requests
- *                                            -- and starts; summed over every run
+ *   lifetime(name TEXT PRIMARY KEY, ..., updated_ms) -- one row per arena name, plus "vad"
+ *            for requests and starts; summed over every run (VAD_STATS_LIFETIME_COLUMNS)
  * Every counter is an INTEGER; times are milliseconds since the epoch unless named _ns.
  * Lifetime sums stop at 2^64 - 1 rather than wrap; every integer goes in as SQLite's signed
  * 64 bits and is read back as unsigned.

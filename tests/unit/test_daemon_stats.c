@@ -26,6 +26,7 @@
 #include "service.h"
 #include "session.h"
 #include "stats.h"
+#include "stats_fields.h"
 
 #define HOUR_MS (3600ull * 1000ull)
 
@@ -578,6 +579,74 @@ static void test_retry_until_openable(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* table's columns in the file, in order, each with its type, as one string. */
+static void table_columns(sqlite3 *db, const char *table, char *out, size_t cap)
+{
+	char sql[128];
+	snprintf(sql, sizeof(sql), "PRAGMA table_info(%s)", table);
+	sqlite3_stmt *st;
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	out[0] = '\0';
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		size_t used = strlen(out);
+		snprintf(out + used, cap - used, ", %s %s", sqlite3_column_text(st, 1),
+			 sqlite3_column_text(st, 2));
+	}
+	sqlite3_finalize(st);
+}
+
+/* No row of table has NULL in column (every column of the tables is bound by name). */
+static void assert_no_nulls(sqlite3 *db, const char *table, const char *column)
+{
+	char sql[160];
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM %s WHERE %s IS NULL", table, column);
+	if (query_int(db, sql) != 0)
+		fail_msg("%s.%s is NULL in a row just written", table, column);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM %s", table);
+	assert_true(query_int(db, sql) > 0);
+}
+
+/* A new file's columns are the tables of stats_fields.h, and a snapshot fills every one. */
+static void test_columns_match_the_tables(void **state)
+{
+	(void)state;
+	struct vad_service *svc = new_service();
+	struct vad_stats_writer *w;
+	char err[512];
+	if (vad_stats_start(svc, db_path, HOUR_MS, 30 * 24 * HOUR_MS, &w, err, sizeof(err)) != 0)
+		fail_msg("vad_stats_start: %s", err);
+	struct vad_session *s = session_with_allocs(svc, "columns", 2);
+	vad_stats_stop(w);
+	vad_session_free(s);
+	vad_service_destroy(svc);
+
+	sqlite3 *db = open_db();
+	char got[2048];
+#define COLUMN_TEXT(name, type, ...) ", " #name " " #type
+	table_columns(db, "arena_snapshot", got, sizeof(got));
+	assert_string_equal(
+	    got, ", snapshot_id INTEGER, arena TEXT" VAD_STATS_ARENA_COLUMNS(COLUMN_TEXT));
+	table_columns(db, "session_snapshot", got, sizeof(got));
+	assert_string_equal(
+	    got,
+	    ", snapshot_id INTEGER, session_id INTEGER" VAD_STATS_SESSION_COLUMNS(COLUMN_TEXT));
+	table_columns(db, "lifetime", got, sizeof(got));
+	assert_string_equal(
+	    got, ", name TEXT" VAD_STATS_LIFETIME_COLUMNS(COLUMN_TEXT) ", updated_ms INTEGER");
+#undef COLUMN_TEXT
+#define ARENA_NO_NULLS(name, ...)    assert_no_nulls(db, "arena_snapshot", #name);
+#define SESSION_NO_NULLS(name, ...)  assert_no_nulls(db, "session_snapshot", #name);
+#define LIFETIME_NO_NULLS(name, ...) assert_no_nulls(db, "lifetime", #name);
+	VAD_STATS_ARENA_COLUMNS(ARENA_NO_NULLS)
+	VAD_STATS_SESSION_COLUMNS(SESSION_NO_NULLS)
+	VAD_STATS_LIFETIME_COLUMNS(LIFETIME_NO_NULLS)
+#undef LIFETIME_NO_NULLS
+#undef SESSION_NO_NULLS
+#undef ARENA_NO_NULLS
+	assert_int_equal(query_int(db, "PRAGMA user_version"), VAD_STATS_SCHEMA_VERSION);
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -589,6 +658,7 @@ int main(void)
 	    cmocka_unit_test(test_retry_until_openable),
 	    cmocka_unit_test_setup_teardown(test_migrate_from_v2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lifetime_saturates, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_columns_match_the_tables, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
