@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include "sparkline.h"
+#include "stats_fields.h"
 #include "statsdb.h"
 #include "vactl.h"
 
@@ -97,19 +98,87 @@ static int db_fail(const struct history *h, const char *what)
 	return VACTL_EXIT_REFUSED;
 }
 
+/* The arena_snapshot columns after the name, as the shared table lists them. */
+#define REAL_COLUMN_INTEGER false
+#define REAL_COLUMN_REAL    true
+static const struct arena_column {
+	const char *name;
+	bool real; /* REAL, else INTEGER */
+	int since; /* the schema version that added it: NULL in older files */
+} arena_columns[] = {
+#define ARENA_COLUMN(column, type, version, ...) {#column, REAL_COLUMN_##type, version},
+    VAD_STATS_ARENA_COLUMNS(ARENA_COLUMN)
+#undef ARENA_COLUMN
+};
+#define N_ARENA_COLUMNS (sizeof(arena_columns) / sizeof(arena_columns[0]))
+
+/* Each column's place in arena_rows' SELECT: after the name, in table order. */
+enum arena_col {
+	COL_ARENA_NAME,
+#define ARENA_COL(column, ...) COL_##column,
+	VAD_STATS_ARENA_COLUMNS(ARENA_COL)
+#undef ARENA_COL
+};
+
+/* SELECT arena and every column, NULL for those newer than the file. */
+static void arena_select_sql(const struct history *h, char *sql, size_t cap)
+{
+	size_t used = (size_t)snprintf(sql, cap, "SELECT arena");
+	for (size_t k = 0; k < N_ARENA_COLUMNS && used < cap; k++)
+		used += (size_t)snprintf(
+		    sql + used, cap - used, ", %s",
+		    arena_columns[k].since <= h->version ? arena_columns[k].name : "NULL");
+	if (used < cap)
+		snprintf(
+		    sql + used, cap - used,
+		    " FROM arena_snapshot WHERE snapshot_id = ?1 AND (?2 IS NULL OR arena = ?2)"
+		    " ORDER BY arena");
+}
+
+/* One arena row as JSON: its name and every column (null where the row has none). */
+static json_object *arena_json(sqlite3_stmt *st)
+{
+	json_object *ja = json_object_new_object();
+	vactl_json_add_str(ja, "name", col_text(st, COL_ARENA_NAME));
+	for (size_t k = 0; k < N_ARENA_COLUMNS; k++) {
+		int i = (int)k + 1;
+		json_object *v = NULL;
+		if (sqlite3_column_type(st, i) == SQLITE_NULL)
+			v = NULL;
+		else if (arena_columns[k].real)
+			v = json_object_new_double(sqlite3_column_double(st, i));
+		else
+			v = vactl_json_u64((uint64_t)col(st, i));
+		json_object_object_add(ja, arena_columns[k].name, v);
+	}
+	return ja;
+}
+
+static void arena_table_row(sqlite3_stmt *st, int64_t ts_ms, struct vactl_table *t)
+{
+	char when[32], b[5][32], frag[16], allocs[24], p50[24], p99[24];
+	if (sqlite3_column_type(st, COL_resident_bytes) == SQLITE_NULL)
+		snprintf(b[4], sizeof(b[4]), "-");
+	else
+		vactl_fmt_size((uint64_t)col(st, COL_resident_bytes), b[4], 32);
+	snprintf(frag, sizeof(frag), "%.1f%%",
+		 100.0 * sqlite3_column_double(st, COL_fragmentation));
+	snprintf(allocs, sizeof(allocs), "%lld", (long long)col(st, COL_interval_allocs));
+	vactl_table_row(t, fmt_time(ts_ms, when, sizeof(when)), col_text(st, COL_ARENA_NAME),
+			vactl_fmt_size((uint64_t)col(st, COL_busy_bytes), b[0], 32),
+			vactl_fmt_size((uint64_t)col(st, COL_free_bytes), b[1], 32),
+			vactl_fmt_size((uint64_t)col(st, COL_lazy_bytes), b[2], 32), b[4],
+			vactl_fmt_size((uint64_t)col(st, COL_largest_free), b[3], 32), frag, allocs,
+			fmt_ns(col(st, COL_alloc_p50_ns), p50, sizeof(p50)),
+			fmt_ns(col(st, COL_alloc_p99_ns), p99, sizeof(p99)));
+}
+
 /* One snapshot's arena rows: as JSON into arr, or as table rows. */
 static int arena_rows(const struct history *h, int64_t snapshot_id, int64_t ts_ms, json_object *arr,
 		      struct vactl_table *t)
 {
-	/* resident_bytes came with schema version 3: NULL in older files, as in older rows. */
-	char sql[512];
-	snprintf(sql, sizeof(sql),
-		 "SELECT arena, size, quantum, busy_bytes, free_bytes, lazy_bytes, pooled_bytes,"
-		 " largest_free, fragmentation, allocs, frees, fails, drains, released_bytes,"
-		 " interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns, alloc_p999_ns, %s"
-		 " FROM arena_snapshot WHERE snapshot_id = ?1 AND (?2 IS NULL OR arena = ?2)"
-		 " ORDER BY arena",
-		 h->version >= 3 ? "resident_bytes" : "NULL");
+	char sql[1024];
+	arena_select_sql(h, sql, sizeof(sql));
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return db_fail(h, "reading arena snapshots");
@@ -120,47 +189,10 @@ static int arena_rows(const struct history *h, int64_t snapshot_id, int64_t ts_m
 		sqlite3_bind_null(st, 2);
 	int step;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-		if (arr) {
-			static const char *const keys[] = {
-			    "size",	      "quantum",	 "busy_bytes",	 "free_bytes",
-			    "lazy_bytes",     "pooled_bytes",	 "largest_free", NULL,
-			    "allocs",	      "frees",		 "fails",	 "drains",
-			    "released_bytes", "interval_allocs", "alloc_p50_ns", "alloc_p90_ns",
-			    "alloc_p99_ns",   "alloc_p999_ns",
-			};
-			json_object *ja = json_object_new_object();
-			vactl_json_add_str(ja, "name", col_text(st, 0));
-			for (int k = 0; k < (int)(sizeof(keys) / sizeof(keys[0])); k++) {
-				if (keys[k])
-					vactl_json_add_u64(ja, keys[k], (uint64_t)col(st, k + 1));
-				else
-					json_object_object_add(
-					    ja, "fragmentation",
-					    json_object_new_double(
-						sqlite3_column_double(st, k + 1)));
-			}
-			json_object_object_add(ja, "resident_bytes",
-					       sqlite3_column_type(st, 19) == SQLITE_NULL
-						   ? NULL
-						   : vactl_json_u64((uint64_t)col(st, 19)));
-			json_object_array_add(arr, ja);
-		} else {
-			char when[32], b[5][32], frag[16], allocs[24], p50[24], p99[24];
-			if (sqlite3_column_type(st, 19) == SQLITE_NULL)
-				snprintf(b[4], sizeof(b[4]), "-");
-			else
-				vactl_fmt_size((uint64_t)col(st, 19), b[4], 32);
-			snprintf(frag, sizeof(frag), "%.1f%%",
-				 100.0 * sqlite3_column_double(st, 8));
-			snprintf(allocs, sizeof(allocs), "%lld", (long long)col(st, 14));
-			vactl_table_row(t, fmt_time(ts_ms, when, sizeof(when)), col_text(st, 0),
-					vactl_fmt_size((uint64_t)col(st, 3), b[0], 32),
-					vactl_fmt_size((uint64_t)col(st, 4), b[1], 32),
-					vactl_fmt_size((uint64_t)col(st, 5), b[2], 32), b[4],
-					vactl_fmt_size((uint64_t)col(st, 7), b[3], 32), frag,
-					allocs, fmt_ns(col(st, 15), p50, sizeof(p50)),
-					fmt_ns(col(st, 17), p99, sizeof(p99)));
-		}
+		if (arr)
+			json_object_array_add(arr, arena_json(st));
+		else
+			arena_table_row(st, ts_ms, t);
 	}
 	sqlite3_finalize(st);
 	return step == SQLITE_DONE ? VACTL_EXIT_OK : db_fail(h, "reading arena snapshots");
@@ -215,6 +247,54 @@ static int show_snapshots(const struct history *h, json_object *out)
 	return rc;
 }
 
+#define N_TRENDS 4
+
+/* One arena's sparklines (n points each), under the heading the first arena prints. */
+static void print_trends(const char *arena, size_t n, double *const series[N_TRENDS], bool *header)
+{
+	static const char *const labels[N_TRENDS] = {"busy", "fragmentation", "alloc p99",
+						     "failures"};
+	if (!*header) {
+		printf("\ntrends (oldest to newest, each scaled to its maximum):\n");
+		*header = true;
+	}
+	printf("  %s (%zu snapshots)\n", arena, n);
+	for (int k = 0; k < N_TRENDS; k++) {
+		char line[60 * 4 + 1];
+		double max = 0;
+		for (size_t i = 0; i < n; i++)
+			if (series[k][i] > max)
+				max = series[k][i];
+		vactl_sparkline(series[k], n, 60, line, sizeof(line));
+		char top[32];
+		if (k == 0)
+			vactl_fmt_size((uint64_t)max, top, sizeof(top));
+		else if (k == 1)
+			snprintf(top, sizeof(top), "%.1f%%", 100.0 * max);
+		else if (k == 2)
+			fmt_ns((int64_t)max, top, sizeof(top));
+		else
+			snprintf(top, sizeof(top), "%.0f", max);
+		printf("    %-14s %s  max %s\n", labels[k], line, top);
+	}
+}
+
+/* Room for one more point in every series; -1 when out of memory. */
+static int grow_series(double *series[N_TRENDS], size_t n, size_t *cap)
+{
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	for (int k = 0; k < N_TRENDS; k++) {
+		double *p = realloc(series[k], ncap * sizeof(double));
+		if (!p)
+			return -1;
+		series[k] = p;
+	}
+	*cap = ncap;
+	return 0;
+}
+
 /* Per arena, sparklines over the period: busy bytes, fragmentation, alloc p99 and
  * failures per interval (the fails counter restarts with the daemon: a drop is a restart). */
 static int show_trends(const struct history *h)
@@ -232,7 +312,7 @@ static int show_trends(const struct history *h)
 	else
 		sqlite3_bind_null(st, 2);
 	size_t n = 0, cap = 0;
-	double *series[4] = {NULL, NULL, NULL, NULL};
+	double *series[N_TRENDS] = {NULL, NULL, NULL, NULL};
 	char arena[128] = "";
 	int64_t last_fails = 0;
 	int step, rc = VACTL_EXIT_OK;
@@ -241,32 +321,7 @@ static int show_trends(const struct history *h)
 		step = sqlite3_step(st);
 		const char *name = step == SQLITE_ROW ? col_text(st, 0) : NULL;
 		if (n && (!name || strcmp(name, arena) != 0)) {
-			static const char *const labels[] = {"busy", "fragmentation", "alloc p99",
-							     "failures"};
-			if (!header) {
-				printf(
-				    "\ntrends (oldest to newest, each scaled to its maximum):\n");
-				header = true;
-			}
-			printf("  %s (%zu snapshots)\n", arena, n);
-			for (int k = 0; k < 4; k++) {
-				char line[60 * 4 + 1];
-				double max = 0;
-				for (size_t i = 0; i < n; i++)
-					if (series[k][i] > max)
-						max = series[k][i];
-				vactl_sparkline(series[k], n, 60, line, sizeof(line));
-				char top[32];
-				if (k == 0)
-					vactl_fmt_size((uint64_t)max, top, sizeof(top));
-				else if (k == 1)
-					snprintf(top, sizeof(top), "%.1f%%", 100.0 * max);
-				else if (k == 2)
-					fmt_ns((int64_t)max, top, sizeof(top));
-				else
-					snprintf(top, sizeof(top), "%.0f", max);
-				printf("    %-14s %s  max %s\n", labels[k], line, top);
-			}
+			print_trends(arena, n, series, &header);
 			n = 0;
 		}
 		if (!name)
@@ -275,18 +330,10 @@ static int show_trends(const struct history *h)
 			snprintf(arena, sizeof(arena), "%s", name);
 			last_fails = 0;
 		}
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 64;
-			for (int k = 0; k < 4; k++) {
-				double *p = realloc(series[k], ncap * sizeof(double));
-				if (!p) {
-					fprintf(stderr, "vactl: out of memory\n");
-					rc = VACTL_EXIT_REFUSED;
-					goto out;
-				}
-				series[k] = p;
-			}
-			cap = ncap;
+		if (grow_series(series, n, &cap) < 0) {
+			fprintf(stderr, "vactl: out of memory\n");
+			rc = VACTL_EXIT_REFUSED;
+			goto out;
 		}
 		int64_t fails = col(st, 4);
 		series[0][n] = (double)col(st, 1);
@@ -299,7 +346,7 @@ static int show_trends(const struct history *h)
 	if (step != SQLITE_DONE)
 		rc = db_fail(h, "reading arena snapshots");
 out:
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < N_TRENDS; k++)
 		free(series[k]);
 	sqlite3_finalize(st);
 	return rc;
@@ -340,14 +387,39 @@ static int show_events(const struct history *h, json_object *out)
 	return step == SQLITE_DONE ? VACTL_EXIT_OK : db_fail(h, "reading events");
 }
 
+/* show_lifetime's columns: the name, the counters of the shared table, updated_ms. */
+enum lifetime_col {
+	LIFE_NAME,
+#define LIFE_COL(column, ...) LIFE_##column,
+	VAD_STATS_LIFETIME_COLUMNS(LIFE_COL)
+#undef LIFE_COL
+	    LIFE_updated_ms,
+	N_LIFE_COLS
+};
+
+static void lifetime_table_row(sqlite3_stmt *st, struct vactl_table *t)
+{
+	char n[N_LIFE_COLS][24], rel[32];
+	for (int k = LIFE_NAME + 1; k < N_LIFE_COLS; k++)
+		snprintf(n[k], sizeof(n[k]), "%lld", (long long)col(st, k));
+	vactl_table_row(t, col_text(st, LIFE_NAME), n[LIFE_allocs], n[LIFE_frees], n[LIFE_fails],
+			n[LIFE_drains],
+			vactl_fmt_size((uint64_t)col(st, LIFE_released_bytes), rel, sizeof(rel)),
+			n[LIFE_requests], n[LIFE_starts]);
+}
+
 static int show_lifetime(const struct history *h, json_object *out)
 {
+	static const char sql[] = "SELECT name" VAD_STATS_LIFETIME_COLUMNS(
+	    VAD_STATS_SQL_COLUMN) ", updated_ms FROM lifetime ORDER BY name";
+	static const char *const keys[N_LIFE_COLS] = {
+#define LIFE_KEY(column, ...) [LIFE_##column] = #column,
+	    VAD_STATS_LIFETIME_COLUMNS(LIFE_KEY)
+#undef LIFE_KEY
+		[LIFE_updated_ms] = "updated_ms",
+	};
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(
-		h->db,
-		"SELECT name, allocs, frees, fails, drains, released_bytes, requests,"
-		" starts, updated_ms FROM lifetime ORDER BY name",
-		-1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return db_fail(h, "reading lifetime counters");
 	json_object *arr = out ? json_object_new_array() : NULL;
 	static const char *const heads[] = {"NAME",   "ALLOCS",	  "FREES",    "FAILS",
@@ -356,21 +428,13 @@ static int show_lifetime(const struct history *h, json_object *out)
 	int step;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		if (arr) {
-			static const char *const keys[] = {"allocs", "frees",	       "fails",
-							   "drains", "released_bytes", "requests",
-							   "starts", "updated_ms"};
 			json_object *jl = json_object_new_object();
-			vactl_json_add_str(jl, "name", col_text(st, 0));
-			for (int k = 0; k < 8; k++)
-				vactl_json_add_u64(jl, keys[k], (uint64_t)col(st, k + 1));
+			vactl_json_add_str(jl, "name", col_text(st, LIFE_NAME));
+			for (int k = LIFE_NAME + 1; k < N_LIFE_COLS; k++)
+				vactl_json_add_u64(jl, keys[k], (uint64_t)col(st, k));
 			json_object_array_add(arr, jl);
 		} else {
-			char n[8][24], rel[32];
-			for (int k = 1; k < 8; k++)
-				snprintf(n[k], sizeof(n[k]), "%lld", (long long)col(st, k));
-			vactl_table_row(t, col_text(st, 0), n[1], n[2], n[3], n[4],
-					vactl_fmt_size((uint64_t)col(st, 5), rel, sizeof(rel)),
-					n[6], n[7]);
+			lifetime_table_row(st, t);
 		}
 	}
 	sqlite3_finalize(st);
@@ -400,7 +464,7 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
 	if ((rc = vactl_check_operands(&vactl_cmd_history, argc, argv, first, 0)))
 		return rc;
-	/* Every schema version so far has the columns read here, but resident_bytes (3). */
+	/* Columns newer than the file (stats_fields.h says which version added each) read NULL. */
 	struct vactl_statsdb sdb;
 	if ((rc = vactl_statsdb_open(o, a.db, 1, &sdb)))
 		return rc;
@@ -441,10 +505,12 @@ const struct vactl_cmd vactl_cmd_history = {
 	"$VAD_SOCKET, else /var/lib/vad/stats.db. Exits 1 if it cannot be read.\n"
 	"JSON: {db, schema_version, since_ts_ms (0: all), snapshots: [{ts_ms, uptime_ms, clients,\n"
 	"requests, shares, final, arenas: [{name, size, quantum, busy_bytes, free_bytes,\n"
-	"lazy_bytes, pooled_bytes, largest_free, fragmentation, allocs, frees, fails,\n"
-	"drains, released_bytes, interval_allocs, alloc_p50_ns, alloc_p90_ns, alloc_p99_ns,\n"
-	"alloc_p999_ns, resident_bytes (null before schema 3)}]}], events: [{ts_ms, kind,\n"
-	"detail}], lifetime: [{name, allocs, frees, fails, drains, released_bytes,\n"
-	"requests, starts, updated_ms}]}\n",
+	"lazy_bytes, pooled_bytes, busy_blocks, free_blocks, lazy_blocks, pooled_blocks,\n"
+	"largest_free, fragmentation, allocs, frees, fails, drains, released_bytes,\n"
+	"release_calls, pool_hits, punch_failures, interval_allocs, alloc_p50_ns,\n"
+	"alloc_p90_ns, alloc_p99_ns, alloc_p999_ns, alloc_max_ns (null before schema 2),\n"
+	"resident_bytes (null before schema 3)}]}], events: [{ts_ms, kind, detail}],\n"
+	"lifetime: [{name, allocs, frees, fails, drains, released_bytes, requests, starts,\n"
+	"updated_ms}]}\n",
     .run = run_history,
 };

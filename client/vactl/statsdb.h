@@ -6,10 +6,12 @@
 
 #include <sqlite3.h>
 
+#include "stats_fields.h"
 #include "vactl.h"
 
-/* The newest stats schema this vactl reads (PRAGMA user_version; meta.schema_version before). */
-#define VACTL_STATS_SCHEMA_MAX 3
+/* The newest stats schema this vactl reads (PRAGMA user_version; meta.schema_version before):
+ * the one whose columns stats_fields.h lists. */
+#define VACTL_STATS_SCHEMA_MAX VAD_STATS_SCHEMA_VERSION
 
 struct vactl_statsdb {
 	sqlite3 *db;
