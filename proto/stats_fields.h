@@ -89,7 +89,7 @@
 	X(requests, INTEGER, 1, DAEMON(requests))                                                  \
 	X(starts, INTEGER, 1, DAEMON(starts))
 
-/* Helpers for building SQL from a table: ", name" and ", :name" (a named parameter). */
+/* Pieces of SQL made from a table row: ", name" and ", :name" (a named parameter). */
 #define VAD_STATS_SQL_COLUMN(name, ...) ", " #name
 #define VAD_STATS_SQL_PARAM(name, ...)	", :" #name
 
