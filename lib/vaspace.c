@@ -426,7 +426,7 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner)
 void va_drain(struct va_space *vs)
 {
 	if (vs)
-		lazy_drain(vs, true);
+		lazy_drain_full(vs);
 }
 
 /* ---- stats and errors ------------------------------------------------------------------- */
