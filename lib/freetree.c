@@ -1,7 +1,8 @@
 /*
  * freetree.c - the free tree: free blocks in an address-ordered red-black tree augmented
  * with the largest block of each subtree, plus an address-ordered list for O(1)
- * neighbours (seed 000). The caller holds the free-tree lock for every function here.
+ * neighbours (the 2018 free-tree rework; the augmented descent is the 2019 augmented-tree
+ * work's). The caller holds the free-tree lock for every function here.
  */
 #include <stdio.h>
 

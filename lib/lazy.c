@@ -1,12 +1,16 @@
 /*
- * lazy.c - lazy reclaim (seeds 000 and 002). A free appends {start, end, object, home} to
- * its node's dense lazy array. A drain copies every node's array (and a quarter of every
- * pool, which decays back to the tree; a DRAIN_FULL pass takes every pool) into one batch,
- * radix-sorts it by address, calls the release callback once per coalesced run of freed
- * blocks with no allocator lock held, then hands each block to its home node's pool (if the
- * class has room) or merges it into the free tree, drain_chunk blocks per free-tree lock
- * hold. Only the placing step touches the block objects, once each. While it runs the batch is
- * visible to va_walk/va_check as lazy blocks (struct va_inflight).
+ * lazy.c - lazy reclaim: per-node lazy lists as in the 2023 vmap-lock series, one release
+ * per coalesced run as in the 2024 combined-flush patch, merged back into the 2018
+ * free-tree rework's tree.
+ *
+ * A free appends {start, end, object, home} to its node's dense lazy array. A drain copies
+ * every node's array (and a quarter of every pool, which decays back to the tree; a
+ * DRAIN_FULL pass takes every pool) into one batch, radix-sorts it by address, calls the
+ * release callback once per coalesced run of freed blocks with no allocator lock held,
+ * then hands each block to its home node's pool (if the class has room) or merges it into
+ * the free tree, drain_chunk blocks per free-tree lock hold. Only the placing step touches
+ * the block objects, once each. While it runs the batch is visible to va_walk/va_check as
+ * lazy blocks (struct va_inflight).
  * The background thread drains when woken past lazy_max and after idle_drain_ms without
  * allocations or frees (then, once per such idle period, it also runs va_release_free);
  * past 2 x lazy_max the freeing thread drains itself. The background thread's passes
