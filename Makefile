@@ -3,7 +3,7 @@
 #   make run        start the daemon in the foreground with a development config
 #   make check      every test: normal build, ASan+UBSan build, TSan build
 #   make bench      the allocator benchmark (vabench) with baselines
-# Variants: O=<dir> SAN=asan|tsan|fuzz builds into another tree with sanitizers.
+# Variants: O=<dir> SAN=asan|tsan builds with sanitizers; fuzzers: make fuzz-build (fuzz.mk, clang).
 
 O      ?= build
 SAN    ?=

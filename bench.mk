@@ -1,5 +1,5 @@
 # bench.mk - `make bench-daemon`: vad through its socket, side by side with Redis SET and a
-# socketpair echo, with the bars of the speed issue (tests/bench/bench-daemon --help).
+# socketpair echo, each figure against its pass/fail bar (tests/bench/bench-daemon --help).
 # Included from the Makefile; uses its O, VAD, VACTL and VABENCH.
 #   make bench-daemon                          the full run (about 2-3 minutes)
 #   make bench-daemon BENCH_DAEMON_ARGS=--quick  a short smoke run

@@ -1,7 +1,8 @@
 /*
  * freetree.c - the free tree: free blocks in an address-ordered red-black tree augmented
  * with the largest block of each subtree, plus an address-ordered list for O(1)
- * neighbours (seed 000). The caller holds the free-tree lock for every function here.
+ * neighbours (the 2018 free-tree rework; the augmented descent is the 2019 augmented-tree
+ * work's). The caller holds the free-tree lock for every function here.
  */
 #include <stdio.h>
 
@@ -236,6 +237,42 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 	return true;
 }
 
+/*
+ * The four ways the area [a, a + size) (A below) can sit in the free block b, named as in
+ * mm/vmalloc.c; L and R are what stays free on its left and right:
+ *
+ * FL_FIT_TYPE, full fit: A is the whole block.
+ *
+ *     |<--------- b --------->|
+ *     |           A           |
+ *     |-----------------------|
+ *   b leaves the tree and the list, and its object becomes the area (no object taken).
+ *
+ * LE_FIT_TYPE, left-edge fit: A starts where b starts.
+ *
+ *     |<--------- b --------->|
+ *     |     A     |     R     |
+ *     |-----------|-----------|
+ *   b keeps R in place (b->start moves up to a + size); one new object for the area.
+ *
+ * RE_FIT_TYPE, right-edge fit: A ends where b ends.
+ *
+ *     |<--------- b --------->|
+ *     |     L     |     A     |
+ *     |-----------|-----------|
+ *   b keeps L in place (b->end moves down to a); one new object for the area.
+ *
+ * NE_FIT_TYPE, no-edge fit: A lies strictly inside b.
+ *
+ *     |<------------ b ------------>|
+ *     |    L    |    A    |    R    |
+ *     |---------|---------|---------|
+ *   b keeps R in place (b->start moves up to a + size); a second new object takes L and is
+ *   linked into the tree and the list; one more for the area (so bag must hold two).
+ *
+ * In every fit but the full one b keeps its place in address order, so shrinking it costs
+ * one propagation of the cached maxima above it, not an erase and an insert.
+ */
 struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a, uint64_t size,
 			  struct va_bag *bag)
 {
@@ -243,7 +280,7 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 	struct rb_node *parent = NULL, **link = NULL;
 
 	if (a == b->start && a + size == b->end) {
-		/* full fit: the free block object itself becomes the area */
+		/* FL_FIT_TYPE: the free block object itself becomes the area */
 		list_del(b);
 		rb_erase(&ft->root, &b->rb, &ft_aug);
 		ft->blocks--;
@@ -251,7 +288,7 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 		return b;
 	}
 	if (a == b->start || a + size == b->end) {
-		/* left or right edge fit: the free block shrinks in place */
+		/* LE_FIT_TYPE or RE_FIT_TYPE: the free block shrinks in place */
 		nb = bag_take(bag);
 		if (!nb)
 			return NULL;
@@ -261,7 +298,7 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 			b->end = a;
 		rb_propagate(&b->rb, &ft_aug);
 	} else {
-		/* no edge fit: the block keeps its right part, a new object takes the left */
+		/* NE_FIT_TYPE: the block keeps its right part, a new object takes the left */
 		if (bag->n < 2)
 			return NULL;
 		nb = bag_take(bag);

@@ -1,12 +1,16 @@
 /*
- * lazy.c - lazy reclaim (seeds 000 and 002). A free appends {start, end, object, home} to
- * its node's dense lazy array. A drain copies every node's array (and, unless it is full,
- * a quarter of every pool, which decays back to the tree) into one batch, radix-sorts it
- * by address, calls the release callback once per coalesced run of freed blocks with no
- * allocator lock held, then hands each block to its home node's pool (if the class has
- * room) or merges it into the free tree, drain_chunk blocks per free-tree lock hold. Only
- * the placing step touches the block objects, once each. While it runs the batch is
- * visible to va_walk/va_check as lazy blocks (struct va_inflight).
+ * lazy.c - lazy reclaim: per-node lazy lists as in the 2023 vmap-lock series, one release
+ * per coalesced run as in the 2024 combined-flush patch, merged back into the 2018
+ * free-tree rework's tree.
+ *
+ * A free appends {start, end, object, home} to its node's dense lazy array. A drain copies
+ * every node's array (and a quarter of every pool, which decays back to the tree; a
+ * DRAIN_FULL pass takes every pool) into one batch, radix-sorts it by address, calls the
+ * release callback once per coalesced run of freed blocks with no allocator lock held,
+ * then hands each block to its home node's pool (if the class has room) or merges it into
+ * the free tree, drain_chunk blocks per free-tree lock hold. Only the placing step touches
+ * the block objects, once each. While it runs the batch is visible to va_walk/va_check as
+ * lazy blocks (struct va_inflight).
  * The background thread drains when woken past lazy_max and after idle_drain_ms without
  * allocations or frees (then, once per such idle period, it also runs va_release_free);
  * past 2 x lazy_max the freeing thread drains itself. The background thread's passes
@@ -154,12 +158,12 @@ static uint64_t detach_lazy(struct va_space *vs)
 	return flushed;
 }
 
-/* Move the decaying part of every pool (all of it if full) into the batch, bound for the
- * tree. These blocks were released before they were pooled, so they are not lazy: until the
+/* Move the decaying part of every pool (all of it for DRAIN_FULL) into the batch, bound for
+ * the tree. These blocks were released before they were pooled, so they are not lazy: until the
  * pass places them they stay pooled blocks (va_get_stats, va_walk), and lazy_total does
  * not count them (a long pass carrying them beside new frees must not look like lazy
  * bytes past 2 x lazy_max, nor make the freeing threads drain). */
-static void detach_decay(struct va_space *vs, bool full)
+static void detach_decay(struct va_space *vs, enum drain_kind kind)
 {
 	struct va_inflight *in = &vs->inflight;
 
@@ -181,7 +185,7 @@ static void detach_decay(struct va_space *vs, bool full)
 			room = batch_reserve(vs, want);
 			va_lock(&n->lock);
 		}
-		d = room && n->pool_blocks ? pool_take_decay(n, vs->pool_classes, full, vs->quantum)
+		d = room && n->pool_blocks ? pool_take_decay(n, vs->pool_classes, kind, vs->quantum)
 					   : NULL;
 		if (d) {
 			va_lock(&in->lock);
@@ -397,7 +401,7 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 }
 
 /* One drain pass; drain_lock held. */
-static void drain_pass(struct va_space *vs, bool full)
+static void drain_pass(struct va_space *vs, enum drain_kind kind)
 {
 	struct va_bag bag = {0};
 	uint64_t flushed;
@@ -405,10 +409,10 @@ static void drain_pass(struct va_space *vs, bool full)
 	tls_yield_at = mono_ns() + DRAIN_YIELD_NS;
 	flushed = detach_lazy(vs);
 	if (vs->pool_classes)
-		detach_decay(vs, full);
+		detach_decay(vs, kind);
 	sort_batch(vs);
 	release_batch(vs);
-	if (vs->pool_classes && !full)
+	if (vs->pool_classes && kind == DRAIN_DECAY)
 		place_in_pools(vs);
 	place_in_tree(vs, &bag);
 	va_lock(&vs->inflight.lock);
@@ -450,7 +454,7 @@ void lazy_leave(struct va_space *vs, const struct va_space *outer)
 void lazy_pass_if_over(struct va_space *vs)
 {
 	if (atomic_load_explicit(&vs->lazy_total, memory_order_relaxed) > vs->cfg.lazy_max)
-		drain_pass(vs, false);
+		drain_pass(vs, DRAIN_DECAY);
 }
 
 void lazy_step(struct va_space *vs)
@@ -458,30 +462,46 @@ void lazy_step(struct va_space *vs)
 	drain_step(vs);
 }
 
-/* Run one pass unless this thread is already draining vs (a release callback). */
-static void drain_guarded(struct va_space *vs, bool full, bool only_if_over)
+/* One pass of kind, unless this thread is already draining vs (a release callback). */
+static void drain_guarded(struct va_space *vs, enum drain_kind kind)
 {
 	const struct va_space *outer;
 
 	if (!lazy_enter(vs, &outer))
 		return;
-	if (only_if_over)
-		lazy_pass_if_over(vs);
-	else
-		drain_pass(vs, full);
+	drain_pass(vs, kind);
 	lazy_leave(vs, outer);
 }
 
-void lazy_drain(struct va_space *vs, bool full)
+/* As drain_guarded, but the pass runs only if lazy_total is still over lazy_max once
+ * drain_lock is ours (another thread's pass may have drained meanwhile). */
+static void drain_guarded_if_over(struct va_space *vs)
 {
-	drain_guarded(vs, full, false);
+	const struct va_space *outer;
+
+	if (!lazy_enter(vs, &outer))
+		return;
+	lazy_pass_if_over(vs);
+	lazy_leave(vs, outer);
+}
+
+void lazy_drain_full(struct va_space *vs)
+{
+	drain_guarded(vs, DRAIN_FULL);
+}
+
+/* The background thread's drain: lazy blocks to pools and tree, a quarter of each pool
+ * back to the tree. */
+static void lazy_drain_decay(struct va_space *vs)
+{
+	drain_guarded(vs, DRAIN_DECAY);
 }
 
 bool lazy_drain_hold(struct va_space *vs, const struct va_space **outer)
 {
 	if (!lazy_enter(vs, outer))
 		return false;
-	drain_pass(vs, true);
+	drain_pass(vs, DRAIN_FULL);
 	return true;
 }
 
@@ -490,7 +510,7 @@ void lazy_after_free(struct va_space *vs, uint64_t lazy_now, bool flushed)
 	if (lazy_now > vs->lazy_self_at) {
 		/* the freeing thread drains itself (or waits for the pass that does); another
 		 * drain may have done it meanwhile */
-		drain_guarded(vs, false, true);
+		drain_guarded_if_over(vs);
 		return;
 	}
 	if (!flushed || lazy_now <= vs->cfg.lazy_max)
@@ -572,7 +592,7 @@ static void *drain_thread(void *arg)
 					released = false;
 				va_unlock(&vs->ctl_lock);
 				if (idle && has_leftovers(vs))
-					lazy_drain(vs, false);
+					lazy_drain_decay(vs);
 				/* once per idle period: free space a client wrote into */
 				if (idle && !released && !vs->cfg.no_idle_release) {
 					va_release_free(vs);
@@ -584,7 +604,7 @@ static void *drain_thread(void *arg)
 		}
 		atomic_store_explicit(&vs->kick, false, memory_order_release);
 		va_unlock(&vs->ctl_lock);
-		lazy_drain(vs, false);
+		lazy_drain_decay(vs);
 		va_lock(&vs->ctl_lock);
 	}
 	va_unlock(&vs->ctl_lock);

@@ -294,7 +294,8 @@ bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth
 	return true;
 }
 
-struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full, uint64_t quantum)
+struct va_block *pool_take_decay(struct va_node *n, unsigned classes, enum drain_kind kind,
+				 uint64_t quantum)
 {
 	struct va_block *out = NULL;
 
@@ -305,7 +306,7 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full,
 
 		if (!pc->count)
 			continue;
-		take = full ? pc->count : (pc->count + 3) / 4;
+		take = kind == DRAIN_FULL ? pc->count : (pc->count + 3) / 4;
 		keep = pc->count - take;
 		/* the stack's bottom holds the blocks pushed longest ago: cut there */
 		cut = &pc->head;

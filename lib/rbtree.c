@@ -197,11 +197,16 @@ RB_INLINE void erase_fixup(struct rb_root *root, struct rb_node *x, struct rb_no
 		rb_set_red(x, false);
 }
 
-/* Unlink z and rebalance. With want_next, returns z's in-order successor: the node moved
- * into z's place, the lowest of z's right subtree, or else found by walking up first. */
+/* Whether erase finds the removed node's in-order successor (a constant at every call, so
+ * each inlined copy keeps only its own branch). */
+enum erase_next { ERASE_ONLY, ERASE_FIND_NEXT };
+
+/* Unlink z and rebalance. With ERASE_FIND_NEXT, returns z's in-order successor: the node
+ * moved into z's place, the lowest of z's right subtree, or else found by walking up first. */
 RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
-				const struct rb_augment *aug, bool want_next)
+				const struct rb_augment *aug, enum erase_next mode)
 {
+	const bool want_next = mode == ERASE_FIND_NEXT;
 	struct rb_node *child, *parent, *next = NULL;
 	bool removed_red;
 
@@ -251,14 +256,14 @@ RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
 void rb_erase(struct rb_root *root, struct rb_node *z, const struct rb_augment *aug)
 {
 	if (aug)
-		erase(root, z, aug, false);
+		erase(root, z, aug, ERASE_ONLY);
 	else
-		erase(root, z, NULL, false);
+		erase(root, z, NULL, ERASE_ONLY);
 }
 
 struct rb_node *rb_erase_next(struct rb_root *root, struct rb_node *z)
 {
-	return erase(root, z, NULL, true);
+	return erase(root, z, NULL, ERASE_FIND_NEXT);
 }
 
 struct rb_node *rb_first(const struct rb_root *root)

@@ -351,17 +351,25 @@ struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum);
 /* Push b (size q quanta) if its class has room; false if full. */
 bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum);
 
-/* Detach the oldest ceil(count / 4) blocks of every class, or all of them if full;
- * returns them as a next-linked list. */
-struct va_block *pool_take_decay(struct va_node *n, unsigned classes, bool full, uint64_t quantum);
+/* What a drain pass does to the pools: a quarter of every class decays to the tree (and
+ * classes in demand are refilled from the pass), or every pool is emptied. */
+enum drain_kind {
+	DRAIN_DECAY,
+	DRAIN_FULL,
+};
+
+/* Detach the oldest ceil(count / 4) blocks of every class (DRAIN_DECAY), or all of them
+ * (DRAIN_FULL); returns them as a next-linked list. */
+struct va_block *pool_take_decay(struct va_node *n, unsigned classes, enum drain_kind kind,
+				 uint64_t quantum);
 
 /* ---- lazy.c ------------------------------------------------------------------------- */
 
-/* Drain: release every lazy block (one callback per coalesced run) and merge it into the
- * pools or the free tree; full also empties the pools; else they decay by a quarter.
- * Call with no lock held; waits for a drain already running. A drain asked for from a
- * release callback of the same space returns at once (the outer drain is running). */
-void lazy_drain(struct va_space *vs, bool full);
+/* Full drain: release every lazy block (one callback per coalesced run), merge it into the
+ * free tree and empty every pool into it too. Call with no lock held; waits for a drain
+ * already running. A drain asked for from a release callback of the same space returns at
+ * once (the outer drain is running). */
+void lazy_drain_full(struct va_space *vs);
 
 /* Take drain_lock and mark this thread as draining vs; false (nothing taken) if it already
  * is (a release callback of vs). *outer is for lazy_leave. */
@@ -372,7 +380,7 @@ void lazy_leave(struct va_space *vs, const struct va_space *outer);
  * called has had it, so a caller that takes it again and again cannot starve them. */
 void lazy_let_waiters_in(struct va_space *vs);
 
-/* With drain_lock held (lazy_enter): one non-full pass if lazy_total is over lazy_max. */
+/* With drain_lock held (lazy_enter): one DRAIN_DECAY pass if lazy_total is over lazy_max. */
 void lazy_pass_if_over(struct va_space *vs);
 
 /* A point with no allocator lock held in a drain-like pass: the background thread may

@@ -75,24 +75,11 @@ static int fill_config(struct va_config *c)
 	return 0;
 }
 
-int va_create(const struct va_config *cfg, struct va_space **out)
+/* The space's units and shards from its filled-in config: zones, pool classes, exact mode. */
+static void set_geometry(struct va_space *vs)
 {
-	struct va_space *vs;
 	unsigned classes;
-	int rc;
 
-	if (!cfg || !out)
-		return VA_EINVAL;
-	vs = aligned_alloc(VA_CACHELINE, sizeof(*vs));
-	if (!vs)
-		return VA_ENOMEM;
-	memset(vs, 0, sizeof(*vs));
-	vs->cfg = *cfg;
-	rc = fill_config(&vs->cfg);
-	if (rc) {
-		free(vs);
-		return rc;
-	}
 	vs->base = vs->cfg.base;
 	vs->size = vs->cfg.size;
 	vs->end = vs->base + vs->size;
@@ -107,6 +94,14 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 		classes = (unsigned)(vs->size / vs->quantum);
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
 	vs->exact = vs->nodes == 1 && vs->cfg.no_pools && vs->cfg.eager;
+	if (!vs->pool_classes ||
+	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
+		vs->affinity_span = 0;
+}
+
+/* How lazy bytes reach the shared count and where the freeing thread drains itself. */
+static void set_lazy_limits(struct va_space *vs)
+{
 	/* lazy bytes reach the shared counter in per-node batches (one shared cache line
 	 * write per batch, not per free); small enough that thresholds stay within
 	 * lazy_max / 8 */
@@ -119,48 +114,69 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	vs->lazy_self_at = vs->lazy_slack < vs->cfg.lazy_max
 			       ? va_sat_add(vs->cfg.lazy_max, vs->cfg.lazy_max) - vs->lazy_slack
 			       : vs->cfg.lazy_max;
-	if (!vs->pool_classes ||
-	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
-		vs->affinity_span = 0;
+}
 
+/* The node array; on failure nodes_ready says how many va_destroy must tear down. */
+static int create_nodes(struct va_space *vs)
+{
+	vs->node = aligned_alloc(VA_CACHELINE, sizeof(*vs->node) * vs->nodes);
+	if (!vs->node)
+		return VA_ENOMEM;
+	memset(vs->node, 0, sizeof(*vs->node) * vs->nodes);
+	for (unsigned i = 0; i < vs->nodes; i++) {
+		if (node_init(&vs->node[i], vs->pool_classes)) {
+			vs->nodes_ready = i;
+			return VA_ENOMEM;
+		}
+	}
+	vs->nodes_ready = vs->nodes;
+	return 0;
+}
+
+/* The whole space starts as one free block. */
+static int add_whole_space(struct va_space *vs)
+{
+	struct va_bag bag = {0};
+	struct va_block *b;
+
+	if (objcache_fill(&bag, 1))
+		return VA_ENOMEM;
+	b = bag_take(&bag);
+	b->start = vs->base;
+	b->end = vs->end;
+	b->owner = NULL;
+	b->home = 0;
+	ft_insert(&vs->free.tree, b, &bag);
+	return 0;
+}
+
+int va_create(const struct va_config *cfg, struct va_space **out)
+{
+	struct va_space *vs;
+	int rc;
+
+	if (!cfg || !out)
+		return VA_EINVAL;
+	vs = aligned_alloc(VA_CACHELINE, sizeof(*vs));
+	if (!vs)
+		return VA_ENOMEM;
+	memset(vs, 0, sizeof(*vs));
+	vs->cfg = *cfg;
+	rc = fill_config(&vs->cfg);
+	if (rc) {
+		free(vs);
+		return rc;
+	}
+	set_geometry(vs);
+	set_lazy_limits(vs);
 	ft_init(&vs->free.tree);
 	if (va_mutex_init(&vs->free.lock) || va_mutex_init(&vs->drain_lock) ||
 	    va_mutex_init(&vs->inflight.lock)) {
 		free(vs);
 		return VA_ENOMEM;
 	}
-	vs->node = aligned_alloc(VA_CACHELINE, sizeof(*vs->node) * vs->nodes);
-	if (!vs->node) {
-		va_destroy(vs);
-		return VA_ENOMEM;
-	}
-	memset(vs->node, 0, sizeof(*vs->node) * vs->nodes);
-	for (unsigned i = 0; i < vs->nodes; i++) {
-		if (node_init(&vs->node[i], vs->pool_classes)) {
-			vs->nodes_ready = i;
-			va_destroy(vs);
-			return VA_ENOMEM;
-		}
-	}
-	vs->nodes_ready = vs->nodes;
-
-	/* the whole space starts as one free block */
-	{
-		struct va_bag bag = {0};
-		struct va_block *b;
-
-		if (objcache_fill(&bag, 1)) {
-			va_destroy(vs);
-			return VA_ENOMEM;
-		}
-		b = bag_take(&bag);
-		b->start = vs->base;
-		b->end = vs->end;
-		b->owner = NULL;
-		b->home = 0;
-		ft_insert(&vs->free.tree, b, &bag);
-	}
-	if (lazy_thread_start(vs)) {
+	/* from here on va_destroy tears down whatever was made */
+	if (create_nodes(vs) || add_whole_space(vs) || lazy_thread_start(vs)) {
 		va_destroy(vs);
 		return VA_ENOMEM;
 	}
@@ -426,7 +442,7 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner)
 void va_drain(struct va_space *vs)
 {
 	if (vs)
-		lazy_drain(vs, true);
+		lazy_drain_full(vs);
 }
 
 /* ---- stats and errors ------------------------------------------------------------------- */

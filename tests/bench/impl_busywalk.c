@@ -1,5 +1,5 @@
 /*
- * impl_busywalk.c - baseline "busywalk": the 2010 vmalloc allocator (seed 004).
+ * impl_busywalk.c - baseline "busywalk": the 2010 vmalloc allocator (free_vmap_cache).
  *
  * Only busy areas are kept, in a red-black tree ordered by address. An allocation
  * walks the busy areas in address order, looking for a gap between two of them

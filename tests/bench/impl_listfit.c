@@ -1,5 +1,5 @@
 /*
- * impl_listfit.c - baseline "listfit": the 2018 RFC allocator (seed 000, patch 1/2).
+ * impl_listfit.c - baseline "listfit": the 2018 free-tree rework's RFC allocator (patch 1/2).
  *
  * Free space is kept as blocks in an address-ordered list, paired with a red-black
  * tree of the same blocks so that a free can find its neighbours and merge with them.
