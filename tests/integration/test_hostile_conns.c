@@ -26,22 +26,9 @@ struct conns {
 
 static int group_setup(void **state)
 {
-	struct conns *c = calloc(1, sizeof(*c));
-	if (!c)
-		return -1;
-	*state = c;
 	char extra[128];
 	snprintf(extra, sizeof(extra), "stats_interval = 1h\nmax_clients = %d\n", MAX_CLIENTS);
-	return vt_daemon_setup(&c->d, extra, NULL);
-}
-
-static int group_teardown(void **state)
-{
-	struct conns *c = *state;
-	int rc = vt_daemon_stop(&c->d);
-	vt_daemon_destroy(&c->d);
-	free(c);
-	return rc;
+	return VT_GROUP_FIXTURE_SETUP(state, struct conns, extra, NULL);
 }
 
 static int test_setup(void **state)
@@ -387,5 +374,6 @@ int main(void)
 	    cmocka_unit_test_setup(test_fds_sent_to_daemon, test_setup),
 	    cmocka_unit_test(test_flood_past_fd_limit),
 	};
-	return cmocka_run_group_tests_name("hostile_conns", tests, group_setup, group_teardown);
+	return cmocka_run_group_tests_name("hostile_conns", tests, group_setup,
+					   vt_group_daemon_stop);
 }

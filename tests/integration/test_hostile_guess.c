@@ -41,12 +41,9 @@ static uint64_t live_shares(const struct vt_daemon *d)
 
 static int group_setup(void **state)
 {
-	struct guess *g = calloc(1, sizeof(*g));
-	if (!g)
+	if (VT_GROUP_FIXTURE_SETUP(state, struct guess, "stats_interval = 1h\n", NULL) != 0)
 		return -1;
-	*state = g;
-	if (vt_daemon_setup(&g->d, "stats_interval = 1h\n", NULL) != 0)
-		return -1;
+	struct guess *g = *state;
 	if (vt_baseline_take(&g->d, &g->base) != 0)
 		return -1;
 	if (vt_connect(&g->d, "victim", &g->victim) != 0)
@@ -87,10 +84,8 @@ static int group_teardown(void **state)
 	}
 	if (c)
 		vad_close(c);
-	if (vt_daemon_stop(&g->d) != 0)
+	if (vt_group_daemon_stop(state) != 0)
 		rc = -1;
-	vt_daemon_destroy(&g->d);
-	free(g);
 	return rc;
 }
 

@@ -39,7 +39,8 @@ static int group_setup(void **state)
 	if (!t)
 		return -1;
 	*state = t;
-	if (vt_daemon_init(&t->d) != 0 || vt_daemon_wrap_unprivileged(&t->d, NOFILE_SOFT, false) != 0 ||
+	if (vt_daemon_init(&t->d) != 0 ||
+	    vt_daemon_wrap_unprivileged(&t->d, NOFILE_SOFT, false) != 0 ||
 	    vt_daemon_write_config(&t->d, "stats_interval = 1h\n", NULL) != 0 ||
 	    vt_daemon_start(&t->d) != 0)
 		return -1;
@@ -53,10 +54,7 @@ static int group_teardown(void **state)
 		vt_raw_close(&t->att[i]);
 	if (t->newcomer)
 		vad_close(t->newcomer);
-	int rc = vt_daemon_stop(&t->d);
-	vt_daemon_destroy(&t->d);
-	free(t);
-	return rc;
+	return vt_group_daemon_stop(state);
 }
 
 /* Pipeline MapArena requests without reading until the daemon takes no more. */

@@ -30,23 +30,8 @@ struct slow {
 
 static int group_setup(void **state)
 {
-	struct slow *s = calloc(1, sizeof(*s));
-	if (!s)
-		return -1;
-	*state = s;
 	/* No periodic stats snapshot: its SQLite files would look like fd leaks. */
-	if (vt_daemon_setup(&s->d, "stats_interval = 1h\n", NULL) != 0)
-		return -1;
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	struct slow *s = *state;
-	int rc = vt_daemon_stop(&s->d);
-	vt_daemon_destroy(&s->d);
-	free(s);
-	return rc;
+	return VT_GROUP_FIXTURE_SETUP(state, struct slow, "stats_interval = 1h\n", NULL);
 }
 
 /* Each test: baseline without the probe, then the probe connects and measures calm latency. */
@@ -330,5 +315,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_unfinished_frames, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_pipeliners_never_read, test_setup, test_teardown),
 	};
-	return cmocka_run_group_tests_name("hostile_slow", tests, group_setup, group_teardown);
+	return cmocka_run_group_tests_name("hostile_slow", tests, group_setup,
+					   vt_group_daemon_stop);
 }

@@ -151,10 +151,7 @@ out:
 	return NULL;
 }
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, "workers = 4\n", NULL);
-}
+VT_DAEMON_GROUP(group_setup, "workers = 4\n", NULL)
 
 /* Run n workers as threads; fail with the first worker's message. */
 static void run_threads(struct worker *w, int n)
@@ -655,5 +652,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_out_of_fds),
 	    cmocka_unit_test(test_daemon_stops_cleanly),
 	};
-	return cmocka_run_group_tests(tests, group_setup, vt_fixture_daemon_teardown);
+	return cmocka_run_group_tests(tests, group_setup, vt_group_daemon_stop_if_running);
 }

@@ -13,12 +13,9 @@
 #define PAGE	      4096u
 #define REPLY_TIMEOUT vt_timeout_ms(5000)
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, "max_batch = 64\n",
-				     "[arena default]\nsize = 256M\n\n"
-				     "[arena private]\nsize = 16M\nallow_uids = root\n");
-}
+VT_DAEMON_GROUP(group_setup, "max_batch = 64\n",
+		"[arena default]\nsize = 256M\n\n"
+		"[arena private]\nsize = 16M\nallow_uids = root\n")
 
 static void raw_open(const struct vt_daemon *d, struct vt_raw *r)
 {
@@ -444,8 +441,8 @@ int main(void)
 	const struct CMUnitTest own[] = {
 	    VT_OWN_DAEMON_TEST(test_batch_allocated_is_batch_freeable),
 	};
-	int failed =
-	    cmocka_run_group_tests_name("edges", tests, group_setup, vt_fixture_daemon_teardown);
+	int failed = cmocka_run_group_tests_name("edges", tests, group_setup,
+						 vt_group_daemon_stop_if_running);
 	failed += cmocka_run_group_tests_name("edges, own daemon", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

@@ -30,14 +30,11 @@ struct malformed {
 
 static int group_setup(void **state)
 {
-	struct malformed *m = calloc(1, sizeof(*m));
-	if (!m)
-		return -1;
-	*state = m;
 	/* No periodic snapshot during the run: the SQLite WAL files it opens on first write
 	 * would look like descriptor leaks. */
-	if (vt_daemon_setup(&m->d, "stats_interval = 1h\n", NULL) != 0)
+	if (VT_GROUP_FIXTURE_SETUP(state, struct malformed, "stats_interval = 1h\n", NULL) != 0)
 		return -1;
+	struct malformed *m = *state;
 	if (vt_connect(&m->d, "bystander", &m->bystander) != 0)
 		return -1;
 	if (vad_alloc(m->bystander, BYSTANDER_SIZE, 0, &m->bystander_range) != 0) {
@@ -66,9 +63,7 @@ static int group_teardown(void **state)
 	struct malformed *m = *state;
 	if (m->bystander)
 		vad_close(m->bystander);
-	vt_daemon_destroy(&m->d);
-	free(m);
-	return 0;
+	return vt_group_daemon_stop_if_running(state);
 }
 
 /* The bystander's range is intact and it can still allocate and free. */

@@ -21,10 +21,7 @@ static const char *const reply_arenas = "[arena default]\n"
 					"[arena big]\n"
 					"size = 16G\n";
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, "stats_interval = 1h\n", reply_arenas);
-}
+VT_DAEMON_GROUP(group_setup, "stats_interval = 1h\n", reply_arenas)
 
 static void raw_open(const struct vt_daemon *d, struct vt_raw *r, const char *name)
 {
@@ -309,5 +306,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_survived),
 	};
 	return cmocka_run_group_tests_name("replies", tests, group_setup,
-					   vt_fixture_daemon_teardown);
+					   vt_group_daemon_stop_if_running);
 }
