@@ -13,10 +13,10 @@
  * daemon's temporary directory (config, socket, log, stats database) for a post-mortem.
  *
  * Files: env.c (build dir, modes, patterns), daemon.c (config, start, stop, log checks,
- * /proc probes, fixtures), vadutil.c (libvad conveniences), run.c and proc.c (running
- * vactl and vad, in the foreground or the background), json.c (vactl --json),
- * children.c (forked helpers), rawclient.c/.h (the wire protocol without libvad),
- * vtassert.h (cmocka assertions that print libvad's sentences).
+ * /proc probes, fixtures), vadutil.c (libvad conveniences), spawn.c (starting a program
+ * with pipes), run.c and proc.c (running vactl and vad, in the foreground or the background),
+ * json.c (vactl --json), children.c (forked helpers), rawclient.c/.h (the wire protocol without
+ * libvad), vtassert.h (cmocka assertions that print libvad's sentences).
  */
 #ifndef VAD_TEST_HARNESS_H
 #define VAD_TEST_HARNESS_H
@@ -224,6 +224,16 @@ struct vt_output {
 	char *out;     /* everything written to stdout (NUL-terminated, malloc'd) */
 	char *err;     /* everything written to stderr */
 };
+
+/* Fork and exec argv[0] (a path) with pipes on its stdin, stdout and stderr, whose other ends
+ * (close-on-exec) go to fds[0] (write), fds[1] and fds[2] (read); $VAD_SOCKET unset; as uid/gid
+ * nobody when as_nobody (needs root). The one way the harness starts vactl and friends (the
+ * daemon has its own, with a log file instead of pipes). Returns the pid, or -1. */
+pid_t vt_spawn(char *const argv[], bool as_nobody, int fds[3]);
+
+/* Append src[0..n) to the NUL-terminated malloc'd *buf of *len bytes in *cap (growing it);
+ * 0, or -1 when out of memory. */
+int vt_buf_append(char **buf, size_t *len, size_t *cap, const char *src, size_t n);
 
 /* Run argv[0] (a path) with argv, feeding stdin_text (NULL: /dev/null), capturing
  * stdout/stderr, killing it after timeout_ms. Returns 0 if it ran (whatever its exit
