@@ -16,7 +16,8 @@
  * /proc probes, fixtures), vadutil.c (libvad conveniences), spawn.c (starting a program
  * with pipes), run.c and proc.c (running vactl and vad, in the foreground or the background),
  * json.c (vactl --json), children.c (forked helpers), rawclient.c/.h (the wire protocol without
- * libvad), vtassert.h (cmocka assertions that print libvad's sentences).
+ * libvad) and wire.c/.h (the requests it sends), vtassert.h (cmocka assertions that print
+ * libvad's sentences).
  */
 #ifndef VAD_TEST_HARNESS_H
 #define VAD_TEST_HARNESS_H

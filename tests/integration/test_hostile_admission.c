@@ -69,13 +69,9 @@ static void child_hello(struct crowd_child *cc, int count, int out)
 	for (int i = 0; i < count && cc->n < MAX_CROWD; i++) {
 		struct vt_raw *r = &cc->conns[cc->n];
 		VT_CHILD_CHECK(vt_raw_connect(r, cc->socket_path) == 0, "connect %d", cc->n);
-		Vad__Request req = VAD__REQUEST__INIT;
-		Vad__Hello h = VAD__HELLO__INIT;
-		h.name = (char *)"crowd";
-		h.version = VAD_PROTOCOL_VERSION;
-		req.op_case = VAD__REQUEST__OP_HELLO;
-		req.hello = &h;
-		(void)vt_raw_send_request(r, &req); /* a refusal may close before it arrives */
+		struct vt_req q;
+		/* a refusal may close before the hello arrives */
+		(void)vt_raw_send_request(r, vt_req_hello(&q, "crowd"));
 		Vad__Response *resp = NULL;
 		enum vt_raw_result res = vt_raw_recv(r, &resp, REPLY_TIMEOUT);
 		VT_CHILD_CHECK(res == VT_RAW_RESPONSE, "connection %d: no reply to hello (%d)",
@@ -566,17 +562,13 @@ static void test_slow_hello_counts_from_accept(void **state)
 	assert_non_null(name);
 	memset(name, 'x', want_len);
 	name[want_len] = '\0';
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello h = VAD__HELLO__INIT;
-	h.name = name;
-	h.version = VAD_PROTOCOL_VERSION;
-	req.id = 1;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &h;
-	size_t len = vad_frame_request_size(&req);
+	struct vt_req q;
+	Vad__Request *req = vt_req_hello(&q, name);
+	req->id = 1;
+	size_t len = vad_frame_request_size(req);
 	uint8_t *frame = malloc(len);
 	assert_non_null(frame);
-	assert_int_equal(len, vad_frame_encode_request(&req, frame, len));
+	assert_int_equal(len, vt_frame_request(req, 1, frame, len));
 
 	struct vt_raw r;
 	uint64_t t0 = vt_now_ns();

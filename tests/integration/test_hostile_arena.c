@@ -67,12 +67,8 @@ static int get_arena_fd(struct arena_fx *a, struct vt_raw *r)
 {
 	assert_int_equal(0, vt_raw_connect(r, a->d.socket_path));
 	assert_int_equal(0, vt_raw_hello(r, "attacker"));
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__MapArena m = VAD__MAP_ARENA__INIT;
-	m.arena = (char *)"";
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &m;
-	uint64_t id = vt_raw_send_request(r, &req);
+	struct vt_req q;
+	uint64_t id = vt_raw_send_request(r, vt_req_map_arena(&q, NULL));
 	assert_true(id != 0);
 
 	uint8_t buf[4096];

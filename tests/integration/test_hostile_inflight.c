@@ -61,13 +61,8 @@ static int group_teardown(void **state)
 static size_t flood_map_requests(struct vt_raw *r)
 {
 	uint8_t frame[64];
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__MapArena m = VAD__MAP_ARENA__INIT;
-	m.arena = (char *)"";
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &m;
-	req.id = 1000;
-	size_t n = vad_frame_encode_request(&req, frame, sizeof(frame));
+	struct vt_req q;
+	size_t n = vt_frame_request(vt_req_map_arena(&q, NULL), 1000, frame, sizeof(frame));
 	assert_true(n > 0);
 	size_t sent = 0;
 	uint64_t last = vt_now_ns();
