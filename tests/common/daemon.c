@@ -456,20 +456,42 @@ int vt_fixture_daemon_teardown(void **state)
 	return 0;
 }
 
-int vt_group_daemon_setup(void **state, const char *vad_extra, const char *arena_sections)
+int vt_group_fixture_setup(void **state, size_t size, const char *vad_extra,
+			   const char *arena_sections)
 {
-	struct vt_daemon *d = calloc(1, sizeof(*d));
+	struct vt_daemon *d = calloc(1, size);
 	if (!d)
 		return -1;
 	*state = d;
-	return vt_daemon_setup(d, vad_extra, arena_sections);
+	if (vt_daemon_setup(d, vad_extra, arena_sections) == 0)
+		return 0;
+	/* cmocka runs no teardown after a test's failed setup (only after a group's): leave
+	 * nothing behind but the zeroed memory, which a teardown may still destroy and free. */
+	vt_daemon_destroy(d);
+	return -1;
+}
+
+int vt_group_daemon_setup(void **state, const char *vad_extra, const char *arena_sections)
+{
+	return vt_group_fixture_setup(state, sizeof(struct vt_daemon), vad_extra, arena_sections);
 }
 
 int vt_group_daemon_stop(void **state)
 {
 	struct vt_daemon *d = *state;
+	if (!d)
+		return -1;
 	int rc = vt_daemon_stop(d);
 	vt_daemon_destroy(d);
 	free(d);
+	*state = NULL;
 	return rc;
+}
+
+int vt_group_daemon_stop_if_running(void **state)
+{
+	struct vt_daemon *d = *state;
+	if (d && d->pid > 0)
+		return vt_group_daemon_stop(state);
+	return vt_fixture_daemon_teardown(state);
 }

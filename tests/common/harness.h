@@ -13,10 +13,11 @@
  * daemon's temporary directory (config, socket, log, stats database) for a post-mortem.
  *
  * Files: env.c (build dir, modes, patterns), daemon.c (config, start, stop, log checks,
- * /proc probes, fixtures), vadutil.c (libvad conveniences), run.c and proc.c (running
- * vactl and vad, in the foreground or the background), json.c (vactl --json),
- * children.c (forked helpers), rawclient.c/.h (the wire protocol without libvad),
- * vtassert.h (cmocka assertions that print libvad's sentences).
+ * /proc probes, fixtures), vadutil.c (libvad conveniences), spawn.c (starting a program
+ * with pipes), run.c and proc.c (running vactl and vad, in the foreground or the background),
+ * json.c (vactl --json), children.c (forked helpers), rawclient.c/.h (the wire protocol without
+ * libvad) and wire.c/.h (the requests it sends), vtassert.h (cmocka assertions that print
+ * libvad's sentences).
  */
 #ifndef VAD_TEST_HARNESS_H
 #define VAD_TEST_HARNESS_H
@@ -142,15 +143,44 @@ int vt_fixture_daemon_setup(void **state);
 int vt_fixture_blank_setup(void **state);
 int vt_fixture_daemon_teardown(void **state);
 
-/* Group setup for a file whose tests share one daemon: *state becomes a vt_daemon set up
- * with vad_extra and arena_sections (either may be NULL). *state is set before the daemon
- * starts, so the group teardown (vt_fixture_daemon_teardown or vt_group_daemon_stop) also
- * cleans up after a failed start. */
+/* Group setup for a file whose tests share one daemon: *state becomes a zeroed fixture of
+ * size bytes whose first member is a struct vt_daemon, set up with vad_extra and
+ * arena_sections (either may be NULL). A failed start leaves *state set to the fixture with
+ * the daemon destroyed, so a teardown (vt_group_daemon_stop, vt_fixture_daemon_teardown; cmocka
+ * runs a group's after a failed group setup) only frees it. Called through VT_GROUP_FIXTURE_SETUP,
+ * which checks that the daemon comes first. */
+int vt_group_fixture_setup(void **state, size_t size, const char *vad_extra,
+			   const char *arena_sections);
+
+/* vt_group_fixture_setup for a struct type whose member d (a struct vt_daemon) is its first:
+ * a type where it is not does not compile. */
+#define VT_GROUP_FIXTURE_SETUP(state, type, vad_extra, arena_sections)                             \
+	vt_group_fixture_setup((state),                                                            \
+			       sizeof(type) + 0 * sizeof(char[offsetof(type, d) == 0 ? 1 : -1]),   \
+			       (vad_extra), (arena_sections))
+
+/* vt_group_fixture_setup of a bare struct vt_daemon. */
 int vt_group_daemon_setup(void **state, const char *vad_extra, const char *arena_sections);
 
+/* Define `static int name(void **state)`: the setup of a cmocka group (or of each test) whose
+ * state is one daemon started with vad_extra and arena_sections ("key = value" lines for
+ * [vad] and "[arena NAME]" sections, as for vt_daemon_write_config; NULL: the defaults).
+ * Pair it with vt_group_daemon_stop (vt_group_daemon_stop_if_running when a test stops the
+ * daemon itself). */
+#define VT_DAEMON_GROUP(name, vad_extra, arena_sections)                                           \
+	static int name(void **state)                                                              \
+	{                                                                                          \
+		return vt_group_daemon_setup(state, (vad_extra), (arena_sections));                \
+	}
+
 /* Group teardown that requires a clean exit: vt_daemon_stop (nonzero unless the daemon
- * exited with status 0 and no sanitizer report), then destroy and free. */
+ * exited with status 0 and no sanitizer report), then destroy and free. For a bare
+ * vt_daemon or any fixture of vt_group_fixture_setup. */
 int vt_group_daemon_stop(void **state);
+
+/* vt_group_daemon_stop when the daemon still runs; only destroy and free when a test
+ * already stopped it (or it never started). */
+int vt_group_daemon_stop_if_running(void **state);
 
 /* ---- libvad helpers ---------------------------------------------------------------- */
 
@@ -195,6 +225,16 @@ struct vt_output {
 	char *out;     /* everything written to stdout (NUL-terminated, malloc'd) */
 	char *err;     /* everything written to stderr */
 };
+
+/* Fork and exec argv[0] (a path) with pipes on its stdin, stdout and stderr, whose other ends
+ * (close-on-exec) go to fds[0] (write), fds[1] and fds[2] (read); $VAD_SOCKET unset; as uid/gid
+ * nobody when as_nobody (needs root). The one way the harness starts vactl and friends (the
+ * daemon has its own, with a log file instead of pipes). Returns the pid, or -1. */
+pid_t vt_spawn(char *const argv[], bool as_nobody, int fds[3]);
+
+/* Append src[0..n) to the NUL-terminated malloc'd *buf of *len bytes in *cap (growing it);
+ * 0, or -1 when out of memory. */
+int vt_buf_append(char **buf, size_t *len, size_t *cap, const char *src, size_t n);
 
 /* Run argv[0] (a path) with argv, feeding stdin_text (NULL: /dev/null), capturing
  * stdout/stderr, killing it after timeout_ms. Returns 0 if it ran (whatever its exit

@@ -166,12 +166,9 @@ static void probe_fail(struct vt_probe *p, const char *what, int code)
 static void probe_once(struct vt_probe *p)
 {
 	uint64_t t0 = vt_now_ns();
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc al = VAD__ALLOC__INIT;
-	al.size = PROBE_SIZE;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &al;
-	Vad__Response *resp = vt_raw_call(&p->raw, &req, p->timeout_ms);
+	struct vt_req q;
+	Vad__Response *resp =
+	    vt_raw_call(&p->raw, vt_req_alloc(&q, NULL, PROBE_SIZE, 0, 0), p->timeout_ms);
 	if (!resp) {
 		probe_fail(p, "alloc", -1);
 		return;
@@ -184,13 +181,7 @@ static void probe_once(struct vt_probe *p)
 	uint64_t off = resp->alloc->offsets[0];
 	vt_raw_response_free(resp);
 
-	Vad__Request fr = VAD__REQUEST__INIT;
-	Vad__Free f = VAD__FREE__INIT;
-	f.n_offsets = 1;
-	f.offsets = &off;
-	fr.op_case = VAD__REQUEST__OP_FREE;
-	fr.free = &f;
-	resp = vt_raw_call(&p->raw, &fr, p->timeout_ms);
+	resp = vt_raw_call(&p->raw, vt_req_free(&q, NULL, &off, 1), p->timeout_ms);
 	if (!resp) {
 		probe_fail(p, "free", -1);
 		return;

@@ -1,80 +1,25 @@
 /* proc.c - a background program the test talks to while it runs; see struct vt_proc. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include <json-c/json.h>
 
 #include "harness.h"
 
-static int append(char **buf, size_t *len, size_t *cap, const char *src, size_t n)
-{
-	if (*len + n + 1 > *cap) {
-		size_t c = *cap ? *cap : 4096;
-		while (c < *len + n + 1)
-			c *= 2;
-		char *b = realloc(*buf, c);
-		if (!b)
-			return -1;
-		*buf = b;
-		*cap = c;
-	}
-	memcpy(*buf + *len, src, n);
-	*len += n;
-	(*buf)[*len] = '\0';
-	return 0;
-}
-
 int vt_proc_start(char *const argv[], struct vt_proc *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->in_fd = p->out_fd = p->err_fd = -1;
-	int in[2], out[2], err[2];
-	if (pipe2(in, O_CLOEXEC) != 0)
+	int fds[3];
+	pid_t pid = vt_spawn(argv, false, fds);
+	if (pid < 0)
 		return -1;
-	if (pipe2(out, O_CLOEXEC) != 0) {
-		close(in[0]);
-		close(in[1]);
-		return -1;
-	}
-	if (pipe2(err, O_CLOEXEC) != 0) {
-		close(in[0]);
-		close(in[1]);
-		close(out[0]);
-		close(out[1]);
-		return -1;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		for (int i = 0; i < 2; i++) {
-			close(in[i]);
-			close(out[i]);
-			close(err[i]);
-		}
-		return -1;
-	}
-	if (pid == 0) {
-		dup2(in[0], STDIN_FILENO);
-		dup2(out[1], STDOUT_FILENO);
-		dup2(err[1], STDERR_FILENO);
-		unsetenv("VAD_SOCKET");
-		execv(argv[0], argv);
-		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	close(err[1]);
 	p->pid = pid;
-	p->in_fd = in[1];
-	p->out_fd = out[0];
-	p->err_fd = err[0];
+	p->in_fd = fds[0];
+	p->out_fd = fds[1];
+	p->err_fd = fds[2];
 	return 0;
 }
 
@@ -125,7 +70,7 @@ static int pump(struct vt_proc *p, int ms)
 	if (p->err_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 		ssize_t r = read(p->err_fd, chunk, sizeof(chunk));
 		if (r > 0) {
-			append(&p->err, &p->err_len, &p->err_cap, chunk, (size_t)r);
+			vt_buf_append(&p->err, &p->err_len, &p->err_cap, chunk, (size_t)r);
 		} else {
 			close(p->err_fd);
 			p->err_fd = -1;
@@ -134,7 +79,7 @@ static int pump(struct vt_proc *p, int ms)
 	if (p->out_fd >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
 		ssize_t r = read(p->out_fd, chunk, sizeof(chunk));
 		if (r > 0) {
-			append(&p->out, &p->out_len, &p->out_cap, chunk, (size_t)r);
+			vt_buf_append(&p->out, &p->out_len, &p->out_cap, chunk, (size_t)r);
 			return 1;
 		}
 		close(p->out_fd);
@@ -217,21 +162,11 @@ int vt_proc_finish(struct vt_proc *p, int timeout_ms, struct vt_output *o)
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
 	while ((p->out_fd >= 0 || p->err_fd >= 0) && vt_now_ns() < deadline)
 		pump(p, 50);
-	int status = 0;
-	pid_t w;
-	while ((w = waitpid(p->pid, &status, WNOHANG)) == 0 && vt_now_ns() < deadline)
-		vt_sleep_ms(5);
-	int code = -1;
-	if (w != p->pid) {
+	uint64_t now = vt_now_ns();
+	int code = vt_wait_child(p->pid, now < deadline ? (int)((deadline - now) / 1000000u) : 0);
+	if (code < 0)
 		fprintf(stderr, "harness: background program did not exit within %d ms\n",
 			timeout_ms);
-		kill(p->pid, SIGKILL);
-		waitpid(p->pid, &status, 0);
-	} else if (WIFEXITED(status)) {
-		code = WEXITSTATUS(status);
-	} else if (WIFSIGNALED(status)) {
-		code = 128 + WTERMSIG(status);
-	}
 	if (p->out_fd >= 0)
 		close(p->out_fd);
 	if (p->err_fd >= 0)

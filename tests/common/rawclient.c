@@ -220,13 +220,8 @@ Vad__Response *vt_raw_call(struct vt_raw *r, Vad__Request *req, int timeout_ms)
 
 int vt_raw_hello(struct vt_raw *r, const char *name)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello hello = VAD__HELLO__INIT;
-	hello.name = (char *)name;
-	hello.version = VAD_PROTOCOL_VERSION;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &hello;
-	Vad__Response *resp = vt_raw_call(r, &req, vt_timeout_ms(5000));
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(r, vt_req_hello(&q, name), vt_timeout_ms(5000));
 	if (!resp)
 		return -1;
 	int rc = 0;
@@ -241,12 +236,9 @@ int vt_raw_hello(struct vt_raw *r, const char *name)
 
 int vt_raw_alloc(struct vt_raw *r, uint64_t size, uint64_t *offset)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc alloc = VAD__ALLOC__INIT;
-	alloc.size = size;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &alloc;
-	Vad__Response *resp = vt_raw_call(r, &req, vt_timeout_ms(5000));
+	struct vt_req q;
+	Vad__Response *resp =
+	    vt_raw_call(r, vt_req_alloc(&q, NULL, size, 0, 0), vt_timeout_ms(5000));
 	if (!resp)
 		return -1;
 	int rc = resp->error;
@@ -265,13 +257,9 @@ int vt_raw_alloc(struct vt_raw *r, uint64_t size, uint64_t *offset)
 
 int vt_raw_free(struct vt_raw *r, uint64_t offset)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Free fr = VAD__FREE__INIT;
-	fr.n_offsets = 1;
-	fr.offsets = &offset;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &fr;
-	Vad__Response *resp = vt_raw_call(r, &req, vt_timeout_ms(5000));
+	struct vt_req q;
+	Vad__Response *resp =
+	    vt_raw_call(r, vt_req_free(&q, NULL, &offset, 1), vt_timeout_ms(5000));
 	if (!resp)
 		return -1;
 	int rc = resp->error;

@@ -2,7 +2,7 @@
  * rawclient.h - a protocol-level client for tests: a plain Unix socket that sends
  * arbitrary bytes or framed protobuf requests and reads framed responses (closing any
  * file descriptors the daemon passes by SCM_RIGHTS). No libvad involved, so tests can
- * send what libvad never would.
+ * send what libvad never would. Requests come from the builders of wire.h.
  */
 #ifndef VAD_TEST_RAWCLIENT_H
 #define VAD_TEST_RAWCLIENT_H
@@ -13,6 +13,7 @@
 
 #include "frame.h"
 #include "vad.pb-c.h"
+#include "wire.h"
 
 struct vt_raw {
 	int fd;

@@ -14,24 +14,6 @@ struct growbuf {
 	size_t len, cap;
 };
 
-static int growbuf_append(struct growbuf *b, const char *src, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *p = realloc(b->data, cap);
-		if (!p)
-			return -1;
-		b->data = p;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, src, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
 static char *growbuf_take(struct growbuf *b)
 {
 	if (!b->data)
@@ -39,71 +21,26 @@ static char *growbuf_take(struct growbuf *b)
 	return b->data;
 }
 
-static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, bool as_nobody,
-		    struct vt_output *o)
+/* Feed stdin_text to fds[0] and collect fds[1] and fds[2] into *bo and *be until the program
+ * closes its output or the deadline passes (false then); closes the three fds. */
+static bool exchange(int fds[3], const char *stdin_text, uint64_t deadline, struct growbuf *bo,
+		     struct growbuf *be)
 {
-	memset(o, 0, sizeof(*o));
-	o->exit_code = -1;
-	int in[2], out[2], err[2];
-	if (pipe2(in, O_CLOEXEC) != 0)
-		return -1;
-	if (pipe2(out, O_CLOEXEC) != 0) {
-		close(in[0]);
-		close(in[1]);
-		return -1;
-	}
-	if (pipe2(err, O_CLOEXEC) != 0) {
-		close(in[0]);
-		close(in[1]);
-		close(out[0]);
-		close(out[1]);
-		return -1;
-	}
-	const char *bin = as_nobody ? vt_nobody_path(argv[0]) : argv[0];
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "harness: fork: %s\n", strerror(errno));
-		for (int i = 0; i < 2; i++) {
-			close(in[i]);
-			close(out[i]);
-			close(err[i]);
-		}
-		return -1;
-	}
-	if (pid == 0) {
-		dup2(in[0], STDIN_FILENO);
-		dup2(out[1], STDOUT_FILENO);
-		dup2(err[1], STDERR_FILENO);
-		unsetenv("VAD_SOCKET");
-		if (as_nobody && vt_become_nobody() != 0)
-			_exit(126);
-		execv(bin, argv);
-		dprintf(STDERR_FILENO, "harness: exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	close(err[1]);
-	signal(SIGPIPE, SIG_IGN);
-
 	const char *to_write = stdin_text ? stdin_text : "";
 	size_t write_left = strlen(to_write);
-	int in_fd = in[1];
+	int in_fd = fds[0];
 	if (write_left == 0) {
 		close(in_fd);
 		in_fd = -1;
 	} else {
 		fcntl(in_fd, F_SETFL, O_NONBLOCK);
 	}
-	struct growbuf bo = {0}, be = {0};
-	int out_fd = out[0], err_fd = err[0];
-	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
-	bool timed_out = false;
+	int out_fd = fds[1], err_fd = fds[2];
+	bool in_time = true;
 	while (out_fd >= 0 || err_fd >= 0) {
 		uint64_t now = vt_now_ns();
 		if (now >= deadline) {
-			timed_out = true;
+			in_time = false;
 			break;
 		}
 		struct pollfd p[3] = {{.fd = out_fd, .events = POLLIN},
@@ -118,7 +55,8 @@ static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, 
 				continue;
 			ssize_t r = read(p[i].fd, chunk, sizeof(chunk));
 			if (r > 0) {
-				growbuf_append(i == 0 ? &bo : &be, chunk, (size_t)r);
+				struct growbuf *g = i == 0 ? bo : be;
+				vt_buf_append(&g->data, &g->len, &g->cap, chunk, (size_t)r);
 			} else if (r == 0 || errno != EINTR) {
 				close(p[i].fd);
 				if (i == 0)
@@ -145,32 +83,38 @@ static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, 
 		close(out_fd);
 	if (err_fd >= 0)
 		close(err_fd);
-	int status = 0;
-	if (timed_out) {
+	return in_time;
+}
+
+static int run_impl(char *const argv[], const char *stdin_text, int timeout_ms, bool as_nobody,
+		    struct vt_output *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->exit_code = -1;
+	int fds[3];
+	pid_t pid = vt_spawn(argv, as_nobody, fds);
+	if (pid < 0)
+		return -1;
+	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	struct growbuf bo = {0}, be = {0};
+	bool in_time = exchange(fds, stdin_text, deadline, &bo, &be);
+	o->out = growbuf_take(&bo);
+	o->err = growbuf_take(&be);
+	if (!in_time) {
 		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
-		o->out = growbuf_take(&bo);
-		o->err = growbuf_take(&be);
+		waitpid(pid, NULL, 0);
 		fprintf(stderr, "harness: %s timed out after %d ms\n", argv[0], timeout_ms);
 		vt_output_print(argv[0], o);
 		return -1;
 	}
 	/* The program closed its output; give it the rest of the deadline to exit. */
-	pid_t w;
-	while ((w = waitpid(pid, &status, WNOHANG)) == 0 && vt_now_ns() < deadline)
-		vt_sleep_ms(5);
-	o->out = growbuf_take(&bo);
-	o->err = growbuf_take(&be);
-	if (w != pid) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
+	uint64_t now = vt_now_ns();
+	int left_ms = now < deadline ? (int)((deadline - now) / 1000000u) : 0;
+	o->exit_code = vt_wait_child(pid, left_ms);
+	if (o->exit_code < 0) {
 		fprintf(stderr, "harness: %s did not exit after closing its output\n", argv[0]);
 		return -1;
 	}
-	if (WIFEXITED(status))
-		o->exit_code = WEXITSTATUS(status);
-	else if (WIFSIGNALED(status))
-		o->exit_code = 128 + WTERMSIG(status);
 	return 0;
 }
 

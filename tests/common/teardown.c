@@ -33,13 +33,9 @@ int vt_raw_alloc_many(struct vt_raw *r, uint64_t n, unsigned batch)
 	while (got < n) {
 		while (pending < IN_FLIGHT && sent < n) {
 			uint64_t k = n - sent < batch ? n - sent : batch;
-			Vad__Request req = VAD__REQUEST__INIT;
-			Vad__Alloc alloc = VAD__ALLOC__INIT;
-			alloc.size = 4096;
-			alloc.count = (uint32_t)k;
-			req.op_case = VAD__REQUEST__OP_ALLOC;
-			req.alloc = &alloc;
-			if (vt_raw_send_request(r, &req) == 0) {
+			struct vt_req q;
+			if (vt_raw_send_request(r, vt_req_alloc(&q, NULL, 4096, 0, (uint32_t)k)) ==
+			    0) {
 				fprintf(stderr, "teardown: sending an alloc batch failed\n");
 				return -1;
 			}
@@ -97,12 +93,8 @@ holder_child(const char *socket_path, uint64_t n, int ready_fd, int go_fd)
  * of millions of ranges took longer than the harness's usual 5 s). */
 static int timed_round(struct vt_raw *b)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc alloc = VAD__ALLOC__INIT;
-	alloc.size = 4096;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &alloc;
-	Vad__Response *resp = vt_raw_call(b, &req, 600000);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(b, vt_req_alloc(&q, NULL, 4096, 0, 0), 600000);
 	if (!resp)
 		return -1;
 	int rc = resp->error;
@@ -115,13 +107,7 @@ static int timed_round(struct vt_raw *b)
 	vt_raw_response_free(resp);
 	if (rc != 0)
 		return rc;
-	Vad__Request freq = VAD__REQUEST__INIT;
-	Vad__Free fr = VAD__FREE__INIT;
-	fr.n_offsets = 1;
-	fr.offsets = &off;
-	freq.op_case = VAD__REQUEST__OP_FREE;
-	freq.free = &fr;
-	resp = vt_raw_call(b, &freq, 600000);
+	resp = vt_raw_call(b, vt_req_free(&q, NULL, &off, 1), 600000);
 	if (!resp)
 		return -1;
 	rc = resp->error;

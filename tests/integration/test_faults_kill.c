@@ -83,13 +83,10 @@ static void *child_pipeliner(void *arg)
 		return NULL;
 	for (;;) {
 		for (int i = 0; i < 300; i++) {
-			Vad__Request req = VAD__REQUEST__INIT;
-			Vad__Alloc al = VAD__ALLOC__INIT;
-			al.size = (uint64_t)(1 + i % 8) * PAGE;
-			al.count = (uint32_t)(1 + i % 3);
-			req.op_case = VAD__REQUEST__OP_ALLOC;
-			req.alloc = &al;
-			if (!vt_raw_send_request(&r, &req))
+			struct vt_req q;
+			vt_req_alloc(&q, NULL, (uint64_t)(1 + i % 8) * PAGE, 0,
+				     (uint32_t)(1 + i % 3));
+			if (!vt_raw_send_request(&r, &q.req))
 				return NULL;
 		}
 		for (int i = 0; i < 200; i++) {

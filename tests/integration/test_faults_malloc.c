@@ -109,14 +109,9 @@ static bool fc_connect(struct fclient *f, const char *path)
 	if (vt_raw_connect(&f->raw, path) != 0)
 		return false;
 	f->n_held = 0;
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello h = VAD__HELLO__INIT;
-	h.name = (char *)"under-pressure";
-	h.version = VAD_PROTOCOL_VERSION;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &h;
+	struct vt_req q;
 	Vad__Response *resp = NULL;
-	(void)vt_raw_send_request(&f->raw, &req);
+	(void)vt_raw_send_request(&f->raw, vt_req_hello(&q, "under-pressure"));
 	enum vt_raw_result res = vt_raw_recv(&f->raw, &resp, REPLY_TIMEOUT);
 	bool ok = res == VT_RAW_RESPONSE && resp->error == VAD__ERROR__OK;
 	if (res == VT_RAW_RESPONSE && !ok)
@@ -133,32 +128,22 @@ static bool fc_connect(struct fclient *f, const char *path)
 /* One request of a random kind; false if the connection is gone. */
 static bool fc_step(struct fclient *f)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc al = VAD__ALLOC__INIT;
-	Vad__Free fr = VAD__FREE__INIT;
-	Vad__Share sh = VAD__SHARE__INIT;
-	Vad__Attach at = VAD__ATTACH__INIT;
-	Vad__MapArena ma = VAD__MAP_ARENA__INIT;
-	Vad__StatsRequest st = VAD__STATS_REQUEST__INIT;
-	Vad__ArenasRequest ar = VAD__ARENAS_REQUEST__INIT;
-	Vad__ClientsRequest cl = VAD__CLIENTS_REQUEST__INIT;
-	Vad__Purge pu = VAD__PURGE__INIT;
-	Vad__Check ch = VAD__CHECK__INIT;
+	struct vt_req q;
+	Vad__Request *req;
 	uint64_t offs[16];
 	unsigned r = (unsigned)rand_r(&f->seed);
 	switch (r % 12) {
 	case 0:
 	case 1:
-	case 2:
-		al.size = (uint64_t)(1 + r / 16 % 16) * PAGE;
-		al.count = 1 + r / 256 % 8;
-		if (f->n_held + (int)al.count > MAX_HELD)
-			al.count = 1;
+	case 2: {
+		uint32_t count = 1 + r / 256 % 8;
+		if (f->n_held + (int)count > MAX_HELD)
+			count = 1;
 		if (f->n_held + 1 > MAX_HELD)
 			return true;
-		req.op_case = VAD__REQUEST__OP_ALLOC;
-		req.alloc = &al;
+		req = vt_req_alloc(&q, NULL, (uint64_t)(1 + r / 16 % 16) * PAGE, 0, count);
 		break;
+	}
 	case 3:
 	case 4: {
 		if (!f->n_held)
@@ -168,47 +153,30 @@ static bool fc_step(struct fclient *f)
 			n = (size_t)f->n_held;
 		for (size_t i = 0; i < n; i++)
 			offs[i] = f->held[f->n_held - 1 - (int)i];
-		fr.offsets = offs;
-		fr.n_offsets = n;
-		req.op_case = VAD__REQUEST__OP_FREE;
-		req.free = &fr;
+		req = vt_req_free(&q, NULL, offs, n);
 		break;
 	}
 	case 5:
 		if (!f->n_held)
 			return true;
-		sh.offset = f->held[r / 16 % (unsigned)f->n_held];
-		req.op_case = VAD__REQUEST__OP_SHARE;
-		req.share = &sh;
+		req = vt_req_share(&q, NULL, f->held[r / 16 % (unsigned)f->n_held]);
 		break;
 	case 6:
 		if (!shared_token[0] || f->n_held >= MAX_HELD)
 			return true;
-		at.token = shared_token;
-		req.op_case = VAD__REQUEST__OP_ATTACH;
-		req.attach = &at;
+		req = vt_req_attach(&q, shared_token);
 		break;
 	case 7:
-		req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-		req.map_arena = &ma;
+		req = vt_req_map_arena(&q, NULL);
 		break;
 	case 8:
-		req.op_case = VAD__REQUEST__OP_STATS;
-		req.stats = &st;
+		req = vt_req_stats(&q, NULL);
 		break;
 	case 9:
-		req.op_case = r & 16 ? VAD__REQUEST__OP_ARENAS : VAD__REQUEST__OP_CLIENTS;
-		if (r & 16)
-			req.arenas = &ar;
-		else
-			req.clients = &cl;
+		req = r & 16 ? vt_req_arenas(&q) : vt_req_clients(&q);
 		break;
 	case 10:
-		req.op_case = r & 16 ? VAD__REQUEST__OP_PURGE : VAD__REQUEST__OP_CHECK;
-		if (r & 16)
-			req.purge = &pu;
-		else
-			req.check = &ch;
+		req = r & 16 ? vt_req_purge(&q, NULL) : vt_req_check(&q);
 		break;
 	default:
 		/* Hang up now and then: connections come and go under pressure too. */
@@ -216,7 +184,7 @@ static bool fc_step(struct fclient *f)
 		f->up = false;
 		return false;
 	}
-	uint64_t id = vt_raw_send_request(&f->raw, &req);
+	uint64_t id = vt_raw_send_request(&f->raw, req);
 	if (!id) {
 		tally.closed++;
 		vt_raw_close(&f->raw);
@@ -228,7 +196,7 @@ static bool fc_step(struct fclient *f)
 	if (res == VT_RAW_TIMEOUT) {
 		if (!tally.unanswered++)
 			snprintf(tally.first_unanswered, sizeof(tally.first_unanswered),
-				 "request %llu (op %d)", (unsigned long long)id, (int)req.op_case);
+				 "request %llu (op %d)", (unsigned long long)id, (int)req->op_case);
 		vt_raw_close(&f->raw);
 		f->up = false;
 		return false;
@@ -251,18 +219,18 @@ static bool fc_step(struct fclient *f)
 			 vt_error_name(resp->error));
 	if (resp->error == VAD__ERROR__OK) {
 		tally.ok++;
-		if (req.op_case == VAD__REQUEST__OP_ALLOC && resp->alloc) {
+		if (req->op_case == VAD__REQUEST__OP_ALLOC && resp->alloc) {
 			for (size_t i = 0; i < resp->alloc->n_offsets && f->n_held < MAX_HELD; i++)
 				f->held[f->n_held++] = resp->alloc->offsets[i];
-		} else if (req.op_case == VAD__REQUEST__OP_FREE) {
-			f->n_held -= (int)fr.n_offsets;
-		} else if (req.op_case == VAD__REQUEST__OP_SHARE && resp->share &&
+		} else if (req->op_case == VAD__REQUEST__OP_FREE) {
+			f->n_held -= (int)q.op.free.n_offsets;
+		} else if (req->op_case == VAD__REQUEST__OP_SHARE && resp->share &&
 			   resp->share->token) {
 			snprintf(shared_token, sizeof(shared_token), "%s", resp->share->token);
-		} else if (req.op_case == VAD__REQUEST__OP_ATTACH && resp->attach) {
+		} else if (req->op_case == VAD__REQUEST__OP_ATTACH && resp->attach) {
 			f->held[f->n_held++] = resp->attach->offset;
 		}
-	} else if (req.op_case == VAD__REQUEST__OP_FREE) {
+	} else if (req->op_case == VAD__REQUEST__OP_FREE) {
 		/* A batch free stops at its first failure; which ones went is unknown, so
 		 * forget the client's books: they are dropped when it disconnects. */
 		vt_raw_response_free(resp);

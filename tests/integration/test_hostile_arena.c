@@ -33,14 +33,11 @@ struct arena_fx {
 
 static int group_setup(void **state)
 {
-	struct arena_fx *a = calloc(1, sizeof(*a));
-	if (!a)
-		return -1;
-	*state = a;
 	char arenas[128];
 	snprintf(arenas, sizeof(arenas), "[arena default]\nsize = %uM\n", ARENA_SIZE / MiB);
-	if (vt_daemon_setup(&a->d, "stats_interval = 1h\n", arenas) != 0)
+	if (VT_GROUP_FIXTURE_SETUP(state, struct arena_fx, "stats_interval = 1h\n", arenas) != 0)
 		return -1;
+	struct arena_fx *a = *state;
 	if (vt_baseline_take(&a->d, &a->base) != 0)
 		return -1;
 	if (vt_connect(&a->d, "victim", &a->victim) != 0)
@@ -59,10 +56,8 @@ static int group_teardown(void **state)
 	int rc = 0;
 	if (vt_baseline_check(&a->d, &a->base, vt_timeout_ms(5000)) != 0)
 		rc = -1;
-	if (vt_daemon_stop(&a->d) != 0)
+	if (vt_group_daemon_stop(state) != 0)
 		rc = -1;
-	vt_daemon_destroy(&a->d);
-	free(a);
 	return rc;
 }
 
@@ -72,12 +67,8 @@ static int get_arena_fd(struct arena_fx *a, struct vt_raw *r)
 {
 	assert_int_equal(0, vt_raw_connect(r, a->d.socket_path));
 	assert_int_equal(0, vt_raw_hello(r, "attacker"));
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__MapArena m = VAD__MAP_ARENA__INIT;
-	m.arena = (char *)"";
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &m;
-	uint64_t id = vt_raw_send_request(r, &req);
+	struct vt_req q;
+	uint64_t id = vt_raw_send_request(r, vt_req_map_arena(&q, NULL));
 	assert_true(id != 0);
 
 	uint8_t buf[4096];

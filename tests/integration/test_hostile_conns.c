@@ -26,22 +26,9 @@ struct conns {
 
 static int group_setup(void **state)
 {
-	struct conns *c = calloc(1, sizeof(*c));
-	if (!c)
-		return -1;
-	*state = c;
 	char extra[128];
 	snprintf(extra, sizeof(extra), "stats_interval = 1h\nmax_clients = %d\n", MAX_CLIENTS);
-	return vt_daemon_setup(&c->d, extra, NULL);
-}
-
-static int group_teardown(void **state)
-{
-	struct conns *c = *state;
-	int rc = vt_daemon_stop(&c->d);
-	vt_daemon_destroy(&c->d);
-	free(c);
-	return rc;
+	return VT_GROUP_FIXTURE_SETUP(state, struct conns, extra, NULL);
 }
 
 static int test_setup(void **state)
@@ -63,15 +50,10 @@ static void assert_back_to_baseline(struct conns *c)
 static int raw_try(struct conns *c, struct vt_raw *r)
 {
 	assert_int_equal(0, vt_raw_connect(r, c->d.socket_path));
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello h = VAD__HELLO__INIT;
-	h.name = (char *)"flood";
-	h.version = VAD_PROTOCOL_VERSION;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &h;
+	struct vt_req q;
 	/* The refusal may arrive before the hello is even sent; a send on a socket the
 	 * daemon already closed fails, which is fine: read what came. */
-	(void)vt_raw_send_request(r, &req);
+	(void)vt_raw_send_request(r, vt_req_hello(&q, "flood"));
 	Vad__Response *resp = NULL;
 	enum vt_raw_result res = vt_raw_recv(r, &resp, REPLY_TIMEOUT);
 	if (res != VT_RAW_RESPONSE)
@@ -267,28 +249,17 @@ static void test_fds_sent_to_daemon(void **state)
 	/* The hello itself arrives with fds, then every request does, cut at odd places. */
 	for (int round = 0; round < ROUNDS; round++) {
 		uint8_t buf[128];
-		Vad__Request req = VAD__REQUEST__INIT;
-		Vad__Hello h = VAD__HELLO__INIT;
-		Vad__Alloc al = VAD__ALLOC__INIT;
-		req.id = (uint64_t)round + 1;
-		if (round == 0) {
-			h.name = (char *)"fd-pusher";
-			h.version = VAD_PROTOCOL_VERSION;
-			req.op_case = VAD__REQUEST__OP_HELLO;
-			req.hello = &h;
-		} else {
-			al.size = PAGE;
-			req.op_case = VAD__REQUEST__OP_ALLOC;
-			req.alloc = &al;
-		}
-		size_t n = vad_frame_encode_request(&req, buf, sizeof(buf));
+		struct vt_req q;
+		Vad__Request *req =
+		    round == 0 ? vt_req_hello(&q, "fd-pusher") : vt_req_alloc(&q, NULL, PAGE, 0, 0);
+		size_t n = vt_frame_request(req, (uint64_t)round + 1, buf, sizeof(buf));
 		assert_true(n > 3);
 		size_t cut = 1 + (size_t)round % (n - 1);
 		send_with_fds(r.fd, buf, cut, fds, N_FDS);
 		send_with_fds(r.fd, buf + cut, n - cut, fds, round % 2 ? 1 : 0);
 		Vad__Response *resp = NULL;
 		assert_int_equal(VT_RAW_RESPONSE, vt_raw_recv(&r, &resp, REPLY_TIMEOUT));
-		assert_int_equal(req.id, resp->id);
+		assert_int_equal(req->id, resp->id);
 		if (resp->error != VAD__ERROR__OK)
 			fail_msg("request %d with fds attached: %s", round, resp->message);
 		vt_raw_response_free(resp);
@@ -329,13 +300,8 @@ static void test_flood_past_fd_limit(void **state)
 	for (; n < FLOOD; n++) {
 		if (vt_raw_connect(&flood[n], d.socket_path) != 0)
 			break; /* the listen backlog is full: enough */
-		Vad__Request req = VAD__REQUEST__INIT;
-		Vad__Hello h = VAD__HELLO__INIT;
-		h.name = (char *)"fd-flood";
-		h.version = VAD_PROTOCOL_VERSION;
-		req.op_case = VAD__REQUEST__OP_HELLO;
-		req.hello = &h;
-		assert_true(vt_raw_send_request(&flood[n], &req) != 0);
+		struct vt_req q;
+		assert_true(vt_raw_send_request(&flood[n], vt_req_hello(&q, "fd-flood")) != 0);
 	}
 	struct vt_latency lat;
 	int rc = vt_probe_measure(&probe, (unsigned)vt_scale(200), &lat);
@@ -387,5 +353,6 @@ int main(void)
 	    cmocka_unit_test_setup(test_fds_sent_to_daemon, test_setup),
 	    cmocka_unit_test(test_flood_past_fd_limit),
 	};
-	return cmocka_run_group_tests_name("hostile_conns", tests, group_setup, group_teardown);
+	return cmocka_run_group_tests_name("hostile_conns", tests, group_setup,
+					   vt_group_daemon_stop);
 }

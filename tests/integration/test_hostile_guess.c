@@ -41,12 +41,9 @@ static uint64_t live_shares(const struct vt_daemon *d)
 
 static int group_setup(void **state)
 {
-	struct guess *g = calloc(1, sizeof(*g));
-	if (!g)
+	if (VT_GROUP_FIXTURE_SETUP(state, struct guess, "stats_interval = 1h\n", NULL) != 0)
 		return -1;
-	*state = g;
-	if (vt_daemon_setup(&g->d, "stats_interval = 1h\n", NULL) != 0)
-		return -1;
+	struct guess *g = *state;
 	if (vt_baseline_take(&g->d, &g->base) != 0)
 		return -1;
 	if (vt_connect(&g->d, "victim", &g->victim) != 0)
@@ -87,10 +84,8 @@ static int group_teardown(void **state)
 	}
 	if (c)
 		vad_close(c);
-	if (vt_daemon_stop(&g->d) != 0)
+	if (vt_group_daemon_stop(state) != 0)
 		rc = -1;
-	vt_daemon_destroy(&g->d);
-	free(g);
 	return rc;
 }
 
@@ -111,14 +106,8 @@ static void assert_victim_intact(struct guess *g)
 static int raw_free_many(struct vt_raw *r, const char *arena, size_t n, uint64_t *offsets,
 			 char *msg, size_t msg_len)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Free f = VAD__FREE__INIT;
-	f.arena = (char *)arena;
-	f.n_offsets = n;
-	f.offsets = offsets;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &f;
-	Vad__Response *resp = vt_raw_call(r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(r, vt_req_free(&q, arena, offsets, n), REPLY_TIMEOUT);
 	if (!resp)
 		fail_msg("no reply to a free");
 	int rc = resp->error;
@@ -169,13 +158,8 @@ static void test_free_what_is_not_held(void **state)
 	assert_int_equal(VAD__ERROR__ENOTHELD, raw_free_many(&r, "", 1, &own, msg, sizeof(msg)));
 
 	/* Sharing a victim's range is refused as well. */
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Share sh = VAD__SHARE__INIT;
-	sh.arena = (char *)"";
-	sh.offset = g->offsets[1];
-	req.op_case = VAD__REQUEST__OP_SHARE;
-	req.share = &sh;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(&r, vt_req_share(&q, NULL, g->offsets[1]), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	assert_int_equal(VAD__ERROR__ENOTHELD, resp->error);
 	vt_raw_response_free(resp);
@@ -186,12 +170,8 @@ static void test_free_what_is_not_held(void **state)
 
 static int raw_attach(struct vt_raw *r, const char *token)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Attach at = VAD__ATTACH__INIT;
-	at.token = (char *)token;
-	req.op_case = VAD__REQUEST__OP_ATTACH;
-	req.attach = &at;
-	Vad__Response *resp = vt_raw_call(r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(r, vt_req_attach(&q, token), REPLY_TIMEOUT);
 	if (!resp)
 		fail_msg("no reply to an attach");
 	int rc = resp->error;

@@ -39,7 +39,8 @@ static int group_setup(void **state)
 	if (!t)
 		return -1;
 	*state = t;
-	if (vt_daemon_init(&t->d) != 0 || vt_daemon_wrap_unprivileged(&t->d, NOFILE_SOFT, false) != 0 ||
+	if (vt_daemon_init(&t->d) != 0 ||
+	    vt_daemon_wrap_unprivileged(&t->d, NOFILE_SOFT, false) != 0 ||
 	    vt_daemon_write_config(&t->d, "stats_interval = 1h\n", NULL) != 0 ||
 	    vt_daemon_start(&t->d) != 0)
 		return -1;
@@ -53,23 +54,15 @@ static int group_teardown(void **state)
 		vt_raw_close(&t->att[i]);
 	if (t->newcomer)
 		vad_close(t->newcomer);
-	int rc = vt_daemon_stop(&t->d);
-	vt_daemon_destroy(&t->d);
-	free(t);
-	return rc;
+	return vt_group_daemon_stop(state);
 }
 
 /* Pipeline MapArena requests without reading until the daemon takes no more. */
 static size_t flood_map_requests(struct vt_raw *r)
 {
 	uint8_t frame[64];
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__MapArena m = VAD__MAP_ARENA__INIT;
-	m.arena = (char *)"";
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &m;
-	req.id = 1000;
-	size_t n = vad_frame_encode_request(&req, frame, sizeof(frame));
+	struct vt_req q;
+	size_t n = vt_frame_request(vt_req_map_arena(&q, NULL), 1000, frame, sizeof(frame));
 	assert_true(n > 0);
 	size_t sent = 0;
 	uint64_t last = vt_now_ns();

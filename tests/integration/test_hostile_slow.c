@@ -30,23 +30,8 @@ struct slow {
 
 static int group_setup(void **state)
 {
-	struct slow *s = calloc(1, sizeof(*s));
-	if (!s)
-		return -1;
-	*state = s;
 	/* No periodic stats snapshot: its SQLite files would look like fd leaks. */
-	if (vt_daemon_setup(&s->d, "stats_interval = 1h\n", NULL) != 0)
-		return -1;
-	return 0;
-}
-
-static int group_teardown(void **state)
-{
-	struct slow *s = *state;
-	int rc = vt_daemon_stop(&s->d);
-	vt_daemon_destroy(&s->d);
-	free(s);
-	return rc;
+	return VT_GROUP_FIXTURE_SETUP(state, struct slow, "stats_interval = 1h\n", NULL);
 }
 
 /* Each test: baseline without the probe, then the probe connects and measures calm latency. */
@@ -88,43 +73,12 @@ static void assert_probe_served(struct slow *s, const char *label)
 	assert_true(during.n > 0);
 }
 
-/* Encode req as a frame into buf (at most cap bytes); returns its length. */
+/* Encode req as frame id into buf (at most cap bytes); returns its length. */
 static size_t encode(Vad__Request *req, uint64_t id, uint8_t *buf, size_t cap)
 {
-	req->id = id;
-	size_t n = vad_frame_encode_request(req, buf, cap);
+	size_t n = vt_frame_request(req, id, buf, cap);
 	assert_true(n > 0);
 	return n;
-}
-
-static size_t encode_hello(uint8_t *buf, size_t cap, uint64_t id)
-{
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello h = VAD__HELLO__INIT;
-	h.name = (char *)"slowloris";
-	h.version = VAD_PROTOCOL_VERSION;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &h;
-	return encode(&req, id, buf, cap);
-}
-
-static size_t encode_alloc(uint8_t *buf, size_t cap, uint64_t id, uint64_t size)
-{
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc a = VAD__ALLOC__INIT;
-	a.size = size;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &a;
-	return encode(&req, id, buf, cap);
-}
-
-static size_t encode_stats(uint8_t *buf, size_t cap, uint64_t id)
-{
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__StatsRequest st = VAD__STATS_REQUEST__INIT;
-	req.op_case = VAD__REQUEST__OP_STATS;
-	req.stats = &st;
-	return encode(&req, id, buf, cap);
 }
 
 /* ---- slowloris: whole frames, one byte at a time ----------------------------------------- */
@@ -135,12 +89,13 @@ static void test_trickled_frames(void **state)
 	struct vt_raw slow[SLOW_CLIENTS];
 	uint8_t msg[SLOW_CLIENTS][128];
 	size_t len[SLOW_CLIENTS];
+	struct vt_req q;
 
 	for (int i = 0; i < SLOW_CLIENTS; i++) {
 		assert_int_equal(0, vt_raw_connect(&slow[i], s->d.socket_path));
-		len[i] = encode_hello(msg[i], sizeof(msg[i]), 1);
-		len[i] += encode_alloc(msg[i] + len[i], sizeof(msg[i]) - len[i], 2,
-				       (uint64_t)(i + 1) * PAGE);
+		len[i] = encode(vt_req_hello(&q, "slowloris"), 1, msg[i], sizeof(msg[i]));
+		len[i] += encode(vt_req_alloc(&q, NULL, (uint64_t)(i + 1) * PAGE, 0, 0), 2,
+				 msg[i] + len[i], sizeof(msg[i]) - len[i]);
 	}
 	assert_int_equal(0, vt_probe_start(&s->probe));
 	/* Every slow client sends one byte per round; ~40 ms per round stretches the two
@@ -189,8 +144,9 @@ static void test_unfinished_frames(void **state)
 		assert_int_equal(0, vt_raw_connect(&stuck[i], s->d.socket_path));
 		uint8_t buf[256];
 		size_t n = 0;
-		if (i % 2)
-			n = encode_hello(buf, sizeof(buf), 1); /* a session in good standing */
+		struct vt_req q;
+		if (i % 2) /* a session in good standing */
+			n = encode(vt_req_hello(&q, "slowloris"), 1, buf, sizeof(buf));
 		switch (i % 4) {
 		case 0: /* half a length header */
 			buf[n++] = 0x10;
@@ -207,7 +163,7 @@ static void test_unfinished_frames(void **state)
 			break;
 		default: { /* a real alloc frame minus its last byte */
 			uint8_t fr[64];
-			size_t m = encode_alloc(fr, sizeof(fr), 2, PAGE);
+			size_t m = encode(vt_req_alloc(&q, NULL, PAGE, 0, 0), 2, fr, sizeof(fr));
 			memcpy(buf + n, fr, m - 1);
 			n += m - 1;
 			break;
@@ -272,9 +228,11 @@ static void test_pipeliners_never_read(void **state)
 	size_t cap = PAIRS * 64, len = 0;
 	uint8_t *block = malloc(cap);
 	assert_non_null(block);
+	struct vt_req q;
 	for (int i = 0; i < PAIRS; i++) {
-		len += encode_stats(block + len, cap - len, 3 + 2 * (uint64_t)i);
-		len += encode_alloc(block + len, cap - len, 4 + 2 * (uint64_t)i, PAGE);
+		len += encode(vt_req_stats(&q, NULL), 3 + 2 * (uint64_t)i, block + len, cap - len);
+		len += encode(vt_req_alloc(&q, NULL, PAGE, 0, 0), 4 + 2 * (uint64_t)i, block + len,
+			      cap - len);
 	}
 
 	struct vt_raw pipe[PIPELINERS];
@@ -330,5 +288,6 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_unfinished_frames, test_setup, test_teardown),
 	    cmocka_unit_test_setup_teardown(test_pipeliners_never_read, test_setup, test_teardown),
 	};
-	return cmocka_run_group_tests_name("hostile_slow", tests, group_setup, group_teardown);
+	return cmocka_run_group_tests_name("hostile_slow", tests, group_setup,
+					   vt_group_daemon_stop);
 }

@@ -156,10 +156,7 @@ static void test_larger_alignments_refused(void **state)
 	vad_close(c);
 }
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, NULL, arenas_conf);
-}
+VT_DAEMON_GROUP(group_setup, NULL, arenas_conf)
 
 int main(void)
 {

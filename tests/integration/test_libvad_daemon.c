@@ -19,10 +19,7 @@ static const char *const arenas_conf = "[arena default]\n"
 				       "size = 16M\n"
 				       "quantum = 64K\n";
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, NULL, arenas_conf);
-}
+VT_DAEMON_GROUP(group_setup, NULL, arenas_conf)
 
 static void test_pointers_and_bookkeeping(void **state)
 {
@@ -349,5 +346,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_goes_away),
 	};
 	return cmocka_run_group_tests_name("libvad against vad", tests, group_setup,
-					   vt_fixture_daemon_teardown);
+					   vt_group_daemon_stop_if_running);
 }

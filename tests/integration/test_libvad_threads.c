@@ -429,10 +429,7 @@ static void test_daemon_killed_mid_calls(void **state)
 	}
 }
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, NULL, arenas_conf);
-}
+VT_DAEMON_GROUP(group_setup, NULL, arenas_conf)
 
 int main(void)
 {

@@ -27,12 +27,8 @@ static int raw_map_arena(const struct vt_daemon *d, const char *arena, uint64_t 
 	assert_int_equal(0, vt_raw_connect(&r, d->socket_path));
 	assert_int_equal(0, vt_raw_hello(&r, "mapper"));
 	r.keep_fd = true;
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__MapArena map = VAD__MAP_ARENA__INIT;
-	map.arena = (char *)arena;
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &map;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(&r, vt_req_map_arena(&q, arena), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	assert_int_equal(VAD__ERROR__OK, resp->error);
 	*size = resp->map_arena->arena->size;

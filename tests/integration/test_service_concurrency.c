@@ -151,10 +151,7 @@ out:
 	return NULL;
 }
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, "workers = 4\n", NULL);
-}
+VT_DAEMON_GROUP(group_setup, "workers = 4\n", NULL)
 
 /* Run n workers as threads; fail with the first worker's message. */
 static void run_threads(struct worker *w, int n)
@@ -262,16 +259,26 @@ static void test_many_processes(void **state)
 	assert_back_to_baseline(d, base.busy_bytes);
 }
 
-/* Sharing under contention: owners allocate, share and free at once while other
- * threads attach the tokens, read the contents and free their references. */
+/* Sharing under contention: owners allocate, share and hand the token to another thread,
+ * which attaches it, reads the contents and frees its reference. Every other range the
+ * owner frees at once, racing the attach: that attach may find the token gone (ETOKEN),
+ * but only once the owner's free is through, never for a range still held. The other
+ * ranges the owner keeps until the attacher is done with them: those attaches succeed. */
+#define RING 64
+
 struct share_ring {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	char tokens[64][VAD_TOKEN_LEN + 1];
-	uint64_t seeds[64];
-	size_t sizes[64];
+	char tokens[RING][VAD_TOKEN_LEN + 1];
+	uint64_t seeds[RING];
+	size_t sizes[RING];
+	int rounds[RING];
+	bool kept[RING]; /* the owner holds this range until the attacher is done with it */
 	int head, tail;
 	bool done;
+	int published;	 /* tokens put in the ring */
+	int processed;	 /* tokens the attacher finished with */
+	int freed_round; /* the last round the owner freed at once (-1: none yet) */
 };
 
 struct share_worker {
@@ -279,14 +286,62 @@ struct share_worker {
 	const char *socket_path;
 	int id;
 	int rounds;
+	int attached; /* attacher: attaches that succeeded */
+	int refused;  /* attacher: attaches refused with ETOKEN (racing a free) */
+	int kept;     /* owner: rounds whose range it kept until the attach was done */
 	char error[512];
 };
+
+/* The owner puts round i's token in the ring (waiting while it is full); false if the
+ * attacher gave up. */
+static bool ring_publish(struct share_ring *ring, const char *token, uint64_t seed, size_t size,
+			 int i, bool kept)
+{
+	pthread_mutex_lock(&ring->lock);
+	while ((ring->head + 1) % RING == ring->tail && !ring->done)
+		pthread_cond_wait(&ring->cond, &ring->lock);
+	if (ring->done) {
+		pthread_mutex_unlock(&ring->lock);
+		return false;
+	}
+	int k = ring->head;
+	memcpy(ring->tokens[k], token, VAD_TOKEN_LEN + 1);
+	ring->seeds[k] = seed;
+	ring->sizes[k] = size;
+	ring->rounds[k] = i;
+	ring->kept[k] = kept;
+	ring->head = (k + 1) % RING;
+	ring->published++;
+	pthread_cond_broadcast(&ring->cond);
+	pthread_mutex_unlock(&ring->lock);
+	return true;
+}
+
+/* The owner freed round i's range at once. */
+static void ring_freed(struct share_ring *ring, int i)
+{
+	pthread_mutex_lock(&ring->lock);
+	ring->freed_round = i;
+	pthread_cond_broadcast(&ring->cond);
+	pthread_mutex_unlock(&ring->lock);
+}
+
+/* One side is through (or gave up): the other stops waiting for it. */
+static void ring_finish(struct share_ring *ring)
+{
+	pthread_mutex_lock(&ring->lock);
+	ring->done = true;
+	pthread_cond_broadcast(&ring->cond);
+	pthread_mutex_unlock(&ring->lock);
+}
 
 static void *share_owner(void *arg)
 {
 	struct share_worker *w = arg;
+	struct share_ring *ring = w->ring;
 	vad_client *c = NULL;
-	int rc = vad_connect(w->socket_path, "share-owner", &c);
+	void **kept = calloc((size_t)w->rounds, sizeof(*kept));
+	int rc = kept ? vad_connect(w->socket_path, "share-owner", &c) : VAD_ENOMEM;
 	if (rc != 0) {
 		snprintf(w->error, sizeof(w->error), "owner: vad_connect: %d", rc);
 		goto out;
@@ -302,82 +357,130 @@ static void *share_owner(void *arg)
 				 vad_last_error(c));
 			goto out;
 		}
-		pthread_mutex_lock(&w->ring->lock);
-		while ((w->ring->head + 1) % 64 == w->ring->tail)
-			pthread_cond_wait(&w->ring->cond, &w->ring->lock);
-		int k = w->ring->head;
-		memcpy(w->ring->tokens[k], token, sizeof(token));
-		w->ring->seeds[k] = seed;
-		w->ring->sizes[k] = size;
-		w->ring->head = (k + 1) % 64;
-		pthread_cond_broadcast(&w->ring->cond);
-		pthread_mutex_unlock(&w->ring->lock);
-		/* Free at once: the attacher may or may not have attached yet. A token whose
-		 * range is gone must fail cleanly (ETOKEN), never hand out a dead range. */
+		bool keep = i % 2 == 1;
+		if (!ring_publish(ring, token, seed, size, i, keep)) {
+			vad_free(c, p);
+			goto out; /* the attacher failed and said why */
+		}
+		if (keep) {
+			kept[w->kept++] = p;
+			continue;
+		}
+		/* Free at once: the attacher may or may not have attached yet. */
 		if ((rc = vad_free(c, p)) != 0) {
 			snprintf(w->error, sizeof(w->error), "owner: free: %d %s", rc,
 				 vad_last_error(c));
+			goto out;
+		}
+		ring_freed(ring, i);
+	}
+	/* The kept ranges go once the attacher has been through every token. */
+	pthread_mutex_lock(&ring->lock);
+	while (ring->processed < ring->published && !ring->done)
+		pthread_cond_wait(&ring->cond, &ring->lock);
+	pthread_mutex_unlock(&ring->lock);
+	for (int i = 0; i < w->kept; i++) {
+		if ((rc = vad_free(c, kept[i])) != 0) {
+			snprintf(w->error, sizeof(w->error), "owner: free of a kept range: %d %s",
+				 rc, vad_last_error(c));
 			goto out;
 		}
 	}
 out:
 	if (c)
 		vad_close(c);
-	pthread_mutex_lock(&w->ring->lock);
-	w->ring->done = true;
-	pthread_cond_broadcast(&w->ring->cond);
-	pthread_mutex_unlock(&w->ring->lock);
+	free(kept);
+	ring_finish(ring);
 	return NULL;
+}
+
+/* An attach of round's token was refused: fine only if the owner freed that range, so its
+ * free must be through (the owner's reply may still be on its way: wait for it). */
+static bool owner_freed(struct share_ring *ring, int round)
+{
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
+	pthread_mutex_lock(&ring->lock);
+	while (ring->freed_round < round && vt_now_ns() < deadline) {
+		pthread_mutex_unlock(&ring->lock);
+		vt_sleep_ms(1);
+		pthread_mutex_lock(&ring->lock);
+	}
+	bool freed = ring->freed_round >= round;
+	pthread_mutex_unlock(&ring->lock);
+	return freed;
+}
+
+/* Attach one token; false (with w->error set) on anything but a success or a refusal that
+ * raced the owner's free. */
+static bool attach_one(struct share_worker *w, vad_client *c, int k, const char *token)
+{
+	uint64_t seed = w->ring->seeds[k];
+	size_t want = w->ring->sizes[k];
+	int round = w->ring->rounds[k];
+	bool kept = w->ring->kept[k];
+	void *q;
+	size_t size;
+	int rc = vad_attach(c, token, &q, &size);
+	if (rc == VAD_ETOKEN && !kept && owner_freed(w->ring, round)) {
+		w->refused++;
+		return true;
+	}
+	if (rc != 0) {
+		snprintf(w->error, sizeof(w->error),
+			 "attacher: vad_attach of round %d (%s by its owner): %d %s", round,
+			 kept ? "still held" : "not freed in time", rc, vad_last_error(c));
+		return false;
+	}
+	/* Attached: the range is ours too, so its bytes must still be the owner's. */
+	ssize_t bad = size >= want ? vt_check_pattern(q, want, seed) : 0;
+	if (bad >= 0) {
+		snprintf(w->error, sizeof(w->error),
+			 "attacher: attached range (%zu bytes, want %zu) differs at %zd", size,
+			 want, bad);
+		return false;
+	}
+	if ((rc = vad_free(c, q)) != 0) {
+		snprintf(w->error, sizeof(w->error), "attacher: free: %d %s", rc,
+			 vad_last_error(c));
+		return false;
+	}
+	w->attached++;
+	return true;
 }
 
 static void *share_attacher(void *arg)
 {
 	struct share_worker *w = arg;
+	struct share_ring *ring = w->ring;
 	vad_client *c = NULL;
 	int rc = vad_connect(w->socket_path, "share-attacher", &c);
 	if (rc != 0) {
 		snprintf(w->error, sizeof(w->error), "attacher: vad_connect: %d", rc);
+		ring_finish(ring);
 		return NULL;
 	}
-	for (;;) {
-		pthread_mutex_lock(&w->ring->lock);
-		while (w->ring->head == w->ring->tail && !w->ring->done)
-			pthread_cond_wait(&w->ring->cond, &w->ring->lock);
-		if (w->ring->head == w->ring->tail) {
-			pthread_mutex_unlock(&w->ring->lock);
+	bool ok = true;
+	while (ok) {
+		pthread_mutex_lock(&ring->lock);
+		while (ring->head == ring->tail && !ring->done)
+			pthread_cond_wait(&ring->cond, &ring->lock);
+		if (ring->head == ring->tail) {
+			pthread_mutex_unlock(&ring->lock);
 			break;
 		}
-		int k = w->ring->tail;
+		int k = ring->tail;
 		char token[VAD_TOKEN_LEN + 1];
-		memcpy(token, w->ring->tokens[k], sizeof(token));
-		uint64_t seed = w->ring->seeds[k];
-		size_t want = w->ring->sizes[k];
-		w->ring->tail = (k + 1) % 64;
-		pthread_cond_broadcast(&w->ring->cond);
-		pthread_mutex_unlock(&w->ring->lock);
-		void *q;
-		size_t size;
-		rc = vad_attach(c, token, &q, &size);
-		if (rc == VAD_ETOKEN)
-			continue; /* the owner freed first: fine */
-		if (rc != 0) {
-			snprintf(w->error, sizeof(w->error), "attacher: vad_attach: %d %s", rc,
-				 vad_last_error(c));
-			break;
-		}
-		/* Attached: the range is ours too, so its bytes must still be the owner's. */
-		ssize_t bad = size >= want ? vt_check_pattern(q, want, seed) : 0;
-		if (bad >= 0) {
-			snprintf(w->error, sizeof(w->error),
-				 "attacher: attached range (%zu bytes, want %zu) differs at %zd",
-				 size, want, bad);
-			break;
-		}
-		if ((rc = vad_free(c, q)) != 0) {
-			snprintf(w->error, sizeof(w->error), "attacher: free: %d %s", rc,
-				 vad_last_error(c));
-			break;
-		}
+		memcpy(token, ring->tokens[k], sizeof(token));
+		pthread_mutex_unlock(&ring->lock);
+		ok = attach_one(w, c, k, token);
+		/* The slot is free for the owner only now: attach_one read its round. */
+		pthread_mutex_lock(&ring->lock);
+		ring->tail = (k + 1) % RING;
+		ring->processed++;
+		if (!ok)
+			ring->done = true; /* the owner must not wait for the rest */
+		pthread_cond_broadcast(&ring->cond);
+		pthread_mutex_unlock(&ring->lock);
 	}
 	vad_close(c);
 	return NULL;
@@ -394,6 +497,7 @@ static void test_share_while_freeing(void **state)
 	pthread_t t[2 * PAIRS];
 	for (int i = 0; i < PAIRS; i++) {
 		memset(&rings[i], 0, sizeof(rings[i]));
+		rings[i].freed_round = -1;
 		pthread_mutex_init(&rings[i].lock, NULL);
 		pthread_cond_init(&rings[i].cond, NULL);
 		owners[i] = (struct share_worker){.ring = &rings[i],
@@ -414,6 +518,15 @@ static void test_share_while_freeing(void **state)
 			fail_msg("%s", attachers[i].error);
 		pthread_mutex_destroy(&rings[i].lock);
 		pthread_cond_destroy(&rings[i].cond);
+		int rounds = owners[i].rounds;
+		printf("pair %d: %d tokens, %d attached, %d refused racing a free (%d kept by the "
+		       "owner)\n",
+		       i, rounds, attachers[i].attached, attachers[i].refused, owners[i].kept);
+		/* Every token was tried, and only the ranges freed at once can be refused. */
+		assert_int_equal(rounds, attachers[i].attached + attachers[i].refused);
+		assert_int_equal(rounds / 2, owners[i].kept);
+		assert_true(attachers[i].refused <= rounds - owners[i].kept);
+		assert_true(attachers[i].attached >= owners[i].kept);
 	}
 	assert_back_to_baseline(d, base.busy_bytes);
 }
@@ -655,5 +768,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_out_of_fds),
 	    cmocka_unit_test(test_daemon_stops_cleanly),
 	};
-	return cmocka_run_group_tests(tests, group_setup, vt_fixture_daemon_teardown);
+	return cmocka_run_group_tests(tests, group_setup, vt_group_daemon_stop_if_running);
 }

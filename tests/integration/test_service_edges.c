@@ -13,12 +13,9 @@
 #define PAGE	      4096u
 #define REPLY_TIMEOUT vt_timeout_ms(5000)
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, "max_batch = 64\n",
-				     "[arena default]\nsize = 256M\n\n"
-				     "[arena private]\nsize = 16M\nallow_uids = root\n");
-}
+VT_DAEMON_GROUP(group_setup, "max_batch = 64\n",
+		"[arena default]\nsize = 256M\n\n"
+		"[arena private]\nsize = 16M\nallow_uids = root\n")
 
 static void raw_open(const struct vt_daemon *d, struct vt_raw *r)
 {
@@ -30,17 +27,11 @@ static void raw_open(const struct vt_daemon *d, struct vt_raw *r)
 static Vad__Response *raw_alloc_req(struct vt_raw *r, uint64_t size, uint64_t align, uint32_t count,
 				    const uint64_t *sizes, size_t n_sizes, const char *arena)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc alloc = VAD__ALLOC__INIT;
-	alloc.size = size;
-	alloc.align = align;
-	alloc.count = count;
-	alloc.sizes = (uint64_t *)sizes;
-	alloc.n_sizes = n_sizes;
-	alloc.arena = (char *)(arena ? arena : "");
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &alloc;
-	Vad__Response *resp = vt_raw_call(r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	vt_req_alloc(&q, arena, size, align, count);
+	q.op.alloc.sizes = (uint64_t *)sizes;
+	q.op.alloc.n_sizes = n_sizes;
+	Vad__Response *resp = vt_raw_call(r, &q.req, REPLY_TIMEOUT);
 	assert_non_null(resp);
 	return resp;
 }
@@ -59,11 +50,8 @@ static void expect_error(Vad__Response *resp, int want, const char *what)
 /* This connection holds nothing (all-or-nothing requests left no trace). */
 static void expect_holds_nothing(struct vt_raw *r)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__StatsRequest st = VAD__STATS_REQUEST__INIT;
-	req.op_case = VAD__REQUEST__OP_STATS;
-	req.stats = &st;
-	Vad__Response *resp = vt_raw_call(r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(r, vt_req_stats(&q, NULL), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	assert_int_equal(VAD__ERROR__OK, resp->error);
 	assert_int_equal(0, resp->stats->held_ranges);
@@ -151,13 +139,9 @@ static void test_batches_at_the_edges(void **state)
 	Vad__Response *resp = raw_alloc_req(&r, PAGE, 0, 64, NULL, 0, NULL);
 	assert_int_equal(VAD__ERROR__OK, resp->error);
 	assert_int_equal(64, resp->alloc->n_offsets);
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Free fr = VAD__FREE__INIT;
-	fr.n_offsets = resp->alloc->n_offsets;
-	fr.offsets = resp->alloc->offsets;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &fr;
-	Vad__Response *fresp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *fresp = vt_raw_call(
+	    &r, vt_req_free(&q, NULL, resp->alloc->offsets, resp->alloc->n_offsets), REPLY_TIMEOUT);
 	assert_non_null(fresp);
 	assert_int_equal(VAD__ERROR__OK, fresp->error);
 	assert_int_equal(64, fresp->free->freed);
@@ -170,10 +154,7 @@ static void test_batches_at_the_edges(void **state)
 	vt_raw_response_free(resp);
 	/* a free batch past max_batch is refused whole */
 	uint64_t offs[65] = {0};
-	fr.n_offsets = 65;
-	fr.offsets = offs;
-	req.id = 0;
-	fresp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	fresp = vt_raw_call(&r, vt_req_free(&q, NULL, offs, 65), REPLY_TIMEOUT);
 	assert_non_null(fresp);
 	expect_error(fresp, VAD__ERROR__ETOOBIG, "free of 65 offsets");
 	expect_holds_nothing(&r);
@@ -192,13 +173,8 @@ static void test_offsets_inside_ranges(void **state)
 	/* Only the start of a range names it. */
 	assert_int_equal(VAD__ERROR__ENOTHELD, vt_raw_free(&r, off + PAGE));
 	assert_int_equal(VAD__ERROR__ENOTHELD, vt_raw_free(&r, off + 1));
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Share sh = VAD__SHARE__INIT;
-	sh.offset = off + PAGE;
-	sh.arena = "";
-	req.op_case = VAD__REQUEST__OP_SHARE;
-	req.share = &sh;
-	resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	resp = vt_raw_call(&r, vt_req_share(&q, NULL, off + PAGE), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	expect_error(resp, VAD__ERROR__ENOTHELD, "share of an offset inside a range");
 	/* The range is intact: freeing its start works once. */
@@ -219,13 +195,8 @@ static void test_absurd_names_and_tokens(void **state)
 	assert_non_null(name);
 	memset(name, 'n', 60000);
 	name[60000] = '\0';
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello hello = VAD__HELLO__INIT;
-	hello.name = name;
-	hello.version = VAD_PROTOCOL_VERSION;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &hello;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(&r, vt_req_hello(&q, name), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	bool hello_ok = resp->error == VAD__ERROR__OK;
 	vt_raw_response_free(resp);
@@ -253,12 +224,7 @@ static void test_absurd_names_and_tokens(void **state)
 	longtok[50000] = '\0';
 	const char *tokens[] = {longtok, "\x01\x02\x03\xff", "", "../../../../etc/passwd"};
 	for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
-		Vad__Request areq = VAD__REQUEST__INIT;
-		Vad__Attach at = VAD__ATTACH__INIT;
-		at.token = (char *)tokens[i];
-		areq.op_case = VAD__REQUEST__OP_ATTACH;
-		areq.attach = &at;
-		Vad__Response *aresp = vt_raw_call(&r, &areq, REPLY_TIMEOUT);
+		Vad__Response *aresp = vt_raw_call(&r, vt_req_attach(&q, tokens[i]), REPLY_TIMEOUT);
 		if (!aresp)
 			fail_msg("no reply to attach with token %zu", i);
 		expect_error(aresp, VAD__ERROR__ETOKEN, "attach with an absurd token");
@@ -278,13 +244,8 @@ static void test_second_hello(void **state)
 	uint64_t off;
 	assert_int_equal(0, vt_raw_alloc(&r, PAGE, &off));
 	/* A second hello is refused or harmless; it never drops what the session holds. */
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello hello = VAD__HELLO__INIT;
-	hello.name = "again";
-	hello.version = VAD_PROTOCOL_VERSION;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &hello;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(&r, vt_req_hello(&q, "again"), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	vt_raw_response_free(resp);
 	assert_int_equal(VAD__ERROR__OK, vt_raw_free(&r, off));
@@ -297,24 +258,15 @@ static void nobody_maps_private(const struct vt_daemon *d)
 	struct vt_raw r;
 	VT_CHILD_CHECK(vt_raw_connect(&r, d->socket_path) == 0, "connect");
 	VT_CHILD_CHECK(vt_raw_hello(&r, "nobody") == 0, "hello");
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__MapArena map = VAD__MAP_ARENA__INIT;
-	map.arena = "private";
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &map;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(&r, vt_req_map_arena(&q, "private"), REPLY_TIMEOUT);
 	VT_CHILD_CHECK(resp != NULL, "no reply to map_arena");
 	VT_CHILD_CHECK(resp->error == VAD__ERROR__EPERM, "map of a root-only arena as nobody: %s",
 		       vt_error_name(resp->error));
 	VT_CHILD_CHECK(r.fds_received == 0, "the daemon passed the fd anyway");
 	vt_raw_response_free(resp);
 	/* nor through stats of that arena */
-	Vad__Request sreq = VAD__REQUEST__INIT;
-	Vad__StatsRequest st = VAD__STATS_REQUEST__INIT;
-	st.arena = "private";
-	sreq.op_case = VAD__REQUEST__OP_STATS;
-	sreq.stats = &st;
-	resp = vt_raw_call(&r, &sreq, REPLY_TIMEOUT);
+	resp = vt_raw_call(&r, vt_req_stats(&q, "private"), REPLY_TIMEOUT);
 	VT_CHILD_CHECK(resp != NULL, "no reply to stats");
 	VT_CHILD_CHECK(resp->error == VAD__ERROR__EPERM, "stats of a root-only arena as nobody: %s",
 		       vt_error_name(resp->error));
@@ -377,7 +329,9 @@ static void test_books_balanced(void **state)
 
 /* Whatever one vad_alloc_batch allocated, one vad_free_batch of the same ranges frees:
  * the free request (offsets as varints) must fit max_frame whenever the alloc request
- * (sizes) did. A daemon that refuses a max_frame too small for max_batch passes too. */
+ * (sizes) did. The daemon takes a max_frame too small for a max_batch batch (each key has
+ * its own range, none depends on the other) and bounds each alloc batch by max_frame as
+ * well: a batch whose reply or free request would not fit is refused with ETOOBIG. */
 static void test_batch_allocated_is_batch_freeable(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -390,13 +344,10 @@ static void test_batch_allocated_is_batch_freeable(void **state)
 	char *argv[] = {bin, "-c", d->conf_path, "--check-config", NULL};
 	struct vt_output o;
 	assert_int_equal(0, vt_run(argv, NULL, vt_timeout_ms(20000), &o));
-	int check = o.exit_code;
+	if (o.exit_code != 0)
+		vt_output_print("vad --check-config with max_frame 4K and max_batch 4096", &o);
+	assert_int_equal(0, o.exit_code);
 	vt_output_free(&o);
-	if (check == 1) {
-		print_message("the daemon refuses max_batch 4096 with max_frame 4K: fine\n");
-		return;
-	}
-	assert_int_equal(0, check);
 	assert_int_equal(0, vt_daemon_start(d));
 	vad_client *c;
 	assert_int_equal(0, vt_connect(d, "batcher", &c));
@@ -414,6 +365,8 @@ static void test_batch_allocated_is_batch_freeable(void **state)
 	if (rc != 0)
 		fail_msg("no batch of 1 MiB ranges was accepted: %d (%s)", rc, vad_last_error(c));
 	print_message("largest accepted batch (halving from %d): %d ranges\n", N, n);
+	/* 900 ranges do not fit one 4 KiB frame: max_frame, not max_batch (4096), is the bound. */
+	assert_true(n < N);
 	rc = vad_free_batch(c, (size_t)n, ptrs);
 	if (rc != 0)
 		fail_msg("vad_alloc_batch of %d ranges worked, vad_free_batch of the same "
@@ -444,8 +397,8 @@ int main(void)
 	const struct CMUnitTest own[] = {
 	    VT_OWN_DAEMON_TEST(test_batch_allocated_is_batch_freeable),
 	};
-	int failed =
-	    cmocka_run_group_tests_name("edges", tests, group_setup, vt_fixture_daemon_teardown);
+	int failed = cmocka_run_group_tests_name("edges", tests, group_setup,
+						 vt_group_daemon_stop_if_running);
 	failed += cmocka_run_group_tests_name("edges, own daemon", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

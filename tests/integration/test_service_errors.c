@@ -23,10 +23,7 @@ static const char *const shared_arenas = "[arena default]\n"
 					 "size = 16M\n"
 					 "allow_uids = root\n";
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, shared_vad_extra, shared_arenas);
-}
+VT_DAEMON_GROUP(group_setup, shared_vad_extra, shared_arenas)
 
 /* The daemon still serves: a brand-new client allocates, writes and frees. */
 static void assert_fresh_client_allocates(const struct vt_daemon *d)
@@ -606,7 +603,7 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_admin_group),
 	};
 	int failed = cmocka_run_group_tests_name("shared daemon", shared, group_setup,
-						 vt_fixture_daemon_teardown);
+						 vt_group_daemon_stop_if_running);
 	failed += cmocka_run_group_tests_name("own daemon", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

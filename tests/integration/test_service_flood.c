@@ -32,25 +32,15 @@ static const char *const flood_vad_extra = "stats_interval = 1h\n";
 
 /* ---- the flood ----------------------------------------------------------------------- */
 
-/* Room for the message of any request the flood sends. */
-struct request_mem {
-	Vad__Purge purge;
-	Vad__Reload reload;
-	Vad__Check check;
-	Vad__Alloc alloc;
-};
-
 /* Send n requests made by make(i), CHUNK at a time, and check each reply has code want. */
-static int pipeline(struct vt_raw *r, int n,
-		    void (*make)(int i, Vad__Request *req, struct request_mem *m), int want)
+static int pipeline(struct vt_raw *r, int n, Vad__Request *(*make)(int i, struct vt_req *q),
+		    int want)
 {
-	struct request_mem m;
+	struct vt_req q;
 	for (int done = 0; done < n;) {
 		int k = n - done < CHUNK ? n - done : CHUNK;
 		for (int i = 0; i < k; i++) {
-			Vad__Request req = VAD__REQUEST__INIT;
-			make(done + i, &req, &m);
-			if (!vt_raw_send_request(r, &req))
+			if (!vt_raw_send_request(r, make(done + i, &q)))
 				return -1;
 		}
 		for (int i = 0; i < k; i++) {
@@ -73,37 +63,22 @@ static int pipeline(struct vt_raw *r, int n,
 }
 
 /* Admin operations in turn: each is refused (and would log a line) for a non-admin. */
-static void make_admin_op(int i, Vad__Request *req, struct request_mem *m)
+static Vad__Request *make_admin_op(int i, struct vt_req *q)
 {
 	switch (i % 3) {
 	case 0:
-		vad__purge__init(&m->purge);
-		m->purge.arena = (char *)"";
-		req->op_case = VAD__REQUEST__OP_PURGE;
-		req->purge = &m->purge;
-		break;
+		return vt_req_purge(q, NULL);
 	case 1:
-		vad__reload__init(&m->reload);
-		req->op_case = VAD__REQUEST__OP_RELOAD;
-		req->reload = &m->reload;
-		break;
+		return vt_req_reload(q);
 	default:
-		vad__check__init(&m->check);
-		req->op_case = VAD__REQUEST__OP_CHECK;
-		req->check = &m->check;
-		break;
+		return vt_req_check(q);
 	}
 }
 
 /* A page in the full "small" arena: ENOSPC, an alloc-failed event each. */
-static void make_failing_alloc(int i, Vad__Request *req, struct request_mem *m)
+static Vad__Request *make_failing_alloc(int i, struct vt_req *q)
 {
-	Vad__Alloc *a = &m->alloc;
-	vad__alloc__init(a);
-	a->arena = (char *)"small";
-	a->size = PAGE;
-	req->op_case = VAD__REQUEST__OP_ALLOC;
-	req->alloc = a;
+	return vt_req_alloc(q, "small", PAGE, 0, 0);
 }
 
 /* Connect, say hello as name and fill the "small" arena if fill. */
@@ -113,13 +88,9 @@ static int flood_open(struct vt_raw *r, const struct vt_daemon *d, const char *n
 		return -1;
 	if (!fill)
 		return 0;
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc a = VAD__ALLOC__INIT;
-	a.arena = (char *)"small";
-	a.size = SMALL_SIZE;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &a;
-	Vad__Response *resp = vt_raw_call(r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp =
+	    vt_raw_call(r, vt_req_alloc(&q, "small", SMALL_SIZE, 0, 0), REPLY_TIMEOUT);
 	int code = resp ? (int)resp->error : -1;
 	vt_raw_response_free(resp);
 	return code == 0 ? 0 : -1;

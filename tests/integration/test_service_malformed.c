@@ -30,14 +30,11 @@ struct malformed {
 
 static int group_setup(void **state)
 {
-	struct malformed *m = calloc(1, sizeof(*m));
-	if (!m)
-		return -1;
-	*state = m;
 	/* No periodic snapshot during the run: the SQLite WAL files it opens on first write
 	 * would look like descriptor leaks. */
-	if (vt_daemon_setup(&m->d, "stats_interval = 1h\n", NULL) != 0)
+	if (VT_GROUP_FIXTURE_SETUP(state, struct malformed, "stats_interval = 1h\n", NULL) != 0)
 		return -1;
+	struct malformed *m = *state;
 	if (vt_connect(&m->d, "bystander", &m->bystander) != 0)
 		return -1;
 	if (vad_alloc(m->bystander, BYSTANDER_SIZE, 0, &m->bystander_range) != 0) {
@@ -66,9 +63,7 @@ static int group_teardown(void **state)
 	struct malformed *m = *state;
 	if (m->bystander)
 		vad_close(m->bystander);
-	vt_daemon_destroy(&m->d);
-	free(m);
-	return 0;
+	return vt_group_daemon_stop_if_running(state);
 }
 
 /* The bystander's range is intact and it can still allocate and free. */
@@ -188,15 +183,9 @@ static void test_byte_at_a_time(void **state)
 	struct malformed *m = *state;
 	struct vt_raw r;
 	raw_open(m, &r, false);
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello hello = VAD__HELLO__INIT;
-	hello.name = "slow";
-	hello.version = VAD_PROTOCOL_VERSION;
-	req.id = 5;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &hello;
+	struct vt_req q;
 	uint8_t frame[256];
-	size_t n = vad_frame_encode_request(&req, frame, sizeof(frame));
+	size_t n = vt_frame_request(vt_req_hello(&q, "slow"), 5, frame, sizeof(frame));
 	assert_true(n > VAD_FRAME_HEADER);
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(0, vt_raw_send(&r, &frame[i], 1));
@@ -270,13 +259,10 @@ static void test_first_request_not_hello(void **state)
 	struct malformed *m = *state;
 	struct vt_raw r;
 	raw_open(m, &r, false);
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc alloc = VAD__ALLOC__INIT;
-	alloc.size = PAGE;
-	req.id = 9;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &alloc;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Request *req = vt_req_alloc(&q, NULL, PAGE, 0, 0);
+	req->id = 9;
+	Vad__Response *resp = vt_raw_call(&r, req, REPLY_TIMEOUT);
 	assert_non_null(resp);
 	if (resp->error != VAD__ERROR__ENOHELLO)
 		fail_msg("alloc before hello: %s, expected ENOHELLO", vt_error_name(resp->error));
@@ -285,11 +271,7 @@ static void test_first_request_not_hello(void **state)
 	vt_raw_close(&r);
 	/* Same for an admin operation. */
 	raw_open(m, &r, false);
-	Vad__Request purge_req = VAD__REQUEST__INIT;
-	Vad__Purge purge = VAD__PURGE__INIT;
-	purge_req.op_case = VAD__REQUEST__OP_PURGE;
-	purge_req.purge = &purge;
-	resp = vt_raw_call(&r, &purge_req, REPLY_TIMEOUT);
+	resp = vt_raw_call(&r, vt_req_purge(&q, NULL), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	assert_int_equal(VAD__ERROR__ENOHELLO, resp->error);
 	vt_raw_response_free(resp);
@@ -302,16 +284,13 @@ static void test_wrong_protocol_version(void **state)
 	struct malformed *m = *state;
 	struct vt_raw r;
 	raw_open(m, &r, false);
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello hello = VAD__HELLO__INIT;
-	hello.name = "future";
-	hello.version = VAD_PROTOCOL_VERSION + 1000;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &hello;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	vt_req_hello(&q, "future");
+	q.op.hello.version = VAD_PROTOCOL_VERSION + 1000;
+	Vad__Response *resp = vt_raw_call(&r, &q.req, REPLY_TIMEOUT);
 	assert_non_null(resp);
 	if (resp->error != VAD__ERROR__EVERSION)
-		fail_msg("hello with version %u: %s, expected EVERSION", hello.version,
+		fail_msg("hello with version %u: %s, expected EVERSION", q.op.hello.version,
 			 vt_error_name(resp->error));
 	vt_raw_response_free(resp);
 	vt_raw_close(&r);
@@ -349,13 +328,10 @@ static void test_pipelined_burst(void **state)
 	assert_non_null(buf);
 	size_t len = 0;
 	for (int i = 0; i < BURST; i++) {
-		Vad__Request req = VAD__REQUEST__INIT;
-		Vad__Alloc alloc = VAD__ALLOC__INIT;
-		alloc.size = PAGE * (uint64_t)(1 + i % 3);
-		req.id = 1000 + (uint64_t)i;
-		req.op_case = VAD__REQUEST__OP_ALLOC;
-		req.alloc = &alloc;
-		size_t n = vad_frame_encode_request(&req, buf + len, BURST * 64 - len);
+		struct vt_req q;
+		size_t n =
+		    vt_frame_request(vt_req_alloc(&q, NULL, PAGE * (uint64_t)(1 + i % 3), 0, 0),
+				     1000 + (uint64_t)i, buf + len, BURST * 64 - len);
 		assert_true(n > 0);
 		len += n;
 	}
@@ -384,14 +360,9 @@ static void test_pipelined_burst(void **state)
 	/* Free them all, pipelined too. */
 	len = 0;
 	for (int i = 0; i < BURST; i++) {
-		Vad__Request req = VAD__REQUEST__INIT;
-		Vad__Free fr = VAD__FREE__INIT;
-		fr.n_offsets = 1;
-		fr.offsets = &offsets[i];
-		req.id = 2000 + (uint64_t)i;
-		req.op_case = VAD__REQUEST__OP_FREE;
-		req.free = &fr;
-		size_t n = vad_frame_encode_request(&req, buf + len, BURST * 64 - len);
+		struct vt_req q;
+		size_t n = vt_frame_request(vt_req_free(&q, NULL, &offsets[i], 1),
+					    2000 + (uint64_t)i, buf + len, BURST * 64 - len);
 		assert_true(n > 0);
 		len += n;
 	}
@@ -417,13 +388,9 @@ static void test_vanish_with_replies_unread(void **state)
 		uint8_t buf[256 * 32];
 		size_t len = 0;
 		for (int i = 0; i < 256; i++) {
-			Vad__Request req = VAD__REQUEST__INIT;
-			Vad__Alloc alloc = VAD__ALLOC__INIT;
-			alloc.size = PAGE;
-			req.id = 1 + (uint64_t)i;
-			req.op_case = VAD__REQUEST__OP_ALLOC;
-			req.alloc = &alloc;
-			size_t n = vad_frame_encode_request(&req, buf + len, sizeof(buf) - len);
+			struct vt_req q;
+			size_t n = vt_frame_request(vt_req_alloc(&q, NULL, PAGE, 0, 0),
+						    1 + (uint64_t)i, buf + len, sizeof(buf) - len);
 			assert_true(n > 0);
 			len += n;
 		}
@@ -443,12 +410,8 @@ static void test_map_arena_passes_fd(void **state)
 	struct malformed *m = *state;
 	struct vt_raw r;
 	raw_open(m, &r, true);
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__MapArena map = VAD__MAP_ARENA__INIT;
-	map.arena = "";
-	req.op_case = VAD__REQUEST__OP_MAP_ARENA;
-	req.map_arena = &map;
-	Vad__Response *resp = vt_raw_call(&r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *resp = vt_raw_call(&r, vt_req_map_arena(&q, NULL), REPLY_TIMEOUT);
 	assert_non_null(resp);
 	assert_int_equal(VAD__ERROR__OK, resp->error);
 	assert_int_equal(VAD__RESPONSE__RESULT_MAP_ARENA, resp->result_case);
@@ -472,15 +435,9 @@ static void test_client_that_never_reads(void **state)
 	/* One frame: free of an offset never held, answered by an error sentence that is
 	 * several times longer than the request. */
 	uint64_t off = 1;
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Free fr = VAD__FREE__INIT;
-	fr.n_offsets = 1;
-	fr.offsets = &off;
-	req.id = 1;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &fr;
+	struct vt_req q;
 	uint8_t frame[64];
-	size_t flen = vad_frame_encode_request(&req, frame, sizeof(frame));
+	size_t flen = vt_frame_request(vt_req_free(&q, NULL, &off, 1), 1, frame, sizeof(frame));
 	assert_true(flen > 0);
 	enum { CHUNK_FRAMES = 1024 };
 	uint8_t *chunk = malloc(flen * CHUNK_FRAMES);

@@ -21,10 +21,7 @@ static const char *const reply_arenas = "[arena default]\n"
 					"[arena big]\n"
 					"size = 16G\n";
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, "stats_interval = 1h\n", reply_arenas);
-}
+VT_DAEMON_GROUP(group_setup, "stats_interval = 1h\n", reply_arenas)
 
 static void raw_open(const struct vt_daemon *d, struct vt_raw *r, const char *name)
 {
@@ -61,17 +58,11 @@ static void expect_error(Vad__Response *resp, int want, const char *what, const 
 static Vad__Response *alloc_req(struct vt_raw *r, const char *arena, uint64_t size, uint64_t align,
 				uint32_t count, const uint64_t *sizes, size_t n_sizes)
 {
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Alloc a = VAD__ALLOC__INIT;
-	a.arena = (char *)arena;
-	a.size = size;
-	a.align = align;
-	a.count = count;
-	a.sizes = (uint64_t *)sizes;
-	a.n_sizes = n_sizes;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &a;
-	return vt_raw_call(r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	vt_req_alloc(&q, arena, size, align, count);
+	q.op.alloc.sizes = (uint64_t *)sizes;
+	q.op.alloc.n_sizes = n_sizes;
+	return vt_raw_call(r, &q.req, REPLY_TIMEOUT);
 }
 
 /* Free what an OK alloc reply granted (consumes resp). */
@@ -82,14 +73,10 @@ static void free_granted(struct vt_raw *r, Vad__Response *resp, size_t want)
 		fail_msg("alloc: %s (\"%s\")", vt_error_name(resp->error), resp->message);
 	assert_int_equal(VAD__RESPONSE__RESULT_ALLOC, resp->result_case);
 	assert_int_equal(want, resp->alloc->n_offsets);
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Free f = VAD__FREE__INIT;
-	f.arena = resp->alloc->arena;
-	f.offsets = resp->alloc->offsets;
-	f.n_offsets = resp->alloc->n_offsets;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &f;
-	Vad__Response *fr = vt_raw_call(r, &req, REPLY_TIMEOUT);
+	struct vt_req q;
+	Vad__Response *fr = vt_raw_call(
+	    r, vt_req_free(&q, resp->alloc->arena, resp->alloc->offsets, resp->alloc->n_offsets),
+	    REPLY_TIMEOUT);
 	assert_non_null(fr);
 	assert_int_equal(VAD__ERROR__OK, fr->error);
 	assert_int_equal(want, fr->free->freed);
@@ -103,49 +90,33 @@ static void free_granted(struct vt_raw *r, Vad__Response *resp, size_t want)
 static const char hostile[] = "a\nb\x1b[31m'\xff\xfe";
 static const char hostile_escaped[] = "a\\nb\\x1b[31m\\'\\xff\\xfe";
 
-/* Send a request of message type Type (oneof member field, case OP) naming the hostile
- * arena; the refusal must be ENOARENA and echo the name escaped. */
-#define EXPECT_ARENA_ESCAPED(r, Type, INIT, OP, field, what)                                       \
-	do {                                                                                       \
-		Vad__Request req_ = VAD__REQUEST__INIT;                                            \
-		Type msg_ = INIT;                                                                  \
-		msg_.arena = (char *)hostile;                                                      \
-		req_.op_case = OP;                                                                 \
-		req_.field = &msg_;                                                                \
-		expect_error(vt_raw_call((r), &req_, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, what,   \
-			     hostile_escaped, NULL);                                               \
-	} while (0)
-
 static void test_arena_names_escaped(void **state)
 {
 	struct vt_daemon *d = *state;
 	struct vt_raw r;
 	raw_open(d, &r, "escapes");
-	Vad__Request req = VAD__REQUEST__INIT;
 
 	expect_error(alloc_req(&r, hostile, PAGE, 0, 0, NULL, 0), VAD__ERROR__ENOARENA, "alloc",
 		     hostile_escaped, NULL);
 
-	Vad__Free f = VAD__FREE__INIT;
+	/* Every request that names the hostile arena: ENOARENA, the name echoed escaped. */
 	uint64_t off = 0;
-	f.arena = (char *)hostile;
-	f.offsets = &off;
-	f.n_offsets = 1;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &f;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA, "free",
-		     hostile_escaped, NULL);
-
-	EXPECT_ARENA_ESCAPED(&r, Vad__MapArena, VAD__MAP_ARENA__INIT, VAD__REQUEST__OP_MAP_ARENA,
-			     map_arena, "map-arena");
-	EXPECT_ARENA_ESCAPED(&r, Vad__Share, VAD__SHARE__INIT, VAD__REQUEST__OP_SHARE, share,
-			     "share");
-	EXPECT_ARENA_ESCAPED(&r, Vad__StatsRequest, VAD__STATS_REQUEST__INIT,
-			     VAD__REQUEST__OP_STATS, stats, "stats");
-	/* The test runs as the daemon's user or root: an admin, so these reach the lookup. */
-	EXPECT_ARENA_ESCAPED(&r, Vad__Purge, VAD__PURGE__INIT, VAD__REQUEST__OP_PURGE, purge,
-			     "purge");
-	EXPECT_ARENA_ESCAPED(&r, Vad__Walk, VAD__WALK__INIT, VAD__REQUEST__OP_WALK, walk, "walk");
+	struct vt_req q[6];
+	const struct {
+		Vad__Request *req;
+		const char *what;
+	} naming[] = {
+	    {vt_req_free(&q[0], hostile, &off, 1), "free"},
+	    {vt_req_map_arena(&q[1], hostile), "map-arena"},
+	    {vt_req_share(&q[2], hostile, 0), "share"},
+	    {vt_req_stats(&q[3], hostile), "stats"},
+	    /* The test runs as the daemon's user or root: an admin, so these reach the lookup. */
+	    {vt_req_purge(&q[4], hostile), "purge"},
+	    {vt_req_walk(&q[5], hostile, 0, 0), "walk"},
+	};
+	for (size_t i = 0; i < sizeof(naming) / sizeof(naming[0]); i++)
+		expect_error(vt_raw_call(&r, naming[i].req, REPLY_TIMEOUT), VAD__ERROR__ENOARENA,
+			     naming[i].what, hostile_escaped, NULL);
 
 	/* A long name is cut, and says so: the sentence stays short. */
 	char longname[2000];
@@ -157,12 +128,8 @@ static void test_arena_names_escaped(void **state)
 	expect_error(resp, VAD__ERROR__ENOARENA, "alloc with a long name", "\\x01\\x01", "...'");
 
 	/* A malformed token is described, never echoed. */
-	Vad__Attach at = VAD__ATTACH__INIT;
-	at.token = (char *)hostile;
-	req.op_case = VAD__REQUEST__OP_ATTACH;
-	req.attach = &at;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__ETOKEN, "attach", "token",
-		     NULL);
+	expect_error(vt_raw_call(&r, vt_req_attach(&q[0], hostile), REPLY_TIMEOUT),
+		     VAD__ERROR__ETOKEN, "attach", "token", NULL);
 	vt_raw_close(&r);
 }
 
@@ -172,14 +139,9 @@ static void test_session_name_escaped(void **state)
 	struct vt_raw r;
 	raw_open(d, &r, hostile);
 	/* The second hello's refusal names the session as it was recorded. */
-	Vad__Request req = VAD__REQUEST__INIT;
-	Vad__Hello h = VAD__HELLO__INIT;
-	h.name = (char *)"again";
-	h.version = VAD_PROTOCOL_VERSION;
-	req.op_case = VAD__REQUEST__OP_HELLO;
-	req.hello = &h;
-	expect_error(vt_raw_call(&r, &req, REPLY_TIMEOUT), VAD__ERROR__EINVAL, "second hello",
-		     hostile_escaped, NULL);
+	struct vt_req q;
+	expect_error(vt_raw_call(&r, vt_req_hello(&q, "again"), REPLY_TIMEOUT), VAD__ERROR__EINVAL,
+		     "second hello", hostile_escaped, NULL);
 	/* A frame too large to read breaks the stream; the daemon logs the session's name. */
 	uint8_t header[4] = {0xff, 0xff, 0xff, 0x7f};
 	assert_int_equal(0, vt_raw_send(&r, header, sizeof(header)));
@@ -309,5 +271,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_survived),
 	};
 	return cmocka_run_group_tests_name("replies", tests, group_setup,
-					   vt_fixture_daemon_teardown);
+					   vt_group_daemon_stop_if_running);
 }

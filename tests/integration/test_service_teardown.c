@@ -23,23 +23,10 @@ static uint64_t ranges(void)
 	return (uint64_t)vt_scale(1000000);
 }
 
-static int setup(void **state)
-{
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	/* One worker: A's teardown would run on the worker that serves B. 8 GiB of sparse
-	 * arena: room for a million pages twice over. */
-	if (vt_daemon_setup(d,
-			    "workers = 1\nworker_balance = even\nmax_ranges_client = unlimited\n",
-			    "[arena default]\nsize = 8G\n") != 0) {
-		vt_daemon_destroy(d);
-		free(d);
-		return -1;
-	}
-	*state = d;
-	return 0;
-}
+/* One worker: A's teardown would run on the worker that serves B. 8 GiB of sparse arena: room
+ * for a million pages twice over. */
+VT_DAEMON_GROUP(setup, "workers = 1\nworker_balance = even\nmax_ranges_client = unlimited\n",
+		"[arena default]\nsize = 8G\n")
 
 static void run(void **state, enum vt_teardown_how how)
 {
@@ -142,22 +129,14 @@ static void test_range_limits(void **state)
 	vt_daemon_destroy(&d);
 }
 
-/* Stop the daemon cleanly (status 0, no sanitizer report) unless the test did. */
-static int teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	int rc = d && d->pid > 0 ? vt_daemon_stop(d) : 0;
-	vt_fixture_daemon_teardown(state);
-	return rc;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_close, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_kill, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_drop, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_stop_while_reaping, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_close, setup, vt_group_daemon_stop_if_running),
+	    cmocka_unit_test_setup_teardown(test_kill, setup, vt_group_daemon_stop_if_running),
+	    cmocka_unit_test_setup_teardown(test_drop, setup, vt_group_daemon_stop_if_running),
+	    cmocka_unit_test_setup_teardown(test_stop_while_reaping, setup,
+					    vt_group_daemon_stop_if_running),
 	    cmocka_unit_test(test_range_limits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,10 +24,7 @@ static const char *const arenas_conf = "[arena default]\n"
 				       "size = 16M\n"
 				       "quantum = 64K\n";
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, NULL, arenas_conf);
-}
+VT_DAEMON_GROUP(group_setup, NULL, arenas_conf)
 
 /* Run vactl --socket S --json ARGS..., require exit 0 and return the parsed document. */
 #define VACTL_JSON(d, ...) vactl_json_ok((d), (char *[]){__VA_ARGS__, NULL})
@@ -858,8 +855,8 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_daemon_dies_mid_session),
 	    VT_OWN_DAEMON_TEST(test_history),
 	};
-	int failed =
-	    cmocka_run_group_tests_name("vactl", shared, group_setup, vt_fixture_daemon_teardown);
+	int failed = cmocka_run_group_tests_name("vactl", shared, group_setup,
+						 vt_group_daemon_stop_if_running);
 	failed += cmocka_run_group_tests_name("vactl, daemon killed", own, NULL, NULL);
 	return failed ? 1 : 0;
 }

@@ -20,10 +20,7 @@ static const char *const arenas_conf = "[arena default]\n"
 				       "size = 16M\n"
 				       "quantum = 64K\n";
 
-static int group_setup(void **state)
-{
-	return vt_group_daemon_setup(state, "quota_client = 8M\n", arenas_conf);
-}
+VT_DAEMON_GROUP(group_setup, "quota_client = 8M\n", arenas_conf)
 
 static uint64_t ju64(struct json_object *j, const char *path)
 {
@@ -428,5 +425,5 @@ int main(void)
 	    cmocka_unit_test(test_daemon_stops_clean),
 	};
 	return cmocka_run_group_tests_name("vactl client details", tests, group_setup,
-					   vt_fixture_daemon_teardown);
+					   vt_group_daemon_stop_if_running);
 }

@@ -20,22 +20,7 @@
 
 #define WAIT_MS vt_timeout_ms(20000)
 
-static int setup(void **state)
-{
-	struct vt_daemon *d = calloc(1, sizeof(*d));
-	if (!d)
-		return -1;
-	*state = d;
-	return vt_daemon_setup(d, "stats_interval = 200ms\n", NULL);
-}
-
-static int teardown(void **state)
-{
-	struct vt_daemon *d = *state;
-	vt_daemon_destroy(d);
-	free(d);
-	return 0;
-}
+VT_DAEMON_GROUP(setup, "stats_interval = 200ms\n", NULL)
 
 /* `vactl --json sessions --db DB --since all`, parsed; fails the test if it does not exit 0
  * or its output is not JSON. */
@@ -166,7 +151,8 @@ static void test_sessions_no_db(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_sessions_listed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sessions_listed, setup,
+					    vt_group_daemon_stop_if_running),
 	    cmocka_unit_test(test_sessions_no_db),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
