@@ -38,6 +38,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "admission.h"
+#include "balance.h"
 #include "fdpass.h"
 #include "log.h"
 #include "peer.h"
@@ -47,23 +48,11 @@
 #include "session.h"
 #include "stats.h"
 
-#define ACCEPT_BURST	  64  /* accepts per listener wake-up, so signals are not starved */
-#define CLOSE_LINGER_S	  5   /* a closing connection gets this long to take its last replies */
-#define ACCEPT_PAUSE_MS	  100 /* back-off when out of fds */
-#define MAX_WORKERS	  256
-#define BALANCE_MS	  100  /* how often the adaptive balancer looks at the workers' load */
-#define BALANCE_IDLE_MS	  1000 /* ... while the clients sent nothing during the last look */
-#define RUN_SATURATED	  0.85 /* a worker that ran this share of the time is saturated */
-#define SATURATED_TICKS	  2    /* ... this many ticks in a row before another worker is tried */
-#define BUSY_PIPELINED	  0.5  /* or busy this much with pipelined clients: */
-#define PIPELINED_READS	  2.0  /* requests per read at least this */
-#define BUSY_GATHER	  0.6  /* active workers busy less than (active - 1) x this: one fewer */
-#define TRIAL_TICKS	  3    /* after a spread, ticks of requests/s to compare with before */
-#define TRIAL_GAIN	  1.05 /* ... the spread stays if it raised requests/s this much */
-#define BACKOFF_TICKS	  20   /* a spread that did not pay is not tried again for this long, */
-#define BACKOFF_MAX_TICKS 600  /* doubling up to this, until the clients change */
-#define IDLE_UNKNOWN	  1e9  /* idle_min before a saturated tick measured it */
-#define NOTE_INTERVAL_S	  10   /* refusals and hello timeouts: one summary line per this */
+#define ACCEPT_BURST	64  /* accepts per listener wake-up, so signals are not starved */
+#define CLOSE_LINGER_S	5   /* a closing connection gets this long to take its last replies */
+#define ACCEPT_PAUSE_MS 100 /* back-off when out of fds */
+#define MAX_WORKERS	256
+#define NOTE_INTERVAL_S 10 /* refusals and hello timeouts: one summary line per this */
 
 struct worker;
 
@@ -120,22 +109,12 @@ struct vad_server {
 	struct event *ev_sig[3];
 	struct worker *workers;
 	unsigned n_workers, next_worker;
-	bool adaptive;	       /* worker_balance = adaptive: use as few workers as keep up */
-	unsigned active;       /* adaptive: new and moved connections go to workers 0..active-1 */
-	bool balance_armed;    /* the balance timer is pending */
-	unsigned balance_hold; /* ticks to wait after a change before deciding again */
-	uint64_t balance_ns;   /* when the workers' busy times were last read, 0 = not yet */
-	unsigned saturated_ticks; /* ticks in a row that called for a spread */
-	uint64_t requests_seen;	  /* svc->requests at the last tick */
-	double before_sum;	  /* requests/s summed over the saturated ticks */
-	double idle_min;	  /* fewest idle CPUs in a saturated tick (IDLE_UNKNOWN: none) */
-	double spread_idle;	  /* worker_spread_idle: idle CPUs a spread needs */
-	bool idle_short_logged;	  /* said once that saturated workers had no idle CPU */
+	bool adaptive;		      /* worker_balance = adaptive: use as few workers as keep up */
+	bool balance_armed;	      /* the balance timer is pending */
+	uint64_t balance_ns;	      /* when the workers' busy times were last read, 0 = not yet */
+	uint64_t requests_seen;	      /* svc->requests at the last tick */
+	struct balance_state balance; /* adaptive: the balancer's memory (balance.c) */
 	struct vad_cpu_idle cpu_idle; /* the machine's idle CPUs (fd -1: unknown) */
-	bool trial;		      /* the last spread is on trial: does it raise requests/s? */
-	double trial_before;	      /* requests/s before the spread on trial */
-	double trial_sum;	      /* requests/s summed over the trial's ticks so far */
-	unsigned trial_ticks, backoff, backoff_len;
 	struct event *ev_balance;
 	int stop_requested; /* atomic */
 	bool listening;
@@ -740,10 +719,10 @@ static void order_give(struct worker *w, unsigned count, unsigned first, unsigne
 	event_active(w->ev_notify, EV_READ, 0);
 }
 
-/* Read every worker's CPU times; since the last sample, worker i wanted a CPU load[i] of
- * the time and ran ran[i] of it. Without scheduler statistics, adaptive balance turns itself
- * off (every worker active) and this returns -1. */
-static int balance_sample(struct vad_server *s, double *load, double *ran)
+/* Read every worker's CPU times; since the last sample, worker i wanted a CPU ws[i].load of
+ * the time and ran ws[i].ran of it. Without scheduler statistics, adaptive balance turns
+ * itself off (every worker active) and this returns -1. */
+static int sample_cpu(struct vad_server *s, struct balance_worker_sample *ws)
 {
 	uint64_t now = vad_now_ns(), dt = now - s->balance_ns;
 	for (unsigned i = 0; i < s->n_workers; i++) {
@@ -755,13 +734,14 @@ static int balance_sample(struct vad_server *s, double *load, double *ran)
 				 "all %u workers",
 				 i, s->n_workers);
 			s->adaptive = false;
-			s->active = s->n_workers;
+			balance_use_all(&s->balance);
 			return -1;
 		}
-		if (load) {
-			load[i] =
+		if (ws) {
+			ws[i].load =
 			    busy > w->busy_ns && dt ? (double)(busy - w->busy_ns) / (double)dt : 0;
-			ran[i] = run > w->run_ns && dt ? (double)(run - w->run_ns) / (double)dt : 0;
+			ws[i].ran =
+			    run > w->run_ns && dt ? (double)(run - w->run_ns) / (double)dt : 0;
 		}
 		w->busy_ns = busy;
 		w->run_ns = run;
@@ -770,12 +750,20 @@ static int balance_sample(struct vad_server *s, double *load, double *ran)
 	return 0;
 }
 
-/* Forget the saturated ticks counted so far (and what they measured). */
-static void saturation_reset(struct vad_server *s)
+/* Each worker's reads that brought requests, requests handled and connections since the
+ * last tick's. */
+static void sample_requests(struct vad_server *s, struct balance_worker_sample *ws)
 {
-	s->saturated_ticks = 0;
-	s->before_sum = 0;
-	s->idle_min = IDLE_UNKNOWN;
+	for (unsigned i = 0; i < s->n_workers; i++) {
+		struct worker *w = &s->workers[i];
+		uint64_t r = __atomic_load_n(&w->reads, __ATOMIC_RELAXED);
+		uint64_t q = __atomic_load_n(&w->requests, __ATOMIC_RELAXED);
+		ws[i].reads = r - w->reads_seen;
+		ws[i].requests = q - w->requests_seen;
+		ws[i].n_conns = __atomic_load_n(&w->n_conns, __ATOMIC_RELAXED);
+		w->reads_seen = r;
+		w->requests_seen = q;
+	}
 }
 
 /* Tick in ms while clients are connected; the first tick measures from now. */
@@ -785,7 +773,7 @@ static void balance_arm(struct vad_server *s, unsigned ms)
 	if (s->balance_armed || !s->adaptive)
 		return;
 	if (s->balance_ns == 0) {
-		if (balance_sample(s, NULL, NULL) < 0)
+		if (sample_cpu(s, NULL) < 0)
 			return;
 		s->requests_seen = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
 		vad_cpu_idle_sample(&s->cpu_idle); /* the first tick measures from now */
@@ -794,152 +782,81 @@ static void balance_arm(struct vad_server *s, unsigned ms)
 		s->balance_armed = true;
 }
 
-/* Every BALANCE_MS while clients are connected, from the workers' scheduler statistics: the
- * active workers all ran RUN_SATURATED of the time (they are short of CPU, not of a turn on
- * one), or all wanted a CPU BUSY_PIPELINED of the time with clients that pipeline
- * (PIPELINED_READS requests per read), for SATURATED_TICKS ticks: wake one more and give it
- * its share of their connections, on trial: unless the next TRIAL_TICKS serve TRIAL_GAIN
- * times the requests/s of before, they go back and spreading waits a back-off that doubles
- * while the same clients stay. Together busy for less than what one worker fewer could
- * carry at BUSY_GATHER each: the last active one hands its connections to the others.
- * A lightly loaded daemon thus runs on one worker, one wakeup per round of ready connections
- * and the other CPUs left to its clients; a busy one spreads when that serves more. */
+/* Say what the balancer decided (the log lines tests and people look for). */
+static void balance_log(const struct vad_server *s, const struct balance_action *a)
+{
+	const char *why = a->pipelined ? "busy with pipelined clients" : "saturated";
+	switch (a->verdict) {
+	case BALANCE_UNDO:
+		log_debug("worker balance: %u workers served %.0f requests/s, %u served %.0f; back "
+			  "to %u for %u ms",
+			  a->from, a->rate_after, a->to, a->rate_before, a->to, a->backoff_ms);
+		break;
+	case BALANCE_NO_IDLE_CPU:
+		if (a->first_no_idle)
+			log_debug("worker balance: %u workers %s, but the machine has %.2f CPUs "
+				  "idle (worker_spread_idle %.2f); not spreading",
+				  a->from, why, a->idle_min, s->balance.spread_idle);
+		break;
+	case BALANCE_SPREAD:
+		log_debug("worker balance: %u workers %s; spreading over %u", a->from, why, a->to);
+		break;
+	case BALANCE_GATHER:
+		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
+			  a->from, a->busy, a->to);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Carry out a: on a spread each active worker hands the woken one its share; workers out of
+ * the active set hand over whatever they still have (also connections that were on their
+ * way to them when the set shrank). */
+static void balance_apply(struct vad_server *s, const struct balance_action *a)
+{
+	if (a->verdict == BALANCE_SPREAD) {
+		for (unsigned i = 0; i < a->from; i++) {
+			unsigned n = balance_share(
+			    a, __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED));
+			if (n)
+				order_give(&s->workers[i], n, a->from, 1);
+		}
+	}
+	balance_log(s, a);
+	for (unsigned i = a->to; i < s->n_workers; i++)
+		if (__atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED) > 0)
+			order_give(&s->workers[i], ~0u, 0, a->to);
+}
+
+/* Every BALANCE_TICK_MS while clients are connected: measure, let balance_tick decide
+ * (balance.c says how), move connections as it says. */
 static void on_balance(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_server *s = arg;
-	double load[MAX_WORKERS], ran[MAX_WORKERS];
+	struct balance_worker_sample ws[MAX_WORKERS];
 	uint64_t since = s->balance_ns;
 	s->balance_armed = false;
-	if (__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) ||
-	    balance_sample(s, load, ran) < 0)
+	if (__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) || sample_cpu(s, ws) < 0)
 		return;
 	uint64_t requests = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
-	double rate = s->balance_ns > since ? (double)(requests - s->requests_seen) * 1e9 /
-						  (double)(s->balance_ns - since)
-					    : 0;
+	struct balance_sample sample = {
+	    .requests = requests - s->requests_seen,
+	    .elapsed_ns = s->balance_ns - since,
+	    .workers = ws,
+	};
 	s->requests_seen = requests;
-	double idle = vad_cpu_idle_sample(&s->cpu_idle);
-	if (__atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED) == 0) {
-		/* Nobody to serve: the next clients start afresh on one worker; stop ticking. */
-		s->active = 1;
-		s->balance_ns = 0;
-		saturation_reset(s);
-		s->idle_short_logged = false;
-		s->trial = false;
-		s->backoff = 0;
-		s->backoff_len = BACKOFF_TICKS;
+	sample.idle = vad_cpu_idle_sample(&s->cpu_idle);
+	sample.clients = __atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED);
+	if (sample.clients)
+		sample_requests(s, ws); /* with no clients they count on to the next ones */
+	struct balance_action a = balance_tick(&s->balance, &sample);
+	if (a.verdict == BALANCE_STOP) {
+		s->balance_ns = 0; /* nobody to serve; the next clients arm the timer again */
 		return;
 	}
-	unsigned k = s->active;
-	bool all_saturated = true, all_busy = true, can_split = false;
-	double busy = 0;
-	uint64_t reads = 0, handled = 0;
-	for (unsigned i = 0; i < s->n_workers; i++) {
-		struct worker *w = &s->workers[i];
-		uint64_t r = __atomic_load_n(&w->reads, __ATOMIC_RELAXED);
-		uint64_t q = __atomic_load_n(&w->requests, __ATOMIC_RELAXED);
-		if (i < k) {
-			reads += r - w->reads_seen;
-			handled += q - w->requests_seen;
-		}
-		w->reads_seen = r;
-		w->requests_seen = q;
-	}
-	for (unsigned i = 0; i < k; i++) {
-		if (ran[i] < RUN_SATURATED)
-			all_saturated = false;
-		if (load[i] < BUSY_PIPELINED)
-			all_busy = false;
-		if (__atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED) >= 2)
-			can_split = true;
-		busy += load[i];
-	}
-	/* Clients that send one request at a time bring a wakeup's worth of work per read: a
-	 * second worker only splits those wakeups (more of them, each as costly) unless one
-	 * worker has run out of CPU; waiting for a CPU other threads hold is no reason, a second
-	 * worker would compete for the same CPUs. Pipelined clients bring more per read: try. */
-	bool pipelined = reads && (double)handled >= PIPELINED_READS * (double)reads;
-	if (can_split && (all_saturated || (all_busy && pipelined))) {
-		s->saturated_ticks++;
-		s->before_sum += rate;
-		if (idle >= 0 && idle < s->idle_min)
-			s->idle_min = idle; /* unknown: no objection */
-	} else {
-		saturation_reset(s);
-	}
-	if (s->backoff)
-		s->backoff--;
-	if (s->balance_hold) {
-		s->balance_hold--; /* the last interval included a move */
-	} else if (s->trial) {
-		/* Keep the spread only if it served more: with many clients that each send one
-		 * small request at a time, a second worker mostly adds wakeups. */
-		s->trial_sum += rate;
-		if (++s->trial_ticks >= TRIAL_TICKS) {
-			double after = s->trial_sum / s->trial_ticks;
-			double before = s->trial_before;
-			s->trial = false;
-			saturation_reset(s);
-			if (after < before * TRIAL_GAIN) {
-				s->active = k - 1;
-				s->balance_hold = 1;
-				s->backoff = s->backoff_len;
-				log_debug("worker balance: %u workers served %.0f requests/s, %u "
-					  "served %.0f; back to %u for %u ms",
-					  k, after, k - 1, before, k - 1, s->backoff * BALANCE_MS);
-				if (s->backoff_len < BACKOFF_MAX_TICKS)
-					s->backoff_len *= 2;
-			} else {
-				s->backoff_len = BACKOFF_TICKS;
-			}
-		}
-	} else if (s->saturated_ticks >= SATURATED_TICKS && k < s->n_workers && !s->backoff) {
-		const char *why = all_saturated ? "saturated" : "busy with pipelined clients";
-		/* Another worker can only take CPU that nobody uses: with less idle than
-		 * spread_idle in any of the saturated ticks it would take turns with the clients
-		 * (and the busy workers) on the same CPUs, each request costing more wakeups, and
-		 * even the trial costs them a tail of scheduler delays. */
-		if (s->idle_min < s->spread_idle - 1e-9) {
-			if (!s->idle_short_logged)
-				log_debug("worker balance: %u workers %s, but the machine has %.2f "
-					  "CPUs idle (worker_spread_idle %.2f); not spreading",
-					  k, why, s->idle_min, s->spread_idle);
-			s->idle_short_logged = true;
-			saturation_reset(s);
-		} else {
-			for (unsigned i = 0; i < k; i++) {
-				unsigned n =
-				    __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
-				if (n / (k + 1))
-					order_give(&s->workers[i], n / (k + 1), k, 1);
-			}
-			log_debug("worker balance: %u workers %s; spreading over %u", k, why,
-				  k + 1);
-			s->active = k + 1;
-			s->balance_hold = 1;
-			s->trial = true;
-			s->trial_sum = 0;
-			s->trial_ticks = 0;
-			s->trial_before = s->before_sum / s->saturated_ticks;
-			saturation_reset(s);
-			s->idle_short_logged = false;
-		}
-	} else if (k > 1 && busy < (k - 1) * BUSY_GATHER) {
-		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
-			  k, busy, k - 1);
-		s->active = k - 1;
-		s->balance_hold = 1;
-	}
-	/* Workers out of the active set hand over whatever they still have (also connections
-	 * that were on their way to them when the set shrank). */
-	for (unsigned i = s->active; i < s->n_workers; i++)
-		if (__atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED) > 0)
-			order_give(&s->workers[i], ~0u, 0, s->active);
-	/* Connected clients that sent nothing: look again in a second, not ten times (an idle
-	 * daemon should not wake a CPU for nothing); a load that starts meanwhile waits at most
-	 * that long for its first look. */
-	bool quiet = rate == 0 && !s->trial && !s->balance_hold && s->active == 1;
-	balance_arm(s, quiet ? BALANCE_IDLE_MS : BALANCE_MS);
+	balance_apply(s, &a);
+	balance_arm(s, a.next_tick_ms);
 }
 
 /* The worker for a new connection: round-robin over all, or (adaptive) the active worker
@@ -950,14 +867,14 @@ static struct worker *pick_worker(struct vad_server *s)
 		return &s->workers[s->next_worker++ % s->n_workers];
 	struct worker *best = &s->workers[0];
 	unsigned best_n = __atomic_load_n(&best->n_conns, __ATOMIC_RELAXED);
-	for (unsigned i = 1; i < s->active; i++) {
+	for (unsigned i = 1; i < s->balance.active; i++) {
 		unsigned n = __atomic_load_n(&s->workers[i].n_conns, __ATOMIC_RELAXED);
 		if (n < best_n) {
 			best = &s->workers[i];
 			best_n = n;
 		}
 	}
-	balance_arm(s, BALANCE_MS);
+	balance_arm(s, BALANCE_TICK_MS);
 	return best;
 }
 
@@ -1274,11 +1191,10 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->ev_notes = evtimer_new(s->base, on_notes_summary, s);
 	s->uid_conns = vad_uid_conns_new();
 	s->adaptive = cfg->worker_balance == VAD_BALANCE_ADAPTIVE && n > 1;
-	s->active = s->adaptive ? 1 : n;
-	s->backoff_len = BACKOFF_TICKS;
-	s->spread_idle = cfg->worker_spread_idle;
-	s->idle_min = IDLE_UNKNOWN;
-	if (s->adaptive && s->spread_idle > 0 && vad_cpu_idle_open(&s->cpu_idle) < 0)
+	balance_init(&s->balance, n, cfg->worker_spread_idle);
+	if (!s->adaptive)
+		balance_use_all(&s->balance);
+	if (s->adaptive && cfg->worker_spread_idle > 0 && vad_cpu_idle_open(&s->cpu_idle) < 0)
 		log_info("worker balance: /proc/stat unreadable; spreading without knowing whether "
 			 "a CPU is idle");
 	/* Catch signals from now on: one arriving before vad_server_run waits in the base
