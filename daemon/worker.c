@@ -58,6 +58,8 @@ static void worker_give(struct worker *w, unsigned count, unsigned first, unsign
 			  first, first + span - 1);
 }
 
+/* Something for w (event_active from another thread): connections handed over, sockets
+ * accepted for it, the balancer's order, or the stop. */
 static void on_notify(evutil_socket_t fd, short what, void *arg)
 {
 	struct worker *w = arg;
