@@ -13,6 +13,10 @@
  * the machine's CPUs with the daemon, so the tests that want moves set worker_spread_idle = 0
  * (spread even when no CPU is idle); one test sets it above the machine's CPU count and checks
  * that saturated workers then stay as they are.
+ *
+ * The balancer's decisions themselves (when to spread, gather, undo, hold back) are checked on
+ * any machine by tests/unit/test_daemon_balance.c with made-up samples; the log lines matched
+ * here are the end-to-end check that a real daemon takes them and that moves keep serving.
  */
 #include <pthread.h>
 #include <signal.h>

@@ -1,0 +1,61 @@
+/*
+ * server_internal.h - the server's own state, shared by its parts: server.c (listener,
+ * balancing, life cycle), worker.c (worker threads) and conn.c (one connection's I/O). Not
+ * for other modules: they use server.h.
+ */
+#ifndef VAD_SERVER_INTERNAL_H
+#define VAD_SERVER_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "admission.h"
+#include "balance.h"
+#include "cpu_idle.h"
+
+#define NOTE_INTERVAL_S 10 /* refusals and hello timeouts: one summary line per this */
+
+struct event;
+struct event_base;
+struct vad_service;
+struct vad_stats_writer;
+struct worker;
+
+struct vad_server {
+	struct vad_service *svc;
+	int listen_fd;
+	struct event_base *base;
+	struct event *ev_listen, *ev_resume, *ev_stop, *ev_tick;
+	struct event *ev_sig[3];
+	struct worker *workers;
+	unsigned n_workers, next_worker;
+	bool adaptive;		      /* worker_balance = adaptive: use as few workers as keep up */
+	bool balance_armed;	      /* the balance timer is pending */
+	uint64_t balance_ns;	      /* when the workers' busy times were last read, 0 = not yet */
+	uint64_t requests_seen;	      /* svc->requests at the last tick */
+	struct balance_state balance; /* adaptive: the balancer's memory (balance.c) */
+	struct vad_cpu_idle cpu_idle; /* the machine's idle CPUs (fd -1: unknown) */
+	struct event *ev_balance;
+	int stop_requested; /* atomic */
+	bool listening;
+	bool watchdog;
+	uint64_t watchdog_usec;
+	struct vad_uid_conns *uid_conns; /* open connections per uid (max_clients_uid) */
+	struct vad_notes notes;		 /* rate-limited log lines of refusals and timeouts */
+	struct event *ev_notes;		 /* the notes' summary timer (listener base) */
+	char stats_db[PATH_MAX];
+	uint64_t stats_interval_ms, stats_retention_ms;
+	struct vad_stats_writer *stats;
+};
+
+/* An admitted connection is gone (closed, or dropped before a worker took it): its slot in
+ * max_clients and in its uid's count are free again (any thread). */
+void server_slot_release(struct vad_server *srv, uid_t uid);
+
+/* Count an event of kind; true if it is to be logged in full (any thread). The rest are
+ * summarised once per NOTE_INTERVAL_S, so a flood of them is one line per interval. */
+bool server_note(struct vad_server *srv, enum vad_note_kind kind, uid_t uid, pid_t pid);
+
+#endif
