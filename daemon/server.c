@@ -579,14 +579,16 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	unsigned n = cfg->workers ? cfg->workers : (ncpu > 0 ? (unsigned)ncpu : 1);
 	if (n > MAX_WORKERS)
 		n = MAX_WORKERS;
-	s->n_workers = n;
 	s->workers = calloc(n, sizeof(*s->workers));
 	s->base = event_base_new();
 	if (!s->workers || !s->base)
 		goto nomem;
-	for (unsigned i = 0; i < n; i++)
+	/* n_workers counts the workers begun, so that free_server finishes only those. */
+	for (unsigned i = 0; i < n; i++) {
+		s->n_workers = i + 1;
 		if (worker_init(&s->workers[i], s, i) < 0)
 			goto nomem;
+	}
 	s->uid_conns = vad_uid_conns_new();
 	balance_setup(s, cfg);
 	if (listener_events(s, listen_fd) < 0 || !s->uid_conns)
