@@ -49,7 +49,7 @@ sources = sorted(
     os.path.join("src", f) for f in os.listdir(os.path.join(here, "src")) if f.endswith(".c")
 )
 flags = libvad_flags()
-flags.setdefault("extra_compile_args", []).extend(["-std=gnu11", "-D_GNU_SOURCE"])
+flags.setdefault("extra_compile_args", []).extend(["-std=gnu11", "-D_GNU_SOURCE", "-fvisibility=hidden"])
 
 setup(
     ext_modules=[Extension("vad._vad", sources=sources, depends=["src/vadpy.h"], **flags)],

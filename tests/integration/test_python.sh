@@ -67,8 +67,8 @@ case "$mode" in
 asan) san=asan ;;
 *) san="" ;;
 esac
-# Build only the module (and libvad.so beside it, which the sanitizer trees lack); -o keeps
-# make from relinking what the tree holds.
+# Build only the module (a sanitizer tree links libvad.a into it: it has no libvad.so);
+# -o keeps make from relinking what the tree holds.
 make_cmd="make --no-print-directory O=$build SAN=$san"
 for artifact in vad vactl libvad.a libvad.so.0.1.0; do
 	[ -e "$build/$artifact" ] && make_cmd="$make_cmd -o $build/$artifact"
@@ -106,8 +106,18 @@ if [ "$mode" != normal ]; then
 fi
 dest=$tmp/dest
 lib=$dest/usr/local/lib
-check "make install DESTDIR PREFIX=/usr/local (libvad for pip)" \
-	$make_cmd install DESTDIR="$dest" PREFIX=/usr/local
+# Installed from a private tree holding copies of the build's artifacts: install writes
+# O/libvad.pc, and test_packaging.sh may be installing from the build tree meanwhile.
+install_from_copy() {
+	mkdir -p "$tmp/o"
+	inst="make --no-print-directory O=$tmp/o"
+	for artifact in vad vactl libvad.a libvad.so.0.1.0; do
+		cp -p "$build/$artifact" "$tmp/o/$artifact" || return 1
+		inst="$inst -o $tmp/o/$artifact"
+	done
+	$inst install DESTDIR="$dest" PREFIX=/usr/local
+}
+check "make install DESTDIR PREFIX=/usr/local (libvad for pip)" install_from_copy
 # pip builds in the source tree: build a copy, so the checkout stays clean.
 cp -r client/python "$tmp/src"
 rm -rf "$tmp/src/build" "$tmp/src"/*.egg-info
