@@ -56,7 +56,7 @@ PROTO_GEN   := $(O)/proto/vad.pb-c.c $(O)/proto/vad.pb-c.h
 .PHONY: all deps run check check-normal check-asan check-tsan bench tests format clean install uninstall
 .DEFAULT_GOAL := all
 
-all: deps-quiet $(VAD) $(VACTL) $(LIBVAD_A) $(LIBVAD_SO) $(VABENCH) tests
+all: deps-quiet $(VAD) $(VACTL) $(LIBVAD_A) $(LIBVAD_SO) $(VABENCH) tests python
 
 tests: $(UNIT_BIN) $(INTEG_BIN)
 
@@ -159,3 +159,4 @@ include packaging/install.mk
 include fuzz.mk
 include soak.mk
 include bench.mk
+include client/python/python.mk

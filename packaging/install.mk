@@ -117,6 +117,6 @@ uninstall:
 		echo ldconfig; ldconfig; \
 	fi
 
-# Debian packages vad, libvad0 and libvad-dev, built from a copy of this tree.
+# Debian packages vad, libvad0, libvad-dev and python3-vad, built from a copy of this tree.
 deb:
 	packaging/build-deb $(O)/deb

@@ -1,0 +1,259 @@
+/*
+ * admin.c - the Client methods behind vactl: detailed statistics, arenas, sessions, the
+ * layout walk, and the admin operations purge, reload and check. Results are dicts and
+ * lists of dicts with libvad's field names.
+ */
+#include "vadpy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ULL(v) ((unsigned long long)(v))
+
+/* Parse an optional arena argument; 0, or -1 with an exception. */
+static int parse_arena(PyObject *args, PyObject *kw, const char *fmt, const char **arena)
+{
+	static char *kwlist[] = {"arena", NULL};
+	*arena = NULL;
+	return PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, arena) ? 0 : -1;
+}
+
+static PyObject *arena_stats_dict(const struct vad_arena_stats *a)
+{
+	return Py_BuildValue(
+	    "{s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
+	    "s:K}",
+	    "name", a->name, "size", ULL(a->size), "quantum", ULL(a->quantum), "busy_bytes",
+	    ULL(a->busy_bytes), "free_bytes", ULL(a->free_bytes), "lazy_bytes", ULL(a->lazy_bytes),
+	    "pooled_bytes", ULL(a->pooled_bytes), "busy_blocks", ULL(a->busy_blocks), "free_blocks",
+	    ULL(a->free_blocks), "lazy_blocks", ULL(a->lazy_blocks), "pooled_blocks",
+	    ULL(a->pooled_blocks), "largest_free", ULL(a->largest_free), "allocs", ULL(a->allocs),
+	    "frees", ULL(a->frees), "fails", ULL(a->fails), "drains", ULL(a->drains),
+	    "released_bytes", ULL(a->released_bytes), "release_calls", ULL(a->release_calls),
+	    "pool_hits", ULL(a->pool_hits), "resident_bytes", ULL(a->resident_bytes),
+	    "free_released_bytes", ULL(a->free_released_bytes));
+}
+
+static PyObject *admin_stats_detail(vadpy_client *cl, PyObject *args, PyObject *kw)
+{
+	const char *arena;
+	if (parse_arena(args, kw, "|z:stats_detail", &arena) < 0 || vadpy_client_check(cl) < 0)
+		return NULL;
+	struct vad_daemon_stats *s;
+	int err;
+	VADPY_CALL(cl, err, vad_stats_detail(cl->c, arena, &s));
+	if (err != VAD_OK)
+		return vadpy_raise(cl->c, err);
+	PyObject *list = PyList_New((Py_ssize_t)s->n_arenas);
+	for (size_t i = 0; list && i < s->n_arenas; i++) {
+		PyObject *d = arena_stats_dict(&s->arenas[i]);
+		if (!d)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+	}
+	PyObject *out =
+	    list ? Py_BuildValue("{s:I,s:K,s:K,s:K,s:K,s:K,s:N}", "clients", (unsigned)s->clients,
+				 "uptime_ms", ULL(s->uptime_ms), "requests", ULL(s->requests),
+				 "shares", ULL(s->shares), "held_bytes", ULL(s->held_bytes),
+				 "held_ranges", ULL(s->held_ranges), "arenas", list)
+		 : NULL;
+	free(s);
+	return out;
+}
+
+static PyObject *admin_arenas(vadpy_client *cl, PyObject *unused)
+{
+	if (vadpy_client_check(cl) < 0)
+		return NULL;
+	struct vad_arena_info *v;
+	size_t n;
+	int err;
+	VADPY_CALL(cl, err, vad_arenas(cl->c, &v, &n));
+	if (err != VAD_OK)
+		return vadpy_raise(cl->c, err);
+	PyObject *list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *d =
+		    Py_BuildValue("{s:s,s:K,s:K,s:s,s:O,s:O}", "name", v[i].name, "size",
+				  ULL(v[i].size), "quantum", ULL(v[i].quantum), "backing",
+				  v[i].backing, "allowed", v[i].allowed ? Py_True : Py_False,
+				  "unsealed", v[i].unsealed ? Py_True : Py_False);
+		if (!d)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+	}
+	free(v);
+	return list;
+}
+
+static PyObject *admin_clients(vadpy_client *cl, PyObject *unused)
+{
+	if (vadpy_client_check(cl) < 0)
+		return NULL;
+	struct vad_client_info *v;
+	size_t n;
+	int err;
+	VADPY_CALL(cl, err, vad_clients(cl->c, &v, &n));
+	if (err != VAD_OK)
+		return vadpy_raise(cl->c, err);
+	PyObject *list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *d = Py_BuildValue(
+		    "{s:K,s:I,s:I,s:I,s:s,s:K,s:K,s:K,s:K,s:K}", "session_id", ULL(v[i].session_id),
+		    "pid", (unsigned)v[i].pid, "uid", (unsigned)v[i].uid, "gid", (unsigned)v[i].gid,
+		    "name", v[i].name, "held_bytes", ULL(v[i].held_bytes), "held_ranges",
+		    ULL(v[i].held_ranges), "allocs", ULL(v[i].allocs), "frees", ULL(v[i].frees),
+		    "connected_ms", ULL(v[i].connected_ms));
+		if (!d)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+	}
+	free(v);
+	return list;
+}
+
+static PyObject *admin_purge(vadpy_client *cl, PyObject *args, PyObject *kw)
+{
+	const char *arena;
+	if (parse_arena(args, kw, "|z:purge", &arena) < 0 || vadpy_client_check(cl) < 0)
+		return NULL;
+	uint64_t released = 0;
+	int err;
+	VADPY_CALL(cl, err, vad_purge_arena(cl->c, arena, &released));
+	if (err != VAD_OK)
+		return vadpy_raise(cl->c, err);
+	return PyLong_FromUnsignedLongLong(released);
+}
+
+/* A malloc'd detail string as str ("" for NULL), freed. */
+static PyObject *take_detail(char *detail)
+{
+	PyObject *s =
+	    PyUnicode_DecodeUTF8(detail ? detail : "", detail ? strlen(detail) : 0, "replace");
+	free(detail);
+	return s;
+}
+
+static PyObject *admin_reload(vadpy_client *cl, PyObject *unused)
+{
+	if (vadpy_client_check(cl) < 0)
+		return NULL;
+	char *detail = NULL;
+	int err;
+	VADPY_CALL(cl, err, vad_reload_detail(cl->c, &detail));
+	if (err != VAD_OK) {
+		free(detail);
+		return vadpy_raise(cl->c, err);
+	}
+	return take_detail(detail);
+}
+
+static PyObject *admin_check(vadpy_client *cl, PyObject *unused)
+{
+	if (vadpy_client_check(cl) < 0)
+		return NULL;
+	char *detail = NULL;
+	int ok = 0, err;
+	VADPY_CALL(cl, err, vad_check(cl->c, &ok, &detail));
+	if (err != VAD_OK) {
+		free(detail);
+		return vadpy_raise(cl->c, err);
+	}
+	return Py_BuildValue("(ON)", ok ? Py_True : Py_False, take_detail(detail));
+}
+
+static const char *const block_kinds[] = {
+    [VAD_BLOCK_BUSY] = "busy",
+    [VAD_BLOCK_FREE] = "free",
+    [VAD_BLOCK_LAZY] = "lazy",
+    [VAD_BLOCK_POOLED] = "pooled",
+};
+
+static PyObject *block_list(const struct vad_arena_map *m)
+{
+	PyObject *list = PyList_New((Py_ssize_t)m->n_blocks);
+	for (size_t i = 0; list && i < m->n_blocks; i++) {
+		const struct vad_block *b = &m->blocks[i];
+		int known =
+		    b->kind >= 0 && (size_t)b->kind < sizeof(block_kinds) / sizeof(*block_kinds);
+		PyObject *d = Py_BuildValue(
+		    "{s:K,s:K,s:s,s:I}", "offset", ULL(b->offset), "size", ULL(b->size), "kind",
+		    known ? block_kinds[b->kind] : "unknown", "node", (unsigned)b->node);
+		if (!d)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+	}
+	return list;
+}
+
+static PyObject *admin_walk(vadpy_client *cl, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"arena", "max_blocks", NULL};
+	const char *arena = NULL;
+	Py_ssize_t max_blocks = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zn:walk", kwlist, &arena, &max_blocks))
+		return NULL;
+	if (max_blocks < 0)
+		return PyErr_Format(PyExc_ValueError, "max_blocks must be >= 0");
+	if (vadpy_client_check(cl) < 0)
+		return NULL;
+	struct vad_arena_map *m;
+	int err;
+	VADPY_CALL(cl, err, vad_walk(cl->c, arena, (size_t)max_blocks, &m));
+	if (err != VAD_OK)
+		return vadpy_raise(cl->c, err);
+	PyObject *blocks = block_list(m);
+	PyObject *out = blocks
+			    ? Py_BuildValue("{s:s,s:K,s:K,s:O,s:N}", "arena", m->arena, "size",
+					    ULL(m->size), "quantum", ULL(m->quantum), "truncated",
+					    m->truncated ? Py_True : Py_False, "blocks", blocks)
+			    : NULL;
+	free(m);
+	return out;
+}
+
+PyMethodDef vadpy_admin_methods[] = {
+    {"stats_detail", (PyCFunction)(void (*)(void))admin_stats_detail, METH_VARARGS | METH_KEYWORDS,
+     "stats_detail($self, /, arena=None)\n--\n\n"
+     "Daemon-wide figures and every counter of each arena (None: every arena this\n"
+     "client may use), as vactl stats shows them: a dict with clients, uptime_ms,\n"
+     "requests, shares, held_bytes, held_ranges and arenas (a list of dicts: name,\n"
+     "size, quantum, busy/free/lazy/pooled bytes and blocks, largest_free, allocs,\n"
+     "frees, fails, drains, released_bytes, release_calls, pool_hits, resident_bytes,\n"
+     "free_released_bytes)."},
+    {"arenas", (PyCFunction)admin_arenas, METH_NOARGS,
+     "arenas($self, /)\n--\n\n"
+     "The daemon's arenas (vactl arenas): a list of dicts with name, size, quantum,\n"
+     "backing ('memfd' or a directory), allowed (this client may allocate there) and\n"
+     "unsealed."},
+    {"clients", (PyCFunction)admin_clients, METH_NOARGS,
+     "clients($self, /)\n--\n\n"
+     "Connected sessions (vactl clients; admin): a list of dicts with session_id, pid,\n"
+     "uid, gid, name, held_bytes, held_ranges, allocs, frees, connected_ms (ms since\n"
+     "the epoch). Raises PermissionDenied unless the daemon counts this peer as an\n"
+     "admin (see Client.session['admin'])."},
+    {"purge", (PyCFunction)(void (*)(void))admin_purge, METH_VARARGS | METH_KEYWORDS,
+     "purge($self, /, arena=None)\n--\n\n"
+     "Drain the lazy lists and pools of arena (None: every arena) now and give free\n"
+     "space back to the system (vactl purge; admin). Returns the bytes released."},
+    {"reload", (PyCFunction)admin_reload, METH_NOARGS,
+     "reload($self, /)\n--\n\n"
+     "Make the daemon re-read its configuration limits (vactl reload; admin). Returns\n"
+     "the daemon's account of what changed (str)."},
+    {"check", (PyCFunction)admin_check, METH_NOARGS,
+     "check($self, /)\n--\n\n"
+     "Run the daemon's allocator invariant checker on every arena (vactl check;\n"
+     "admin). Returns (ok, report): ok is True when every arena is sound."},
+    {"walk", (PyCFunction)(void (*)(void))admin_walk, METH_VARARGS | METH_KEYWORDS,
+     "walk($self, /, arena=None, max_blocks=0)\n--\n\n"
+     "The layout of arena (None: the default) in address order, at most max_blocks\n"
+     "blocks (0: all) (vactl map; admin): a dict with arena, size, quantum, truncated\n"
+     "and blocks, a list of dicts with offset, size, kind ('busy', 'free', 'lazy',\n"
+     "'pooled') and node. Pages are fetched one at a time: not one atomic picture\n"
+     "while others allocate."},
+    {NULL, NULL, 0, NULL},
+};
