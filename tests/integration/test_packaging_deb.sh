@@ -2,11 +2,13 @@
 # test_packaging_deb.sh - the Debian packages, end to end (VAD_TEST_MODE=normal only: it
 # rebuilds the whole tree and runs lintian, which is slow):
 #   - debhelper, lintian and fakeroot are installed (with apt-get when missing);
-#   - packaging/build-deb (dpkg-buildpackage -us -uc -b) builds vad, libvad0 and libvad-dev;
+#   - packaging/build-deb (dpkg-buildpackage -us -uc -b) builds vad, libvad0, libvad-dev and
+#     python3-vad;
 #   - lintian reports no errors (warnings and info are printed);
 #   - dpkg -i installs them: the postinst creates the vad user and its directories, the
 #     binaries and units work in place, /etc/vad/vad.conf is a conffile, a program builds
-#     with pkg-config against libvad-dev and talks to the packaged daemon;
+#     with pkg-config against libvad-dev and talks to the packaged daemon, and so does
+#     Debian's python3 through python3-vad;
 #   - dpkg -P removes every file again (only when the packages were not installed before).
 # Run by tests/run-tests with VAD_BUILD_DIR set; prints "N passed, N failed".
 set -u
@@ -82,8 +84,8 @@ install_deb_tools() {
 			--no-install-recommends debhelper lintian fakeroot; }
 }
 purge_packages() { # purge_packages FILELIST: dpkg -P, then no file of FILELIST may remain
-	dpkg -P libvad-dev vad libvad0 || return 1
-	for p in libvad-dev vad libvad0; do
+	dpkg -P python3-vad libvad-dev vad libvad0 || return 1
+	for p in python3-vad libvad-dev vad libvad0; do
 		if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'installed'; then
 			echo "still installed: $p"
 			return 1
@@ -123,7 +125,7 @@ packaged_daemon_serves() {
 	daemon_pid=$!
 	ok=0
 	if wait_for_socket "$tmp/vad.sock" "$daemon_pid" &&
-		"$tmp/client-deb" "$tmp/vad.sock"; then
+		"$tmp/client-deb" "$tmp/vad.sock" && python_client_serves "$tmp/vad.sock"; then
 		ok=1
 	fi
 	kill -TERM "$daemon_pid" 2>/dev/null
@@ -133,13 +135,27 @@ packaged_daemon_serves() {
 	[ "$ok" -eq 1 ]
 }
 
+# python_client_serves SOCKET: Debian's python3, outside the tree, imports the packaged module
+# (not the build's) and allocates, writes through a memoryview, reads it back and frees.
+python_client_serves() {
+	(cd / && /usr/bin/python3 - "$1") <<-'EOF'
+	import sys, vad
+	assert vad.__file__.startswith("/usr/lib/python3/dist-packages/"), vad.__file__
+	with vad.Client(socket=sys.argv[1]) as c:
+	    r = c.alloc(8192)
+	    memoryview(r)[:5] = b"hello"
+	    assert bytes(memoryview(r)[:5]) == b"hello"
+	    r.free()
+	EOF
+}
+
 check "debhelper, lintian and fakeroot are installed (apt-get when missing)" install_deb_tools
 debs=$tmp/deb
 # No -dbgsym packages: they double the packaging and lintian time and are not shipped here.
-check "dpkg-buildpackage -us -uc -b builds vad, libvad0 and libvad-dev" \
+check "dpkg-buildpackage -us -uc -b builds vad, libvad0, libvad-dev and python3-vad" \
 	env DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-} noautodbgsym" sh -c "packaging/build-deb \
 	'$debs' && ls '$debs'/vad_${version}_*.deb '$debs'/libvad0_${version}_*.deb \
-	'$debs'/libvad-dev_${version}_*.deb"
+	'$debs'/libvad-dev_${version}_*.deb '$debs'/python3-vad_${version}_*.deb"
 if ! ls "$debs"/*.changes >/dev/null 2>&1; then
 	: >"$tmp/out"
 	fail "lintian: no .changes file to check"
@@ -161,17 +177,17 @@ else
 fi
 
 was_installed=""
-for p in vad libvad0 libvad-dev; do
+for p in vad libvad0 libvad-dev python3-vad; do
 	if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
 		was_installed="$was_installed $p"
 	fi
 done
 # shellcheck disable=SC2086
 if dpkg -i "$debs"/vad_${version}_*.deb "$debs"/libvad0_${version}_*.deb \
-	"$debs"/libvad-dev_${version}_*.deb >"$tmp/out" 2>&1; then
-	pass "dpkg -i installs the three packages"
+	"$debs"/libvad-dev_${version}_*.deb "$debs"/python3-vad_${version}_*.deb >"$tmp/out" 2>&1; then
+	pass "dpkg -i installs the four packages"
 	# Packages that were not there before the test are purged at the end.
-	[ -z "$was_installed" ] && installed_debs="libvad-dev vad libvad0"
+	[ -z "$was_installed" ] && installed_debs="python3-vad libvad-dev vad libvad0"
 	# The user stays after a purge (policy), the directories do not: check both.
 	check "postinst created user vad, /var/lib/vad and /run/vad owned by vad" \
 		sh -c "id vad && [ \"\$(stat -c %U /var/lib/vad)\" = vad ] &&
@@ -186,9 +202,9 @@ if dpkg -i "$debs"/vad_${version}_*.deb "$debs"/libvad0_${version}_*.deb \
 		sh -c "cc $cc_flags -o '$tmp/client-deb' tests/integration/pkg_client.c \
 		       \$(pkg-config --cflags --libs libvad) &&
 		       '$tmp/client-deb' --version | grep -q '^$version '"
-	check "that program allocates from the packaged daemon" packaged_daemon_serves
+	check "that program and python3-vad allocate from the packaged daemon" packaged_daemon_serves
 	if [ -z "$was_installed" ]; then
-		dpkg -L vad libvad0 libvad-dev >"$tmp/pkgfiles" 2>/dev/null
+		dpkg -L vad libvad0 libvad-dev python3-vad >"$tmp/pkgfiles" 2>/dev/null
 		installed_debs=""
 		check "dpkg -P purges them and leaves none of their files" \
 			purge_packages "$tmp/pkgfiles"
@@ -196,7 +212,7 @@ if dpkg -i "$debs"/vad_${version}_*.deb "$debs"/libvad0_${version}_*.deb \
 		echo "SKIP: purge ($was_installed were installed before this test; left installed)"
 	fi
 else
-	fail "dpkg -i installs the three packages"
+	fail "dpkg -i installs the four packages"
 fi
 
 echo "test_packaging_deb: $passed passed, $failed failed"
