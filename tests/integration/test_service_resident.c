@@ -13,7 +13,7 @@
 #include "vtassert.h"
 
 #define MiB	(1024ull * 1024ull)
-#define DIRTY	(256 * MiB) /* written into free space; the 1 GiB is measured by hand */
+#define DIRTY	(256 * MiB) /* written into free space: enough to see, quick to purge */
 #define LIVE	16	    /* ranges the keeper holds, with a pattern, between free gaps */
 #define LIVE_SZ (1 * MiB)
 #define PAGE	4096u
