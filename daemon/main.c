@@ -190,9 +190,8 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 	       cfg->stats_db[0] ? cfg->stats_db : "(standard path)",
 	       format_duration(cfg->stats_interval_ms, a, sizeof(a)),
 	       format_duration(cfg->stats_retention_ms, b, sizeof(b)));
-	static const char *const level_names[] = {"err", "warning", "notice", "info", "debug"};
 	if (cfg->log_level >= VAD_LOG_ERR && cfg->log_level <= VAD_LOG_DEBUG)
-		printf("  log_level     %s\n", level_names[cfg->log_level - VAD_LOG_ERR]);
+		printf("  log_level     %s\n", vad_log_level_name(cfg->log_level));
 	printf("  %zu arena%s:\n", cfg->n_arenas, cfg->n_arenas == 1 ? "" : "s");
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
 		const struct vad_arena_conf *ac = &cfg->arenas[i];
@@ -268,6 +267,131 @@ static void close_arenas(struct vad_arena **arenas, size_t n)
 	free(arenas);
 }
 
+/* Load the config and settle the socket path (--socket, the config, or the default rule);
+ * answers --check-config and --print-socket. Returns -1 to go on and start, else the exit
+ * code (the config is freed then). */
+static int load_config(const struct options *opt, struct vad_config *cfg)
+{
+	const char *config_path = opt->config;
+	struct stat st;
+	if (!config_path && stat(DEFAULT_CONFIG, &st) == 0)
+		config_path = DEFAULT_CONFIG;
+	char err[1024];
+	if (vad_config_load(config_path, cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "vad: %s\n", err);
+		return EXIT_CONFIG;
+	}
+	int rc = -1;
+	if (opt->socket) {
+		if (!*opt->socket || strlen(opt->socket) >= sizeof(cfg->socket_path)) {
+			fprintf(stderr, "vad: --socket: bad path\n");
+			rc = EXIT_USAGE;
+			goto done;
+		}
+		snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", opt->socket);
+	}
+	/* no socket given: the rule every client follows too (proto/socket_path.h) */
+	struct vad_socket_choice dflt = {0};
+	struct vad_socket_env env;
+	vad_socket_env_current(&env);
+	int dflt_rc = cfg->socket_path[0]
+			  ? 0
+			  : vad_socket_default(VAD_SOCKET_DAEMON, &env, &dflt, err, sizeof(err));
+	if (opt->check_config) {
+		printf("%s: ok\n", config_path ? config_path : "built-in defaults");
+		print_summary(cfg, &dflt);
+		rc = EXIT_OK;
+	} else if (dflt_rc != 0) {
+		fprintf(stderr, "vad: %s; give --socket or set socket in the config\n", err);
+		rc = EXIT_RUNTIME;
+	} else {
+		if (!cfg->socket_path[0])
+			snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", dflt.path);
+		if (opt->print_socket) {
+			printf("%s\n", cfg->socket_path);
+			rc = EXIT_OK;
+		}
+	}
+done:
+	if (rc >= 0)
+		vad_config_free(cfg);
+	return rc;
+}
+
+/* Open every configured arena; NULL (logged, nothing left open) when one cannot be. */
+static struct vad_arena **open_arenas(const struct vad_config *cfg)
+{
+	char err[1024];
+	struct vad_arena **arenas = calloc(cfg->n_arenas, sizeof(*arenas));
+	if (!arenas) {
+		log_err("out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		if (vad_arena_open(&cfg->arenas[i], cfg, (unsigned)i, &arenas[i], err,
+				   sizeof(err)) != 0) {
+			log_err("%s", err);
+			close_arenas(arenas, i);
+			return NULL;
+		}
+	}
+	return arenas;
+}
+
+/* Bind the socket (or take systemd's) and settle the path clients and the stats database
+ * see; -1 (logged) when there is none. */
+static int open_listener(struct vad_config *cfg, int *listen_fd, bool *activated)
+{
+	char err[1024];
+	if (vad_listen_open(cfg->socket_path, cfg->socket_mode, listen_fd, activated, err,
+			    sizeof(err)) != 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	if (*activated) {
+		char path[sizeof(cfg->socket_path)];
+		vad_listen_socket_path(*listen_fd, path, sizeof(path));
+		if (path[0])
+			snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", path);
+		/* an unnamed activated socket has no file whose group could be compared */
+		warn_admin_group_is_socket_group(cfg, path);
+	} else {
+		warn_admin_group_is_socket_group(cfg, cfg->socket_path);
+	}
+	resolve_stats_db(cfg);
+	return 0;
+}
+
+/* Run the server over the open arenas and socket until it stops; the exit code. The server
+ * owns the arenas once created; on failure to create it they are closed here. */
+static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_fd, bool activated)
+{
+	char err[1024];
+	size_t n_arenas = cfg->n_arenas;
+	struct vad_server *server;
+	if (vad_server_create(cfg, arenas, n_arenas, listen_fd, &server, err, sizeof(err)) != 0) {
+		/* on failure the server took nothing: the arenas and the socket are still ours */
+		log_err("cannot start: %s", err);
+		close(listen_fd);
+		close_arenas(arenas, n_arenas);
+		return EXIT_RUNTIME;
+	}
+
+	long workers = cfg->workers ? (long)cfg->workers : sysconf(_SC_NPROCESSORS_ONLN);
+	log_notice("vad %s listening on %s%s (%zu arena%s, %ld worker%s)", VAD_VERSION_STRING,
+		   cfg->socket_path, activated ? " (socket activation)" : "", n_arenas,
+		   n_arenas == 1 ? "" : "s", workers, workers == 1 ? "" : "s");
+
+	int rc = vad_server_run(server);
+	vad_server_destroy(server); /* frees the arenas and their array */
+	if (rc != 0) {
+		log_err("stopped after a runtime failure");
+		return EXIT_RUNTIME;
+	}
+	log_info("stopped");
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	struct options opt = {0};
@@ -278,120 +402,28 @@ int main(int argc, char **argv)
 	 * alone, under systemd (UMask=0077) or not; the socket gets socket_mode by chmod. */
 	umask(077);
 
-	const char *config_path = opt.config;
-	struct stat st;
-	if (!config_path && stat(DEFAULT_CONFIG, &st) == 0)
-		config_path = DEFAULT_CONFIG;
-
 	struct vad_config cfg;
-	char err[1024];
-	if (vad_config_load(config_path, &cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "vad: %s\n", err);
-		return EXIT_CONFIG;
-	}
-	if (opt.socket) {
-		if (!*opt.socket || strlen(opt.socket) >= sizeof(cfg.socket_path)) {
-			fprintf(stderr, "vad: --socket: bad path\n");
-			vad_config_free(&cfg);
-			return EXIT_USAGE;
-		}
-		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", opt.socket);
-	}
-	/* no socket given: the rule every client follows too (proto/socket_path.h) */
-	struct vad_socket_choice dflt = {0};
-	struct vad_socket_env env;
-	vad_socket_env_current(&env);
-	int dflt_rc = cfg.socket_path[0]
-			  ? 0
-			  : vad_socket_default(VAD_SOCKET_DAEMON, &env, &dflt, err, sizeof(err));
-	if (opt.check_config) {
-		printf("%s: ok\n", config_path ? config_path : "built-in defaults");
-		print_summary(&cfg, &dflt);
-		vad_config_free(&cfg);
-		return EXIT_OK;
-	}
-	if (dflt_rc != 0) {
-		fprintf(stderr, "vad: %s; give --socket or set socket in the config\n", err);
-		vad_config_free(&cfg);
-		return EXIT_RUNTIME;
-	}
-	if (!cfg.socket_path[0])
-		snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", dflt.path);
-	if (opt.print_socket) {
-		printf("%s\n", cfg.socket_path);
-		vad_config_free(&cfg);
-		return EXIT_OK;
-	}
-
+	rc = load_config(&opt, &cfg);
+	if (rc >= 0)
+		return rc;
 	vad_log_set_level(cfg.log_level);
 	/* clients vanish mid-write all the time; that must be an EPIPE, never a signal */
 	signal(SIGPIPE, SIG_IGN);
 
-	size_t n_arenas = cfg.n_arenas;
-	struct vad_arena **arenas = calloc(n_arenas, sizeof(*arenas));
-	if (!arenas) {
-		log_err("out of memory");
-		vad_config_free(&cfg);
-		return EXIT_RUNTIME;
-	}
-	for (size_t i = 0; i < n_arenas; i++) {
-		if (vad_arena_open(&cfg.arenas[i], &cfg, (unsigned)i, &arenas[i], err,
-				   sizeof(err)) != 0) {
-			log_err("%s", err);
-			close_arenas(arenas, i);
-			vad_config_free(&cfg);
-			return EXIT_RUNTIME;
-		}
-	}
-
+	struct vad_arena **arenas = open_arenas(&cfg);
 	int listen_fd;
-	bool activated;
-	if (vad_listen_open(cfg.socket_path, cfg.socket_mode, &listen_fd, &activated, err,
-			    sizeof(err)) != 0) {
-		log_err("%s", err);
-		close_arenas(arenas, n_arenas);
-		vad_config_free(&cfg);
-		return EXIT_RUNTIME;
-	}
-	if (activated) {
-		char path[sizeof(cfg.socket_path)];
-		vad_listen_socket_path(listen_fd, path, sizeof(path));
-		if (path[0])
-			snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", path);
-		/* an unnamed activated socket has no file whose group could be compared */
-		warn_admin_group_is_socket_group(&cfg, path);
+	bool activated = false;
+	if (!arenas) {
+		rc = EXIT_RUNTIME;
+	} else if (open_listener(&cfg, &listen_fd, &activated) != 0) {
+		close_arenas(arenas, cfg.n_arenas);
+		rc = EXIT_RUNTIME;
 	} else {
-		warn_admin_group_is_socket_group(&cfg, cfg.socket_path);
-	}
-	resolve_stats_db(&cfg);
-
-	struct vad_server *server;
-	if (vad_server_create(&cfg, arenas, n_arenas, listen_fd, &server, err, sizeof(err)) != 0) {
-		/* on failure the server took nothing: the arenas and the socket are still ours */
-		log_err("cannot start: %s", err);
-		close(listen_fd);
+		rc = serve(&cfg, arenas, listen_fd, activated);
+		/* a socket we bound ourselves goes away with us; systemd owns an activated one */
 		if (!activated)
 			unlink(cfg.socket_path);
-		close_arenas(arenas, n_arenas);
-		vad_config_free(&cfg);
-		return EXIT_RUNTIME;
 	}
-
-	long workers = cfg.workers ? (long)cfg.workers : sysconf(_SC_NPROCESSORS_ONLN);
-	log_notice("vad %s listening on %s%s (%zu arena%s, %ld worker%s)", VAD_VERSION_STRING,
-		   cfg.socket_path, activated ? " (socket activation)" : "", n_arenas,
-		   n_arenas == 1 ? "" : "s", workers, workers == 1 ? "" : "s");
-
-	rc = vad_server_run(server);
-	vad_server_destroy(server);
-	/* a socket we bound ourselves goes away with us; systemd owns an activated one */
-	if (!activated)
-		unlink(cfg.socket_path);
-	vad_config_free(&cfg); /* the server freed the arenas and their array */
-	if (rc != 0) {
-		log_err("stopped after a runtime failure");
-		return EXIT_RUNTIME;
-	}
-	log_info("stopped");
-	return EXIT_OK;
+	vad_config_free(&cfg);
+	return rc;
 }
