@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "units.h" /* vad_parse_size, vad_parse_duration_ms, vad_format_size */
+
 #define VAD_NAME_MAX 63
 
 /* One [arena NAME] section. */
@@ -77,14 +79,5 @@ int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t 
 
 /* Free what vad_config_load allocated inside cfg (not cfg itself). */
 void vad_config_free(struct vad_config *cfg);
-
-/* "4096", "4K", "64G", "1.5M" (binary units) -> bytes; -1 on junk or overflow. */
-int vad_parse_size(const char *s, uint64_t *out);
-
-/* "250ms", "10s", "5m", "2h", "30d", bare number = seconds -> milliseconds; -1 on junk. */
-int vad_parse_duration_ms(const char *s, uint64_t *out);
-
-/* Format bytes as "1.0 GiB", "512 KiB", "17 B" into buf. */
-const char *vad_format_size(uint64_t bytes, char *buf, size_t len);
 
 #endif

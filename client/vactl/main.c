@@ -41,7 +41,7 @@ static void print_help(FILE *f)
 	    "  -h, --help      this help; vactl COMMAND --help explains one command\n"
 	    "  -V, --version   print vactl's version\n"
 	    "\nSizes accept binary units: 4096, 4K, 1.5M, 64G (K = 1024). Durations: 250ms,\n"
-	    "10s, 5m, 2h, 1d; a bare number is seconds.\n"
+	    "10s, 5m, 2h, 1d, 1w; a bare number is seconds.\n"
 	    "\nExit status:\n"
 	    "  0  success\n"
 	    "  1  the daemon refused the request (its reason is printed on stderr)\n"

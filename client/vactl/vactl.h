@@ -95,15 +95,15 @@ int vactl_exit_code(int err);
 const char *vactl_err_label(int err);
 const char *vactl_err_name(int err);
 
-/* units.c */
+/* units.c (sizes and durations follow proto/units.h, the rules of vad.conf) */
 
-/* "4096", "4K", "1.5M", "64G", "2T", "4KiB", "4kb" (binary units) -> bytes; -1 on junk. */
+/* vad_parse_size: "4096", "4K", "1.5M", "64G", "4 KiB", "4kb" -> bytes; -1 on junk. */
 int vactl_parse_size(const char *s, uint64_t *out);
 
-/* "250ms", "10s", "5m", "2h", "1d", bare number = seconds (fractions allowed) -> ms. */
+/* vad_parse_duration_ms: "250ms", "10s", "5m", "2h", "1d", "1w", bare number = seconds. */
 int vactl_parse_duration(const char *s, uint64_t *ms);
 
-/* "1.0 GiB", "512 KiB", "17 B" into buf. */
+/* vad_format_size: "1.0 GiB", "64 GiB", "512 KiB", "17 B" into buf. */
 const char *vactl_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 /* "3d 04h", "2h 03m", "4m 12s", "812ms" into buf. */
