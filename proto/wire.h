@@ -19,4 +19,17 @@ static inline size_t vad_varint_len(uint64_t v)
 	return n;
 }
 
+/* The most bytes a whole Free request frame takes besides its arena name and its packed
+ * offsets: the 4-byte length, the id (tag and a varint of up to 10 bytes), then a tag and a
+ * length of up to 5 bytes (protobuf-c writes lengths as 32-bit varints) for each of the
+ * free field, the arena name and the offsets: 4 + 11 + 3 x 6. */
+#define VAD_FREE_FRAME_OVERHEAD 33u
+
+/* The same for a whole Response frame carrying an AllocReply, besides its arena name and its
+ * packed offsets and sizes: 4 + 11 + 4 x 6 (the alloc field, the name, the offsets, the
+ * sizes; error OK and an empty message are not sent). It is the larger of the two and its
+ * lists hold the Free's offsets and more, so a batch whose reply fits a frame can be freed
+ * in one request too. */
+#define VAD_ALLOC_REPLY_FRAME_OVERHEAD 39u
+
 #endif

@@ -24,10 +24,8 @@ extern __thread bool libvad_hash_oom;
 /* Largest response payload libvad accepts: lists of many clients can be long. */
 #define LIBVAD_RESPONSE_MAX (16u * 1024u * 1024u)
 /* The smallest max_frame a daemon accepts (vad.conf refuses less): requests libvad may
- * split (frees) are cut to fit it, and the room a Free frame needs besides its offsets
- * and arena name (length prefix, id, tags and lengths). */
-#define LIBVAD_SAFE_FRAME    4096u
-#define LIBVAD_FREE_OVERHEAD 40u
+ * split (frees) are cut to fit it (with VAD_FREE_FRAME_OVERHEAD, proto/wire.h). */
+#define LIBVAD_SAFE_FRAME 4096u
 
 /* Receive buffer size kept between replies (it grows for larger ones, then shrinks). */
 #define LIBVAD_RBUF_KEEP (64u * 1024u)

@@ -65,7 +65,7 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
  * max_frame, and LIBVAD_SAFE_FRAME is the smallest any daemon accepts. */
 static size_t free_chunk(size_t name_len, size_t n, const uint64_t *offsets)
 {
-	size_t budget = LIBVAD_SAFE_FRAME - LIBVAD_FREE_OVERHEAD - name_len;
+	size_t budget = LIBVAD_SAFE_FRAME - VAD_FREE_FRAME_OVERHEAD - name_len;
 	size_t end = 0, bytes = 0;
 	while (end < n && bytes + vad_varint_len(offsets[end]) <= budget)
 		bytes += vad_varint_len(offsets[end++]);
