@@ -11,6 +11,11 @@
 
 #include "connect_hint.h"
 #include "internal.h"
+#include "version.h"
+
+/* vad.h is installed alone, so it spells the version out: it must be the one version. */
+_Static_assert(__builtin_strcmp(VAD_VERSION_STRING, VAD_VERSION) == 0,
+	       "VAD_VERSION_STRING in client/vad.h differs from VAD_VERSION in proto/version.h");
 
 extern char *program_invocation_short_name;
 

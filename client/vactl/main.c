@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "vactl.h"
+#include "version.h"
 
 static const struct vactl_cmd *const commands[] = {
     &vactl_cmd_status,	&vactl_cmd_top,	    &vactl_cmd_arenas, &vactl_cmd_clients, &vactl_cmd_stats,
@@ -179,7 +180,7 @@ int main(int argc, char **argv)
 			print_help(stdout);
 			return VACTL_EXIT_OK;
 		case 'V':
-			printf("vactl %s (libvad %s)\n", VAD_VERSION_STRING, VAD_VERSION_STRING);
+			printf("vactl %s (libvad %s)\n", VAD_VERSION, VAD_VERSION_STRING);
 			return VACTL_EXIT_OK;
 		case ':':
 			return vactl_usage_error(NULL, "option '%s' needs a value",
