@@ -63,8 +63,7 @@ static int say_hello(vad_client *c, const char *name)
 				    c->socket_path, vad_strerror(err));
 	}
 	if (r->error != VAD__ERROR__OK) {
-		err = (int)r->error > 0 && (int)r->error <= VAD__ERROR__ENOHELLO ? -(int)r->error
-										 : VAD_EPROTO;
+		err = libvad_code_from_wire(r->error);
 		libvad_failf(NULL, err, "the daemon at %s refused the connection: %s",
 			     c->socket_path, *r->message ? r->message : vad_strerror(err));
 		vad__response__free_unpacked(r, NULL);

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "internal.h"
 
 static int send_all(vad_client *c, const uint8_t *buf, size_t len)
@@ -173,7 +174,7 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 /* Daemon error codes are vad.Error values; libvad's are their negations. */
 int libvad_code_from_wire(Vad__Error e)
 {
-	if ((int)e <= 0 || (int)e > VAD__ERROR__ENOHELLO)
+	if ((int)e <= 0 || !vad_error_known((int)e))
 		return VAD_EPROTO;
 	return -(int)e;
 }

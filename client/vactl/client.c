@@ -6,50 +6,25 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "vactl.h"
 
-static const struct {
-	const char *name, *label;
-} codes[] = {
-    {"OK", "ok"},
-    {"EINVAL", "invalid argument"},
-    {"ENOMEM", "out of memory"},
-    {"ECONNECT", "cannot connect"},
-    {"EGONE", "connection lost"},
-    {"EPROTO", "protocol error"},
-    {"EVERSION", "protocol version mismatch"},
-    {"ENOSPC", "no space"},
-    {"EQUOTA", "quota exceeded"},
-    {"EPERM", "permission denied"},
-    {"ENOARENA", "no such arena"},
-    {"ENOTHELD", "not held"},
-    {"ETOKEN", "bad token"},
-    {"ESIZE", "bad size"},
-    {"EALIGN", "bad alignment"},
-    {"ETOOBIG", "request too big"},
-    {"EBUSY", "daemon busy"},
-    {"EINTERNAL", "daemon internal error"},
-    {"EMAP", "cannot map arena"},
-    {"EUNSUPPORTED", "unsupported"},
-    {"ENOHELLO", "no hello"},
-};
-
-static int code_index(int err)
+/* The table's number of a VAD_E* code, or -1 (proto/errors.h). */
+static int code_number(int err)
 {
-	int i = -err;
-	return i >= 0 && i < (int)(sizeof(codes) / sizeof(codes[0])) ? i : -1;
+	return err <= 0 && err >= -VAD_ERROR_MAX ? -err : -1;
 }
 
 const char *vactl_err_label(int err)
 {
-	int i = code_index(err);
-	return i < 0 ? "error" : codes[i].label;
+	const char *l = vad_error_label(code_number(err));
+	return l ? l : "error";
 }
 
 const char *vactl_err_name(int err)
 {
-	int i = code_index(err);
-	return i < 0 ? "EUNKNOWN" : codes[i].name;
+	const char *n = vad_error_name(code_number(err));
+	return n ? n : "EUNKNOWN";
 }
 
 int vactl_exit_code(int err)
