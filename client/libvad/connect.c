@@ -11,6 +11,7 @@
 
 #include "connect_hint.h"
 #include "internal.h"
+#include "transport.h"
 #include "version.h"
 
 /* vad.h is installed alone, so it spells the version out: it must be the one version. */

@@ -38,6 +38,14 @@ const char *vad_strerror(int err)
 	return s ? s : "unknown vad error code";
 }
 
+/* Daemon error codes are vad.Error values; libvad's are their negations. */
+int libvad_code_from_wire(Vad__Error e)
+{
+	if ((int)e <= 0 || !vad_error_known((int)e))
+		return VAD_EPROTO;
+	return -(int)e;
+}
+
 static struct err_slot *slot_for(uint64_t generation, bool create)
 {
 	struct err_slot *oldest = &err_slots[0];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "transport.h"
 #include "wire.h"
 
 /* Send one Free for offsets of arena. The held records are dropped before the request
