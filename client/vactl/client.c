@@ -6,26 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "errors.h"
 #include "vactl.h"
-
-/* The table's number of a VAD_E* code, or -1 (proto/errors.h). */
-static int code_number(int err)
-{
-	return err <= 0 && err >= -VAD_ERROR_MAX ? -err : -1;
-}
-
-const char *vactl_err_label(int err)
-{
-	const char *l = vad_error_label(code_number(err));
-	return l ? l : "error";
-}
-
-const char *vactl_err_name(int err)
-{
-	const char *n = vad_error_name(code_number(err));
-	return n ? n : "EUNKNOWN";
-}
 
 int vactl_exit_code(int err)
 {
