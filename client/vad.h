@@ -26,6 +26,7 @@
 extern "C" {
 #endif
 
+/* The one version of vad, VAD_VERSION of the sources (libvad checks that they agree). */
 #define VAD_VERSION_STRING "0.1.0"
 #define VAD_TOKEN_LEN 32 /* printable share token; buffers are char[VAD_TOKEN_LEN + 1] */
 /* The largest alignment libvad gives: each arena is mapped at an address aligned to the

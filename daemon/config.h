@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "units.h" /* vad_parse_size, vad_parse_duration_ms, vad_format_size */
+
 #define VAD_NAME_MAX 63
 
 /* One [arena NAME] section. */
@@ -90,14 +92,5 @@ const char *vad_config_key_text(const struct vad_config *cfg, size_t i, char *bu
 
 /* "max_frame 64 KiB, max_clients 1024, ...": every key a reload applies, with cfg's values. */
 const char *vad_config_reloadable_text(const struct vad_config *cfg, char *buf, size_t len);
-
-/* "4096", "4K", "64G", "1.5M" (binary units) -> bytes; -1 on junk or overflow. */
-int vad_parse_size(const char *s, uint64_t *out);
-
-/* "250ms", "10s", "5m", "2h", "30d", bare number = seconds -> milliseconds; -1 on junk. */
-int vad_parse_duration_ms(const char *s, uint64_t *out);
-
-/* Format bytes as "1.0 GiB", "512 KiB", "17 B" into buf. */
-const char *vad_format_size(uint64_t bytes, char *buf, size_t len);
 
 #endif

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "wire.h"
+
 /* Wire types and the tags this codec knows (field number << 3 | wire type). */
 #define WT_VARINT 0
 #define WT_LEN	  2
@@ -205,16 +207,6 @@ Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, con
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
-static size_t varint_size(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
 static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
 	while (v >= 0x80) {
@@ -229,14 +221,14 @@ static size_t packed_body(size_t n, const uint64_t *v)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < n; i++)
-		len += varint_size(v[i]);
+		len += vad_varint_len(v[i]);
 	return len;
 }
 
 /* Size of a length-delimited field with a body of len bytes (tag < 16: one byte). */
 static size_t field_len(size_t len)
 {
-	return 1 + varint_size(len) + len;
+	return 1 + vad_varint_len(len) + len;
 }
 
 static size_t alloc_reply_body(const Vad__AllocReply *a, size_t *offs, size_t *sizes)
@@ -255,7 +247,7 @@ static size_t alloc_reply_body(const Vad__AllocReply *a, size_t *offs, size_t *s
 
 static size_t free_reply_body(const Vad__FreeReply *f)
 {
-	return f->freed ? 1 + varint_size(f->freed) : 0;
+	return f->freed ? 1 + vad_varint_len(f->freed) : 0;
 }
 
 /* Is resp one this codec encodes: OK, no message, an Alloc or Free result? */
@@ -273,7 +265,7 @@ size_t vad_fast_response_size(const Vad__Response *r)
 {
 	if (!fast_response(r))
 		return 0;
-	size_t len = r->id ? 1 + varint_size(r->id) : 0, offs, sizes;
+	size_t len = r->id ? 1 + vad_varint_len(r->id) : 0, offs, sizes;
 	if (r->result_case == VAD__RESPONSE__RESULT_ALLOC) {
 		if (r->alloc->base.n_unknown_fields)
 			return 0;

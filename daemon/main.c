@@ -20,7 +20,7 @@
 #include "log.h"
 #include "server.h"
 #include "socket_path.h"
-#include "vad.h" /* VAD_VERSION_STRING: one version for the daemon, libvad and vactl */
+#include "version.h"
 
 #define DEFAULT_CONFIG "/etc/vad/vad.conf"
 
@@ -92,7 +92,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 			o->print_socket = true;
 			break;
 		case 'V':
-			printf("vad %s\n", VAD_VERSION_STRING);
+			printf("vad %s\n", VAD_VERSION);
 			return EXIT_OK;
 		case 'h':
 			usage(stdout);
@@ -378,7 +378,7 @@ static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_f
 	}
 
 	long workers = cfg->workers ? (long)cfg->workers : sysconf(_SC_NPROCESSORS_ONLN);
-	log_notice("vad %s listening on %s%s (%zu arena%s, %ld worker%s)", VAD_VERSION_STRING,
+	log_notice("vad %s listening on %s%s (%zu arena%s, %ld worker%s)", VAD_VERSION,
 		   cfg->socket_path, activated ? " (socket activation)" : "", n_arenas,
 		   n_arenas == 1 ? "" : "s", workers, workers == 1 ? "" : "s");
 

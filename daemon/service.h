@@ -18,9 +18,10 @@
 #include "latency.h"
 #include "ratelimit.h"
 #include "registry.h"
+#include "version.h"
 
-/* The daemon version reported by hello. */
-#define VAD_DAEMON_VERSION "0.1.0"
+/* The daemon version reported by hello (proto/version.h). */
+#define VAD_DAEMON_VERSION VAD_VERSION
 
 /* The limits a reload may change. */
 struct vad_limits {

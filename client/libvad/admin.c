@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "transport.h"
 
 static int simple_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
 		      Vad__Response **r)

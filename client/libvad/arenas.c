@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "transport.h"
 
 static struct libvad_arena *lookup_locked(vad_client *c, const char *name)
 {

@@ -11,6 +11,12 @@
 
 #include "connect_hint.h"
 #include "internal.h"
+#include "transport.h"
+#include "version.h"
+
+/* vad.h is installed alone, so it spells the version out: it must be the one version. */
+_Static_assert(__builtin_strcmp(VAD_VERSION_STRING, VAD_VERSION) == 0,
+	       "VAD_VERSION_STRING in client/vad.h differs from VAD_VERSION in proto/version.h");
 
 extern char *program_invocation_short_name;
 
@@ -58,8 +64,7 @@ static int say_hello(vad_client *c, const char *name)
 				    c->socket_path, vad_strerror(err));
 	}
 	if (r->error != VAD__ERROR__OK) {
-		err = (int)r->error > 0 && (int)r->error <= VAD__ERROR__ENOHELLO ? -(int)r->error
-										 : VAD_EPROTO;
+		err = libvad_code_from_wire(r->error);
 		libvad_failf(NULL, err, "the daemon at %s refused the connection: %s",
 			     c->socket_path, *r->message ? r->message : vad_strerror(err));
 		vad__response__free_unpacked(r, NULL);

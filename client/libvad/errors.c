@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "internal.h"
 
 #define ERR_SLOTS   8
@@ -25,37 +26,24 @@ static __thread uint64_t err_clock;
 
 #define CONNECT_GENERATION UINT64_MAX
 
-static const char *const sentences[] = {
-    [0] = "success",
-    [1] = "a malformed or missing argument",
-    [2] = "out of memory",
-    [3] = "cannot connect to the vad daemon (is it running?)",
-    [4] = "the daemon closed the connection",
-    [5] = "protocol error: an undecodable message, broken framing, or a reply that does "
-	  "not fit its request",
-    [6] = "client and daemon speak different protocol versions",
-    [7] = "the arena has no free range that large",
-    [8] = "a per-client or per-uid quota would be exceeded",
-    [9] = "not allowed (arena allow-list or admin operation)",
-    [10] = "no such arena",
-    [11] = "this client holds no reference to that range",
-    [12] = "unknown or malformed share token",
-    [13] = "size is 0 or too large for the arena",
-    [14] = "alignment is not a power of two or is too large",
-    [15] = "request larger than the daemon's maximum frame or batch",
-    [16] = "the daemon has too many clients",
-    [17] = "the daemon failed internally",
-    [18] = "mapping the arena into this process failed",
-    [19] = "the daemon does not know that operation",
-    [20] = "the first request must be hello",
-};
+/* vad.h's public codes are the table's numbers negated (proto/errors.h). */
+#define CHECK_PUBLIC(name, number, sentence, label)                                                \
+	_Static_assert(VAD_##name == -(number), "VAD_" #name " in vad.h differs from errors.h");
+VAD_ERROR_TABLE(CHECK_PUBLIC)
+#undef CHECK_PUBLIC
 
 const char *vad_strerror(int err)
 {
-	unsigned idx = err <= 0 ? (unsigned)-(long)err : 0;
-	if (err > 0 || idx >= sizeof(sentences) / sizeof(sentences[0]))
-		return "unknown vad error code";
-	return sentences[idx];
+	const char *s = err <= 0 && err >= -VAD_ERROR_MAX ? vad_error_sentence(-err) : NULL;
+	return s ? s : "unknown vad error code";
+}
+
+/* Daemon error codes are vad.Error values; libvad's are their negations. */
+int libvad_code_from_wire(Vad__Error e)
+{
+	if ((int)e <= 0 || !vad_error_known((int)e))
+		return VAD_EPROTO;
+	return -(int)e;
 }
 
 static struct err_slot *slot_for(uint64_t generation, bool create)

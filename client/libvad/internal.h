@@ -24,10 +24,8 @@ extern __thread bool libvad_hash_oom;
 /* Largest response payload libvad accepts: lists of many clients can be long. */
 #define LIBVAD_RESPONSE_MAX (16u * 1024u * 1024u)
 /* The smallest max_frame a daemon accepts (vad.conf refuses less): requests libvad may
- * split (frees) are cut to fit it, and the room a Free frame needs besides its offsets
- * and arena name (length prefix, id, tags and lengths). */
-#define LIBVAD_SAFE_FRAME    4096u
-#define LIBVAD_FREE_OVERHEAD 40u
+ * split (frees) are cut to fit it (with VAD_FREE_FRAME_OVERHEAD, proto/wire.h). */
+#define LIBVAD_SAFE_FRAME 4096u
 
 /* Receive buffer size kept between replies (it grows for larger ones, then shrinks). */
 #define LIBVAD_RBUF_KEEP (64u * 1024u)
@@ -152,49 +150,6 @@ struct vad_client {
 	size_t n_held_spare;
 };
 
-/* transport.c */
-
-/* Send req (its id is set here) and wait for the matching response. On VAD_OK *resp is
- * the decoded response (free with vad__response__free_unpacked(r, NULL)) and, if fd is
- * not NULL, *fd is the descriptor that came with it or -1. Does not look at resp->error. */
-int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd);
-
-/* libvad_call, then turn a daemon error into its VAD_E* code (recording the daemon's
- * sentence) and check that the result has the expected case. On VAD_OK the caller owns
- * *resp. Every failure is recorded for vad_last_error. */
-int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
-	       Vad__Response **resp, int *fd);
-
-/* The daemon's parting sentence (an unasked error reply before it closed), or NULL.
- * Valid until vad_close. */
-const char *libvad_dead_message(vad_client *c);
-
-/* The VAD_E* code of a decoded response: the daemon's error (its sentence recorded for
- * vad_last_error), VAD_EPROTO if the result is not of the expected case, else VAD_OK.
- * Does not free r. */
-int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect);
-
-/* The sender's loop, c->lock held and c->sending set by the caller: send what other calls
- * queued meanwhile, until nothing is left; then give up the role. */
-void libvad_flush_queue_locked(vad_client *c);
-
-/* The VAD_E* code of a daemon error value (VAD_EPROTO for values libvad does not know). */
-int libvad_code_from_wire(Vad__Error e);
-
-/* Free the transport state (buffers, queued fds, the parting sentence). */
-void libvad_transport_destroy(vad_client *c);
-
-/* reader.c */
-
-/* With c->lock held and nobody reading: be the reader for one receive, deliver every
- * whole reply it completes and wake their waiters, then give up the role (to a sleeping
- * waiter, woken, if me is answered). A broken stream fails every waiter. Returns true,
- * without c->lock, if me is answered; false with c->lock held otherwise. */
-bool libvad_read_round(vad_client *c, struct libvad_pending *me);
-
-/* Free the reader's buffer and close the fds nobody claimed. */
-void libvad_reader_destroy(vad_client *c);
-
 /* waiters.c */
 
 /* Enter p (state LIBVAD_WAITING) in the table of calls in flight. c->lock held. */
@@ -237,6 +192,9 @@ int libvad_fail(vad_client *c, int err, const char *msg);
 /* Like libvad_fail with a printf-style sentence. */
 int libvad_failf(vad_client *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The VAD_E* code of a daemon error value (VAD_EPROTO for values libvad does not know). */
+int libvad_code_from_wire(Vad__Error e);
 
 /* arenas.c */
 

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "transport.h"
+#include "wire.h"
 
 /* Send one Free for offsets of arena. The held records are dropped before the request
  * goes out: once the daemon has freed a range it may hand the same address to another
@@ -59,26 +61,15 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	return err;
 }
 
-/* Bytes of v as a protobuf varint. */
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
 /* How many of offsets, from the first, fit one Free frame for an arena name of name_len
  * bytes (at least one): the daemon drops a connection that sends a frame above its
  * max_frame, and LIBVAD_SAFE_FRAME is the smallest any daemon accepts. */
 static size_t free_chunk(size_t name_len, size_t n, const uint64_t *offsets)
 {
-	size_t budget = LIBVAD_SAFE_FRAME - LIBVAD_FREE_OVERHEAD - name_len;
+	size_t budget = LIBVAD_SAFE_FRAME - VAD_FREE_FRAME_OVERHEAD - name_len;
 	size_t end = 0, bytes = 0;
-	while (end < n && bytes + varint_len(offsets[end]) <= budget)
-		bytes += varint_len(offsets[end++]);
+	while (end < n && bytes + vad_varint_len(offsets[end]) <= budget)
+		bytes += vad_varint_len(offsets[end++]);
 	return end ? end : 1;
 }
 

@@ -26,6 +26,8 @@
 
 #include "fdpass.h"
 #include "internal.h"
+#include "reader.h"
+#include "sender.h"
 
 static void close_fds(const int *fds, size_t n)
 {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "transport.h"
 
 /* One Walk page from `from`; on success the caller owns *resp. */
 static int walk_page(vad_client *c, const char *arena, uint64_t from, Vad__Response **resp)

@@ -8,50 +8,6 @@
 
 #include "vactl.h"
 
-static const struct {
-	const char *name, *label;
-} codes[] = {
-    {"OK", "ok"},
-    {"EINVAL", "invalid argument"},
-    {"ENOMEM", "out of memory"},
-    {"ECONNECT", "cannot connect"},
-    {"EGONE", "connection lost"},
-    {"EPROTO", "protocol error"},
-    {"EVERSION", "protocol version mismatch"},
-    {"ENOSPC", "no space"},
-    {"EQUOTA", "quota exceeded"},
-    {"EPERM", "permission denied"},
-    {"ENOARENA", "no such arena"},
-    {"ENOTHELD", "not held"},
-    {"ETOKEN", "bad token"},
-    {"ESIZE", "bad size"},
-    {"EALIGN", "bad alignment"},
-    {"ETOOBIG", "request too big"},
-    {"EBUSY", "daemon busy"},
-    {"EINTERNAL", "daemon internal error"},
-    {"EMAP", "cannot map arena"},
-    {"EUNSUPPORTED", "unsupported"},
-    {"ENOHELLO", "no hello"},
-};
-
-static int code_index(int err)
-{
-	int i = -err;
-	return i >= 0 && i < (int)(sizeof(codes) / sizeof(codes[0])) ? i : -1;
-}
-
-const char *vactl_err_label(int err)
-{
-	int i = code_index(err);
-	return i < 0 ? "error" : codes[i].label;
-}
-
-const char *vactl_err_name(int err)
-{
-	int i = code_index(err);
-	return i < 0 ? "EUNKNOWN" : codes[i].name;
-}
-
 int vactl_exit_code(int err)
 {
 	if (err == VAD_OK)

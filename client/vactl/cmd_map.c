@@ -165,24 +165,32 @@ static int write_svg(const struct vad_arena_map *m, const char *path, uint64_t c
 	return VACTL_EXIT_OK;
 }
 
-static void summarize(const struct vad_arena_map *m, uint64_t bytes[4], uint64_t blocks[4],
-		      uint64_t *largest_free)
+/* What the blocks of a map add up to, by kind. */
+struct map_summary {
+	uint64_t bytes[4], blocks[4];
+	uint64_t largest_free;
+	double fragmentation;
+};
+
+static void summarize(const struct vad_arena_map *m, struct map_summary *sum)
 {
-	memset(bytes, 0, 4 * sizeof(bytes[0]));
-	memset(blocks, 0, 4 * sizeof(blocks[0]));
-	*largest_free = 0;
+	memset(sum, 0, sizeof(*sum));
 	for (size_t i = 0; i < m->n_blocks; i++) {
 		const struct vad_block *b = &m->blocks[i];
 		if (b->kind < 0 || b->kind >= 4)
 			continue;
-		bytes[b->kind] += b->size;
-		blocks[b->kind]++;
-		if (b->kind == VAD_BLOCK_FREE && b->size > *largest_free)
-			*largest_free = b->size;
+		sum->bytes[b->kind] += b->size;
+		sum->blocks[b->kind]++;
+		if (b->kind == VAD_BLOCK_FREE && b->size > sum->largest_free)
+			sum->largest_free = b->size;
 	}
+	sum->fragmentation = vactl_fragmentation(sum->bytes[VAD_BLOCK_FREE], sum->largest_free);
 }
 
-static int run_map(struct vactl_opts *o, int argc, char **argv)
+/* Parse the command line, connect and walk the arena into *m. Returns VACTL_EXIT_OK with
+ * *m set, -1 after --help, or the exit code of the failure. */
+static int fetch_map(struct vactl_opts *o, int argc, char **argv, struct map_args *a,
+		     struct vad_arena_map **m)
 {
 	static const struct option opts[] = {
 	    {"width", required_argument, NULL, OPT_WIDTH},
@@ -192,103 +200,130 @@ static int run_map(struct vactl_opts *o, int argc, char **argv)
 	    {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS},
 	    {0},
 	};
-	struct map_args a = {.width = 64, .rows = 16, .max_blocks = 1000000};
 	int first;
-	int rc = vactl_parse_cmd(&vactl_cmd_map, o, argc, argv, NULL, opts, on_map_opt, &a, &first);
+	int rc = vactl_parse_cmd(&vactl_cmd_map, o, argc, argv, NULL, opts, on_map_opt, a, &first);
 	if (rc)
-		return rc < 0 ? VACTL_EXIT_OK : rc;
+		return rc;
 	if ((rc = vactl_check_operands(&vactl_cmd_map, argc, argv, first, 1)))
 		return rc;
 	const char *arena = first < argc ? argv[first] : NULL;
 	vad_client *c;
 	if ((rc = vactl_connect(o, &c)))
 		return rc;
-	struct vad_arena_map *m;
-	int err = vad_walk(c, arena, (size_t)a.max_blocks, &m);
+	int err = vad_walk(c, arena, (size_t)a->max_blocks, m);
 	if (err)
 		return vactl_report_close(o, c, err);
 	vad_close(c);
-	uint64_t bytes[4], blocks[4], largest_free;
-	summarize(m, bytes, blocks, &largest_free);
-	double frag = vactl_fragmentation(bytes[VAD_BLOCK_FREE], largest_free);
-	if (a.svg && (rc = write_svg(m, a.svg, 256, 64)) != VACTL_EXIT_OK) {
-		free(m);
-		return rc;
+	return VACTL_EXIT_OK;
+}
+
+static void print_map_json(const struct vad_arena_map *m, const struct map_summary *sum,
+			   const char *svg)
+{
+	json_object *j = json_object_new_object();
+	vactl_json_add_str(j, "arena", m->arena);
+	vactl_json_add_u64(j, "size", m->size);
+	vactl_json_add_u64(j, "quantum", m->quantum);
+	vactl_json_add_u64(j, "n_blocks", m->n_blocks);
+	json_object_object_add(j, "truncated", json_object_new_boolean(m->truncated));
+	for (int k = 0; k < 4; k++) {
+		char key[32];
+		snprintf(key, sizeof(key), "%s_bytes", kind_names[k]);
+		vactl_json_add_u64(j, key, sum->bytes[k]);
+		snprintf(key, sizeof(key), "%s_blocks", kind_names[k]);
+		vactl_json_add_u64(j, key, sum->blocks[k]);
 	}
-	if (o->json) {
-		json_object *j = json_object_new_object();
-		vactl_json_add_str(j, "arena", m->arena);
-		vactl_json_add_u64(j, "size", m->size);
-		vactl_json_add_u64(j, "quantum", m->quantum);
-		vactl_json_add_u64(j, "n_blocks", m->n_blocks);
-		json_object_object_add(j, "truncated", json_object_new_boolean(m->truncated));
-		for (int k = 0; k < 4; k++) {
-			char key[32];
-			snprintf(key, sizeof(key), "%s_bytes", kind_names[k]);
-			vactl_json_add_u64(j, key, bytes[k]);
-			snprintf(key, sizeof(key), "%s_blocks", kind_names[k]);
-			vactl_json_add_u64(j, key, blocks[k]);
-		}
-		vactl_json_add_u64(j, "largest_free", largest_free);
-		json_object_object_add(j, "fragmentation", json_object_new_double(frag));
-		vactl_json_add_str(j, "svg", a.svg);
-		json_object *arr = json_object_new_array();
-		for (size_t i = 0; i < m->n_blocks; i++) {
-			json_object *jb = json_object_new_object();
-			vactl_json_add_u64(jb, "offset", m->blocks[i].offset);
-			vactl_json_add_u64(jb, "size", m->blocks[i].size);
-			vactl_json_add_str(jb, "kind", kind_name(m->blocks[i].kind));
-			vactl_json_add_u64(jb, "node", m->blocks[i].node);
-			json_object_array_add(arr, jb);
-		}
-		json_object_object_add(j, "blocks", arr);
-		vactl_json_print(j);
-		free(m);
-		return VACTL_EXIT_OK;
+	vactl_json_add_u64(j, "largest_free", sum->largest_free);
+	json_object_object_add(j, "fragmentation", json_object_new_double(sum->fragmentation));
+	vactl_json_add_str(j, "svg", svg);
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < m->n_blocks; i++) {
+		json_object *jb = json_object_new_object();
+		vactl_json_add_u64(jb, "offset", m->blocks[i].offset);
+		vactl_json_add_u64(jb, "size", m->blocks[i].size);
+		vactl_json_add_str(jb, "kind", kind_name(m->blocks[i].kind));
+		vactl_json_add_u64(jb, "node", m->blocks[i].node);
+		json_object_array_add(arr, jb);
 	}
-	char b1[32], b2[32], b3[32];
-	printf("arena %s: %s in %zu blocks%s, quantum %s; each cell is %s\n", m->arena,
-	       vactl_fmt_size(m->size, b1, sizeof(b1)), m->n_blocks,
-	       m->truncated ? " (truncated: --max-blocks)" : "",
-	       vactl_fmt_size(m->quantum, b2, sizeof(b2)),
-	       vactl_fmt_size(m->size / (a.width * a.rows), b3, sizeof(b3)));
-	uint64_t cells = a.width * a.rows;
+	json_object_object_add(j, "blocks", arr);
+	vactl_json_print(j);
+}
+
+/* The picture: a.rows lines of a.width cells, each an equal share of the arena. */
+static void print_map_grid(const struct vad_arena_map *m, const struct map_args *a)
+{
+	uint64_t cells = a->width * a->rows;
 	size_t cursor = 0;
-	char *line = malloc(a.width + 1);
-	for (uint64_t r = 0; line && r < a.rows; r++) {
-		for (uint64_t col = 0; col < a.width; col++) {
-			uint64_t cell = r * a.width + col;
+	char *line = malloc(a->width + 1);
+	for (uint64_t r = 0; line && r < a->rows; r++) {
+		for (uint64_t col = 0; col < a->width; col++) {
+			uint64_t cell = r * a->width + col;
 			uint64_t lo = (uint64_t)((long double)m->size * cell / cells);
 			uint64_t hi = (uint64_t)((long double)m->size * (cell + 1) / cells);
 			uint64_t cb[4];
 			cell_bytes(m, lo, hi, &cursor, cb);
 			line[col] = cell_char(cb);
 		}
-		line[a.width] = '\0';
+		line[a->width] = '\0';
 		printf("  |%s|\n", line);
 	}
 	free(line);
+}
+
+static void print_map_blocks(const struct vad_arena_map *m)
+{
+	static const char *const heads[] = {"OFFSET", "SIZE", "KIND", "NODE"};
+	struct vactl_table *t = vactl_table_new(4, heads);
+	for (size_t i = 0; i < m->n_blocks; i++) {
+		char off[32], node[16], size[32];
+		snprintf(off, sizeof(off), "0x%llx", (unsigned long long)m->blocks[i].offset);
+		snprintf(node, sizeof(node), "%u", m->blocks[i].node);
+		vactl_table_row(t, off, vactl_fmt_size(m->blocks[i].size, size, sizeof(size)),
+				kind_name(m->blocks[i].kind), node);
+	}
+	vactl_table_print(t);
+}
+
+static void print_map_text(const struct vad_arena_map *m, const struct map_summary *sum,
+			   const struct map_args *a)
+{
+	char b1[32], b2[32], b3[32];
+	printf("arena %s: %s in %zu blocks%s, quantum %s; each cell is %s\n", m->arena,
+	       vactl_fmt_size(m->size, b1, sizeof(b1)), m->n_blocks,
+	       m->truncated ? " (truncated: --max-blocks)" : "",
+	       vactl_fmt_size(m->quantum, b2, sizeof(b2)),
+	       vactl_fmt_size(m->size / (a->width * a->rows), b3, sizeof(b3)));
+	print_map_grid(m, a);
 	printf("  # busy  . free  l lazy  p pooled  + mostly busy  - mostly free\n");
 	for (int k = 0; k < 4; k++)
 		printf("  %-7s %12s in %llu blocks\n", kind_names[k],
-		       vactl_fmt_size(bytes[k], b1, sizeof(b1)), (unsigned long long)blocks[k]);
+		       vactl_fmt_size(sum->bytes[k], b1, sizeof(b1)),
+		       (unsigned long long)sum->blocks[k]);
 	printf("  largest free block %s, fragmentation %.1f%%\n",
-	       vactl_fmt_size(largest_free, b1, sizeof(b1)), 100.0 * frag);
-	if (a.blocks) {
-		static const char *const heads[] = {"OFFSET", "SIZE", "KIND", "NODE"};
-		struct vactl_table *t = vactl_table_new(4, heads);
-		for (size_t i = 0; i < m->n_blocks; i++) {
-			char off[32], node[16];
-			snprintf(off, sizeof(off), "0x%llx",
-				 (unsigned long long)m->blocks[i].offset);
-			snprintf(node, sizeof(node), "%u", m->blocks[i].node);
-			vactl_table_row(t, off, vactl_fmt_size(m->blocks[i].size, b1, sizeof(b1)),
-					kind_name(m->blocks[i].kind), node);
-		}
-		vactl_table_print(t);
+	       vactl_fmt_size(sum->largest_free, b1, sizeof(b1)), 100.0 * sum->fragmentation);
+	if (a->blocks)
+		print_map_blocks(m);
+	if (a->svg)
+		printf("wrote %s\n", a->svg);
+}
+
+static int run_map(struct vactl_opts *o, int argc, char **argv)
+{
+	struct map_args a = {.width = 64, .rows = 16, .max_blocks = 1000000};
+	struct vad_arena_map *m;
+	int rc = fetch_map(o, argc, argv, &a, &m);
+	if (rc)
+		return rc < 0 ? VACTL_EXIT_OK : rc;
+	struct map_summary sum;
+	summarize(m, &sum);
+	if (a.svg && (rc = write_svg(m, a.svg, 256, 64)) != VACTL_EXIT_OK) {
+		free(m);
+		return rc;
 	}
-	if (a.svg)
-		printf("wrote %s\n", a.svg);
+	if (o->json)
+		print_map_json(m, &sum, a.svg);
+	else
+		print_map_text(m, &sum, &a);
 	free(m);
 	return VACTL_EXIT_OK;
 }

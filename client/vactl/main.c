@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "vactl.h"
+#include "version.h"
 
 static const struct vactl_cmd *const commands[] = {
     &vactl_cmd_status,	&vactl_cmd_top,	    &vactl_cmd_arenas, &vactl_cmd_clients, &vactl_cmd_stats,
@@ -41,7 +42,7 @@ static void print_help(FILE *f)
 	    "  -h, --help      this help; vactl COMMAND --help explains one command\n"
 	    "  -V, --version   print vactl's version\n"
 	    "\nSizes accept binary units: 4096, 4K, 1.5M, 64G (K = 1024). Durations: 250ms,\n"
-	    "10s, 5m, 2h, 1d; a bare number is seconds.\n"
+	    "10s, 5m, 2h, 1d, 1w; a bare number is seconds.\n"
 	    "\nExit status:\n"
 	    "  0  success\n"
 	    "  1  the daemon refused the request (its reason is printed on stderr)\n"
@@ -179,7 +180,7 @@ int main(int argc, char **argv)
 			print_help(stdout);
 			return VACTL_EXIT_OK;
 		case 'V':
-			printf("vactl %s (libvad %s)\n", VAD_VERSION_STRING, VAD_VERSION_STRING);
+			printf("vactl %s (libvad %s)\n", VAD_VERSION, VAD_VERSION_STRING);
 			return VACTL_EXIT_OK;
 		case ':':
 			return vactl_usage_error(NULL, "option '%s' needs a value",

@@ -1,10 +1,29 @@
-/* output.c - aligned text tables and JSON documents for vactl. */
+/* output.c - aligned text tables, JSON documents and error names for vactl; see output.h. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "vactl.h"
+#include "errors.h"
+#include "output.h"
+
+/* The table's number of a VAD_E* code, or -1 (proto/errors.h). */
+static int code_number(int err)
+{
+	return err <= 0 && err >= -VAD_ERROR_MAX ? -err : -1;
+}
+
+const char *vactl_err_label(int err)
+{
+	const char *l = vad_error_label(code_number(err));
+	return l ? l : "error";
+}
+
+const char *vactl_err_name(int err)
+{
+	const char *n = vad_error_name(code_number(err));
+	return n ? n : "EUNKNOWN";
+}
 
 struct vactl_table {
 	size_t ncols, nrows, cap;

@@ -1,6 +1,7 @@
 /*
  * vactl.h - shared pieces of the vactl admin CLI: options, exit codes, connecting,
- * error reporting, units and output helpers.
+ * error reporting and units; output helpers come from output.h (included here for the
+ * commands; output.c itself needs nothing else of vactl).
  */
 #ifndef VACTL_H
 #define VACTL_H
@@ -12,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "output.h"
 #include "vad.h"
 
 /* Exit codes scripts can rely on. */
@@ -91,60 +93,19 @@ int vactl_report_close(const struct vactl_opts *o, vad_client *c, int err);
 /* Exit code for a VAD_E* code. */
 int vactl_exit_code(int err);
 
-/* Short label ("quota exceeded") and symbolic name ("EQUOTA") of a VAD_E* code. */
-const char *vactl_err_label(int err);
-const char *vactl_err_name(int err);
+/* units.c (sizes and durations follow proto/units.h, the rules of vad.conf) */
 
-/* units.c */
-
-/* "4096", "4K", "1.5M", "64G", "2T", "4KiB", "4kb" (binary units) -> bytes; -1 on junk. */
+/* vad_parse_size: "4096", "4K", "1.5M", "64G", "4 KiB", "4kb" -> bytes; -1 on junk. */
 int vactl_parse_size(const char *s, uint64_t *out);
 
-/* "250ms", "10s", "5m", "2h", "1d", bare number = seconds (fractions allowed) -> ms. */
+/* vad_parse_duration_ms: "250ms", "10s", "5m", "2h", "1d", "1w", bare number = seconds. */
 int vactl_parse_duration(const char *s, uint64_t *ms);
 
-/* "1.0 GiB", "512 KiB", "17 B" into buf. */
+/* vad_format_size: "1.0 GiB", "64 GiB", "512 KiB", "17 B" into buf. */
 const char *vactl_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 /* "3d 04h", "2h 03m", "4m 12s", "812ms" into buf. */
 const char *vactl_fmt_duration(uint64_t ms, char *buf, size_t len);
-
-/* output.c */
-
-/* A text table: add rows of cells, then print with aligned columns. */
-struct vactl_table;
-struct vactl_table *vactl_table_new(size_t ncols, const char *const *headers);
-/* Add a row; cells are printf-formatted strings passed as ncols const char * values. */
-int vactl_table_row(struct vactl_table *t, ...);
-/* Print the table (first column left-aligned, the rest right-aligned) and free it. */
-void vactl_table_print(struct vactl_table *t);
-
-/* Print obj as the command's one JSON document on stdout and drop the reference. */
-void vactl_json_print(json_object *obj);
-
-/* Print obj as one compact JSON line on stdout (flushed) and drop the reference. */
-void vactl_json_line(json_object *obj);
-
-/* Print {key: value} as the command's one JSON document (takes value's reference). */
-void vactl_json_print_field(const char *key, json_object *value);
-
-/* Add a failed call's fields to obj: error (symbolic name), code and message. */
-void vactl_json_add_error(json_object *obj, int err, const char *message);
-
-/* json_object_new_uint64 with a signed fallback for old json-c. */
-json_object *vactl_json_u64(uint64_t v);
-
-/* Add key: v (an unsigned integer) to obj. */
-void vactl_json_add_u64(json_object *obj, const char *key, uint64_t v);
-
-/* Add key: s (a string, or null when s is NULL) to obj. */
-void vactl_json_add_str(json_object *obj, const char *key, const char *s);
-
-/* Per-arena statistics as a JSON object with every field. */
-json_object *vactl_json_arena_stats(const struct vad_arena_stats *a);
-
-/* Share of free space that is not in the largest free block (0 when nothing is free). */
-double vactl_fragmentation(uint64_t free_bytes, uint64_t largest_free);
 
 /* *total += v, held at UINT64_MAX rather than wrapping (totals over arenas). */
 static inline void vactl_sum_into(uint64_t *total, uint64_t v)

@@ -19,6 +19,7 @@
 
 #include "fdpass.h"
 #include "frame.h"
+#include "wire.h"
 
 /* ---- framing --------------------------------------------------------------------- */
 
@@ -61,7 +62,7 @@ static void test_peek_partial_headers(void **state)
 static void test_peek_empty_and_too_big(void **state)
 {
 	(void)state;
-	uint8_t buf[8] = { 0 };
+	uint8_t buf[8] = {0};
 	size_t len = 0;
 	assert_int_equal(vad_frame_peek(buf, 4, 64, &len), VAD_FRAME_EMPTY);
 	vad_frame_put_header(buf, 65);
@@ -79,7 +80,7 @@ static void test_peek_empty_and_too_big(void **state)
 static void test_request_round_trip(void **state)
 {
 	(void)state;
-	uint64_t sizes[] = { 4096, 1u << 20, 12345 };
+	uint64_t sizes[] = {4096, 1u << 20, 12345};
 	Vad__Alloc alloc = VAD__ALLOC__INIT;
 	alloc.size = 8192;
 	alloc.align = 65536;
@@ -199,7 +200,7 @@ static void test_stream_of_frames(void **state)
 		for (;;) {
 			size_t len;
 			enum vad_frame_status st =
-				vad_frame_peek(rx + pos, have - pos, VAD_FRAME_MAX_DEFAULT, &len);
+			    vad_frame_peek(rx + pos, have - pos, VAD_FRAME_MAX_DEFAULT, &len);
 			if (st == VAD_FRAME_NEED_MORE)
 				break;
 			assert_int_equal(st, VAD_FRAME_READY);
@@ -272,6 +273,50 @@ static off_t fd_size(int fd)
 	return st.st_size;
 }
 
+/* The overheads of wire.h bound what protobuf-c writes, at the largest id and offsets. */
+static void test_frame_overheads_bound_encoding(void **state)
+{
+	(void)state;
+	static uint64_t offsets[200], sizes[200];
+	char name[64];
+	memset(name, 'a', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	size_t packed = 0;
+	for (size_t i = 0; i < 200; i++) {
+		offsets[i] = UINT64_MAX - i;
+		sizes[i] = 1ull << (i % 64);
+		assert_int_equal(vad_varint_len(offsets[i]), 10);
+		packed += vad_varint_len(sizes[i]);
+	}
+	assert_int_equal(vad_varint_len(0), 1);
+	assert_int_equal(vad_varint_len(127), 1);
+	assert_int_equal(vad_varint_len(128), 2);
+
+	Vad__Free f = VAD__FREE__INIT;
+	f.arena = name;
+	f.n_offsets = 200;
+	f.offsets = offsets;
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.id = UINT64_MAX;
+	req.op_case = VAD__REQUEST__OP_FREE;
+	req.free = &f;
+	assert_true(vad_frame_request_size(&req) <=
+		    VAD_FREE_FRAME_OVERHEAD + strlen(name) + 200 * 10);
+
+	Vad__AllocReply a = VAD__ALLOC_REPLY__INIT;
+	a.arena = name;
+	a.n_offsets = a.n_sizes = 200;
+	a.offsets = offsets;
+	a.sizes = sizes;
+	Vad__Response resp = VAD__RESPONSE__INIT;
+	resp.id = UINT64_MAX;
+	resp.result_case = VAD__RESPONSE__RESULT_ALLOC;
+	resp.alloc = &a;
+	assert_true(vad_frame_response_size(&resp) <=
+		    VAD_ALLOC_REPLY_FRAME_OVERHEAD + strlen(name) + 200 * 10 + packed);
+	assert_true(VAD_ALLOC_REPLY_FRAME_OVERHEAD >= VAD_FREE_FRAME_OVERHEAD);
+}
+
 static void make_pair(int sv[2])
 {
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -287,7 +332,7 @@ static void test_fd_arrives(void **state)
 
 	assert_int_equal(vad_send_with_fd(sv[0], "hello", 5, mfd), 5);
 	char buf[16];
-	int fds[4] = { -1, -1, -1, -1 };
+	int fds[4] = {-1, -1, -1, -1};
 	size_t n_fds = 99;
 	assert_int_equal(vad_recv_with_fds(sv[1], buf, sizeof(buf), fds, 4, &n_fds), 5);
 	assert_memory_equal(buf, "hello", 5);
@@ -346,10 +391,10 @@ static void test_no_fd_and_bad_args(void **state)
 static void send_fds_raw(int sock, const int *fds, size_t n)
 {
 	char data = 'x';
-	struct iovec iov = { .iov_base = &data, .iov_len = 1 };
+	struct iovec iov = {.iov_base = &data, .iov_len = 1};
 	char control[CMSG_SPACE(8 * sizeof(int))];
 	memset(control, 0, sizeof(control));
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 	msg.msg_control = control;
 	msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
@@ -365,13 +410,13 @@ static void test_extra_fds_closed(void **state)
 	(void)state;
 	int sv[2];
 	make_pair(sv);
-	int m[3] = { marked_memfd(1000), marked_memfd(2000), marked_memfd(3000) };
+	int m[3] = {marked_memfd(1000), marked_memfd(2000), marked_memfd(3000)};
 
 	/* three fds, room for one: the first is kept, the rest closed */
 	send_fds_raw(sv[0], m, 3);
 	int before = open_fd_count();
 	char buf[4];
-	int fds[1] = { -1 };
+	int fds[1] = {-1};
 	size_t n_fds = 0;
 	assert_int_equal(vad_recv_with_fds(sv[1], buf, sizeof(buf), fds, 1, &n_fds), 1);
 	assert_int_equal(n_fds, 1);
@@ -437,9 +482,9 @@ static void test_fd_order_and_short_reads(void **state)
 static bool probe_truncated(int sock)
 {
 	char data;
-	struct iovec iov = { .iov_base = &data, .iov_len = 1 };
+	struct iovec iov = {.iov_base = &data, .iov_len = 1};
 	char control[CMSG_SPACE(8 * sizeof(int))];
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 	msg.msg_control = control;
 	msg.msg_controllen = sizeof(control);
 	assert_int_equal(recvmsg(sock, &msg, MSG_CMSG_CLOEXEC), 1);
@@ -463,7 +508,7 @@ static void test_ctrunc_reported(void **state)
 	(void)state;
 	int sv[2];
 	make_pair(sv);
-	int m[3] = { marked_memfd(1), marked_memfd(2), marked_memfd(3) };
+	int m[3] = {marked_memfd(1), marked_memfd(2), marked_memfd(3)};
 
 	/* the smallest limit that leaves exactly one free descriptor number */
 	struct rlimit old;
@@ -475,7 +520,7 @@ static void test_ctrunc_reported(void **state)
 			free_slots++;
 		limit++;
 	}
-	struct rlimit low = { .rlim_cur = limit, .rlim_max = old.rlim_max };
+	struct rlimit low = {.rlim_cur = limit, .rlim_max = old.rlim_max};
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
 	/* the limit must really bite in the kernel (valgrind, for one, only emulates it): probe
 	 * with a plain recvmsg of two fds, which must come back truncated */
@@ -510,19 +555,20 @@ static void test_ctrunc_reported(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_header_little_endian),
-		cmocka_unit_test(test_peek_partial_headers),
-		cmocka_unit_test(test_peek_empty_and_too_big),
-		cmocka_unit_test(test_request_round_trip),
-		cmocka_unit_test(test_response_round_trip),
-		cmocka_unit_test(test_smallest_request_is_not_empty),
-		cmocka_unit_test(test_stream_of_frames),
-		cmocka_unit_test(test_encoded_frame_too_big),
-		cmocka_unit_test(test_fd_arrives),
-		cmocka_unit_test(test_no_fd_and_bad_args),
-		cmocka_unit_test(test_extra_fds_closed),
-		cmocka_unit_test(test_fd_order_and_short_reads),
-		cmocka_unit_test(test_ctrunc_reported),
+	    cmocka_unit_test(test_header_little_endian),
+	    cmocka_unit_test(test_peek_partial_headers),
+	    cmocka_unit_test(test_peek_empty_and_too_big),
+	    cmocka_unit_test(test_request_round_trip),
+	    cmocka_unit_test(test_response_round_trip),
+	    cmocka_unit_test(test_smallest_request_is_not_empty),
+	    cmocka_unit_test(test_stream_of_frames),
+	    cmocka_unit_test(test_encoded_frame_too_big),
+	    cmocka_unit_test(test_frame_overheads_bound_encoding),
+	    cmocka_unit_test(test_fd_arrives),
+	    cmocka_unit_test(test_no_fd_and_bad_args),
+	    cmocka_unit_test(test_extra_fds_closed),
+	    cmocka_unit_test(test_fd_order_and_short_reads),
+	    cmocka_unit_test(test_ctrunc_reported),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

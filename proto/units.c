@@ -1,5 +1,5 @@
-/* units.c - human sizes and durations ("64G", "1.5M", "250ms", "30d"); see config.h. */
-#include "config.h"
+/* units.c - human sizes and durations ("64G", "1.5M", "250ms", "30d"); see units.h. */
+#include "units.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,41 +12,26 @@ struct unit {
 
 /* Binary multiples only: "K" and "KB" both mean 1024 here, as in every other size of vad. */
 static const struct unit size_units[] = {
-	{ "", 1ull },
-	{ "b", 1ull },
-	{ "k", 1ull << 10 },
-	{ "kb", 1ull << 10 },
-	{ "kib", 1ull << 10 },
-	{ "m", 1ull << 20 },
-	{ "mb", 1ull << 20 },
-	{ "mib", 1ull << 20 },
-	{ "g", 1ull << 30 },
-	{ "gb", 1ull << 30 },
-	{ "gib", 1ull << 30 },
-	{ "t", 1ull << 40 },
-	{ "tb", 1ull << 40 },
-	{ "tib", 1ull << 40 },
-	{ "p", 1ull << 50 },
-	{ "pb", 1ull << 50 },
-	{ "pib", 1ull << 50 },
-	{ "e", 1ull << 60 },
-	{ "eb", 1ull << 60 },
-	{ "eib", 1ull << 60 },
-	{ NULL, 0 },
+    {"", 1ull},		 {"b", 1ull},	      {"k", 1ull << 10},   {"kb", 1ull << 10},
+    {"kib", 1ull << 10}, {"m", 1ull << 20},   {"mb", 1ull << 20},  {"mib", 1ull << 20},
+    {"g", 1ull << 30},	 {"gb", 1ull << 30},  {"gib", 1ull << 30}, {"t", 1ull << 40},
+    {"tb", 1ull << 40},	 {"tib", 1ull << 40}, {"p", 1ull << 50},   {"pb", 1ull << 50},
+    {"pib", 1ull << 50}, {"e", 1ull << 60},   {"eb", 1ull << 60},  {"eib", 1ull << 60},
+    {NULL, 0},
 };
 
 /* Durations in milliseconds; a bare number means seconds. */
 static const struct unit duration_units[] = {
-	{ "", 1000ull },
-	{ "ms", 1ull },
-	{ "s", 1000ull },
-	{ "sec", 1000ull },
-	{ "m", 60ull * 1000 },
-	{ "min", 60ull * 1000 },
-	{ "h", 3600ull * 1000 },
-	{ "d", 86400ull * 1000 },
-	{ "w", 7ull * 86400 * 1000 },
-	{ NULL, 0 },
+    {"", 1000ull},
+    {"ms", 1ull},
+    {"s", 1000ull},
+    {"sec", 1000ull},
+    {"m", 60ull * 1000},
+    {"min", 60ull * 1000},
+    {"h", 3600ull * 1000},
+    {"d", 86400ull * 1000},
+    {"w", 7ull * 86400 * 1000},
+    {NULL, 0},
 };
 
 /* Parse "<digits>[.<digits>][ ]<suffix>" exactly; the result must be a whole number of units
@@ -110,7 +95,7 @@ int vad_parse_duration_ms(const char *s, uint64_t *out)
 
 const char *vad_format_size(uint64_t bytes, char *buf, size_t len)
 {
-	static const char *const names[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	if (!buf || len == 0)
 		return buf;
 	if (bytes < 1024) {

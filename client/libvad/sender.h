@@ -1,0 +1,27 @@
+/*
+ * sender.h - the sender role (sender.c): sending a frame or queueing it behind the thread
+ * that is sending. Used by transport.c (a call's request) and reader.c (a reader that
+ * becomes the sender while it wakes the others).
+ */
+#ifndef LIBVAD_SENDER_H
+#define LIBVAD_SENDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* With c->lock held: send frame now (taking the sender role, then sending what others
+ * queued meanwhile) or, when another thread is sending, append it to the out-queue. Returns
+ * VAD_ENOMEM when it could not be queued, else VAD_OK; a local failure of this thread's own
+ * send (not the daemon hanging up) goes to *own_err. */
+int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err);
+
+/* The sender's loop, c->lock held and c->sending set by the caller: send what other calls
+ * queued meanwhile, until nothing is left; then give up the role. */
+void libvad_flush_queue_locked(vad_client *c);
+
+/* Free the out-queue's buffers. */
+void libvad_sender_destroy(vad_client *c);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * transport.h - requests and their replies (transport.c): what every operation of libvad
+ * calls. It uses the reader (reader.h) and the sender (sender.h), never the reverse.
+ */
+#ifndef LIBVAD_TRANSPORT_H
+#define LIBVAD_TRANSPORT_H
+
+#include "internal.h"
+
+/* Send req (its id is set here) and wait for the matching response. On VAD_OK *resp is
+ * the decoded response (free with vad__response__free_unpacked(r, NULL)) and, if fd is
+ * not NULL, *fd is the descriptor that came with it or -1. Does not look at resp->error. */
+int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd);
+
+/* libvad_call, then turn a daemon error into its VAD_E* code (recording the daemon's
+ * sentence) and check that the result has the expected case. On VAD_OK the caller owns
+ * *resp. Every failure is recorded for vad_last_error. */
+int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
+	       Vad__Response **resp, int *fd);
+
+/* The daemon's parting sentence (an unasked error reply before it closed), or NULL.
+ * Valid until vad_close. */
+const char *libvad_dead_message(vad_client *c);
+
+/* The VAD_E* code of a decoded response: the daemon's error (its sentence recorded for
+ * vad_last_error), VAD_EPROTO if the result is not of the expected case, else VAD_OK.
+ * Does not free r. */
+int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect);
+
+/* Free the transport state (buffers, queued fds, the parting sentence). */
+void libvad_transport_destroy(vad_client *c);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * errors.h - every vad error code once: its vad.Error name and number (proto/vad.proto),
+ * libvad's sentence (vad_strerror) and vactl's short label. libvad's public codes are the
+ * negated numbers (VAD_<name> in vad.h, checked against this table); the wire enum is checked
+ * in errors.c.
+ */
+#ifndef VAD_ERRORS_H
+#define VAD_ERRORS_H
+
+#include <stdbool.h>
+
+/* X(name, number, sentence, label) */
+#define VAD_ERROR_TABLE(X)                                                                         \
+	X(OK, 0, "success", "ok")                                                                  \
+	X(EINVAL, 1, "a malformed or missing argument", "invalid argument")                        \
+	X(ENOMEM, 2, "out of memory", "out of memory")                                             \
+	X(ECONNECT, 3, "cannot connect to the vad daemon (is it running?)", "cannot connect")      \
+	X(EGONE, 4, "the daemon closed the connection", "connection lost")                         \
+	X(EPROTO, 5,                                                                               \
+	  "protocol error: an undecodable message, broken framing, or a reply that does "          \
+	  "not fit its request",                                                                   \
+	  "protocol error")                                                                        \
+	X(EVERSION, 6, "client and daemon speak different protocol versions",                      \
+	  "protocol version mismatch")                                                             \
+	X(ENOSPC, 7, "the arena has no free range that large", "no space")                         \
+	X(EQUOTA, 8, "a per-client or per-uid quota would be exceeded", "quota exceeded")          \
+	X(EPERM, 9, "not allowed (arena allow-list or admin operation)", "permission denied")      \
+	X(ENOARENA, 10, "no such arena", "no such arena")                                          \
+	X(ENOTHELD, 11, "this client holds no reference to that range", "not held")                \
+	X(ETOKEN, 12, "unknown or malformed share token", "bad token")                             \
+	X(ESIZE, 13, "size is 0 or too large for the arena", "bad size")                           \
+	X(EALIGN, 14, "alignment is not a power of two or is too large", "bad alignment")          \
+	X(ETOOBIG, 15, "request larger than the daemon's maximum frame or batch",                  \
+	  "request too big")                                                                       \
+	X(EBUSY, 16, "the daemon has too many clients", "daemon busy")                             \
+	X(EINTERNAL, 17, "the daemon failed internally", "daemon internal error")                  \
+	X(EMAP, 18, "mapping the arena into this process failed", "cannot map arena")              \
+	X(EUNSUPPORTED, 19, "the daemon does not know that operation", "unsupported")              \
+	X(ENOHELLO, 20, "the first request must be hello", "no hello")
+
+/* The largest error number. */
+#define VAD_ERROR_MAX 20
+
+/* Is number a code of the table (0 to VAD_ERROR_MAX)? */
+static inline bool vad_error_known(int number)
+{
+	return number >= 0 && number <= VAD_ERROR_MAX;
+}
+
+/* The symbolic name ("EQUOTA") of an error number, or NULL when it is not in the table. */
+const char *vad_error_name(int number);
+
+/* The sentence of an error number ("a per-client or per-uid quota would be exceeded"), or
+ * NULL when it is not in the table. */
+const char *vad_error_sentence(int number);
+
+/* The short label ("quota exceeded") of an error number, or NULL when it is not in the table. */
+const char *vad_error_label(int number);
+
+#endif
