@@ -98,44 +98,52 @@ def test_connect_failure_is_daemon_gone_with_a_hint(tmp_path):
     assert isinstance(e.value, vad.Error)
 
 
+def process_state(pid):
+    """The one-letter state of /proc/PID/stat ("T" once a SIGSTOP took effect)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def closing(c):
+    """True once close() has begun: a new call is refused while it waits."""
+    try:
+        c.session
+        return False
+    except ValueError:
+        return True
+
+
 def test_close_waits_for_calls_in_flight(own_daemon):
     import signal
-    import time
 
     # The daemon is stopped, so a stats call that got in stays in flight until it resumes.
-    # Whether the call or close() comes first is up to the scheduler: a round where close()
-    # came first (the call then raises ValueError) shows nothing and is tried again.
-    for _ in range(20):
-        c = vad.Client(own_daemon.socket)
-        started = threading.Event()
-        result = {}
+    c = vad.Client(own_daemon.socket)
+    result = {}
 
-        def call():
-            started.set()
-            try:
-                result["stats"] = c.stats()
-            except Exception as e:  # noqa: BLE001
-                result["error"] = e
+    def call():
+        try:
+            result["stats"] = c.stats()
+        except Exception as e:  # noqa: BLE001
+            result["error"] = e
 
-        os.kill(own_daemon.proc.pid, signal.SIGSTOP)
+    os.kill(own_daemon.proc.pid, signal.SIGSTOP)
+    try:
+        assert wait_until(lambda: process_state(own_daemon.proc.pid) == "T", 30)
         t = threading.Thread(target=call)
         t.start()
-        started.wait()
-        time.sleep(0.1)
+        assert wait_until(lambda: c.calls_in_flight == 1, 30), "the stats call never got in"
         closer = threading.Thread(target=c.close)
         closer.start()
-        time.sleep(0.2)
-        closed_while_in_flight = c.closed
+        assert wait_until(lambda: closing(c), 30), "close() never began"
+        assert not c.closed  # close() waits for the stats call
+        assert c.calls_in_flight == 1
+    finally:
         os.kill(own_daemon.proc.pid, signal.SIGCONT)
-        t.join(30)
-        closer.join(30)
-        assert c.closed
-        if isinstance(result.get("error"), ValueError):
-            continue
-        assert "stats" in result, result
-        assert not closed_while_in_flight  # close() waited for the stats call
-        return
-    pytest.fail("in 20 rounds the stats call never got in before close()")
+    t.join(30)
+    closer.join(30)
+    assert not t.is_alive() and not closer.is_alive()
+    assert "stats" in result, result
+    assert c.closed and c.calls_in_flight == 0
 
 
 def test_classes_are_final_and_range_is_not_constructible():

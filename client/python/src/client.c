@@ -450,6 +450,11 @@ static PyObject *client_closed(vadpy_client *cl, void *unused)
 	return PyBool_FromLong(cl->c == NULL);
 }
 
+static PyObject *client_calls_in_flight(vadpy_client *cl, void *unused)
+{
+	return PyLong_FromSsize_t(cl->busy);
+}
+
 static PyObject *client_repr(vadpy_client *cl)
 {
 	if (!cl->c)
@@ -513,6 +518,10 @@ static PyGetSetDef client_getset[] = {
      "default_arena, socket_path.",
      NULL},
     {"closed", (getter)client_closed, NULL, "True once close() ran.", NULL},
+    {"calls_in_flight", (getter)client_calls_in_flight, NULL,
+     "How many threads are inside a call to the daemon on this client now\n"
+     "(close() waits for them).",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
