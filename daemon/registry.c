@@ -88,7 +88,8 @@ void vad_registry_free(struct vad_registry *reg)
 	free(reg);
 }
 
-int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, void *owner)
+int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid,
+		    struct vad_session *owner)
 {
 	memset(h, 0, sizeof(*h));
 	h->owner = owner;

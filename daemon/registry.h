@@ -45,6 +45,7 @@
 #define VAD_TOKEN_CHARS 32 /* base62: 190 bits */
 
 struct vad_range;
+struct vad_session; /* the daemon session a holder belongs to (session.h) */
 
 /* Entry of the token table: allocated when a range is first shared (most ranges never
  * are, so they do not carry its 100 bytes), freed when the range dies. */
@@ -104,7 +105,7 @@ struct vad_holder {
 	uint64_t held_bytes;	/* atomic; sum of count * size */
 	uint64_t held_refs;	/* atomic; sum of count */
 	struct vad_uid_usage *uid;
-	void *owner;			/* the session, for listings; NULL when dying */
+	struct vad_session *owner;	/* for listings; NULL when dying */
 	struct vad_holder *prev, *next; /* holders_lock */
 	bool dying;			/* on the dying list: no lookups, slots emptied in order */
 	size_t reap_pos;		/* dying: slots below this are empty */
@@ -162,7 +163,8 @@ struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_a
 void vad_registry_free(struct vad_registry *reg);
 
 /* Register a new holder for a peer of this uid. Returns 0, or -1 when out of memory. */
-int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid, void *owner);
+int vad_holder_init(struct vad_registry *reg, struct vad_holder *h, uid_t uid,
+		    struct vad_session *owner);
 
 /* Unregister h and drop every reference it holds (ranges whose last reference goes are
  * freed): at once when it holds at most one chunk, otherwise by the reaper thread, after h's
