@@ -88,6 +88,79 @@ static void hold(const struct alloc_args *a, sigset_t set)
 	}
 }
 
+/* The SIZE arguments into sizes[n]; 0, or the usage error's exit code. */
+static int parse_sizes(char **args, size_t n, size_t *sizes)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+		if (vactl_parse_size(args[i], &v) < 0 || v > SIZE_MAX)
+			return vactl_usage_error(&vactl_cmd_alloc,
+						 "bad size '%s' (try 4096, 4K, 1M)", args[i]);
+		sizes[i] = (size_t)v;
+	}
+	return 0;
+}
+
+/* The granted ranges: a line each, or (with --json) the "ranges" array returned. */
+static json_object *print_ranges(const struct vactl_opts *o, vad_client *c,
+				 const struct alloc_args *a, size_t n, const size_t *sizes,
+				 void *const *ptrs, char (*tokens)[VAD_TOKEN_LEN + 1])
+{
+	json_object *arr = o->json ? json_object_new_array() : NULL;
+	for (size_t i = 0; i < n; i++) {
+		struct vad_range r;
+		vad_range_info(c, ptrs[i], &r);
+		if (arr) {
+			json_object *jr = json_object_new_object();
+			vactl_json_add_str(jr, "arena", r.arena);
+			vactl_json_add_u64(jr, "offset", r.offset);
+			vactl_json_add_u64(jr, "size", r.size);
+			vactl_json_add_u64(jr, "requested", sizes[i]);
+			if (a->share)
+				vactl_json_add_str(jr, "token", tokens[i]);
+			json_object_array_add(arr, jr);
+		} else {
+			char b[32];
+			printf("%s  offset %llu (0x%llx)  size %s (%zu bytes)%s%s\n", r.arena,
+			       (unsigned long long)r.offset, (unsigned long long)r.offset,
+			       vactl_fmt_size(r.size, b, sizeof(b)), r.size,
+			       a->share ? "  token " : "", a->share ? tokens[i] : "");
+		}
+	}
+	return arr;
+}
+
+/* Print the JSON document (if any), then keep the n ranges for --hold before they are freed. */
+static void finish_output_and_hold(struct vactl_opts *o, struct alloc_args *a, size_t n,
+				   json_object *arr)
+{
+	bool holding = a->hold_forever || a->hold_ms > 0;
+	sigset_t hold_set;
+	if (holding)
+		block_hold_signals(&hold_set); /* before the output a caller waits for */
+	if (arr) {
+		json_object *j = json_object_new_object();
+		json_object_object_add(j, "ranges", arr);
+		vactl_json_add_str(j, "hold", holding ? a->hold_text : NULL);
+		vactl_json_print(j);
+	}
+	fflush(stdout);
+	if (!holding)
+		return;
+	char how[96];
+	if (a->hold_forever)
+		snprintf(how, sizeof(how), "until interrupted (Ctrl-C, SIGTERM)");
+	else
+		snprintf(how, sizeof(how), "for %s (Ctrl-C to stop early)", a->hold_text);
+	fprintf(stderr,
+		"vactl: holding %zu range%s %s; then vactl frees them and exits (the daemon "
+		"also drops a session's ranges when it disconnects)\n",
+		n, n == 1 ? "" : "s", how);
+	vactl_deadline(o, false);
+	hold(a, hold_set);
+	vactl_deadline(o, true);
+}
+
 static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -110,21 +183,12 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 	void **ptrs = calloc(n, sizeof(*ptrs));
 	char(*tokens)[VAD_TOKEN_LEN + 1] = calloc(n, sizeof(*tokens));
 	if (!sizes || !ptrs || !tokens) {
-		free(sizes);
-		free(ptrs);
-		free(tokens);
 		fprintf(stderr, "vactl: out of memory\n");
-		return VACTL_EXIT_REFUSED;
+		rc = VACTL_EXIT_REFUSED;
+		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		uint64_t v;
-		if (vactl_parse_size(argv[first + i], &v) < 0 || v > SIZE_MAX) {
-			rc = vactl_usage_error(&vactl_cmd_alloc, "bad size '%s' (try 4096, 4K, 1M)",
-					       argv[first + i]);
-			goto out;
-		}
-		sizes[i] = (size_t)v;
-	}
+	if ((rc = parse_sizes(argv + first, n, sizes)))
+		goto out;
 	vad_client *c;
 	if ((rc = vactl_connect(o, &c)))
 		goto out;
@@ -135,59 +199,12 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 		rc = vactl_report_close(o, c, err);
 		goto out;
 	}
-	json_object *arr = o->json ? json_object_new_array() : NULL;
-	for (size_t i = 0; i < n; i++) {
-		struct vad_range r;
-		vad_range_info(c, ptrs[i], &r);
-		if (arr) {
-			json_object *jr = json_object_new_object();
-			vactl_json_add_str(jr, "arena", r.arena);
-			vactl_json_add_u64(jr, "offset", r.offset);
-			vactl_json_add_u64(jr, "size", r.size);
-			vactl_json_add_u64(jr, "requested", sizes[i]);
-			if (a.share)
-				vactl_json_add_str(jr, "token", tokens[i]);
-			json_object_array_add(arr, jr);
-		} else {
-			char b[32];
-			printf("%s  offset %llu (0x%llx)  size %s (%zu bytes)%s%s\n", r.arena,
-			       (unsigned long long)r.offset, (unsigned long long)r.offset,
-			       vactl_fmt_size(r.size, b, sizeof(b)), r.size,
-			       a.share ? "  token " : "", a.share ? tokens[i] : "");
-		}
-	}
-	bool holding = a.hold_forever || a.hold_ms > 0;
-	sigset_t hold_set;
-	if (holding)
-		block_hold_signals(&hold_set); /* before the output a caller waits for */
-	if (arr) {
-		json_object *j = json_object_new_object();
-		json_object_object_add(j, "ranges", arr);
-		vactl_json_add_str(j, "hold", holding ? a.hold_text : NULL);
-		vactl_json_print(j);
-	}
-	fflush(stdout);
-	if (holding) {
-		char how[96];
-		if (a.hold_forever)
-			snprintf(how, sizeof(how), "until interrupted (Ctrl-C, SIGTERM)");
-		else
-			snprintf(how, sizeof(how), "for %s (Ctrl-C to stop early)", a.hold_text);
-		fprintf(
-		    stderr,
-		    "vactl: holding %zu range%s %s; then vactl frees them and exits (the daemon "
-		    "also drops a session's ranges when it disconnects)\n",
-		    n, n == 1 ? "" : "s", how);
-		vactl_deadline(o, false);
-		hold(&a, hold_set);
-		vactl_deadline(o, true);
-	}
+	finish_output_and_hold(o, &a, n, print_ranges(o, c, &a, n, sizes, ptrs, tokens));
 	err = vad_free_batch(c, n, ptrs);
-	if (err) {
+	if (err)
 		rc = vactl_report(o, c, err);
-	} else if (!o->json) {
+	else if (!o->json)
 		printf("freed %zu range%s\n", n, n == 1 ? "" : "s");
-	}
 	vad_close(c);
 out:
 	free(sizes);
