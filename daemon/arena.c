@@ -201,10 +201,43 @@ static int seal_file(struct vad_arena *a, const struct vad_config *cfg, bool mem
 	return 0;
 }
 
+/* The arena's file (a memfd, or a file in its backing directory), sized to the arena (sparse:
+ * nothing is committed until a client touches a page) and sealed. 0, or -1 with err set. */
+static int open_backing(struct vad_arena *a, const struct vad_config *cfg, char *err,
+			size_t err_len)
+{
+	const struct vad_arena_conf *conf = &a->conf;
+	char sbuf[32];
+	bool memfd = conf->backing[0] == '\0';
+	if (memfd) {
+		char name[VAD_NAME_MAX + 8];
+		snprintf(name, sizeof(name), "vad:%s", conf->name);
+		a->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (a->fd < 0) {
+			snprintf(err, err_len, "arena %s: memfd_create: %s", conf->name,
+				 strerror(errno));
+			return -1;
+		}
+	} else {
+		char why[PATH_MAX + 128];
+		a->fd = open_in_directory(conf->backing, conf->name, why, sizeof(why));
+		if (a->fd < 0) {
+			snprintf(err, err_len, "arena %s: %s", conf->name, why);
+			return -1;
+		}
+	}
+	if (ftruncate(a->fd, (off_t)conf->size) != 0) {
+		snprintf(err, err_len, "arena %s: cannot size the %s to %s: %s", conf->name,
+			 memfd ? "memfd" : "file", vad_format_size(conf->size, sbuf, sizeof(sbuf)),
+			 strerror(errno));
+		return -1;
+	}
+	return seal_file(a, cfg, memfd, err, err_len);
+}
+
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
 		   unsigned index, struct vad_arena **out, char *err, size_t err_len)
 {
-	char sbuf[32];
 	if (!conf || !cfg || !out) {
 		snprintf(err, err_len, "vad_arena_open: missing argument");
 		return -1;
@@ -230,33 +263,7 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 		goto fail;
 	}
 
-	bool memfd = conf->backing[0] == '\0';
-	if (memfd) {
-		char name[VAD_NAME_MAX + 8];
-		snprintf(name, sizeof(name), "vad:%s", conf->name);
-		a->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-		if (a->fd < 0) {
-			snprintf(err, err_len, "arena %s: memfd_create: %s", conf->name,
-				 strerror(errno));
-			goto fail;
-		}
-	} else {
-		char why[PATH_MAX + 128];
-		a->fd = open_in_directory(conf->backing, conf->name, why, sizeof(why));
-		if (a->fd < 0) {
-			snprintf(err, err_len, "arena %s: %s", conf->name, why);
-			goto fail;
-		}
-	}
-
-	/* sparse: nothing is committed until a client touches a page */
-	if (ftruncate(a->fd, (off_t)conf->size) != 0) {
-		snprintf(err, err_len, "arena %s: cannot size the %s to %s: %s", conf->name,
-			 memfd ? "memfd" : "file", vad_format_size(conf->size, sbuf, sizeof(sbuf)),
-			 strerror(errno));
-		goto fail;
-	}
-	if (seal_file(a, cfg, memfd, err, err_len) != 0)
+	if (open_backing(a, cfg, err, err_len) != 0)
 		goto fail;
 
 	struct va_config vc = {
