@@ -1,0 +1,48 @@
+/*
+ * registry_internal.h - what the registry's own files share (registry.c, range_cache.c,
+ * holds.c, quotas.c, reaper.c, tokens.c, registry_check.c); nothing else includes it.
+ * The lock order and the rules on who writes what are in registry.h.
+ */
+#ifndef VAD_REGISTRY_INTERNAL_H
+#define VAD_REGISTRY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "registry.h"
+
+/* References dropped per holder lock hold in a batch, and ranges per va_free_batch. */
+#define RELEASE_CHUNK 64
+
+/* Relaxed load of a counter another thread may read (or write, if it is shared). */
+static inline uint64_t load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* Relaxed store of a counter only its owner writes. */
+static inline void store64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* ---- a holder's table (holds.c) ---- */
+
+/* Put a key known to be absent into h's table (room made beforehand); count 0, no range. */
+struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offset);
+
+/* Empty slot o of h's table (backward shift: other slots move). */
+void slot_delete(struct vad_holder *h, struct vad_hold *o);
+
+/* Move h's entries into fresh (cap slots) with h's lock held; returns the old table to free. */
+struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh, size_t cap);
+
+/* A bigger table for h before adding extra entries, made without a lock: 0 (*fresh NULL if
+ * none is needed), or -1 when out of memory. */
+int table_prepare(const struct vad_holder *h, size_t extra, struct vad_hold **fresh, size_t *cap);
+
+/* Shrink h's table once it is big and mostly empty. Owner thread, no lock held. */
+void table_maybe_shrink(struct vad_holder *h);
+
+#endif
