@@ -57,4 +57,17 @@ bool arena_charge(struct vad_registry_arena *a, uint64_t refs, uint64_t bytes, u
 /* Take what a holder's references charged off its uid. */
 void uid_uncharge(struct vad_holder *h, uint64_t refs, uint64_t bytes);
 
+/* ---- ranges and holders (registry.c) ---- */
+
+/* Give n dead ranges of one arena back to the allocator, their tokens first. No lock held. */
+void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dead, size_t n);
+
+/* Free what is left of an empty, unlisted holder: lock, table, its share of the uid. */
+void holder_release(struct vad_registry *reg, struct vad_holder *h);
+
+/* ---- teardown (reaper.c) ---- */
+
+/* The reaper thread's body (arg: the registry); started by the first hand-over. */
+void *reaper_main(void *arg);
+
 #endif
