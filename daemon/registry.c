@@ -1,9 +1,8 @@
-/* registry.c - live ranges, share tokens, per-uid usage and holders; see registry.h. */
+/* registry.c - the registry, its holders, insert, release and teardown; see registry.h. */
 #include "registry.h"
 #include "registry_internal.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
