@@ -29,6 +29,10 @@
  * A holder's own table (holds) is written only by its owning thread, under its lock; it
  * grows into an array allocated before the lock is taken (the owner knows how many entries it
  * is about to add) and shrinks when mostly empty, so only the rehash and swap run locked.
+ * Files: registry.c (the registry, holders, insert, release, teardown hand-over), holds.c (a
+ * holder's table), quotas.c (reservations, arena totals, uid charges), reaper.c (the reaper
+ * thread), tokens.c (share, attach), range_cache.c (range objects), registry_check.c (the
+ * check); registry_internal.h is what they share.
  */
 #ifndef VAD_REGISTRY_H
 #define VAD_REGISTRY_H

@@ -1,0 +1,73 @@
+/*
+ * registry_internal.h - what the registry's own files share (registry.c, range_cache.c,
+ * holds.c, quotas.c, reaper.c, tokens.c, registry_check.c); nothing else includes it.
+ * The lock order and the rules on who writes what are in registry.h.
+ */
+#ifndef VAD_REGISTRY_INTERNAL_H
+#define VAD_REGISTRY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "registry.h"
+
+/* References dropped per holder lock hold in a batch, and ranges per va_free_batch. */
+#define RELEASE_CHUNK 64
+
+/* Relaxed load of a counter another thread may read (or write, if it is shared). */
+static inline uint64_t load64(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* Relaxed store of a counter only its owner writes. */
+static inline void store64(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+
+/* ---- a holder's table (holds.c) ---- */
+
+/* Put a key known to be absent into h's table (room made beforehand); count 0, no range. */
+struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offset);
+
+/* Empty slot o of h's table (backward shift: other slots move). */
+void slot_delete(struct vad_holder *h, struct vad_hold *o);
+
+/* Move h's entries into fresh (cap slots) with h's lock held; returns the old table to free. */
+struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh, size_t cap);
+
+/* A bigger table for h before adding extra entries, made without a lock: 0 (*fresh NULL if
+ * none is needed), or -1 when out of memory. */
+int table_prepare(const struct vad_holder *h, size_t extra, struct vad_hold **fresh, size_t *cap);
+
+/* Shrink h's table once it is big and mostly empty. Owner thread, no lock held. */
+void table_maybe_shrink(struct vad_holder *h);
+
+/* ---- accounting (quotas.c) ---- */
+
+/* Add to an arena's totals (negative to take off), with a holder lock held. */
+void arena_add(struct vad_registry_arena *a, int64_t refs, int64_t bytes);
+
+/* Count new references in an arena's totals unless its referenced bytes would pass 2^64 - 1;
+ * false, with the bytes now in *now, when they would. With a holder lock held. */
+bool arena_charge(struct vad_registry_arena *a, uint64_t refs, uint64_t bytes, uint64_t *now);
+
+/* Take what a holder's references charged off its uid. */
+void uid_uncharge(struct vad_holder *h, uint64_t refs, uint64_t bytes);
+
+/* ---- ranges and holders (registry.c) ---- */
+
+/* Give n dead ranges of one arena back to the allocator, their tokens first. No lock held. */
+void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dead, size_t n);
+
+/* Free what is left of an empty, unlisted holder: lock, table, its share of the uid. */
+void holder_release(struct vad_registry *reg, struct vad_holder *h);
+
+/* ---- teardown (reaper.c) ---- */
+
+/* The reaper thread's body (arg: the registry); started by the first hand-over. */
+void *reaper_main(void *arg);
+
+#endif

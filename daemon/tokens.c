@@ -1,0 +1,227 @@
+/* tokens.c - share tokens: random base62 names, share, attach, the count; see registry.h. */
+#include "registry_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+static const char base62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/* Random bytes from a per-thread pool refilled by getrandom, so a share costs no syscall. */
+static __thread uint8_t rnd_pool[256];
+static __thread size_t rnd_left;
+
+static int random_byte(uint8_t *out)
+{
+	if (rnd_left == 0) {
+		size_t got = 0;
+		while (got < sizeof(rnd_pool)) {
+			ssize_t n = getrandom(rnd_pool + got, sizeof(rnd_pool) - got, 0);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				return -1;
+			}
+			got += (size_t)n;
+		}
+		rnd_left = sizeof(rnd_pool);
+	}
+	*out = rnd_pool[--rnd_left];
+	rnd_pool[rnd_left] = 0; /* never hand out the same bytes twice */
+	return 0;
+}
+
+int vad_random_token(char *buf, size_t n_chars)
+{
+	for (size_t i = 0; i < n_chars;) {
+		uint8_t b;
+		if (random_byte(&b) < 0)
+			return -1;
+		if (b >= 248) /* 248 = 4 * 62: reject to keep the characters uniform */
+			continue;
+		buf[i++] = base62[b % 62];
+	}
+	buf[n_chars] = '\0';
+	return 0;
+}
+
+static bool token_well_formed(const char *t)
+{
+	size_t i;
+	for (i = 0; t[i]; i++) {
+		char c = t[i];
+		if (i >= VAD_TOKEN_CHARS ||
+		    !((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+			return false;
+	}
+	return i == VAD_TOKEN_CHARS;
+}
+
+int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+		       uint64_t offset, char token[VAD_TOKEN_CHARS + 1])
+{
+	struct vad_hold *o = vad_holder_find(h, arena, offset);
+	if (!o)
+		return -1;
+	struct vad_range *r = o->range;
+	char fresh[VAD_TOKEN_CHARS + 1];
+	int rc = 0;
+	/* Only h (this thread) can give r its token, so if it has none now, it gets this one. */
+	struct vad_token_entry *t = NULL;
+	if (!__atomic_load_n(&r->tok, __ATOMIC_RELAXED)) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -2;
+	}
+
+	pthread_mutex_lock(&reg->token_lock);
+	while (!r->tok) {
+		if (vad_random_token(fresh, VAD_TOKEN_CHARS) < 0) {
+			rc = -3;
+			break;
+		}
+		struct vad_token_entry *dup;
+		HASH_FIND(hh, reg->tokens, fresh, VAD_TOKEN_CHARS, dup);
+		if (dup)
+			continue; /* 2^-190: practically never, but never hand out a live token */
+		memcpy(t->token, fresh, sizeof(fresh));
+		t->range = r;
+		vad_hash_oom = false;
+		HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
+		if (vad_hash_oom) {
+			rc = -2;
+			break;
+		}
+		r->tok = t;
+		t = NULL;
+		__atomic_add_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+	}
+	if (rc == 0)
+		memcpy(token, r->tok->token, VAD_TOKEN_CHARS + 1);
+	pthread_mutex_unlock(&reg->token_lock);
+	free(t);
+	return rc;
+}
+
+/* With h's lock and token_lock held: the range behind token in *rp, with out's arena, offset
+ * and size filled; VAD_ATTACH_UNKNOWN if there is none, VAD_ATTACH_DENIED if its arena is not
+ * allowed. */
+static enum vad_attach_status attach_lookup(struct vad_registry *reg, const char *token,
+					    const bool *allowed, struct vad_attach_result *out,
+					    struct vad_range **rp)
+{
+	struct vad_token_entry *t;
+	HASH_FIND(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
+	if (!t)
+		return VAD_ATTACH_UNKNOWN;
+	struct vad_range *r = t->range;
+	/* Arena and size never change while the range is in the token table. */
+	out->arena = r->arena;
+	out->offset = r->offset;
+	out->size = r->size;
+	*rp = r;
+	if (!allowed[r->arena])
+		return VAD_ATTACH_DENIED;
+	return VAD_ATTACH_OK;
+}
+
+/* Charge one reference to r against h's limits and r's arena total (locks as above); on
+ * VAD_ATTACH_QUOTA, out->quota and out->held say why and nothing stays charged. */
+static enum vad_attach_status attach_charge(struct vad_registry *reg, struct vad_holder *h,
+					    const struct vad_range *r, const struct vad_quota *q,
+					    struct vad_attach_result *out)
+{
+	out->quota = vad_registry_reserve(h, r->size, 1, q, &out->held);
+	if (out->quota != VAD_QUOTA_OK)
+		return VAD_ATTACH_QUOTA;
+	/* Many uids may reference one range: the arena's byte total is bounded on its own. */
+	if (!arena_charge(&reg->arenas[r->arena], 1, r->size, &out->held)) {
+		out->quota = VAD_QUOTA_COUNTER;
+		vad_registry_unreserve(h, out->size, 1);
+		return VAD_ATTACH_QUOTA;
+	}
+	return VAD_ATTACH_OK;
+}
+
+/* Take the charged reference: h's hold on r (made room for beforehand), then r's count if r
+ * is not dying (locks as above). On failure gives back the charges of attach_charge. */
+static enum vad_attach_status attach_take(struct vad_registry *reg, struct vad_holder *h,
+					  struct vad_range *r, struct vad_attach_result *out)
+{
+	enum vad_attach_status st = VAD_ATTACH_OK;
+	/* The hold first, so that once the reference is taken nothing can fail (giving a
+	 * reference back could make this attach the range's last holder). */
+	struct vad_hold *o = vad_holder_find(h, r->arena, r->offset);
+	bool fresh_hold = !o;
+	if (o && o->count == VAD_HOLD_COUNT_MAX) {
+		arena_add(&reg->arenas[r->arena], -1, -(int64_t)r->size);
+		out->quota = VAD_QUOTA_COUNTER;
+		out->held = load64(&h->held_bytes);
+		st = VAD_ATTACH_QUOTA;
+		goto unreserve;
+	}
+	if (!o) {
+		o = slot_insert(h, r->arena, r->offset); /* room made above */
+		o->range = r;
+	}
+	/* Take a reference only if one is left: at 0 its last holder is burying it and will
+	 * remove the token next (which waits for token_lock, held here). */
+	uint64_t refs = __atomic_load_n(&r->refs, __ATOMIC_RELAXED);
+	do {
+		if (refs == 0)
+			break;
+	} while (!__atomic_compare_exchange_n(&r->refs, &refs, refs + 1, true, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	if (refs == 0) {
+		if (fresh_hold)
+			slot_delete(h, o);
+		arena_add(&reg->arenas[r->arena], -1, -(int64_t)r->size);
+		st = VAD_ATTACH_UNKNOWN;
+		goto unreserve;
+	}
+	o->count++;
+	store64(&h->held_bytes, load64(&h->held_bytes) + r->size);
+	store64(&h->held_refs, load64(&h->held_refs) + 1);
+	return VAD_ATTACH_OK;
+unreserve:
+	vad_registry_unreserve(h, out->size, 1);
+	return st;
+}
+
+enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_holder *h,
+					   const char *token, const bool *allowed,
+					   const struct vad_quota *q, struct vad_attach_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!token_well_formed(token))
+		return VAD_ATTACH_MALFORMED;
+	/* Room for one more hold, allocated before any lock (used even if the hold exists). */
+	struct vad_hold *fresh, *old = NULL;
+	size_t cap;
+	if (table_prepare(h, 1, &fresh, &cap) < 0)
+		return VAD_ATTACH_NOMEM;
+
+	struct vad_range *r = NULL;
+	pthread_mutex_lock(&h->lock);
+	if (fresh)
+		old = table_swap_locked(h, fresh, cap);
+	pthread_mutex_lock(&reg->token_lock);
+	enum vad_attach_status st = attach_lookup(reg, token, allowed, out, &r);
+	if (st == VAD_ATTACH_OK)
+		st = attach_charge(reg, h, r, q, out);
+	if (st == VAD_ATTACH_OK)
+		st = attach_take(reg, h, r, out);
+	pthread_mutex_unlock(&reg->token_lock);
+	pthread_mutex_unlock(&h->lock);
+	free(old);
+	return st;
+}
+
+uint64_t vad_registry_tokens(struct vad_registry *reg)
+{
+	return __atomic_load_n(&reg->n_tokens, __ATOMIC_RELAXED);
+}
