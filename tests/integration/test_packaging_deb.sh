@@ -21,50 +21,16 @@ if [ "$mode" != normal ]; then
 	exit 0
 fi
 
-passed=0
-failed=0
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/vad-deb-test.XXXXXX")
-daemon_pid=""
 installed_debs=""
-
-cleanup() {
-	if [ -n "$daemon_pid" ]; then
-		kill "$daemon_pid" 2>/dev/null
-		wait "$daemon_pid" 2>/dev/null
-	fi
+checks_cleanup_more() {
 	if [ -n "$installed_debs" ]; then
 		# shellcheck disable=SC2086
 		dpkg -P $installed_debs >/dev/null 2>&1
 	fi
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-pass() {
-	passed=$((passed + 1))
-	echo "PASS: $1"
-}
-
-fail() {
-	failed=$((failed + 1))
-	echo "FAIL: $1"
-	if [ -s "$tmp/out" ]; then
-		sed 's/^/    /' "$tmp/out" | tail -n 40
-	fi
-}
-
-# check DESCRIPTION COMMAND...: run COMMAND with its output in $tmp/out, shown on failure.
-check() {
-	desc=$1
-	shift
-	t0=$(date +%s)
-	if "$@" >"$tmp/out" 2>&1; then
-		pass "$desc ($(($(date +%s) - t0))s)"
-	else
-		fail "$desc ($(($(date +%s) - t0))s)"
-	fi
-}
+# shellcheck source=tests/integration/checks.sh
+. tests/integration/checks.sh
+checks_begin vad-deb-test
 
 version=$(sed -n 's/^#define VAD_VERSION_STRING "\(.*\)"/\1/p' client/vad.h)
 cc_flags="-std=gnu11 -Wall -Wextra -Werror"
