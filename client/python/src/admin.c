@@ -18,8 +18,24 @@ static int parse_arena(PyObject *args, PyObject *kw, const char *fmt, const char
 	return PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, arena) ? 0 : -1;
 }
 
-static PyObject *arena_stats_dict(const struct vad_arena_stats *a)
+/* A list of n dicts, dict(&items[i]) each (items of item_size bytes); NULL with an exception. */
+static PyObject *list_of(const void *items, size_t n, size_t item_size,
+			 PyObject *(*dict)(const void *item))
 {
+	PyObject *list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *d = dict((const char *)items + i * item_size);
+		if (!d)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
+	}
+	return list;
+}
+
+static PyObject *arena_stats_dict(const void *item)
+{
+	const struct vad_arena_stats *a = item;
 	return Py_BuildValue(
 	    "{s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
 	    "s:K}",
@@ -44,14 +60,7 @@ static PyObject *admin_stats_detail(vadpy_client *cl, PyObject *args, PyObject *
 	VADPY_CALL(cl, err, vad_stats_detail(cl->c, arena, &s));
 	if (err != VAD_OK)
 		return vadpy_raise(cl->c, err);
-	PyObject *list = PyList_New((Py_ssize_t)s->n_arenas);
-	for (size_t i = 0; list && i < s->n_arenas; i++) {
-		PyObject *d = arena_stats_dict(&s->arenas[i]);
-		if (!d)
-			Py_CLEAR(list);
-		else
-			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-	}
+	PyObject *list = list_of(s->arenas, s->n_arenas, sizeof(*s->arenas), arena_stats_dict);
 	PyObject *out =
 	    list ? Py_BuildValue("{s:I,s:K,s:K,s:K,s:K,s:K,s:N}", "clients", (unsigned)s->clients,
 				 "uptime_ms", ULL(s->uptime_ms), "requests", ULL(s->requests),
@@ -60,6 +69,15 @@ static PyObject *admin_stats_detail(vadpy_client *cl, PyObject *args, PyObject *
 		 : NULL;
 	free(s);
 	return out;
+}
+
+static PyObject *arena_info_dict(const void *item)
+{
+	const struct vad_arena_info *v = item;
+	return Py_BuildValue("{s:s,s:K,s:K,s:s,s:O,s:O}", "name", v->name, "size", ULL(v->size),
+			     "quantum", ULL(v->quantum), "backing", v->backing, "allowed",
+			     v->allowed ? Py_True : Py_False, "unsealed",
+			     v->unsealed ? Py_True : Py_False);
 }
 
 static PyObject *admin_arenas(vadpy_client *cl, PyObject *unused)
@@ -72,20 +90,19 @@ static PyObject *admin_arenas(vadpy_client *cl, PyObject *unused)
 	VADPY_CALL(cl, err, vad_arenas(cl->c, &v, &n));
 	if (err != VAD_OK)
 		return vadpy_raise(cl->c, err);
-	PyObject *list = PyList_New((Py_ssize_t)n);
-	for (size_t i = 0; list && i < n; i++) {
-		PyObject *d =
-		    Py_BuildValue("{s:s,s:K,s:K,s:s,s:O,s:O}", "name", v[i].name, "size",
-				  ULL(v[i].size), "quantum", ULL(v[i].quantum), "backing",
-				  v[i].backing, "allowed", v[i].allowed ? Py_True : Py_False,
-				  "unsealed", v[i].unsealed ? Py_True : Py_False);
-		if (!d)
-			Py_CLEAR(list);
-		else
-			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-	}
+	PyObject *list = list_of(v, n, sizeof(*v), arena_info_dict);
 	free(v);
 	return list;
+}
+
+static PyObject *client_info_dict(const void *item)
+{
+	const struct vad_client_info *v = item;
+	return Py_BuildValue(
+	    "{s:K,s:I,s:I,s:I,s:s,s:K,s:K,s:K,s:K,s:K}", "session_id", ULL(v->session_id), "pid",
+	    (unsigned)v->pid, "uid", (unsigned)v->uid, "gid", (unsigned)v->gid, "name", v->name,
+	    "held_bytes", ULL(v->held_bytes), "held_ranges", ULL(v->held_ranges), "allocs",
+	    ULL(v->allocs), "frees", ULL(v->frees), "connected_ms", ULL(v->connected_ms));
 }
 
 static PyObject *admin_clients(vadpy_client *cl, PyObject *unused)
@@ -98,19 +115,7 @@ static PyObject *admin_clients(vadpy_client *cl, PyObject *unused)
 	VADPY_CALL(cl, err, vad_clients(cl->c, &v, &n));
 	if (err != VAD_OK)
 		return vadpy_raise(cl->c, err);
-	PyObject *list = PyList_New((Py_ssize_t)n);
-	for (size_t i = 0; list && i < n; i++) {
-		PyObject *d = Py_BuildValue(
-		    "{s:K,s:I,s:I,s:I,s:s,s:K,s:K,s:K,s:K,s:K}", "session_id", ULL(v[i].session_id),
-		    "pid", (unsigned)v[i].pid, "uid", (unsigned)v[i].uid, "gid", (unsigned)v[i].gid,
-		    "name", v[i].name, "held_bytes", ULL(v[i].held_bytes), "held_ranges",
-		    ULL(v[i].held_ranges), "allocs", ULL(v[i].allocs), "frees", ULL(v[i].frees),
-		    "connected_ms", ULL(v[i].connected_ms));
-		if (!d)
-			Py_CLEAR(list);
-		else
-			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-	}
+	PyObject *list = list_of(v, n, sizeof(*v), client_info_dict);
 	free(v);
 	return list;
 }
@@ -172,22 +177,13 @@ static const char *const block_kinds[] = {
     [VAD_BLOCK_POOLED] = "pooled",
 };
 
-static PyObject *block_list(const struct vad_arena_map *m)
+static PyObject *block_dict(const void *item)
 {
-	PyObject *list = PyList_New((Py_ssize_t)m->n_blocks);
-	for (size_t i = 0; list && i < m->n_blocks; i++) {
-		const struct vad_block *b = &m->blocks[i];
-		int known =
-		    b->kind >= 0 && (size_t)b->kind < sizeof(block_kinds) / sizeof(*block_kinds);
-		PyObject *d = Py_BuildValue(
-		    "{s:K,s:K,s:s,s:I}", "offset", ULL(b->offset), "size", ULL(b->size), "kind",
-		    known ? block_kinds[b->kind] : "unknown", "node", (unsigned)b->node);
-		if (!d)
-			Py_CLEAR(list);
-		else
-			PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-	}
-	return list;
+	const struct vad_block *b = item;
+	int known = b->kind >= 0 && (size_t)b->kind < sizeof(block_kinds) / sizeof(*block_kinds);
+	return Py_BuildValue("{s:K,s:K,s:s,s:I}", "offset", ULL(b->offset), "size", ULL(b->size),
+			     "kind", known ? block_kinds[b->kind] : "unknown", "node",
+			     (unsigned)b->node);
 }
 
 static PyObject *admin_walk(vadpy_client *cl, PyObject *args, PyObject *kw)
@@ -206,7 +202,7 @@ static PyObject *admin_walk(vadpy_client *cl, PyObject *args, PyObject *kw)
 	VADPY_CALL(cl, err, vad_walk(cl->c, arena, (size_t)max_blocks, &m));
 	if (err != VAD_OK)
 		return vadpy_raise(cl->c, err);
-	PyObject *blocks = block_list(m);
+	PyObject *blocks = list_of(m->blocks, m->n_blocks, sizeof(*m->blocks), block_dict);
 	PyObject *out = blocks
 			    ? Py_BuildValue("{s:s,s:K,s:K,s:O,s:N}", "arena", m->arena, "size",
 					    ULL(m->size), "quantum", ULL(m->quantum), "truncated",
