@@ -117,9 +117,9 @@ static void pace(struct vad_registry *reg)
 {
 	for (size_t i = 0; i < reg->n_arenas; i++) {
 		struct va_stats st;
-		va_get_stats(reg->spaces[i], &st);
+		va_get_stats(reg->vs[i], &st);
 		if (st.lazy_bytes >= PACE_LAZY_QUANTA * st.quantum)
-			va_drain(reg->spaces[i]);
+			va_drain(reg->vs[i]);
 	}
 }
 

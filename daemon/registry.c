@@ -10,22 +10,22 @@
 
 __thread bool vad_hash_oom;
 
-struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_arenas)
+struct vad_registry *vad_registry_new(struct va_space *const *vs, size_t n_arenas)
 {
 	struct vad_registry *reg = calloc(1, sizeof(*reg));
 	if (!reg)
 		return NULL;
-	reg->spaces = calloc(n_arenas ? n_arenas : 1, sizeof(*reg->spaces));
+	reg->vs = calloc(n_arenas ? n_arenas : 1, sizeof(*reg->vs));
 	reg->arenas = aligned_alloc(64, (n_arenas ? n_arenas : 1) * sizeof(*reg->arenas));
-	if (!reg->spaces || !reg->arenas) {
-		free(reg->spaces);
+	if (!reg->vs || !reg->arenas) {
+		free(reg->vs);
 		free(reg->arenas);
 		free(reg);
 		return NULL;
 	}
 	reg->n_arenas = n_arenas;
 	for (size_t i = 0; i < n_arenas; i++) {
-		reg->spaces[i] = spaces[i];
+		reg->vs[i] = vs[i];
 		memset(&reg->arenas[i], 0, sizeof(reg->arenas[i]));
 	}
 	pthread_mutex_init(&reg->token_lock, NULL);
@@ -62,7 +62,7 @@ void vad_registry_free(struct vad_registry *reg)
 	pthread_mutex_destroy(&reg->token_lock);
 	pthread_mutex_destroy(&reg->uid_lock);
 	pthread_mutex_destroy(&reg->holders_lock);
-	free(reg->spaces);
+	free(reg->vs);
 	free(reg->arenas);
 	free(reg);
 }
@@ -202,7 +202,7 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 		addrs[i] = dead[i]->offset;
 	for (size_t i = 0; i < n;) {
 		size_t done = 0;
-		int rc = va_free_batch(reg->spaces[arena], n - i, addrs + i, NULL, &done);
+		int rc = va_free_batch(reg->vs[arena], n - i, addrs + i, NULL, &done);
 		if (rc == 0)
 			break;
 		/* Never happens unless the registry and the allocator disagree: say so, and

@@ -121,7 +121,7 @@ struct vad_registry_arena {
 } __attribute__((aligned(64)));
 
 struct vad_registry {
-	struct va_space **spaces;
+	struct va_space **vs; /* each arena's allocator: a copy of struct vad_arena's vs */
 	size_t n_arenas;
 	struct vad_registry_arena *arenas;
 	pthread_mutex_t token_lock;
@@ -161,7 +161,7 @@ enum vad_quota_kind {
 };
 
 /* Build an empty registry over n_arenas allocators (not owned). NULL when out of memory. */
-struct vad_registry *vad_registry_new(struct va_space *const *spaces, size_t n_arenas);
+struct vad_registry *vad_registry_new(struct va_space *const *vs, size_t n_arenas);
 
 /* Free the registry; every holder must have been finished first. */
 void vad_registry_free(struct vad_registry *reg);

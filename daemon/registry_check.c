@@ -39,7 +39,7 @@ static uint32_t check_epoch_next(struct vad_registry *reg)
 static int check_owner_tag(struct check *c, struct vad_range *r)
 {
 	struct va_area area;
-	int rc = va_lookup(c->reg->spaces[r->arena], r->offset, &area);
+	int rc = va_lookup(c->reg->vs[r->arena], r->offset, &area);
 	if (rc < 0 || area.start != r->offset || area.size != r->size || area.owner != r) {
 		snprintf(c->msg, c->msg_len,
 			 "range 0x%" PRIx64 "+%" PRIu64 " of arena %u is not "

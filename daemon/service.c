@@ -63,28 +63,28 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 		return -1;
 	}
 	struct vad_service *svc = calloc(1, sizeof(*svc));
-	if (svc)
-		svc->spaces = calloc(n_arenas, sizeof(*svc->spaces));
-	if (!svc || !svc->spaces) {
+	struct va_space **vs = calloc(n_arenas, sizeof(*vs)); /* the registry keeps a copy */
+	if (!svc || !vs) {
 		snprintf(err, err_len, "out of memory creating the service");
 		free(svc);
+		free(vs);
 		return -1;
 	}
 	svc->arenas = arenas;
 	svc->n_arenas = n_arenas;
 	svc->default_arena = 0;
 	for (size_t i = 0; i < n_arenas; i++) {
-		svc->spaces[i] = arenas[i]->vs;
+		vs[i] = arenas[i]->vs;
 		if (strcmp(arenas[i]->conf.name, "default") == 0 && svc->default_arena == 0)
 			svc->default_arena = (unsigned)i;
 	}
-	svc->reg = vad_registry_new(svc->spaces, n_arenas);
+	svc->reg = vad_registry_new(vs, n_arenas);
+	free(vs);
 	svc->alloc_latency = aligned_alloc(64, n_arenas * sizeof(*svc->alloc_latency));
 	if (!svc->reg || !svc->alloc_latency) {
 		snprintf(err, err_len, "out of memory creating the registry");
 		vad_registry_free(svc->reg);
 		free(svc->alloc_latency);
-		free(svc->spaces);
 		free(svc);
 		return -1;
 	}
@@ -154,7 +154,6 @@ void vad_service_destroy(struct vad_service *svc)
 	vad_registry_free(svc->reg);
 	free(svc->alloc_latency);
 	close_arenas(svc->arenas, svc->n_arenas);
-	free(svc->spaces);
 	pthread_mutex_destroy(&svc->reload_lock);
 	vad_events_free(svc->events);
 	pthread_mutex_destroy(&svc->events_lock);

@@ -50,7 +50,6 @@ struct vad_service {
 	struct vad_arena **arenas;
 	size_t n_arenas;
 	unsigned default_arena; /* the one named "default", else the first */
-	struct va_space **spaces;
 	struct vad_registry *reg;
 	struct vad_latency *alloc_latency; /* per arena: alloc request latency */
 	struct vad_limits limits;	   /* atomics */
