@@ -8,6 +8,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "ops.h"
 #include "saturate.h"
 #include "session.h"
 
@@ -34,32 +35,11 @@ void vad_reply_error(struct vad_reply *r, Vad__Error code, const char *fmt, ...)
 const char *vad_op_name(Vad__Request__OpCase op)
 {
 	switch (op) {
-	case VAD__REQUEST__OP_HELLO:
-		return "hello";
-	case VAD__REQUEST__OP_ALLOC:
-		return "alloc";
-	case VAD__REQUEST__OP_FREE:
-		return "free";
-	case VAD__REQUEST__OP_MAP_ARENA:
-		return "map-arena";
-	case VAD__REQUEST__OP_SHARE:
-		return "share";
-	case VAD__REQUEST__OP_ATTACH:
-		return "attach";
-	case VAD__REQUEST__OP_STATS:
-		return "stats";
-	case VAD__REQUEST__OP_ARENAS:
-		return "arenas";
-	case VAD__REQUEST__OP_CLIENTS:
-		return "clients";
-	case VAD__REQUEST__OP_PURGE:
-		return "purge";
-	case VAD__REQUEST__OP_RELOAD:
-		return "reload";
-	case VAD__REQUEST__OP_CHECK:
-		return "check";
-	case VAD__REQUEST__OP_WALK:
-		return "walk";
+#define OP_NAME(op, name, call)                                                                    \
+	case VAD__REQUEST__OP_##op:                                                                \
+		return name;
+		VAD_OPS(OP_NAME)
+#undef OP_NAME
 	default:
 		return "an unknown operation";
 	}
@@ -1131,45 +1111,12 @@ void vad_handle_request(struct vad_session *s, const Vad__Request *req, struct v
 {
 	r->resp.id = req->id;
 	switch (req->op_case) {
-	case VAD__REQUEST__OP_HELLO:
-		handle_hello(s, req->hello, r);
+#define OP_DISPATCH(op, name, call)                                                                \
+	case VAD__REQUEST__OP_##op:                                                                \
+		call;                                                                              \
 		break;
-	case VAD__REQUEST__OP_ALLOC:
-		handle_alloc(s, req->alloc, r);
-		break;
-	case VAD__REQUEST__OP_FREE:
-		handle_free(s, req->free, r);
-		break;
-	case VAD__REQUEST__OP_MAP_ARENA:
-		handle_map_arena(s, req->map_arena, r);
-		break;
-	case VAD__REQUEST__OP_SHARE:
-		handle_share(s, req->share, r);
-		break;
-	case VAD__REQUEST__OP_ATTACH:
-		handle_attach(s, req->attach, r);
-		break;
-	case VAD__REQUEST__OP_STATS:
-		handle_stats(s, req->stats, r);
-		break;
-	case VAD__REQUEST__OP_ARENAS:
-		handle_arenas(s, r);
-		break;
-	case VAD__REQUEST__OP_CLIENTS:
-		handle_clients(s, r);
-		break;
-	case VAD__REQUEST__OP_PURGE:
-		handle_purge(s, req->purge, r);
-		break;
-	case VAD__REQUEST__OP_RELOAD:
-		handle_reload(s, r);
-		break;
-	case VAD__REQUEST__OP_CHECK:
-		handle_check(s, r);
-		break;
-	case VAD__REQUEST__OP_WALK:
-		handle_walk(s, req->walk, r);
-		break;
+		VAD_OPS(OP_DISPATCH)
+#undef OP_DISPATCH
 	default:
 		vad_reply_error(r, VAD__ERROR__EUNSUPPORTED,
 				"this daemon does not know that operation (it speaks vad protocol "
