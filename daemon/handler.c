@@ -1,4 +1,5 @@
-/* handler.c - one function per protocol operation; see handler.h. */
+/* handler.c - the operations every client uses: hello, alloc, free, map-arena, share and
+ * attach; the admin ones are handler_admin.c, the dispatch dispatch.c. See handler.h. */
 #include "handler.h"
 
 #include <inttypes.h>
@@ -8,46 +9,11 @@
 
 #include "frame.h"
 #include "log.h"
-#include "ops.h"
 #include "saturate.h"
+#include "handler_internal.h"
 #include "session.h"
 
-void vad_reply_init(struct vad_reply *r, uint64_t id)
-{
-	vad__response__init(&r->resp);
-	r->resp.id = id;
-	r->fd = -1;
-	r->text[0] = '\0';
-}
-
-void vad_reply_error(struct vad_reply *r, Vad__Error code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(r->text, sizeof(r->text), fmt, ap);
-	va_end(ap);
-	r->resp.error = code;
-	r->resp.message = r->text;
-	r->resp.result_case = VAD__RESPONSE__RESULT__NOT_SET;
-	r->fd = -1;
-}
-
-const char *vad_op_name(Vad__Request__OpCase op)
-{
-	switch (op) {
-#define OP_NAME(op, name, call)                                                                    \
-	case VAD__REQUEST__OP_##op:                                                                \
-		return name;
-		VAD_OPS(OP_NAME)
-#undef OP_NAME
-	default:
-		return "an unknown operation";
-	}
-}
-
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-#define SZ(b, v) vad_format_size((v), (b), sizeof(b))
 
 /* Room for exact_size's longest form. */
 #define EXACT_BUF 64
@@ -113,16 +79,6 @@ static void exact_pair(uint64_t a, char *ba, uint64_t b, char *bb)
 	exact_size_as(b, bytes, bb, EXACT_BUF);
 }
 
-/* An arena name (or any string) a client sent, escaped for a reply or a log line. */
-#define ESC(b, str) vad_escape((str), (b), sizeof(b))
-
-static void no_such_arena(struct vad_reply *r, const char *name)
-{
-	char e[VAD_ESCAPE_BUF];
-	vad_reply_error(r, VAD__ERROR__ENOARENA,
-			"no arena named '%s'; 'vactl arenas' lists the arenas", ESC(e, name));
-}
-
 /* Bytes of v as a protobuf varint. */
 static size_t varint_len(uint64_t v)
 {
@@ -132,49 +88,6 @@ static size_t varint_len(uint64_t v)
 		n++;
 	}
 	return n;
-}
-
-static void *scratch_array(struct vad_session *s, size_t n, size_t elem)
-{
-	if (n && elem > SIZE_MAX / n)
-		return NULL;
-	return vad_scratch_alloc(&s->scratch, n * elem);
-}
-
-static char *scratch_strdup(struct vad_session *s, const char *str)
-{
-	size_t len = strlen(str) + 1;
-	char *p = vad_scratch_alloc(&s->scratch, len);
-	if (p)
-		memcpy(p, str, len);
-	return p;
-}
-
-static void out_of_memory(struct vad_reply *r, const char *what)
-{
-	vad_reply_error(r, VAD__ERROR__ENOMEM, "the daemon ran out of memory %s; try again later",
-			what);
-}
-
-/* The arena a request names, checked against the peer's allow-list; NULL after an error
- * reply. */
-static struct vad_arena *use_arena(struct vad_session *s, const char *name, unsigned *index,
-				   struct vad_reply *r)
-{
-	struct vad_arena *a = vad_service_arena(s->svc, name, index);
-	if (!a) {
-		no_such_arena(r, name);
-		return NULL;
-	}
-	if (!s->allowed[*index]) {
-		vad_reply_error(
-		    r, VAD__ERROR__EPERM,
-		    "arena '%s' does not allow uid %u (gid %u); its allow_uids/allow_gids "
-		    "in vad.conf decide who may use it",
-		    a->conf.name, (unsigned)s->peer.uid, (unsigned)s->peer.gid);
-		return NULL;
-	}
-	return a;
 }
 
 /* The refusal of a request that needs want_bytes more bytes in want_ranges more ranges; held
@@ -228,40 +141,9 @@ static void quota_error(struct vad_session *s, struct vad_reply *r, enum vad_quo
 	vad_session_event(s, "quota-refused", r->text);
 }
 
-static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
-{
-	if (s->admin)
-		return true;
-	if (s->svc->has_admin_group)
-		vad_reply_error(r, VAD__ERROR__EPERM,
-				"admin operation '%s' needs root or group '%s'", op,
-				s->svc->admin_group);
-	else
-		vad_reply_error(
-		    r, VAD__ERROR__EPERM,
-		    "admin operation '%s' needs root or the daemon's user (uid %u); set "
-		    "admin_group in vad.conf to allow a group",
-		    op, (unsigned)s->svc->daemon_uid);
-	vad_session_log(
-	    s, VAD_LOG_INFO, "session %llu (pid %d, uid %u, '%s'): refused admin operation '%s'",
-	    (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, s->name, op);
-	return false;
-}
-
-static void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, bool allowed)
-{
-	vad__arena_info__init(info);
-	info->name = (char *)a->conf.name;
-	info->size = a->conf.size;
-	info->quantum = a->conf.quantum;
-	info->backing = (char *)(a->conf.backing[0] ? a->conf.backing : "memfd");
-	info->allowed = allowed;
-	info->unsealed = a->unsealed;
-}
-
 /* ---- hello ------------------------------------------------------------------------------ */
 
-static void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *r)
+void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *r)
 {
 	if (s->hello_done) {
 		vad_reply_error(r, VAD__ERROR__EINVAL,
@@ -347,7 +229,7 @@ static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struc
 	}
 }
 
-static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *r)
+void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *r)
 {
 	unsigned ai;
 	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
@@ -525,7 +407,7 @@ static void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_
 	r->resp.alloc = ar;
 }
 
-static void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_reply *r)
+void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_reply *r)
 {
 	unsigned ai;
 	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
@@ -570,7 +452,7 @@ static void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_re
 
 /* ---- map / share / attach --------------------------------------------------------------- */
 
-static void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_reply *r)
+void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_reply *r)
 {
 	unsigned ai;
 	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
@@ -608,7 +490,7 @@ static void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, stru
 	r->fd = a->fd;
 }
 
-static void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *r)
+void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *r)
 {
 	unsigned ai;
 	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
@@ -641,7 +523,7 @@ static void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_
 	r->resp.share = &r->u.share;
 }
 
-static void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply *r)
+void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply *r)
 {
 	struct vad_limits l = vad_service_limits(s->svc);
 	struct vad_quota quota = vad_limits_quota(&l);
@@ -683,445 +565,4 @@ static void handle_attach(struct vad_session *s, const Vad__Attach *m, struct va
 	ar->size = res.size;
 	r->resp.result_case = VAD__RESPONSE__RESULT_ATTACH;
 	r->resp.attach = ar;
-}
-
-/* ---- stats / arenas / clients ----------------------------------------------------------- */
-
-static void fill_stats(Vad__ArenaStats *o, const struct vad_arena *a)
-{
-	struct va_stats st;
-	va_get_stats(a->vs, &st);
-	vad__arena_stats__init(o);
-	o->name = (char *)a->conf.name;
-	o->size = st.size;
-	o->quantum = st.quantum;
-	o->busy_bytes = st.busy_bytes;
-	o->free_bytes = st.free_bytes;
-	o->lazy_bytes = st.lazy_bytes;
-	o->pooled_bytes = st.pooled_bytes;
-	o->busy_blocks = st.busy_blocks;
-	o->free_blocks = st.free_blocks;
-	o->largest_free = st.largest_free;
-	o->allocs = st.allocs;
-	o->frees = st.frees;
-	o->fails = st.fails;
-	o->drains = st.drains;
-	o->released_bytes = st.released_bytes;
-	o->free_released_bytes = st.free_released_bytes;
-	o->release_calls = st.release_calls;
-	o->pool_hits = st.pool_hits;
-	o->lazy_blocks = st.lazy_blocks;
-	o->pooled_blocks = st.pooled_blocks;
-	o->resident_bytes = vad_arena_resident_bytes(a);
-}
-
-static void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_reply *r)
-{
-	struct vad_service *svc = s->svc;
-	size_t first = 0, end = svc->n_arenas;
-	if (m->arena[0]) {
-		unsigned ai;
-		if (!use_arena(s, m->arena, &ai, r))
-			return;
-		first = ai;
-		end = ai + 1;
-	}
-	Vad__ArenaStats *all = scratch_array(s, end - first, sizeof(*all));
-	Vad__ArenaStats **ptrs = scratch_array(s, end - first, sizeof(*ptrs));
-	if (!all || !ptrs) {
-		out_of_memory(r, "building stats");
-		return;
-	}
-	size_t n = 0;
-	for (size_t i = first; i < end; i++) {
-		if (!s->allowed[i])
-			continue;
-		fill_stats(&all[n], svc->arenas[i]);
-		ptrs[n] = &all[n];
-		n++;
-	}
-	Vad__StatsReply *o = &r->u.stats;
-	vad__stats_reply__init(o);
-	o->n_arenas = n;
-	o->arenas = ptrs;
-	o->clients = __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED);
-	o->uptime_ms = vad_service_uptime_ms(svc);
-	o->held_bytes = __atomic_load_n(&s->holder.held_bytes, __ATOMIC_RELAXED);
-	o->held_ranges = __atomic_load_n(&s->holder.held_refs, __ATOMIC_RELAXED);
-	/* The service total grows once per batch: add this batch's requests, this one too. */
-	o->requests = __atomic_load_n(&svc->requests, __ATOMIC_RELAXED) + s->requests -
-		      s->requests_counted + 1;
-	o->shares = vad_registry_tokens(svc->reg);
-	r->resp.result_case = VAD__RESPONSE__RESULT_STATS;
-	r->resp.stats = o;
-}
-
-static void handle_arenas(struct vad_session *s, struct vad_reply *r)
-{
-	struct vad_service *svc = s->svc;
-	Vad__ArenaInfo *all = scratch_array(s, svc->n_arenas, sizeof(*all));
-	Vad__ArenaInfo **ptrs = scratch_array(s, svc->n_arenas, sizeof(*ptrs));
-	if (!all || !ptrs) {
-		out_of_memory(r, "listing arenas");
-		return;
-	}
-	for (size_t i = 0; i < svc->n_arenas; i++) {
-		fill_info(&all[i], svc->arenas[i], s->allowed[i]);
-		ptrs[i] = &all[i];
-	}
-	vad__arenas_reply__init(&r->u.arenas);
-	r->u.arenas.n_arenas = svc->n_arenas;
-	r->u.arenas.arenas = ptrs;
-	r->resp.result_case = VAD__RESPONSE__RESULT_ARENAS;
-	r->resp.arenas = &r->u.arenas;
-}
-
-struct clients_ctx {
-	struct vad_session *s;
-	Vad__ClientInfo **list;
-	size_t n, cap;
-	size_t budget; /* bytes left before the reply would pass max_frame */
-	size_t dropped;
-	bool oom;
-};
-
-/* Called with holders_lock held: copy what the listing needs. */
-static void collect_client(void *arg, struct vad_holder *h)
-{
-	struct clients_ctx *c = arg;
-	struct vad_session *o = h->owner;
-	if (c->oom)
-		return;
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		Vad__ClientInfo **list = scratch_array(c->s, cap, sizeof(*list));
-		if (!list) {
-			c->oom = true;
-			return;
-		}
-		if (c->n)
-			memcpy(list, c->list, c->n * sizeof(*list));
-		c->list = list;
-		c->cap = cap;
-	}
-	Vad__ClientInfo *ci = vad_scratch_alloc(&c->s->scratch, sizeof(*ci));
-	char *name = scratch_strdup(c->s, o->name[0] ? o->name : "(no hello yet)");
-	if (!ci || !name) {
-		c->oom = true;
-		return;
-	}
-	vad__client_info__init(ci);
-	ci->session_id = o->id;
-	ci->pid = (uint32_t)o->peer.pid;
-	ci->uid = (uint32_t)o->peer.uid;
-	ci->gid = (uint32_t)o->peer.gid;
-	ci->name = name;
-	ci->held_bytes = __atomic_load_n(&h->held_bytes, __ATOMIC_RELAXED);
-	ci->held_ranges = __atomic_load_n(&h->held_refs, __ATOMIC_RELAXED);
-	ci->allocs = __atomic_load_n(&o->allocs, __ATOMIC_RELAXED);
-	ci->frees = __atomic_load_n(&o->frees, __ATOMIC_RELAXED);
-	ci->connected_ms = o->connected_ms;
-	size_t size = vad__client_info__get_packed_size(ci) + 4; /* tag and length */
-	if (size > c->budget) {
-		c->dropped++;
-		return;
-	}
-	c->budget -= size;
-	c->list[c->n++] = ci;
-}
-
-static void handle_clients(struct vad_session *s, struct vad_reply *r)
-{
-	if (!admin_allowed(s, "clients", r))
-		return;
-	struct clients_ctx c = {.s = s};
-	size_t max = vad_service_max_frame(s->svc);
-	c.budget = max > 256 ? max - 256 : 0; /* room for the response's own fields */
-	vad_registry_for_each_holder(s->svc->reg, collect_client, &c);
-	if (c.oom) {
-		out_of_memory(r, "listing clients");
-		return;
-	}
-	if (c.dropped)
-		log_warn("clients listing: %zu sessions left out to stay within max_frame",
-			 c.dropped);
-	vad__clients_reply__init(&r->u.clients);
-	r->u.clients.n_clients = c.n;
-	r->u.clients.clients = c.list;
-	r->resp.result_case = VAD__RESPONSE__RESULT_CLIENTS;
-	r->resp.clients = &r->u.clients;
-}
-
-/* ---- admin: purge / reload / check ------------------------------------------------------ */
-
-static void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_reply *r)
-{
-	if (!admin_allowed(s, "purge", r))
-		return;
-	struct vad_service *svc = s->svc;
-	size_t first = 0, end = svc->n_arenas;
-	if (m->arena[0]) {
-		unsigned ai;
-		if (!vad_service_arena(svc, m->arena, &ai)) {
-			no_such_arena(r, m->arena);
-			return;
-		}
-		first = ai;
-		end = ai + 1;
-	}
-	/* Lazy and pooled ranges first (va_drain), then every free block (va_release_free):
-	 * free space a client wrote into is memory too. What went back is the drop in resident
-	 * bytes, per arena (a client may write elsewhere meanwhile: never below 0). */
-	uint64_t released = 0, resident_before = 0, resident_after = 0, scanned = 0;
-	uint64_t t0 = vad_now_ns();
-	for (size_t i = first; i < end; i++) {
-		struct vad_arena *a = svc->arenas[i];
-		uint64_t before = vad_arena_resident_bytes(a);
-		va_drain(a->vs);
-		uint64_t passed = va_release_free(a->vs);
-		uint64_t after = vad_arena_resident_bytes(a);
-		vad_sat_add_into(&scanned, passed);
-		vad_sat_add_into(&resident_before, before);
-		vad_sat_add_into(&resident_after, after);
-		if (before > after)
-			vad_sat_add_into(&released, before - after);
-	}
-	uint64_t ms = (vad_now_ns() - t0) / 1000000;
-	char b[32], rb[32], ra[32], sc[32];
-	log_notice("purge by '%s' (uid %u): released %s (resident %s -> %s; %s of free space "
-		   "looked at) in %" PRIu64 " ms",
-		   s->name, (unsigned)s->peer.uid, SZ(b, released), SZ(rb, resident_before),
-		   SZ(ra, resident_after), SZ(sc, scanned), ms);
-	char detail[256];
-	snprintf(detail, sizeof(detail),
-		 "by '%s' (uid %u): released %" PRIu64 " bytes (resident %" PRIu64 " -> %" PRIu64
-		 ") in %" PRIu64 " ms",
-		 s->name, (unsigned)s->peer.uid, released, resident_before, resident_after, ms);
-	vad_service_client_event(svc, "purge",
-				 detail); /* only admins; never a daemon event's place */
-	vad__purge_reply__init(&r->u.purge);
-	r->u.purge.released_bytes = released;
-	r->resp.result_case = VAD__RESPONSE__RESULT_PURGE;
-	r->resp.purge = &r->u.purge;
-}
-
-static void handle_reload(struct vad_session *s, struct vad_reply *r)
-{
-	if (!admin_allowed(s, "reload", r))
-		return;
-	char detail[sizeof(r->text)];
-	if (vad_service_reload(s->svc, detail, sizeof(detail)) < 0) {
-		log_warn("reload by '%s' (uid %u): %s", s->name, (unsigned)s->peer.uid, detail);
-		vad_service_event(s->svc, "reload-failed", detail);
-		vad_reply_error(r, VAD__ERROR__EINVAL, "%s", detail);
-		return;
-	}
-	log_notice("reload by '%s' (uid %u): %s", s->name, (unsigned)s->peer.uid, detail);
-	vad_service_event(s->svc, "reload", detail);
-	memcpy(r->text, detail, sizeof(detail));
-	vad__reload_reply__init(&r->u.reload);
-	r->u.reload.detail = r->text;
-	r->resp.result_case = VAD__RESPONSE__RESULT_RELOAD;
-	r->resp.reload = &r->u.reload;
-}
-
-static void handle_check(struct vad_session *s, struct vad_reply *r)
-{
-	if (!admin_allowed(s, "check", r))
-		return;
-	struct vad_service *svc = s->svc;
-	bool ok = true;
-	size_t used = 0;
-	char msg[512];
-	r->text[0] = '\0';
-	for (size_t i = 0; i < svc->n_arenas; i++) {
-		if (va_check(svc->arenas[i]->vs, msg, sizeof(msg)) == 0)
-			continue;
-		ok = false;
-		used += (size_t)snprintf(r->text + used, sizeof(r->text) - used, "%sarena '%s': %s",
-					 used ? "; " : "", svc->arenas[i]->conf.name, msg);
-		if (used >= sizeof(r->text))
-			used = sizeof(r->text) - 1;
-	}
-	if (vad_registry_check(svc->reg, msg, sizeof(msg)) < 0) {
-		ok = false;
-		used += (size_t)snprintf(r->text + used, sizeof(r->text) - used, "%sregistry: %s",
-					 used ? "; " : "", msg);
-	}
-	if (ok)
-		snprintf(r->text, sizeof(r->text),
-			 "%zu arena%s and the registry are consistent (%u sessions, %" PRIu64
-			 " share tokens)",
-			 svc->n_arenas, svc->n_arenas == 1 ? "" : "s",
-			 __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED),
-			 vad_registry_tokens(svc->reg));
-	else
-		log_err("check requested by '%s' found a problem: %s", s->name, r->text);
-	vad__check_reply__init(&r->u.check);
-	r->u.check.ok = ok;
-	r->u.check.detail = r->text;
-	r->resp.result_case = VAD__RESPONSE__RESULT_CHECK;
-	r->resp.check = &r->u.check;
-}
-
-/* ---- admin: walk ------------------------------------------------------------------------ */
-
-struct walk_item {
-	uint64_t offset, size;
-	unsigned kind, node;
-};
-
-struct walk_ctx {
-	uint64_t from;
-	struct walk_item *heap; /* max-heap by offset: the lowest `cap` eligible blocks */
-	size_t n, cap;
-	uint64_t eligible; /* blocks ending after from */
-};
-
-static void heap_sift_down(struct walk_item *h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, top = i;
-		if (l < n && h[l].offset > h[top].offset)
-			top = l;
-		if (r < n && h[r].offset > h[top].offset)
-			top = r;
-		if (top == i)
-			return;
-		struct walk_item t = h[i];
-		h[i] = h[top];
-		h[top] = t;
-		i = top;
-	}
-}
-
-/* Called with the whole space frozen: only keep the lowest blocks, no allocation. */
-static int walk_block(void *arg, const struct va_block_info *b)
-{
-	struct walk_ctx *w = arg;
-	if (b->start + b->size <= w->from)
-		return 0;
-	w->eligible++;
-	struct walk_item it = {b->start, b->size, (unsigned)b->kind, b->node};
-	if (w->n < w->cap) {
-		size_t i = w->n++;
-		w->heap[i] = it;
-		while (i > 0 && w->heap[(i - 1) / 2].offset < w->heap[i].offset) {
-			struct walk_item t = w->heap[i];
-			w->heap[i] = w->heap[(i - 1) / 2];
-			w->heap[(i - 1) / 2] = t;
-			i = (i - 1) / 2;
-		}
-	} else if (w->cap && it.offset < w->heap[0].offset) {
-		w->heap[0] = it;
-		heap_sift_down(w->heap, w->n, 0);
-	}
-	return 0;
-}
-
-static Vad__BlockKind block_kind(unsigned k)
-{
-	switch (k) {
-	case VA_BLOCK_FREE:
-		return VAD__BLOCK_KIND__FREE;
-	case VA_BLOCK_LAZY:
-		return VAD__BLOCK_KIND__LAZY;
-	case VA_BLOCK_POOLED:
-		return VAD__BLOCK_KIND__POOLED;
-	default:
-		return VAD__BLOCK_KIND__BUSY;
-	}
-}
-
-static void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
-{
-	if (!admin_allowed(s, "walk", r))
-		return;
-	unsigned ai;
-	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
-	if (!a) {
-		no_such_arena(r, m->arena);
-		return;
-	}
-	/* A block costs at least 6 bytes on the wire: never keep more than one frame holds. */
-	size_t max_frame = vad_service_max_frame(s->svc);
-	size_t budget =
-	    max_frame > 256 + strlen(a->conf.name) ? max_frame - 256 - strlen(a->conf.name) : 0;
-	size_t cap = budget / 6;
-	if (m->max_blocks && m->max_blocks < cap)
-		cap = m->max_blocks;
-	struct walk_ctx w = {.from = m->from, .cap = cap};
-	w.heap = scratch_array(s, cap ? cap : 1, sizeof(*w.heap));
-	if (!w.heap) {
-		out_of_memory(r, "walking the arena");
-		return;
-	}
-	va_walk(a->vs, walk_block, &w);
-
-	/* Heap sort into ascending offsets. */
-	for (size_t end = w.n; end > 1; end--) {
-		struct walk_item t = w.heap[0];
-		w.heap[0] = w.heap[end - 1];
-		w.heap[end - 1] = t;
-		heap_sift_down(w.heap, end - 1, 0);
-	}
-	Vad__Block *blocks = scratch_array(s, w.n ? w.n : 1, sizeof(*blocks));
-	Vad__Block **ptrs = scratch_array(s, w.n ? w.n : 1, sizeof(*ptrs));
-	if (!blocks || !ptrs) {
-		out_of_memory(r, "walking the arena");
-		return;
-	}
-	size_t taken = 0, used = 0;
-	for (; taken < w.n; taken++) {
-		Vad__Block *b = &blocks[taken];
-		vad__block__init(b);
-		b->offset = w.heap[taken].offset;
-		b->size = w.heap[taken].size;
-		b->kind = block_kind(w.heap[taken].kind);
-		b->node = w.heap[taken].kind == VA_BLOCK_FREE ? 0 : w.heap[taken].node;
-		size_t len = vad__block__get_packed_size(b) + 3; /* tag and length */
-		if (used + len > budget)
-			break;
-		used += len;
-		ptrs[taken] = b;
-	}
-	if (taken == 0 && w.eligible > 0) {
-		vad_reply_error(r, VAD__ERROR__ETOOBIG,
-				"max_frame %zu is too small to carry even one block of a walk",
-				max_frame);
-		return;
-	}
-	Vad__WalkReply *o = &r->u.walk;
-	vad__walk_reply__init(o);
-	o->arena = a->conf.name;
-	o->size = a->conf.size;
-	o->quantum = a->conf.quantum;
-	o->n_blocks = taken;
-	o->blocks = ptrs;
-	o->more = w.eligible > taken;
-	if (o->more)
-		o->next = blocks[taken - 1].offset + blocks[taken - 1].size;
-	r->resp.result_case = VAD__RESPONSE__RESULT_WALK;
-	r->resp.walk = o;
-}
-
-/* ---- dispatch --------------------------------------------------------------------------- */
-
-void vad_handle_request(struct vad_session *s, const Vad__Request *req, struct vad_reply *r)
-{
-	r->resp.id = req->id;
-	switch (req->op_case) {
-#define OP_DISPATCH(op, name, call)                                                                \
-	case VAD__REQUEST__OP_##op:                                                                \
-		call;                                                                              \
-		break;
-		VAD_OPS(OP_DISPATCH)
-#undef OP_DISPATCH
-	default:
-		vad_reply_error(r, VAD__ERROR__EUNSUPPORTED,
-				"this daemon does not know that operation (it speaks vad protocol "
-				"%d); upgrade the daemon or use an older client",
-				VAD_PROTOCOL_VERSION);
-		break;
-	}
 }

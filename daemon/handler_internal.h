@@ -1,0 +1,64 @@
+/*
+ * handler_internal.h - what the handler files share (reply.c's helpers, every operation's
+ * handler for dispatch.c); included by reply.c, handler.c, handler_admin.c and dispatch.c only.
+ */
+#ifndef VAD_HANDLER_INTERNAL_H
+#define VAD_HANDLER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "handler.h"
+
+struct vad_arena;
+
+/* A size for a message ("64 MiB"), in buffer b. */
+#define SZ(b, v) vad_format_size((v), (b), sizeof(b))
+
+/* An arena name (or any string) a client sent, escaped for a reply or a log line. */
+#define ESC(b, str) vad_escape((str), (b), sizeof(b))
+
+/* ---- reply.c ---- */
+
+/* Make r the ENOARENA reply for an arena name nobody configured. */
+void no_such_arena(struct vad_reply *r, const char *name);
+
+/* n elements of elem bytes from the session's scratch (freed after the reply); NULL on overflow
+ * or when it is exhausted. */
+void *scratch_array(struct vad_session *s, size_t n, size_t elem);
+
+/* A copy of str in the session's scratch; NULL when it is exhausted. */
+char *scratch_strdup(struct vad_session *s, const char *str);
+
+/* Make r the ENOMEM reply, saying what the daemon was doing. */
+void out_of_memory(struct vad_reply *r, const char *what);
+
+/* The arena a request names (NULL: the default), checked against the peer's allow-list; NULL
+ * after an error reply. */
+struct vad_arena *use_arena(struct vad_session *s, const char *name, unsigned *index,
+			    struct vad_reply *r);
+
+/* Describe arena a in info (allowed: whether this peer may use it). */
+void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, bool allowed);
+
+/* ---- the handlers: handler.c ---- */
+
+#define VAD_HANDLER(name, msg)                                                                     \
+	void handle_##name(struct vad_session *s, const msg *m, struct vad_reply *r);
+VAD_HANDLER(hello, Vad__Hello)
+VAD_HANDLER(alloc, Vad__Alloc)
+VAD_HANDLER(free, Vad__Free)
+VAD_HANDLER(map_arena, Vad__MapArena)
+VAD_HANDLER(share, Vad__Share)
+VAD_HANDLER(attach, Vad__Attach)
+/* ---- handler_admin.c ---- */
+VAD_HANDLER(stats, Vad__StatsRequest)
+VAD_HANDLER(purge, Vad__Purge)
+VAD_HANDLER(walk, Vad__Walk)
+#undef VAD_HANDLER
+void handle_arenas(struct vad_session *s, struct vad_reply *r);
+void handle_clients(struct vad_session *s, struct vad_reply *r);
+void handle_reload(struct vad_session *s, struct vad_reply *r);
+void handle_check(struct vad_session *s, struct vad_reply *r);
+
+#endif
