@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "frame.h"
+#include "wire.h"
 #include "log.h"
 #include "saturate.h"
 #include "handler_internal.h"
+#include "ranges.h"
 #include "session.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
@@ -77,17 +79,6 @@ static void exact_pair(uint64_t a, char *ba, uint64_t b, char *bb)
 	bool bytes = !size_is_round(a) || !size_is_round(b);
 	exact_size_as(a, bytes, ba, EXACT_BUF);
 	exact_size_as(b, bytes, bb, EXACT_BUF);
-}
-
-/* Bytes of v as a protobuf varint. */
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
 }
 
 /* The refusal of a request that needs want_bytes more bytes in want_ranges more ranges; held
@@ -229,62 +220,65 @@ static void alloc_failed(struct vad_session *s, struct vad_reply *r, const struc
 	}
 }
 
-void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *r)
+/* How many ranges an alloc asks for (count, or one per entry of sizes: never both readings at
+ * once), within max_batch; 0 after an error reply. */
+static size_t alloc_batch_count(const Vad__Alloc *m, const struct vad_limits *l,
+				struct vad_reply *r)
 {
-	unsigned ai;
-	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
-	if (!a)
-		return;
-	struct vad_limits l = vad_service_limits(s->svc);
-	char b1[EXACT_BUF], b2[EXACT_BUF];
-	/* Either count ranges of size, or one per entry of sizes: never both readings at once. */
 	if (m->n_sizes && m->count && m->count != m->n_sizes) {
 		vad_reply_error(
 		    r, VAD__ERROR__EINVAL,
 		    "count %u does not match the %zu sizes given; send count 0 (or %zu) "
 		    "with a list of sizes",
 		    m->count, m->n_sizes, m->n_sizes);
-		return;
+		return 0;
 	}
 	if (m->n_sizes && m->size) {
 		vad_reply_error(r, VAD__ERROR__EINVAL,
 				"size %" PRIu64 " and a list of %zu sizes were both given; send "
 				"one or the other",
 				m->size, m->n_sizes);
-		return;
+		return 0;
 	}
 	size_t n = m->n_sizes ? m->n_sizes : (m->count ? m->count : 1);
-
-	if (n > l.max_batch) {
+	if (n > l->max_batch) {
 		vad_reply_error(r, VAD__ERROR__ETOOBIG,
 				"a batch of %zu ranges exceeds max_batch %u; split it into smaller "
 				"batches",
-				n, l.max_batch);
-		return;
+				n, l->max_batch);
+		return 0;
 	}
-	uint64_t align = m->align;
+	return n;
+}
+
+/* Is align a power of two no larger than the arena? Otherwise an error reply. */
+static bool alloc_align_ok(const struct vad_arena *a, uint64_t align, struct vad_reply *r)
+{
+	char b1[EXACT_BUF], b2[EXACT_BUF];
 	if (align & (align - 1)) {
 		vad_reply_error(r, VAD__ERROR__EALIGN,
 				"alignment %" PRIu64 " is not a power of two", align);
-		return;
+		return false;
 	}
 	if (align > a->conf.size) {
 		exact_pair(align, b1, a->conf.size, b2);
 		vad_reply_error(r, VAD__ERROR__EALIGN,
 				"alignment %s exceeds the size of arena '%s' (%s)", b1,
 				a->conf.name, b2);
-		return;
+		return false;
 	}
+	return true;
+}
 
-	uint64_t *offsets = scratch_array(s, n, sizeof(uint64_t));
-	uint64_t *sizes = scratch_array(s, n, sizeof(uint64_t));
-	struct vad_range **ranges = scratch_array(s, n, sizeof(*ranges));
-	if (!offsets || !sizes || !ranges) {
-		out_of_memory(r, "decoding an alloc batch");
-		return;
-	}
-	uint64_t q = a->conf.quantum, total = 0;
-	size_t size_bytes = 0;
+/* The n requested sizes rounded up to the arena's quantum, with their total and the bytes
+ * they take as varints; false after an error reply (a size of 0, or past the arena). */
+static bool alloc_sizes(const struct vad_arena *a, const Vad__Alloc *m, size_t n, uint64_t *sizes,
+			uint64_t *total, size_t *size_bytes, struct vad_reply *r)
+{
+	char b1[EXACT_BUF], b2[EXACT_BUF];
+	uint64_t q = a->conf.quantum;
+	*total = 0;
+	*size_bytes = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t size = m->n_sizes ? m->sizes[i] : m->size;
 		if (size == 0 || size > a->conf.size) {
@@ -300,102 +294,75 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 						"size %s exceeds arena '%s' of %s%s", b1,
 						a->conf.name, b2, which);
 			}
-			return;
+			return false;
 		}
 		sizes[i] = (size + q - 1) & ~(q - 1); /* size <= arena size: no wrap */
-		size_bytes += varint_len(sizes[i]);
+		*size_bytes += vad_varint_len(sizes[i]);
 		/* Checked: however many sizes a batch has, the total never wraps to a small one. */
-		if (__builtin_add_overflow(total, sizes[i], &total) || total > a->conf.size) {
+		if (__builtin_add_overflow(*total, sizes[i], total) || *total > a->conf.size) {
 			vad_reply_error(
 			    r, VAD__ERROR__ESIZE,
 			    "the batch totals more than arena '%s' holds (%s) by range %zu "
 			    "of %zu; ask for less",
 			    a->conf.name, exact_size(a->conf.size, b2, sizeof(b2)), i + 1, n);
-			return;
+			return false;
 		}
 	}
-	if (n > 1) {
-		/* The reply and the request that frees the batch again must fit max_frame too,
-		 * or the client could allocate what it cannot free in one request. n is at most
-		 * max_batch, so these sums are far from wrapping. */
-		size_t per_offset = varint_len(a->conf.size - 1);
-		size_t fixed = 64 + strlen(a->conf.name); /* ids, tags, lengths, the name */
-		size_t need = fixed + n * per_offset + size_bytes;
-		if (need > l.max_frame) {
-			exact_pair(need, b1, l.max_frame, b2);
-			vad_reply_error(
-			    r, VAD__ERROR__ETOOBIG,
-			    "a batch of %zu ranges needs a reply (and a free request) of "
-			    "up to %s, more than max_frame %s; split it into smaller batches",
-			    n, b1, b2);
-			return;
-		}
-	}
+	return true;
+}
 
-	uint64_t held;
-	struct vad_quota quota = vad_limits_quota(&l);
-	enum vad_quota_kind qk = vad_registry_reserve(&s->holder, total, n, &quota, &held);
-	if (qk != VAD_QUOTA_OK) {
-		quota_error(s, r, qk, held, total, n);
+/* Do the reply to a batch of n, and the request that frees it again, fit max_frame? Otherwise
+ * the client could allocate what it cannot free in one request. n is at most max_batch, so
+ * these sums are far from wrapping. */
+static bool alloc_reply_fits(const struct vad_arena *a, size_t n, size_t size_bytes,
+			     const struct vad_limits *l, struct vad_reply *r)
+{
+	if (n <= 1)
+		return true;
+	size_t per_offset = vad_varint_len(a->conf.size - 1);
+	size_t need =
+	    VAD_ALLOC_REPLY_FRAME_OVERHEAD + strlen(a->conf.name) + n * per_offset + size_bytes;
+	if (need <= l->max_frame)
+		return true;
+	char b1[EXACT_BUF], b2[EXACT_BUF];
+	exact_pair(need, b1, l->max_frame, b2);
+	vad_reply_error(r, VAD__ERROR__ETOOBIG,
+			"a batch of %zu ranges needs a reply (and a free request) of "
+			"up to %s, more than max_frame %s; split it into smaller batches",
+			n, b1, b2);
+	return false;
+}
+
+void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *r)
+{
+	unsigned ai;
+	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
+	if (!a)
+		return;
+	struct vad_limits l = vad_service_limits(s->svc);
+	size_t n = alloc_batch_count(m, &l, r);
+	if (n == 0 || !alloc_align_ok(a, m->align, r))
+		return;
+	uint64_t *offsets = scratch_array(s, n, sizeof(uint64_t));
+	uint64_t *sizes = scratch_array(s, n, sizeof(uint64_t));
+	if (!offsets || !sizes) {
+		out_of_memory(r, "decoding an alloc batch");
 		return;
 	}
-
-	uint64_t t0 = vad_now_ns();
-	size_t got = 0, failed = 0;
-	int rc = 0;
-	for (; got < n; got++) {
-		ranges[got] = vad_range_get();
-		if (!ranges[got]) {
-			rc = VA_ENOMEM;
-			failed = got;
-			break;
-		}
-	}
-	/* One call for the batch: the allocator takes each node lock once per run of areas.
-	 * The range objects are the owner tags the consistency check compares against. */
-	if (rc == 0)
-		rc =
-		    va_alloc_batch(a->vs, n, sizes, align, (void *const *)ranges, offsets, &failed);
-	if (rc == 0) {
-		for (size_t i = 0; i < n; i++) {
-			ranges[i]->offset = offsets[i];
-			ranges[i]->size = sizes[i];
-		}
-		int irc = vad_registry_insert(s->svc->reg, &s->holder, ai, ranges, n);
-		if (irc < 0) {
-			/* All or nothing: give back what this batch got. */
-			size_t freed = 0;
-			int frc = va_free_batch(a->vs, n, offsets, NULL, &freed);
-			if (frc < 0)
-				vad_session_log(s, VAD_LOG_ERR,
-						"session %llu: giving back range 0x%" PRIx64
-						" of an alloc batch in '%s' failed: %s",
-						(unsigned long long)s->id, offsets[freed],
-						a->conf.name, va_strerror(frc));
-			if (irc == -2) {
-				for (size_t i = 0; i < n; i++)
-					vad_range_put(ranges[i]);
-				vad_registry_unreserve(&s->holder, total, n);
-				quota_error(s, r, VAD_QUOTA_COUNTER,
-					    __atomic_load_n(&s->svc->reg->arenas[ai].ref_bytes,
-							    __ATOMIC_RELAXED),
-					    total, n);
-				return;
-			}
-			rc = VA_ENOMEM;
-			failed = n;
-		}
-	}
-	if (rc < 0) {
-		for (size_t i = 0; i < got; i++)
-			vad_range_put(ranges[i]);
-		vad_registry_unreserve(&s->holder, total, n);
-		alloc_failed(s, r, a, rc, failed < n ? sizes[failed] : total, align, failed, n);
+	uint64_t total;
+	size_t size_bytes;
+	if (!alloc_sizes(a, m, n, sizes, &total, &size_bytes, r) ||
+	    !alloc_reply_fits(a, n, size_bytes, &l, r))
+		return;
+	struct vad_alloc_refusal why;
+	if (vad_ranges_alloc(s, ai, n, sizes, m->align, total, offsets, &why) < 0) {
+		if (why.quota != VAD_QUOTA_OK)
+			quota_error(s, r, why.quota, why.held, total, n);
+		else
+			alloc_failed(s, r, a, why.rc, why.failed < n ? sizes[why.failed] : total,
+				     m->align, why.failed, n);
 		return;
 	}
-	vad_latency_record(&s->svc->alloc_latency[ai], vad_now_ns() - t0);
-	__atomic_add_fetch(&s->allocs, n, __ATOMIC_RELAXED);
-
 	Vad__AllocReply *ar = &r->u.alloc;
 	vad__alloc_reply__init(ar);
 	ar->arena = a->conf.name;
@@ -429,9 +396,7 @@ void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_reply *r)
 	}
 	Vad__FreeReply *fr = &r->u.free;
 	vad__free_reply__init(fr);
-	size_t i =
-	    vad_registry_release_batch(s->svc->reg, &s->holder, ai, m->offsets, m->n_offsets);
-	__atomic_add_fetch(&s->frees, i, __ATOMIC_RELAXED);
+	size_t i = vad_ranges_release(s, ai, m->offsets, m->n_offsets);
 	if (i < m->n_offsets) {
 		if (m->n_offsets > 1)
 			vad_reply_error(r, VAD__ERROR__ENOTHELD,
