@@ -8,15 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "handler.h"
+#include "log.h"
+#include "reply.h"
 
 struct vad_arena;
-
-/* A size for a message ("64 MiB"), in buffer b. */
-#define SZ(b, v) vad_format_size((v), (b), sizeof(b))
-
-/* An arena name (or any string) a client sent, escaped for a reply or a log line. */
-#define ESC(b, str) vad_escape((str), (b), sizeof(b))
 
 /* ---- reply.c ---- */
 

@@ -1,6 +1,6 @@
 /* reply.c - a handler's reply and the pieces every handler builds it from: errors, the
- * session's scratch arrays, the arena a request names. See handler.h and handler_internal.h. */
-#include "handler.h"
+ * session's scratch arrays, the arena a request names. See reply.h and handler_internal.h. */
+#include "reply.h"
 
 #include <stdarg.h>
 #include <stdio.h>
