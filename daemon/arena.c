@@ -78,7 +78,7 @@ static void arena_release(void *ctx, uint64_t start, uint64_t size)
 		return; /* no data from start to the end of the file */
 	if (data >= 0 && (uint64_t)data > start) {
 		if ((uint64_t)data - start >= size)
-			return; /* [start, start + size) is one hole */
+			return;			/* [start, start + size) is one hole */
 		size -= (uint64_t)data - start; /* punch from the first written page on */
 		start = (uint64_t)data;
 	}
@@ -235,8 +235,8 @@ static int open_backing(struct vad_arena *a, const struct vad_config *cfg, char 
 	return seal_file(a, cfg, memfd, err, err_len);
 }
 
-int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
-		   unsigned index, struct vad_arena **out, char *err, size_t err_len)
+int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
+		   struct vad_arena **out, char *err, size_t err_len)
 {
 	if (!conf || !cfg || !out) {
 		snprintf(err, err_len, "vad_arena_open: missing argument");
@@ -267,13 +267,13 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 		goto fail;
 
 	struct va_config vc = {
-		.base = 0,
-		.size = conf->size,
-		.quantum = conf->quantum,
-		.nodes = cfg->nodes,
-		.lazy_max = cfg->lazy_max,
-		.release = arena_release,
-		.release_ctx = a,
+	    .base = 0,
+	    .size = conf->size,
+	    .quantum = conf->quantum,
+	    .nodes = cfg->nodes,
+	    .lazy_max = cfg->lazy_max,
+	    .release = arena_release,
+	    .release_ctx = a,
 	};
 	int rc = va_create(&vc, &a->vs);
 	if (rc != VA_OK) {
