@@ -23,7 +23,7 @@
 
 #include "fdpass.h"
 #include "log.h"
-#include "server_internal.h"
+#include "gate.h"
 #include "service.h"
 #include "session.h"
 #include "worker.h"
@@ -78,17 +78,17 @@ void conn_close(struct conn *c, const char *why)
 	uid_t uid = s->peer.uid;
 	vad_session_free(s);
 	conn_unlink(w, c);
-	server_slot_release(w->srv, uid);
+	vad_gate_release(w->gate, uid);
 	free(c);
 }
 
 /* Close a connection that no worker owns (handed over, never taken): no events, no list. */
-void conn_drop_detached(struct vad_server *srv, struct conn *c)
+void conn_drop_detached(struct vad_gate *gate, struct conn *c)
 {
 	close(c->fd);
 	uid_t uid = c->sess->peer.uid;
 	vad_session_free(c->sess);
-	server_slot_release(srv, uid);
+	vad_gate_release(gate, uid);
 	free(c);
 }
 
@@ -150,7 +150,7 @@ static int events_failed(struct conn *c)
  * a closing session has sent everything. Returns -1 if the connection was closed. */
 static int conn_update(struct conn *c)
 {
-	struct vad_service *svc = c->w->srv->svc;
+	struct vad_service *svc = c->w->svc;
 	size_t pending = vad_session_output_pending(c->sess);
 
 	if (vad_session_closing(c->sess) || c->eof) {
@@ -204,7 +204,7 @@ static int hello_arm(struct conn *c)
 		if (!c->ev_hello)
 			return -1;
 	}
-	uint64_t limit_ns = vad_service_limits(c->w->srv->svc).hello_timeout_ms * 1000000u;
+	uint64_t limit_ns = vad_service_limits(c->w->svc).hello_timeout_ms * 1000000u;
 	uint64_t elapsed = vad_now_ns() - c->accepted_ns;
 	uint64_t left = elapsed < limit_ns ? limit_ns - elapsed : 0;
 	struct timeval tv = {.tv_sec = (time_t)(left / 1000000000u),
@@ -228,8 +228,7 @@ static void on_hello_timeout(evutil_socket_t fd, short what, void *arg)
 		hello_disarm(c);
 		return;
 	}
-	struct vad_server *srv = c->w->srv;
-	uint64_t limit_ms = vad_service_limits(srv->svc).hello_timeout_ms;
+	uint64_t limit_ms = vad_service_limits(c->w->svc).hello_timeout_ms;
 	if (vad_now_ns() - c->accepted_ns < limit_ms * 1000000u) {
 		/* A reload lengthened hello_timeout since this timer was armed. */
 		if (hello_arm(c) < 0)
@@ -239,11 +238,11 @@ static void on_hello_timeout(evutil_socket_t fd, short what, void *arg)
 	struct vad_session *s = c->sess;
 	char limit[32], msg[192];
 	duration_text(limit_ms, limit, sizeof(limit));
-	if (server_note(srv, VAD_NOTE_HELLO_TIMEOUT, s->peer.uid, s->peer.pid))
+	if (vad_gate_note(c->w->gate, VAD_NOTE_HELLO_TIMEOUT, s->peer.uid, s->peer.pid))
 		log_info("closing session %llu (pid %d, uid %u): no hello within hello_timeout %s "
 			 "of its connection; further such closes are counted for %d s",
 			 (unsigned long long)s->id, (int)s->peer.pid, (unsigned)s->peer.uid, limit,
-			 NOTE_INTERVAL_S);
+			 VAD_NOTE_INTERVAL_S);
 	/* Tell it why, unless a reply is half sent (a frame of ours would cut into it). */
 	if (vad_session_output_pending(s) == 0) {
 		uint8_t buf[256];
@@ -333,7 +332,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 		return;
 	/* Frames held back by the watermark wait in the input buffer: handle them now. */
 	if (!vad_session_closing(c->sess) &&
-	    vad_session_output_pending(c->sess) <= vad_service_low_watermark(c->w->srv->svc)) {
+	    vad_session_output_pending(c->sess) <= vad_service_low_watermark(c->w->svc)) {
 		/* After EOF too: requests read before it still deserve their replies. */
 		vad_session_process(c->sess);
 		if (conn_flush(c) < 0)
@@ -343,15 +342,6 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Send one error frame on a socket without a session, then close it. */
-void conn_refuse(int fd, Vad__Error code, const char *message)
-{
-	uint8_t buf[512];
-	size_t len = vad_encode_error_frame(buf, sizeof(buf), 0, code, message);
-	if (len)
-		(void)!send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	close(fd);
-}
-
 /* Has the client read everything handed to its socket, fds included? Asked only when a
  * session has many arena fds unconfirmed, never per request. */
 static bool conn_peer_read_all(void *ctx)
@@ -374,14 +364,14 @@ static void conn_link(struct worker *w, struct conn *c)
 void conn_open(struct worker *w, struct pending_conn *p)
 {
 	struct conn *c = calloc(1, sizeof(*c));
-	struct vad_session *s = c ? vad_session_new(w->srv->svc, &p->peer) : NULL;
+	struct vad_session *s = c ? vad_session_new(w->svc, &p->peer) : NULL;
 	if (!s) {
 		log_err("out of memory accepting a client (pid %d, uid %u)", (int)p->peer.pid,
 			(unsigned)p->peer.uid);
-		conn_refuse(p->fd, VAD__ERROR__ENOMEM,
-			    "the daemon is out of memory; try again later");
+		vad_gate_refuse(p->fd, VAD__ERROR__ENOMEM,
+				"the daemon is out of memory; try again later");
 		free(c);
-		server_slot_release(w->srv, p->peer.uid);
+		vad_gate_release(w->gate, p->peer.uid);
 		return;
 	}
 	c->fd = p->fd;

@@ -14,7 +14,7 @@
 
 struct event;
 struct pending_conn;
-struct vad_server;
+struct vad_gate;
 struct vad_session;
 struct worker;
 
@@ -39,7 +39,7 @@ void conn_open(struct worker *w, struct pending_conn *p);
 void conn_close(struct conn *c, const char *why);
 
 /* Close a connection that no worker owns (handed over, never adopted): no events, no list. */
-void conn_drop_detached(struct vad_server *srv, struct conn *c);
+void conn_drop_detached(struct vad_gate *gate, struct conn *c);
 
 /* May c move to another worker? Not while closing: it is about to go anyway. */
 bool conn_movable(const struct conn *c);
@@ -52,8 +52,5 @@ void conn_adopt(struct worker *w, struct conn *c);
 
 /* Send the replies of the pass of w's loop that just ended. */
 void conn_flush_pass(struct worker *w);
-
-/* Send one error frame on a socket without a session, then close it. */
-void conn_refuse(int fd, Vad__Error code, const char *message);
 
 #endif

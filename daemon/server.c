@@ -45,31 +45,11 @@
 
 /* ---- admission bookkeeping (any thread) ------------------------------------------------- */
 
-void server_slot_release(struct vad_server *srv, uid_t uid)
-{
-	vad_uid_conns_drop(srv->uid_conns, uid);
-	__atomic_sub_fetch(&srv->svc->clients, 1, __ATOMIC_RELAXED);
-}
-
-bool server_note(struct vad_server *srv, enum vad_note_kind kind, uid_t uid, pid_t pid)
-{
-	enum vad_note_verdict v = vad_notes_hit(&srv->notes, kind, vad_now_ns(), uid, pid);
-	if (v == VAD_NOTE_COUNT_ARM) {
-		/* From a worker too: the listener base is locked (evthread_use_pthreads). */
-		struct timeval tv = {.tv_sec = NOTE_INTERVAL_S};
-		if (event_add(srv->ev_notes, &tv) < 0)
-			log_warn("%s: cannot arm the summary timer (out of memory); this one and "
-				 "later ones may go uncounted in the log",
-				 vad_note_what(kind));
-	}
-	return v == VAD_NOTE_LOG;
-}
-
 static void on_notes_summary(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_server *s = arg;
 	struct vad_note_summary sum[VAD_N_NOTES];
-	vad_notes_take(&s->notes, vad_now_ns(), sum);
+	vad_notes_take(&s->gate.notes, vad_now_ns(), sum);
 	for (int i = 0; i < VAD_N_NOTES; i++) {
 		if (!sum[i].counted)
 			continue;
@@ -78,7 +58,7 @@ static void on_notes_summary(evutil_socket_t fd, short what, void *arg)
 			snprintf(last, sizeof(last), " (the last from pid %d, uid %u)",
 				 (int)sum[i].last_pid, (unsigned)sum[i].last_uid);
 		log_notice("%llu more %s in the last %d s%s", (unsigned long long)sum[i].counted,
-			   vad_note_what((enum vad_note_kind)i), NOTE_INTERVAL_S, last);
+			   vad_note_what((enum vad_note_kind)i), VAD_NOTE_INTERVAL_S, last);
 	}
 }
 
@@ -329,12 +309,12 @@ static void refuse_admission(struct vad_server *s, int fd, const struct vad_peer
 			 lim->max_clients);
 		break;
 	}
-	if (server_note(s, kind, peer->uid, peer->pid))
+	if (vad_gate_note(&s->gate, kind, peer->uid, peer->pid))
 		log_info("refusing pid %d (uid %u%s): %s (further such refusals are counted for "
 			 "%d s)",
 			 (int)peer->pid, (unsigned)peer->uid, admin ? ", admin" : "", msg,
-			 NOTE_INTERVAL_S);
-	conn_refuse(fd, VAD__ERROR__EBUSY, msg);
+			 VAD_NOTE_INTERVAL_S);
+	vad_gate_refuse(fd, VAD__ERROR__EBUSY, msg);
 }
 
 static void on_accept(evutil_socket_t lfd, short what, void *arg)
@@ -348,11 +328,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			/* EMFILE, ENFILE, ENOBUFS, ENOMEM: the socket stays readable, so retrying
-			 * at once would spin; pause, and log it once per NOTE_INTERVAL_S. */
-			if (server_note(s, VAD_NOTE_ACCEPT, 0, 0))
+			 * at once would spin; pause, and log it once per VAD_NOTE_INTERVAL_S. */
+			if (vad_gate_note(&s->gate, VAD_NOTE_ACCEPT, 0, 0))
 				log_warn("accept failed: %s; pausing new connections for %d ms "
 					 "(further failures are counted for %d s)",
-					 strerror(errno), ACCEPT_PAUSE_MS, NOTE_INTERVAL_S);
+					 strerror(errno), ACCEPT_PAUSE_MS, VAD_NOTE_INTERVAL_S);
 			pause_accepting(s);
 			return;
 		}
@@ -361,15 +341,15 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 		char err[256];
 		if (!p) {
 			log_err("out of memory accepting a client");
-			conn_refuse(fd, VAD__ERROR__ENOMEM,
-				    "the daemon is out of memory; try again later");
+			vad_gate_refuse(fd, VAD__ERROR__ENOMEM,
+					"the daemon is out of memory; try again later");
 			continue;
 		}
 		if (vad_peer_from_socket(fd, &p->peer, err, sizeof(err)) < 0) {
 			Vad__Error code =
 			    errno == ENOMEM ? VAD__ERROR__ENOMEM : VAD__ERROR__EINTERNAL;
 			log_warn("refusing a connection: %s", err);
-			conn_refuse(fd, code, err);
+			vad_gate_refuse(fd, code, err);
 			free(p);
 			continue;
 		}
@@ -379,7 +359,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 					       svc->admin_gid);
 		/* Only this thread adds clients: what it reads can only shrink meanwhile. */
 		unsigned n = __atomic_load_n(&svc->clients, __ATOMIC_RELAXED);
-		unsigned uid_n = vad_uid_conns_get(s->uid_conns, p->peer.uid);
+		unsigned uid_n = vad_uid_conns_get(s->gate.uid_conns, p->peer.uid);
 		enum vad_admit a = vad_admission_decide(n, uid_n, admin, lim.max_clients,
 							lim.admin_slots, lim.max_clients_uid);
 		if (a != VAD_ADMIT_OK) {
@@ -388,11 +368,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			free(p);
 			continue;
 		}
-		if (vad_uid_conns_add(s->uid_conns, p->peer.uid) < 0) {
+		if (vad_uid_conns_add(s->gate.uid_conns, p->peer.uid) < 0) {
 			log_err("out of memory accepting a client (pid %d, uid %u)",
 				(int)p->peer.pid, (unsigned)p->peer.uid);
-			conn_refuse(fd, VAD__ERROR__ENOMEM,
-				    "the daemon is out of memory; try again later");
+			vad_gate_refuse(fd, VAD__ERROR__ENOMEM,
+					"the daemon is out of memory; try again later");
 			vad_peer_free(&p->peer);
 			free(p);
 			continue;
@@ -490,16 +470,17 @@ static void free_server(struct vad_server *s)
 	for (unsigned i = 0; s->workers && i < s->n_workers; i++)
 		worker_fini(&s->workers[i]);
 	free(s->workers);
-	struct event *evs[] = {s->ev_listen, s->ev_resume, s->ev_stop,	 s->ev_tick, s->ev_balance,
-			       s->ev_sig[0], s->ev_sig[1], s->ev_sig[2], s->ev_notes};
+	struct event *evs[] = {s->ev_listen, s->ev_resume,  s->ev_stop,
+			       s->ev_tick,   s->ev_balance, s->ev_sig[0],
+			       s->ev_sig[1], s->ev_sig[2],  s->gate.ev_notes};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
 	if (s->base)
 		event_base_free(s->base);
 	vad_cpu_idle_close(&s->cpu_idle);
-	vad_uid_conns_free(s->uid_conns);
-	vad_notes_fini(&s->notes);
+	vad_uid_conns_free(s->gate.uid_conns);
+	vad_notes_fini(&s->gate.notes);
 	free(s);
 }
 
@@ -536,7 +517,7 @@ static int listener_events(struct vad_server *s, int listen_fd)
 	s->ev_stop = event_new(s->base, -1, 0, on_stop, s);
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
 	s->ev_balance = evtimer_new(s->base, on_balance, s);
-	s->ev_notes = evtimer_new(s->base, on_notes_summary, s);
+	s->gate.ev_notes = evtimer_new(s->base, on_notes_summary, s);
 	const int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
 	for (int i = 0; i < 3; i++) {
 		s->ev_sig[i] = evsignal_new(s->base, sigs[i], on_signal, s);
@@ -544,7 +525,7 @@ static int listener_events(struct vad_server *s, int listen_fd)
 			return -1;
 	}
 	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick || !s->ev_balance ||
-	    !s->ev_notes)
+	    !s->gate.ev_notes)
 		return -1;
 	return 0;
 }
@@ -572,7 +553,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		snprintf(err, err_len, "out of memory creating the server");
 		return -1;
 	}
-	vad_notes_init(&s->notes, NOTE_INTERVAL_S * 1000000000ull);
+	vad_notes_init(&s->gate.notes, VAD_NOTE_INTERVAL_S * 1000000000ull);
 	s->listen_fd = listen_fd;
 	s->cpu_idle.fd = -1;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -586,12 +567,12 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	/* n_workers counts the workers begun, so that free_server finishes only those. */
 	for (unsigned i = 0; i < n; i++) {
 		s->n_workers = i + 1;
-		if (worker_init(&s->workers[i], s, i) < 0)
+		if (worker_init(&s->workers[i], &s->gate, s->workers, i) < 0)
 			goto nomem;
 	}
-	s->uid_conns = vad_uid_conns_new();
+	s->gate.uid_conns = vad_uid_conns_new();
 	balance_setup(s, cfg);
-	if (listener_events(s, listen_fd) < 0 || !s->uid_conns)
+	if (listener_events(s, listen_fd) < 0 || !s->gate.uid_conns)
 		goto nomem;
 
 	/* Last: on success the service owns the arenas; on failure main still does. */
@@ -599,6 +580,9 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		free_server(s);
 		return -1;
 	}
+	s->gate.svc = s->svc;
+	for (unsigned i = 0; i < s->n_workers; i++)
+		s->workers[i].svc = s->svc; /* before any worker thread runs */
 	snprintf(s->stats_db, sizeof(s->stats_db), "%s", cfg->stats_db);
 	s->stats_interval_ms = cfg->stats_interval_ms;
 	s->stats_retention_ms = cfg->stats_retention_ms;
@@ -691,16 +675,16 @@ int vad_server_run(struct vad_server *s)
 	s->stats = NULL;
 	stop_workers(s);
 	/* What was counted but not yet summarised still gets its line. */
-	event_del(s->ev_notes);
+	event_del(s->gate.ev_notes);
 	on_notes_summary(-1, 0, s);
 	log_notice("stopped: %llu requests handled; connections refused: %llu at max_clients, "
 		   "%llu for the admin slots, %llu at max_clients_uid; %llu closed at "
 		   "hello_timeout",
 		   (unsigned long long)__atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED),
-		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_FULL),
-		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_RESERVED),
-		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_UID),
-		   (unsigned long long)vad_notes_total(&s->notes, VAD_NOTE_HELLO_TIMEOUT));
+		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_FULL),
+		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_RESERVED),
+		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_UID),
+		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_HELLO_TIMEOUT));
 	return rc;
 }
 

@@ -1,7 +1,7 @@
 /*
  * server_internal.h - the server's own state, shared by its parts: server.c (listener,
- * balancing, life cycle), worker.c (worker threads) and conn.c (one connection's I/O). Not
- * for other modules: they use server.h.
+ * balancing, life cycle) and its timer callbacks. Workers and connections do not see it: they
+ * get the service, the gate (gate.h) and the worker pool. Other modules use server.h.
  */
 #ifndef VAD_SERVER_INTERNAL_H
 #define VAD_SERVER_INTERNAL_H
@@ -14,8 +14,7 @@
 #include "admission.h"
 #include "balance.h"
 #include "cpu_idle.h"
-
-#define NOTE_INTERVAL_S 10 /* refusals and hello timeouts: one summary line per this */
+#include "gate.h"
 
 struct event;
 struct event_base;
@@ -42,20 +41,10 @@ struct vad_server {
 	bool listening;
 	bool watchdog;
 	uint64_t watchdog_usec;
-	struct vad_uid_conns *uid_conns; /* open connections per uid (max_clients_uid) */
-	struct vad_notes notes;		 /* rate-limited log lines of refusals and timeouts */
-	struct event *ev_notes;		 /* the notes' summary timer (listener base) */
+	struct vad_gate gate; /* slots, notes of refusals and timeouts (gate.c) */
 	char stats_db[PATH_MAX];
 	uint64_t stats_interval_ms, stats_retention_ms;
 	struct vad_stats_writer *stats;
 };
-
-/* An admitted connection is gone (closed, or dropped before a worker took it): its slot in
- * max_clients and in its uid's count are free again (any thread). */
-void server_slot_release(struct vad_server *srv, uid_t uid);
-
-/* Count an event of kind; true if it is to be logged in full (any thread). The rest are
- * summarised once per NOTE_INTERVAL_S, so a flood of them is one line per interval. */
-bool server_note(struct vad_server *srv, enum vad_note_kind kind, uid_t uid, pid_t pid);
 
 #endif

@@ -17,7 +17,7 @@
 #include "conn.h"
 #include "latency.h"
 #include "log.h"
-#include "server_internal.h"
+#include "gate.h"
 #include "vaspace.h"
 
 void worker_hand_over(struct conn *c, struct worker *to)
@@ -34,7 +34,6 @@ void worker_hand_over(struct conn *c, struct worker *to)
  * worker's own thread, between callbacks, so no connection is mid-request. */
 static void worker_give(struct worker *w, unsigned count, unsigned first, unsigned span)
 {
-	struct vad_server *s = w->srv;
 	unsigned moved = 0, next = 0;
 	struct conn *c = w->conns;
 	while (c && moved < count) {
@@ -43,7 +42,7 @@ static void worker_give(struct worker *w, unsigned count, unsigned first, unsign
 			c = after;
 			continue;
 		}
-		struct worker *to = &s->workers[first + next++ % span];
+		struct worker *to = &w->pool[first + next++ % span];
 		if (to == w) {
 			c = after;
 			continue;
@@ -82,8 +81,8 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 	while (q) {
 		struct pending_conn *next = q->next;
 		if (stopping) {
-			conn_refuse(q->fd, VAD__ERROR__EGONE, "the daemon is shutting down");
-			server_slot_release(w->srv, q->peer.uid);
+			vad_gate_refuse(q->fd, VAD__ERROR__EGONE, "the daemon is shutting down");
+			vad_gate_release(w->gate, q->peer.uid);
 		} else {
 			conn_open(w, q);
 		}
@@ -149,9 +148,10 @@ void worker_stop(struct worker *w)
 	event_active(w->ev_notify, EV_READ, 0);
 }
 
-int worker_init(struct worker *w, struct vad_server *srv, unsigned index)
+int worker_init(struct worker *w, struct vad_gate *gate, struct worker *pool, unsigned index)
 {
-	w->srv = srv;
+	w->gate = gate;
+	w->pool = pool;
 	w->index = index;
 	w->schedstat_fd = -1;
 	pthread_mutex_init(&w->lock, NULL);
@@ -169,7 +169,7 @@ void worker_fini(struct worker *w)
 	while (w->moved) {
 		struct conn *c = w->moved;
 		w->moved = c->next;
-		conn_drop_detached(w->srv, c);
+		conn_drop_detached(w->gate, c);
 	}
 	if (w->schedstat_fd >= 0)
 		close(w->schedstat_fd);

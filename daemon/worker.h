@@ -16,7 +16,8 @@
 struct conn;
 struct event;
 struct event_base;
-struct vad_server;
+struct vad_gate;
+struct vad_service;
 
 /* An accepted, admitted socket on its way to a worker. */
 struct pending_conn {
@@ -27,7 +28,9 @@ struct pending_conn {
 };
 
 struct worker {
-	struct vad_server *srv;
+	struct vad_service *svc;
+	struct vad_gate *gate; /* the listener's slots and notes */
+	struct worker *pool;   /* every worker, this one among them (a hand-over's targets) */
 	unsigned index;
 	pthread_t thread;
 	bool started;
@@ -50,9 +53,10 @@ struct worker {
 	uint64_t reads_seen, requests_seen; /* listener: both at the last balance tick */
 };
 
-/* Set up worker index of srv (its base and notify event); -1 when out of memory (then
- * worker_fini still cleans up). */
-int worker_init(struct worker *w, struct vad_server *srv, unsigned index);
+/* Set up worker index of pool (its base and notify event) behind gate; the server sets svc
+ * once the service exists, before the thread starts. -1 when out of memory (then worker_fini
+ * still cleans up). */
+int worker_init(struct worker *w, struct vad_gate *gate, struct worker *pool, unsigned index);
 
 /* Close whatever w still has (connections, handed-over ones, queued sockets) and free it;
  * its thread is not running. */
