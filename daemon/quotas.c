@@ -1,5 +1,5 @@
-/* quotas.c - quota accounting: reservations, arena totals, uid charges; see registry.h. */
-#include "registry_internal.h"
+/* quotas.c - quota accounting: reservations, arena totals, uid charges; see quotas.h. */
+#include "quotas.h"
 
 #include <stdbool.h>
 #include <stdint.h>

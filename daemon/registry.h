@@ -32,133 +32,14 @@
  * Files: registry.c (the registry, holders, insert, release, teardown hand-over), holds.c (a
  * holder's table), quotas.c (reservations, arena totals, uid charges), reaper.c (the reaper
  * thread), tokens.c (share, attach), range_cache.c (range objects), registry_check.c (the
- * check); registry_internal.h is what they share.
+ * check); registry_types.h holds the structures, quotas.h the accounting calls, and
+ * registry_internal.h is what the files share besides.
  */
 #ifndef VAD_REGISTRY_H
 #define VAD_REGISTRY_H
 
-#include <pthread.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <sys/types.h>
-
-#include "vhash.h"
-#include "vaspace.h"
-
-#define VAD_TOKEN_CHARS 32 /* base62: 190 bits */
-
-struct vad_range;
-struct vad_session; /* the daemon session a holder belongs to (session.h) */
-
-/* Entry of the token table: allocated when a range is first shared (most ranges never
- * are, so they do not carry its 100 bytes), freed when the range dies. */
-struct vad_token_entry {
-	char token[VAD_TOKEN_CHARS + 1];
-	struct vad_range *range;
-	UT_hash_handle hh;
-};
-
-/* One allocated range of an arena, shared by every session that holds a reference. */
-struct vad_range {
-	uint64_t offset;
-	uint64_t size; /* rounded to the arena quantum */
-	uint64_t refs; /* atomic; references over all sessions (see the lock order) */
-	union {
-		struct vad_token_entry *tok; /* NULL until shared; set and cleared under
-					      * token_lock; stable while referenced */
-		struct vad_range *next_free; /* in a thread's cache of spare objects */
-	};
-	uint64_t check_refs;  /* consistency check scratch (all locks held) */
-	uint32_t check_epoch; /* the check that last counted it (low 32 bits) */
-	uint32_t arena;
-};
-
-/* A holder's references to one range: a slot of its open-addressing table, key and data
- * inline (one cache line of the table per lookup, then the range). Empty when range is NULL.
- * 24 bytes: with the load between 1/4 and 1/2, 48 to 96 bytes per hold. An attach that would
- * pass VAD_HOLD_COUNT_MAX references of one session to one range is refused. */
-struct vad_hold {
-	uint64_t offset;
-	struct vad_range *range;
-	uint32_t count;
-	uint32_t arena;
-};
-
-#define VAD_HOLD_COUNT_MAX UINT32_MAX
-
-/* Slots below which a holder's table is never shrunk (96 KiB): see table_maybe_shrink. */
-#define VAD_HOLDS_KEEP_SLOTS 4096
-
-/* Bytes and references held by every session of one uid (dying ones included). */
-struct vad_uid_usage {
-	uid_t uid;
-	uint64_t held;	/* atomic; bytes, reservations included */
-	uint64_t refs;	/* atomic; references, reservations included */
-	unsigned users; /* uid_lock */
-	UT_hash_handle hh;
-};
-
-/* One session's holdings. */
-struct vad_holder {
-	pthread_mutex_t lock;	/* holds, their counts, the totals below */
-	struct vad_hold *holds; /* table of cap slots (NULL when cap is 0); written by the owner
-				 * thread under lock, linear probing, backward-shift deletion */
-	size_t cap;		/* 0 or a power of two */
-	size_t used;		/* occupied slots; at most cap / 2 */
-	uint64_t held_bytes;	/* atomic; sum of count * size */
-	uint64_t held_refs;	/* atomic; sum of count */
-	struct vad_uid_usage *uid;
-	struct vad_session *owner;	/* for listings; NULL when dying */
-	struct vad_holder *prev, *next; /* holders_lock */
-	bool dying;			/* on the dying list: no lookups, slots emptied in order */
-	size_t reap_pos;		/* dying: slots below this are empty */
-};
-
-struct vad_registry_arena {
-	uint64_t refs;	    /* atomic, changed under a holder lock; sum of range refs */
-	uint64_t ref_bytes; /* likewise; sum of refs * size */
-} __attribute__((aligned(64)));
-
-struct vad_registry {
-	struct va_space **vs; /* each arena's allocator: a copy of struct vad_arena's vs */
-	size_t n_arenas;
-	struct vad_registry_arena *arenas;
-	pthread_mutex_t token_lock;
-	struct vad_token_entry *tokens;
-	uint64_t n_tokens; /* atomic */
-	pthread_mutex_t uid_lock;
-	struct vad_uid_usage *uids;
-	pthread_mutex_t holders_lock;
-	struct vad_holder *holders;
-	uint64_t check_epoch; /* holders_lock */
-	unsigned n_holders;   /* atomic */
-	/* Teardown (see the top): dying holders, oldest first, and the thread reaping them. */
-	struct vad_holder *dying, *dying_tail; /* holders_lock */
-	unsigned n_dying;		       /* atomic */
-	uint64_t dying_refs;		       /* atomic: references they still hold */
-	pthread_cond_t reaper_wake;	       /* with holders_lock: work, or stop */
-	pthread_cond_t reaper_idle;	       /* with holders_lock: the dying list emptied */
-	pthread_t reaper;
-	bool reaper_started, reaper_stop; /* holders_lock */
-};
-
-/* The limits a charge is checked against; 0 means unlimited. */
-struct vad_quota {
-	uint64_t bytes_client, bytes_uid;   /* quota_client, quota_uid */
-	uint64_t ranges_client, ranges_uid; /* max_ranges_client, max_ranges_uid (references) */
-};
-
-/* Which limit a charge would break. VAD_QUOTA_COUNTER: a byte total (of the uid, or of the
- * arena's references) would pass 2^64 - 1, the most the daemon can count. */
-enum vad_quota_kind {
-	VAD_QUOTA_OK = 0,
-	VAD_QUOTA_CLIENT,
-	VAD_QUOTA_UID,
-	VAD_QUOTA_RANGES_CLIENT,
-	VAD_QUOTA_RANGES_UID,
-	VAD_QUOTA_COUNTER,
-};
+#include "quotas.h"
+#include "registry_types.h"
 
 /* Build an empty registry over n_arenas allocators (not owned). NULL when out of memory. */
 struct vad_registry *vad_registry_new(struct va_space *const *vs, size_t n_arenas);
@@ -180,15 +61,6 @@ void vad_registry_reap_wait(struct vad_registry *reg);
 
 /* Dying holders not reaped yet, and the references they still hold. */
 unsigned vad_registry_dying(struct vad_registry *reg, uint64_t *refs);
-
-/* Reserve bytes and refs references against the limits of q before allocating or attaching,
- * and against the counters' range. On refusal returns which limit and stores what is held
- * now (bytes, or references for the RANGES kinds) in *held. */
-enum vad_quota_kind vad_registry_reserve(struct vad_holder *h, uint64_t bytes, uint64_t refs,
-					 const struct vad_quota *q, uint64_t *held);
-
-/* Give back a reservation that was not used. */
-void vad_registry_unreserve(struct vad_holder *h, uint64_t bytes, uint64_t refs);
 
 /* A range object for a coming allocation, from the calling thread's cache of spares (given
  * to a process-wide depot at thread exit; objects are carved from slabs kept for the life of

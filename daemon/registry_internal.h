@@ -15,18 +15,6 @@
 /* References dropped per holder lock hold in a batch, and ranges per va_free_batch. */
 #define RELEASE_CHUNK 64
 
-/* Relaxed load of a counter another thread may read (or write, if it is shared). */
-static inline uint64_t load64(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-/* Relaxed store of a counter only its owner writes. */
-static inline void store64(uint64_t *p, uint64_t v)
-{
-	__atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-
 /* ---- a holder's table (holds.c) ---- */
 
 /* Put a key known to be absent into h's table (room made beforehand); count 0, no range. */
@@ -44,18 +32,6 @@ int table_prepare(const struct vad_holder *h, size_t extra, struct vad_hold **fr
 
 /* Shrink h's table once it is big and mostly empty. Owner thread, no lock held. */
 void table_maybe_shrink(struct vad_holder *h);
-
-/* ---- accounting (quotas.c) ---- */
-
-/* Add to an arena's totals (negative to take off), with a holder lock held. */
-void arena_add(struct vad_registry_arena *a, int64_t refs, int64_t bytes);
-
-/* Count new references in an arena's totals unless its referenced bytes would pass 2^64 - 1;
- * false, with the bytes now in *now, when they would. With a holder lock held. */
-bool arena_charge(struct vad_registry_arena *a, uint64_t refs, uint64_t bytes, uint64_t *now);
-
-/* Take what a holder's references charged off its uid. */
-void uid_uncharge(struct vad_holder *h, uint64_t refs, uint64_t bytes);
 
 /* ---- ranges and holders (registry.c) ---- */
 
