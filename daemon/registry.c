@@ -230,13 +230,16 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 		bury(reg, arena, &dead, 1);
 }
 
+/* How many of a hold's references a drop takes: a free drops one, a teardown all. */
+enum drop_how { DROP_ONE_REF, DROP_EVERY_REF };
+
 /*
  * Drop h's references to the ranges of one arena at offsets, RELEASE_CHUNK per lock hold:
- * one reference each, or (every_ref) all of them. Stops at the first offset h holds nothing
+ * one reference each, or (DROP_EVERY_REF) all of them. Stops at the first offset h holds nothing
  * at; returns how many offsets were done.
  */
 static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-			   const uint64_t *offsets, size_t n, bool every_ref)
+			   const uint64_t *offsets, size_t n, enum drop_how how)
 {
 	size_t done = 0;
 	bool stop = false;
@@ -253,7 +256,7 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 				stop = true;
 				break;
 			}
-			uint64_t count = every_ref ? o->count : 1;
+			uint64_t count = how == DROP_EVERY_REF ? o->count : 1;
 			refs += count;
 			bytes += count * o->range->size;
 			struct vad_range *r = drop_locked(h, o, count);
@@ -272,7 +275,7 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 				  const uint64_t *offsets, size_t n)
 {
-	size_t done = drop_offsets(reg, h, arena, offsets, n, false);
+	size_t done = drop_offsets(reg, h, arena, offsets, n, DROP_ONE_REF);
 	table_maybe_shrink(h);
 	return done;
 }
@@ -340,7 +343,7 @@ static void holder_drop_all(struct vad_registry *reg, struct vad_holder *h)
 			for (size_t i = 0; i < h->cap; i++)
 				if (h->holds[i].range && h->holds[i].arena == ai)
 					offsets[k++] = h->holds[i].offset;
-			drop_offsets(reg, h, ai, offsets, k, true);
+			drop_offsets(reg, h, ai, offsets, k, DROP_EVERY_REF);
 		}
 		free(offsets);
 	}
