@@ -51,6 +51,12 @@ def wait_until(pred, seconds=10.0, step=0.01):
         time.sleep(step)
 
 
+def process_state(pid):
+    """The one-letter state of /proc/PID/stat ("T" once a SIGSTOP took effect)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 class Daemon:
     """One vad process on a private socket."""
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import vad
-from conftest import session_of, wait_until
+from conftest import process_state, session_of, wait_until
 
 
 def test_connect_session_and_repr(daemon, observer):
@@ -96,12 +96,6 @@ def test_connect_failure_is_daemon_gone_with_a_hint(tmp_path):
     assert e.value.code == vad.ECONNECT
     assert "nobody.sock" in str(e.value)
     assert isinstance(e.value, vad.Error)
-
-
-def process_state(pid):
-    """The one-letter state of /proc/PID/stat ("T" once a SIGSTOP took effect)."""
-    with open("/proc/%d/stat" % pid) as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 def closing(c):

@@ -4,9 +4,9 @@ many threads are pipelined on the connection."""
 import os
 import signal
 import threading
-import time
 
 import vad
+from conftest import process_state, wait_until
 
 
 def test_many_threads_share_one_client(client, observer):
@@ -51,15 +51,17 @@ def test_gil_is_released_while_waiting(own_daemon):
 
     os.kill(own_daemon.proc.pid, signal.SIGSTOP)  # the daemon answers nothing now
     try:
+        assert wait_until(lambda: process_state(own_daemon.proc.pid) == "T", 30)
         t = threading.Thread(target=blocked_call)
         t.start()
-        time.sleep(0.05)
-        # Pure Python work goes on in this thread while the other waits in libvad.
-        spins, t0 = 0, time.monotonic()
-        while time.monotonic() - t0 < 0.3:
+        # This thread runs Python (the polling) while the other waits in libvad: with the GIL
+        # held there, it could never see the call in flight.
+        assert wait_until(lambda: c.calls_in_flight == 1, 30), "the stats call never got in"
+        spins = 0
+        while spins < 100000:
             spins += 1
         assert not done.is_set()
-        assert spins > 10000
+        assert c.calls_in_flight == 1
     finally:
         os.kill(own_daemon.proc.pid, signal.SIGCONT)
     t.join(30)
