@@ -235,6 +235,8 @@ static int open_backing(struct vad_arena *a, const struct vad_config *cfg, char 
 	return seal_file(a, cfg, memfd, err, err_len);
 }
 
+static uint64_t next_generation = 1; /* atomic */
+
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
 		   struct vad_arena **out, char *err, size_t err_len)
 {
@@ -258,10 +260,15 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	pthread_mutex_init(&ai->log_lock, NULL);
 	a->fd = -1;
 	a->index = index;
-	if (copy_conf(&a->conf, conf)) {
+	a->section = index;
+	a->generation = __atomic_fetch_add(&next_generation, 1, __ATOMIC_RELAXED);
+	snprintf(a->client_name, sizeof(a->client_name), "%s", conf->name);
+	a->alloc_latency = aligned_alloc(64, sizeof(*a->alloc_latency));
+	if (!a->alloc_latency || copy_conf(&a->conf, conf)) {
 		snprintf(err, err_len, "arena %s: out of memory", conf->name);
 		goto fail;
 	}
+	memset(a->alloc_latency, 0, sizeof(*a->alloc_latency));
 
 	if (open_backing(a, cfg, err, err_len) != 0)
 		goto fail;
@@ -286,6 +293,7 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 fail:
 	if (a->fd >= 0)
 		close(a->fd);
+	free(a->alloc_latency);
 	free(a->conf.allow_uids);
 	free(a->conf.allow_gids);
 	pthread_mutex_destroy(&ai->log_lock);
@@ -302,10 +310,40 @@ void vad_arena_close(struct vad_arena *a)
 		va_destroy(a->vs); /* first: its background thread may still call arena_release */
 	if (a->fd >= 0)
 		close(a->fd);
+	free(a->alloc_latency);
 	free(a->conf.allow_uids);
 	free(a->conf.allow_gids);
 	pthread_mutex_destroy(&ai->log_lock);
 	free(ai);
+}
+
+int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad_config *cfg,
+			  unsigned index, unsigned section_index, uint32_t tenant_id,
+			  struct vad_arena **out, char *err, size_t err_len)
+{
+	struct vad_arena_conf conf = *section; /* copy_conf copies the lists it points at */
+	if (snprintf(conf.name, sizeof(conf.name), "%s@%u", section->name, tenant_id) >=
+	    (int)sizeof(conf.name)) {
+		snprintf(err, err_len, "arena %s: the tenant arena's name is too long",
+			 section->name);
+		return -1;
+	}
+	if (vad_arena_open(&conf, cfg, index, out, err, err_len) != 0)
+		return -1;
+	struct vad_arena *a = *out;
+	snprintf(a->client_name, sizeof(a->client_name), "%s", section->name);
+	a->section = section_index;
+	a->tenant = true;
+	a->tenant_id = tenant_id;
+	return 0;
+}
+
+void vad_arena_release_all(struct vad_arena *a)
+{
+	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)a->conf.size) !=
+	    0)
+		log_warn("arena %s: giving its memory back on close failed: %s", a->conf.name,
+			 strerror(errno));
 }
 
 uint64_t vad_arena_resident_bytes(const struct vad_arena *a)
@@ -321,18 +359,22 @@ uint64_t vad_arena_resident_bytes(const struct vad_arena *a)
 bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
 		      size_t n_groups)
 {
-	if (!a)
-		return false;
-	if (uid == 0 || a->conf.allow_any)
+	return a && vad_arena_conf_allows(&a->conf, uid, gid, groups, n_groups);
+}
+
+bool vad_arena_conf_allows(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,
+			   const gid_t *groups, size_t n_groups)
+{
+	if (uid == 0 || conf->allow_any)
 		return true;
-	for (size_t i = 0; i < a->conf.n_allow_uids; i++)
-		if (a->conf.allow_uids[i] == uid)
+	for (size_t i = 0; i < conf->n_allow_uids; i++)
+		if (conf->allow_uids[i] == uid)
 			return true;
-	for (size_t i = 0; i < a->conf.n_allow_gids; i++) {
-		if (a->conf.allow_gids[i] == gid)
+	for (size_t i = 0; i < conf->n_allow_gids; i++) {
+		if (conf->allow_gids[i] == gid)
 			return true;
 		for (size_t j = 0; groups && j < n_groups; j++)
-			if (a->conf.allow_gids[i] == groups[j])
+			if (conf->allow_gids[i] == groups[j])
 				return true;
 	}
 	return false;

@@ -23,6 +23,7 @@
 #include <sys/statfs.h>
 
 #include "config_parse.h"
+#include "units.h"
 
 #define HUGETLBFS_MAGIC_NUMBER 0x958458f6
 #define DEFAULT_ARENA_SIZE     (4ull << 30)
@@ -215,6 +216,56 @@ static int arena_accept_unsealed(struct parse_state *ps, const char *key, const 
 	return key_yes_no(ps, key, v, &current_arena(ps)->accept_unsealed);
 }
 
+static const char *const tenancy_names[] = {
+    [VAD_TENANCY_NONE] = "none",
+    [VAD_TENANCY_UID] = "uid",
+    [VAD_TENANCY_GID] = "gid",
+};
+
+const char *vad_tenancy_name(enum vad_tenancy t)
+{
+	return (unsigned)t < sizeof(tenancy_names) / sizeof(tenancy_names[0]) ? tenancy_names[t]
+									      : "none";
+}
+
+static int arena_tenancy(struct parse_state *ps, const char *key, const char *v)
+{
+	for (size_t i = 0; i < sizeof(tenancy_names) / sizeof(tenancy_names[0]); i++) {
+		if (strcasecmp(v, tenancy_names[i]) == 0) {
+			current_arena(ps)->tenancy = (enum vad_tenancy)i;
+			return 1;
+		}
+	}
+	return config_fail_at(ps, ps->lineno,
+			      "%s = %s: expected none, uid (one arena per user) or gid (one per "
+			      "primary group)",
+			      key, v);
+}
+
+static int arena_tenant_idle(struct parse_state *ps, const char *key, const char *v)
+{
+	uint64_t ms;
+	if (vad_parse_duration_ms(v, &ms) || ms == 0)
+		return config_fail_at(ps, ps->lineno,
+				      "%s = %s: expected a duration above 0 with ms, s, m, h, d or "
+				      "w (e.g. 5m)",
+				      key, v);
+	current_arena(ps)->tenant_idle_ms = ms;
+	return 1;
+}
+
+static int arena_max_tenants(struct parse_state *ps, const char *key, const char *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(v, &end, 10);
+	if (errno || *end || end == v || v[0] == '-' || n == 0 || n > VAD_MAX_TENANTS_LIMIT)
+		return config_fail_at(ps, ps->lineno, "%s = %s: expected a number from 1 to %u",
+				      key, v, VAD_MAX_TENANTS_LIMIT);
+	current_arena(ps)->max_tenants = (unsigned)n;
+	return 1;
+}
+
 static const struct {
 	const char *name;
 	int (*parse)(struct parse_state *ps, const char *key, const char *v);
@@ -298,6 +349,29 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
 
 /* ---- sections ----------------------------------------------------------------------- */
 
+/* The tenancy keys belong together: tenant_idle and max_tenants mean nothing without
+ * tenancy, and a tenant arena's name is its section's plus "@ID". */
+static int finish_tenancy(struct parse_state *ps, struct vad_arena_conf *a)
+{
+	static const enum arena_key tenant_keys[] = {A_TENANT_IDLE, A_MAX_TENANTS};
+	if (a->tenancy == VAD_TENANCY_NONE) {
+		for (size_t i = 0; i < sizeof(tenant_keys) / sizeof(tenant_keys[0]); i++)
+			if (ps->arena_key_line[tenant_keys[i]])
+				return config_fail_at(
+				    ps, ps->arena_key_line[tenant_keys[i]],
+				    "%s in [arena %s], which has no tenancy: add tenancy = uid "
+				    "(or gid), or remove the line",
+				    arena_keys[tenant_keys[i]].name, a->name);
+		return 1;
+	}
+	if (strlen(a->name) + VAD_TENANT_SUFFIX_MAX > VAD_NAME_MAX)
+		return config_fail_at(ps, ps->arena_key_line[A_TENANCY],
+				      "[arena %s] has tenancy, so its tenants' arenas are named "
+				      "%s@ID: the name may have at most %d characters",
+				      a->name, a->name, VAD_NAME_MAX - VAD_TENANT_SUFFIX_MAX);
+	return 1;
+}
+
 /* Checks that need the whole [arena] section: size given, quantum default, size multiple. */
 static int finish_arena(struct parse_state *ps)
 {
@@ -330,7 +404,7 @@ static int finish_arena(struct parse_state *ps)
 		    "(remove the line)",
 		    a->name);
 	a->allow_any = a->n_allow_uids == 0 && a->n_allow_gids == 0;
-	return 1;
+	return finish_tenancy(ps, a);
 }
 
 static bool valid_arena_name(const char *s)
@@ -375,6 +449,8 @@ static int add_arena(struct parse_state *ps, const char *name)
 	memset(a, 0, sizeof(*a));
 	strcpy(a->name, name);
 	a->allow_any = true;
+	a->tenant_idle_ms = VAD_TENANT_IDLE_DEFAULT_MS;
+	a->max_tenants = VAD_MAX_TENANTS_DEFAULT;
 	a->line = ps->lineno;
 	ps->arena_lines[cfg->n_arenas] = ps->lineno;
 	cfg->n_arenas++;
@@ -477,6 +553,8 @@ static int add_default_arena(struct vad_config *cfg)
 	a->size = DEFAULT_ARENA_SIZE;
 	a->quantum = (uint64_t)config_page_size();
 	a->allow_any = true;
+	a->tenant_idle_ms = VAD_TENANT_IDLE_DEFAULT_MS;
+	a->max_tenants = VAD_MAX_TENANTS_DEFAULT;
 	cfg->n_arenas = 1;
 	return 0;
 }

@@ -170,7 +170,7 @@ void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *
 	h->version = VAD_PROTOCOL_VERSION;
 	h->server = (char *)"vad " VAD_DAEMON_VERSION;
 	h->session_id = s->id;
-	h->default_arena = s->svc->arenas[s->svc->default_arena]->conf.name;
+	h->default_arena = (char *)vad_section_conf(s->svc, s->svc->default_arena)->name;
 	h->admin = s->admin;
 	r->resp.result_case = VAD__RESPONSE__RESULT_HELLO;
 	r->resp.hello = h;
@@ -365,7 +365,7 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 	}
 	Vad__AllocReply *ar = &r->u.alloc;
 	vad__alloc_reply__init(ar);
-	ar->arena = a->conf.name;
+	ar->arena = a->client_name;
 	ar->n_offsets = n;
 	ar->offsets = offsets;
 	ar->n_sizes = n;
@@ -377,11 +377,9 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_reply *r)
 {
 	unsigned ai;
-	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
-	if (!a) {
-		no_such_arena(r, m->arena);
+	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
+	if (!a)
 		return;
-	}
 	struct vad_limits l = vad_service_limits(s->svc);
 	if (m->n_offsets == 0) {
 		vad_reply_error(r, VAD__ERROR__EINVAL, "free needs at least one offset");
@@ -447,7 +445,7 @@ void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_
 		}
 	}
 	s->fds_unconfirmed++;
-	fill_info(&r->info, a, true);
+	fill_info(&r->info, a, a->client_name, true);
 	vad__map_arena_reply__init(&r->u.map_arena);
 	r->u.map_arena.arena = &r->info;
 	r->resp.result_case = VAD__RESPONSE__RESULT_MAP_ARENA;
@@ -458,11 +456,9 @@ void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_
 void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *r)
 {
 	unsigned ai;
-	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
-	if (!a) {
-		no_such_arena(r, m->arena);
+	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
+	if (!a)
 		return;
-	}
 	int rc = vad_registry_share(s->svc->reg, &s->holder, ai, m->offset, r->token);
 	if (rc == -1) {
 		vad_reply_error(r, VAD__ERROR__ENOTHELD,
@@ -493,6 +489,7 @@ void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply
 	struct vad_limits l = vad_service_limits(s->svc);
 	struct vad_quota quota = vad_limits_quota(&l);
 	struct vad_attach_result res;
+	vad_session_pin_tenants(s); /* the token may name this peer's own tenant arena */
 	enum vad_attach_status st =
 	    vad_registry_attach(s->svc->reg, &s->holder, m->token, s->allowed, &quota, &res);
 	switch (st) {
@@ -510,11 +507,18 @@ void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply
 				"been freed by every holder");
 		return;
 	case VAD_ATTACH_DENIED:
-		vad_reply_error(r, VAD__ERROR__EPERM,
-				"the token's range lies in arena '%s', which does not allow uid %u "
-				"(gid %u)",
-				s->svc->arenas[res.arena]->conf.name, (unsigned)s->peer.uid,
-				(unsigned)s->peer.gid);
+		if (res.arena >= s->svc->n_arenas) /* not pinned by us: never look inside */
+			vad_reply_error(
+			    r, VAD__ERROR__EPERM,
+			    "the token's range lies in another tenant's arena; tenants "
+			    "of an arena with tenancy cannot attach each other's ranges");
+		else
+			vad_reply_error(
+			    r, VAD__ERROR__EPERM,
+			    "the token's range lies in arena '%s', which does not allow "
+			    "uid %u (gid %u)",
+			    s->svc->arenas[res.arena]->conf.name, (unsigned)s->peer.uid,
+			    (unsigned)s->peer.gid);
 		return;
 	case VAD_ATTACH_QUOTA:
 		quota_error(s, r, res.quota, res.held, res.size, 1);
@@ -525,7 +529,7 @@ void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply
 	}
 	Vad__AttachReply *ar = &r->u.attach;
 	vad__attach_reply__init(ar);
-	ar->arena = s->svc->arenas[res.arena]->conf.name;
+	ar->arena = s->svc->arenas[res.arena]->client_name;
 	ar->offset = res.offset;
 	ar->size = res.size;
 	r->resp.result_case = VAD__RESPONSE__RESULT_ATTACH;

@@ -201,6 +201,10 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 		       ac->backing[0] ? ac->backing : "memfd");
 		if (ac->accept_unsealed)
 			printf("UNSEALED (accept_unsealed), ");
+		if (ac->tenancy != VAD_TENANCY_NONE)
+			printf("one per %s (at most %u, closed after %s unused), ",
+			       ac->tenancy == VAD_TENANCY_UID ? "uid" : "gid", ac->max_tenants,
+			       format_duration(ac->tenant_idle_ms, a, sizeof(a)));
 		if (ac->allow_any) {
 			printf("any peer\n");
 			continue;
@@ -328,6 +332,8 @@ static struct vad_arena **open_arenas(const struct vad_config *cfg)
 		return NULL;
 	}
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		if (cfg->arenas[i].tenancy != VAD_TENANCY_NONE)
+			continue; /* its tenants' arenas open on first use (tenants.h) */
 		if (vad_arena_open(&cfg->arenas[i], cfg, (unsigned)i, &arenas[i], err,
 				   sizeof(err)) != 0) {
 			log_err("%s", err);
