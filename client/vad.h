@@ -28,7 +28,7 @@ extern "C" {
 
 /* The one version of vad, VAD_VERSION of the sources (libvad checks that they agree). */
 #define VAD_VERSION_STRING "0.1.0"
-#define VAD_TOKEN_LEN 32 /* printable share token; buffers are char[VAD_TOKEN_LEN + 1] */
+#define VAD_TOKEN_LEN	   32 /* printable share token; buffers are char[VAD_TOKEN_LEN + 1] */
 /* The largest alignment libvad gives: each arena is mapped at an address aligned to the
  * smaller of this and its size rounded up to a power of two; above that: VAD_EINVAL. */
 #define VAD_MAX_ALIGN ((size_t)1 << 30)
@@ -36,43 +36,43 @@ extern "C" {
 /* Error codes: the negated values of vad.Error in proto/vad.proto. */
 enum vad_error {
 	VAD_OK = 0,
-	VAD_EINVAL = -1,       /* a malformed or missing argument */
-	VAD_ENOMEM = -2,       /* out of memory */
-	VAD_ECONNECT = -3,     /* no daemon is listening on the socket */
-	VAD_EGONE = -4,	       /* the daemon closed the connection (gone or restarted) */
-	VAD_EPROTO = -5,       /* protocol error: undecodable message, broken framing, or a reply
-				  that does not fit its request or the arena */
-	VAD_EVERSION = -6,     /* client and daemon speak different protocol versions */
-	VAD_ENOSPC = -7,       /* the arena has no free range that large */
-	VAD_EQUOTA = -8,       /* a per-client or per-uid quota would be exceeded */
-	VAD_EPERM = -9,	       /* not allowed (arena allow-list or admin operation) */
-	VAD_ENOARENA = -10,    /* no such arena */
-	VAD_ENOTHELD = -11,    /* this client holds no reference to that range */
-	VAD_ETOKEN = -12,      /* unknown or malformed share token */
-	VAD_ESIZE = -13,       /* size is 0 or too large */
-	VAD_EALIGN = -14,      /* alignment is not a power of two or is too large */
-	VAD_ETOOBIG = -15,     /* request larger than the daemon's maximum frame or batch */
-	VAD_EBUSY = -16,       /* the daemon has too many clients */
-	VAD_EINTERNAL = -17,   /* the daemon failed internally */
-	VAD_EMAP = -18,	       /* mapping the arena into this process failed */
-	VAD_EUNSUPPORTED = -19,/* the daemon does not know that operation */
-	VAD_ENOHELLO = -20,    /* the first request must be hello */
+	VAD_EINVAL = -1,	/* a malformed or missing argument */
+	VAD_ENOMEM = -2,	/* out of memory */
+	VAD_ECONNECT = -3,	/* no daemon is listening on the socket */
+	VAD_EGONE = -4,		/* the daemon closed the connection (gone or restarted) */
+	VAD_EPROTO = -5,	/* protocol error: undecodable message, broken framing, or a reply
+				   that does not fit its request or the arena */
+	VAD_EVERSION = -6,	/* client and daemon speak different protocol versions */
+	VAD_ENOSPC = -7,	/* the arena has no free range that large */
+	VAD_EQUOTA = -8,	/* a per-client or per-uid quota would be exceeded */
+	VAD_EPERM = -9,		/* not allowed (arena allow-list or admin operation) */
+	VAD_ENOARENA = -10,	/* no such arena */
+	VAD_ENOTHELD = -11,	/* this client holds no reference to that range */
+	VAD_ETOKEN = -12,	/* unknown or malformed share token */
+	VAD_ESIZE = -13,	/* size is 0 or too large */
+	VAD_EALIGN = -14,	/* alignment is not a power of two or is too large */
+	VAD_ETOOBIG = -15,	/* request larger than the daemon's maximum frame or batch */
+	VAD_EBUSY = -16,	/* the daemon has too many clients */
+	VAD_EINTERNAL = -17,	/* the daemon failed internally */
+	VAD_EMAP = -18,		/* mapping the arena into this process failed */
+	VAD_EUNSUPPORTED = -19, /* the daemon does not know that operation */
+	VAD_ENOHELLO = -20,	/* the first request must be hello */
 };
 
 typedef struct vad_client vad_client;
 
 /* Totals over the arenas this client may use, plus this client's own holdings. */
 struct vad_stats {
-	uint64_t arena_bytes;  /* sum of arena sizes */
-	uint64_t busy_bytes;   /* allocated, by all clients */
-	uint64_t free_bytes;   /* allocatable now */
-	uint64_t lazy_bytes;   /* freed, waiting for reclaim */
-	uint64_t pooled_bytes; /* reclaimed, kept in per-node pools */
-	uint64_t largest_free; /* largest single free block of any arena */
+	uint64_t arena_bytes;	       /* sum of arena sizes */
+	uint64_t busy_bytes;	       /* allocated, by all clients */
+	uint64_t free_bytes;	       /* allocatable now */
+	uint64_t lazy_bytes;	       /* freed, waiting for reclaim */
+	uint64_t pooled_bytes;	       /* reclaimed, kept in per-node pools */
+	uint64_t largest_free;	       /* largest single free block of any arena */
 	uint64_t allocs, frees, fails; /* daemon lifetime counters, summed */
-	uint32_t clients;      /* connected sessions */
-	uint64_t held_bytes;   /* held by this client */
-	uint64_t held_ranges;  /* references held by this client */
+	uint32_t clients;	       /* connected sessions */
+	uint64_t held_bytes;	       /* held by this client */
+	uint64_t held_ranges;	       /* references held by this client */
 };
 
 /* Connect to the daemon at socket_path (NULL: $VAD_SOCKET, else /run/vad/vad.sock as root,
@@ -148,11 +148,14 @@ struct vad_session {
 /* One arena as the daemon describes it. */
 struct vad_arena_info {
 	const char *name;
-	uint64_t size;	  /* bytes (sparse) */
-	uint64_t quantum; /* allocation unit in bytes */
+	uint64_t size;	     /* bytes (sparse) */
+	uint64_t quantum;    /* allocation unit in bytes */
 	const char *backing; /* "memfd" or the backing directory */
-	int allowed;	  /* nonzero: the asking peer may allocate in it */
-	int unsealed;	  /* nonzero: its file is not sealed against resizing (accept_unsealed) */
+	int allowed;	     /* nonzero: the asking peer may allocate in it */
+	int unsealed; /* nonzero: its file is not sealed against resizing (accept_unsealed) */
+	const char *tenancy; /* "uid" or "gid": a section with one arena per tenant (named
+				NAME@ID), or one tenant's arena; "" for a plain arena */
+	unsigned tenants;    /* a section with tenancy: its tenant arenas open now */
 };
 
 /* Every counter the daemon keeps for one arena (vad.ArenaStats). */
@@ -164,7 +167,7 @@ struct vad_arena_stats {
 	uint64_t largest_free;
 	uint64_t allocs, frees, fails, drains;
 	uint64_t released_bytes, release_calls, pool_hits;
-	uint64_t resident_bytes; /* bytes of the arena file backed by memory now */
+	uint64_t resident_bytes;      /* bytes of the arena file backed by memory now */
 	uint64_t free_released_bytes; /* free space purge and idle passes gave back (written
 				       * or not: holes cost nothing), not in released_bytes */
 };
@@ -219,7 +222,7 @@ struct vad_arena_map {
 	const char *arena;
 	uint64_t size, quantum;
 	size_t n_blocks;
-	int truncated;		   /* nonzero: more blocks exist than max_blocks allowed */
+	int truncated;		  /* nonzero: more blocks exist than max_blocks allowed */
 	struct vad_block *blocks; /* n_blocks entries, in the same block */
 };
 
