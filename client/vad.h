@@ -57,6 +57,7 @@ enum vad_error {
 	VAD_EMAP = -18,	       /* mapping the arena into this process failed */
 	VAD_EUNSUPPORTED = -19,/* the daemon does not know that operation */
 	VAD_ENOHELLO = -20,    /* the first request must be hello */
+	VAD_EREADONLY = -24,   /* this client may only read that arena: allocation refused */
 };
 
 typedef struct vad_client vad_client;
