@@ -116,6 +116,7 @@ void handle_arenas(struct vad_session *s, struct vad_reply *r)
 	}
 	for (size_t i = 0; i < svc->n_arenas; i++) {
 		fill_info(&all[i], svc->arenas[i], s->allowed[i]);
+		all[i].read_only = s->reader[i];
 		ptrs[i] = &all[i];
 	}
 	vad__arenas_reply__init(&r->u.arenas);

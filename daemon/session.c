@@ -19,11 +19,16 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 	if (vad_peer_copy(&s->peer, peer) < 0)
 		goto fail;
 	s->allowed = calloc(svc->n_arenas, sizeof(*s->allowed));
-	if (!s->allowed)
+	s->reader = calloc(svc->n_arenas, sizeof(*s->reader));
+	if (!s->allowed || !s->reader)
 		goto fail;
-	for (size_t i = 0; i < svc->n_arenas; i++)
-		s->allowed[i] = vad_arena_allows(svc->arenas[i], peer->uid, peer->gid, peer->groups,
-						 peer->n_groups);
+	for (size_t i = 0; i < svc->n_arenas; i++) {
+		s->reader[i] = vad_arena_reads_only(svc->arenas[i], peer->uid, peer->gid,
+						    peer->groups, peer->n_groups);
+		s->allowed[i] =
+		    s->reader[i] || vad_arena_allows(svc->arenas[i], peer->uid, peer->gid,
+						     peer->groups, peer->n_groups);
+	}
 	s->admin = vad_peer_is_admin(peer, svc->daemon_uid, svc->has_admin_group, svc->admin_gid);
 	s->id = __atomic_fetch_add(&svc->next_session_id, 1, __ATOMIC_RELAXED);
 	s->connected_ms = vad_realtime_ms();
@@ -37,6 +42,7 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 fail:
 	vad_peer_free(&s->peer);
 	free(s->allowed);
+	free(s->reader);
 	free(s);
 	return NULL;
 }
@@ -112,6 +118,7 @@ void vad_session_free(struct vad_session *s)
 	vad_scratch_fini(&s->scratch);
 	vad_peer_free(&s->peer);
 	free(s->allowed);
+	free(s->reader);
 	free(s->in);
 	free(s->out);
 	free(s->marks);

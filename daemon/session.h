@@ -39,7 +39,9 @@ struct vad_session {
 	bool hello_done;
 	bool admin;
 	bool closing;  /* framing is broken: send what is pending, then close */
-	bool *allowed; /* per arena: may this peer use it */
+	bool *allowed; /* per arena: may this peer use it (write, or read only) */
+	bool *reader;  /* per arena: only read it (reader_uids/reader_gids): it is sent the
+			  read-only fd and may not allocate; attach, free and map work */
 	struct vad_holder holder;
 	uint64_t allocs, frees;	   /* atomic: ranges allocated / freed by this session */
 	uint64_t requests;	   /* handled by this session */
