@@ -1,5 +1,4 @@
-/* arena.h - one shared-memory arena: a sealed sparse memfd (or unlinked file) plus its allocator.
- */
+/* arena.h - one shared-memory arena: a sealed sparse memfd (or unlinked file) plus its allocator. */
 #ifndef VAD_ARENA_H
 #define VAD_ARENA_H
 
@@ -27,8 +26,8 @@ struct vad_arena {
  * daemon-wide nodes/lazy_max; release = fallocate(PUNCH_HOLE|KEEP_SIZE). A file that cannot
  * be sealed is refused ("FILE:LINE: ..." of its section, naming the seal and errno) unless
  * the section accepts it unsealed. On failure returns -1 with a reason in err. */
-int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
-		   struct vad_arena **out, char *err, size_t err_len);
+int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
+		   unsigned index, struct vad_arena **out, char *err, size_t err_len);
 
 /* Bytes of the arena's file backed by memory: its allocated blocks (fstat st_blocks x 512),
  * whoever wrote them; 0 if fstat fails. */
