@@ -36,27 +36,28 @@ extern "C" {
 /* Error codes: the negated values of vad.Error in proto/vad.proto. */
 enum vad_error {
 	VAD_OK = 0,
-	VAD_EINVAL = -1,	/* a malformed or missing argument */
-	VAD_ENOMEM = -2,	/* out of memory */
-	VAD_ECONNECT = -3,	/* no daemon is listening on the socket */
-	VAD_EGONE = -4,		/* the daemon closed the connection (gone or restarted) */
-	VAD_EPROTO = -5,	/* protocol error: undecodable message, broken framing, or a reply
-				   that does not fit its request or the arena */
-	VAD_EVERSION = -6,	/* client and daemon speak different protocol versions */
-	VAD_ENOSPC = -7,	/* the arena has no free range that large */
-	VAD_EQUOTA = -8,	/* a per-client or per-uid quota would be exceeded */
-	VAD_EPERM = -9,		/* not allowed (arena allow-list or admin operation) */
-	VAD_ENOARENA = -10,	/* no such arena */
-	VAD_ENOTHELD = -11,	/* this client holds no reference to that range */
-	VAD_ETOKEN = -12,	/* unknown or malformed share token */
-	VAD_ESIZE = -13,	/* size is 0 or too large */
-	VAD_EALIGN = -14,	/* alignment is not a power of two or is too large */
-	VAD_ETOOBIG = -15,	/* request larger than the daemon's maximum frame or batch */
-	VAD_EBUSY = -16,	/* the daemon has too many clients */
-	VAD_EINTERNAL = -17,	/* the daemon failed internally */
-	VAD_EMAP = -18,		/* mapping the arena into this process failed */
-	VAD_EUNSUPPORTED = -19, /* the daemon does not know that operation */
-	VAD_ENOHELLO = -20,	/* the first request must be hello */
+	VAD_EINVAL = -1,       /* a malformed or missing argument */
+	VAD_ENOMEM = -2,       /* out of memory */
+	VAD_ECONNECT = -3,     /* no daemon is listening on the socket */
+	VAD_EGONE = -4,	       /* the daemon closed the connection (gone or restarted) */
+	VAD_EPROTO = -5,       /* protocol error: undecodable message, broken framing, or a reply
+				  that does not fit its request or the arena */
+	VAD_EVERSION = -6,     /* client and daemon speak different protocol versions */
+	VAD_ENOSPC = -7,       /* the arena has no free range that large */
+	VAD_EQUOTA = -8,       /* a per-client or per-uid quota would be exceeded */
+	VAD_EPERM = -9,	       /* not allowed (arena allow-list or admin operation) */
+	VAD_ENOARENA = -10,    /* no such arena */
+	VAD_ENOTHELD = -11,    /* this client holds no reference to that range */
+	VAD_ETOKEN = -12,      /* unknown or malformed share token */
+	VAD_ESIZE = -13,       /* size is 0 or too large */
+	VAD_EALIGN = -14,      /* alignment is not a power of two or is too large */
+	VAD_ETOOBIG = -15,     /* request larger than the daemon's maximum frame or batch */
+	VAD_EBUSY = -16,       /* the daemon has too many clients */
+	VAD_EINTERNAL = -17,   /* the daemon failed internally */
+	VAD_EMAP = -18,	       /* mapping the arena into this process failed */
+	VAD_EUNSUPPORTED = -19,/* the daemon does not know that operation */
+	VAD_ENOHELLO = -20,    /* the first request must be hello */
+	VAD_EREADONLY = -24,   /* this client may only read that arena: allocation refused */
 };
 
 typedef struct vad_client vad_client;

@@ -26,6 +26,9 @@ struct vad_arena {
 	unsigned pins;		 /* sessions of the tenant using it, and passing readers */
 	uint64_t idle_since_ms;	 /* first sweep that found it unused, 0 while in use */
 	int fd;			 /* memfd sealed F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL */
+	int ro_fd;		 /* the same file reopened O_RDONLY: what readers are sent;
+				    -1 if it could not be made (only in an arena without
+				    readers) */
 	struct va_space *vs;	 /* offsets [0, size) */
 	uint64_t punch_failures; /* fallocate(PUNCH_HOLE) errors (logged once each kind) */
 	bool unsealed;		 /* a directory file that could not be sealed, accepted by
@@ -56,12 +59,18 @@ uint64_t vad_arena_resident_bytes(const struct vad_arena *a);
 /* Destroy the allocator and close the fd (clients keep their own mappings). */
 void vad_arena_close(struct vad_arena *a);
 
-/* May a peer with this uid, primary gid and supplementary groups use the arena? */
+/* May a peer with this uid, primary gid and supplementary groups write in the arena (root,
+ * any peer when it has no allow-list, else its allow_uids/allow_gids)? */
 bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
 		      size_t n_groups);
 
 /* The same for an arena section: may the peer use it (or, with tenancy, its own arena)? */
 bool vad_arena_conf_allows(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,
 			   const gid_t *groups, size_t n_groups);
+
+/* May such a peer read the section's arena only: not a writer, but in its
+ * reader_uids/reader_gids? */
+bool vad_arena_conf_reads_only(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,
+			       const gid_t *groups, size_t n_groups);
 
 #endif

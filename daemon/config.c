@@ -40,10 +40,16 @@ static void arena_conf_free(struct vad_arena_conf *a)
 {
 	free(a->allow_uids);
 	free(a->allow_gids);
+	free(a->reader_uids);
+	free(a->reader_gids);
 	a->allow_uids = NULL;
 	a->allow_gids = NULL;
+	a->reader_uids = NULL;
+	a->reader_gids = NULL;
 	a->n_allow_uids = 0;
 	a->n_allow_gids = 0;
+	a->n_reader_uids = 0;
+	a->n_reader_gids = 0;
 }
 
 void vad_config_free(struct vad_config *cfg)
@@ -57,9 +63,9 @@ void vad_config_free(struct vad_config *cfg)
 	cfg->n_arenas = 0;
 }
 
-/* Parse "a, b, c" of user or group names/numbers into a fresh array. */
+/* Parse "a, b, c" of user or group names/numbers into a fresh array *out of *n_out ids. */
 static int key_id_list(struct parse_state *ps, const char *key, const char *v, bool groups,
-		       struct vad_arena_conf *a)
+		       uint32_t **out, size_t *n_out)
 {
 	char *copy = strdup(v);
 	size_t cap = 1;
@@ -117,13 +123,8 @@ static int key_id_list(struct parse_state *ps, const char *key, const char *v, b
 		free(ids);
 		return 0;
 	}
-	if (groups) {
-		a->allow_gids = ids;
-		a->n_allow_gids = n;
-	} else {
-		a->allow_uids = ids;
-		a->n_allow_uids = n;
-	}
+	*out = ids;
+	*n_out = n;
 	return 1;
 }
 
@@ -203,12 +204,26 @@ static int arena_backing(struct parse_state *ps, const char *key, const char *v)
 
 static int arena_allow_uids(struct parse_state *ps, const char *key, const char *v)
 {
-	return key_id_list(ps, key, v, false, current_arena(ps));
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, false, &a->allow_uids, &a->n_allow_uids);
 }
 
 static int arena_allow_gids(struct parse_state *ps, const char *key, const char *v)
 {
-	return key_id_list(ps, key, v, true, current_arena(ps));
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, true, &a->allow_gids, &a->n_allow_gids);
+}
+
+static int arena_reader_uids(struct parse_state *ps, const char *key, const char *v)
+{
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, false, &a->reader_uids, &a->n_reader_uids);
+}
+
+static int arena_reader_gids(struct parse_state *ps, const char *key, const char *v)
+{
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, true, &a->reader_gids, &a->n_reader_gids);
 }
 
 static int arena_accept_unsealed(struct parse_state *ps, const char *key, const char *v)
@@ -364,12 +379,39 @@ static int finish_tenancy(struct parse_state *ps, struct vad_arena_conf *a)
 				    arena_keys[tenant_keys[i]].name, a->name);
 		return 1;
 	}
+	if (a->n_reader_uids || a->n_reader_gids)
+		return config_fail_at(ps, ps->arena_key_line[A_TENANCY],
+				      "[arena %s] has tenancy and readers: each tenant's arena is its "
+				      "own, so nobody else could read it; put the readers on an "
+				      "arena without tenancy",
+				      a->name);
 	if (strlen(a->name) + VAD_TENANT_SUFFIX_MAX > VAD_NAME_MAX)
 		return config_fail_at(ps, ps->arena_key_line[A_TENANCY],
 				      "[arena %s] has tenancy, so its tenants' arenas are named "
 				      "%s@ID: the name may have at most %d characters",
 				      a->name, a->name, VAD_NAME_MAX - VAD_TENANT_SUFFIX_MAX);
 	return 1;
+}
+
+/* Readers need writers named: in an arena without an allow-list every peer writes, so a
+ * reader list there would promise a read-only peer that does not exist. */
+static int check_readers(struct parse_state *ps, const struct vad_arena_conf *a)
+{
+	if (!a->allow_any || (!a->n_reader_uids && !a->n_reader_gids))
+		return 1;
+	int line = ps->arena_key_line[A_READER_UIDS];
+	const char *key = "reader_uids";
+	if (!line ||
+	    (ps->arena_key_line[A_READER_GIDS] && ps->arena_key_line[A_READER_GIDS] < line)) {
+		line = ps->arena_key_line[A_READER_GIDS];
+		key = "reader_gids";
+	}
+	return config_fail_at(ps, line,
+			      "%s in [arena %s], which has neither allow_uids nor allow_gids: "
+			      "such an arena is open to every peer, and every peer may write; "
+			      "name the writers with allow_uids or allow_gids (root always "
+			      "writes) so the readers can be held to reading",
+			      key, a->name);
 }
 
 /* Checks that need the whole [arena] section: size given, quantum default, size multiple. */
@@ -404,6 +446,8 @@ static int finish_arena(struct parse_state *ps)
 		    "(remove the line)",
 		    a->name);
 	a->allow_any = a->n_allow_uids == 0 && a->n_allow_gids == 0;
+	if (!check_readers(ps, a))
+		return 0;
 	return finish_tenancy(ps, a);
 }
 

@@ -42,6 +42,11 @@ struct vad_arena_conf {
 	size_t n_allow_uids;
 	gid_t *allow_gids; /* allow_gids = video, 1000 */
 	size_t n_allow_gids;
+	uid_t *reader_uids; /* reader_uids = 1001, backup: may map, attach and read, not allocate
+			       (a peer the allow-list admits writes instead) */
+	size_t n_reader_uids;
+	gid_t *reader_gids; /* reader_gids = monitoring */
+	size_t n_reader_gids;
 	int line;		  /* line of its [arena NAME] header in the file, 0 if built in */
 	bool accept_unsealed;	  /* accept_unsealed = yes: start even if its file cannot be
 				     sealed (any client could then resize it; see vad.conf(5)) */

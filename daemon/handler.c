@@ -339,6 +339,14 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
 	if (!a)
 		return;
+	if (s->reader[ai]) {
+		vad_reply_error(r, VAD__ERROR__EREADONLY,
+				"uid %u may only read arena '%s' (its reader_uids/reader_gids in "
+				"vad.conf admit it, its allow_uids/allow_gids do not): it may "
+				"attach, read and free ranges a writer shares, not allocate",
+				(unsigned)s->peer.uid, a->conf.name);
+		return;
+	}
 	struct vad_limits l = vad_service_limits(s->svc);
 	size_t n = alloc_batch_count(m, &l, r);
 	if (n == 0 || !alloc_align_ok(a, m->align, r))
@@ -444,13 +452,21 @@ void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_
 			return;
 		}
 	}
+	/* A reader gets the read-only fd: the kernel, not libvad, keeps it from writing. */
+	int fd = s->reader[ai] ? a->ro_fd : a->fd;
+	if (fd < 0) {
+		vad_reply_error(r, VAD__ERROR__EINTERNAL, "arena '%s' has no read-only file to map",
+				a->conf.name);
+		return;
+	}
 	s->fds_unconfirmed++;
 	fill_info(&r->info, a, a->client_name, true);
+	r->info.read_only = s->reader[ai];
 	vad__map_arena_reply__init(&r->u.map_arena);
 	r->u.map_arena.arena = &r->info;
 	r->resp.result_case = VAD__RESPONSE__RESULT_MAP_ARENA;
 	r->resp.map_arena = &r->u.map_arena;
-	r->fd = a->fd;
+	r->fd = fd;
 }
 
 void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *r)

@@ -237,6 +237,7 @@ void handle_arenas(struct vad_session *s, struct vad_reply *r)
 		else
 			fill_section_info(&all[i], vad_section_conf(svc, (unsigned)i),
 					  vad_section_tenants(svc, (unsigned)i), s->allowed[i]);
+		all[i].read_only = s->reader[i];
 		ptrs[i] = &all[i];
 	}
 	for (size_t k = 0; k < n_tenants; k++) {

@@ -39,9 +39,11 @@ struct vad_session {
 	bool hello_done;
 	bool admin;
 	bool closing;	       /* framing is broken: send what is pending, then close */
-	bool *allowed;	       /* per slot of the arena array: may this peer use it (a section with
-				  tenancy: may it have a tenant arena there; a tenant arena: it is this
-				  peer's own, pinned) */
+	bool *allowed;	       /* per slot of the arena array: may this peer use it, to write or
+				  read only (a section with tenancy: may it have a tenant arena
+				  there; a tenant arena: it is this peer's own, pinned) */
+	bool *reader;	       /* per slot: only read it (reader_uids/reader_gids): it is sent the
+				  read-only fd and may not allocate; attach, free and map work */
 	unsigned *tenant_slot; /* per section: 1 + the slot of the tenant arena this session
 				  has pinned, 0 for none (session_arena.c) */
 	struct vad_holder holder;

@@ -77,6 +77,8 @@ int vad_tenants_create(struct vad_service *svc, const struct vad_config *cfg, ch
 		struct vad_arena_conf *c = &t->sections[i].conf;
 		*c = *src;
 		c->allow_gids = NULL;
+		/* The reader lists stay the source's: an open arena's own (it outlives the
+		 * tenants), and a section with tenancy has none (config.c). */
 		if (copy_ids((void **)&c->allow_uids, src->allow_uids, src->n_allow_uids,
 			     sizeof(uid_t)) ||
 		    copy_ids((void **)&c->allow_gids, src->allow_gids, src->n_allow_gids,

@@ -36,16 +36,15 @@
 	X(EINTERNAL, 17, "the daemon failed internally", "daemon internal error")                  \
 	X(EMAP, 18, "mapping the arena into this process failed", "cannot map arena")              \
 	X(EUNSUPPORTED, 19, "the daemon does not know that operation", "unsupported")              \
-	X(ENOHELLO, 20, "the first request must be hello", "no hello")
+	X(ENOHELLO, 20, "the first request must be hello", "no hello")                             \
+	X(EREADONLY, 24, "this client may only read that arena (it is one of its readers)",        \
+	  "read-only")
 
-/* The largest error number. */
-#define VAD_ERROR_MAX 20
+/* The largest error number. Numbers below it may be unused (not in the table). */
+#define VAD_ERROR_MAX 24
 
-/* Is number a code of the table (0 to VAD_ERROR_MAX)? */
-static inline bool vad_error_known(int number)
-{
-	return number >= 0 && number <= VAD_ERROR_MAX;
-}
+/* Is number a code of the table? */
+bool vad_error_known(int number);
 
 /* The symbolic name ("EQUOTA") of an error number, or NULL when it is not in the table. */
 const char *vad_error_name(int number);

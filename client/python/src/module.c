@@ -24,9 +24,10 @@
 	X(EINVAL)                                                                                  \
 	X(ENOMEM)                                                                                  \
 	X(ECONNECT)                                                                                \
-	X(EGONE) X(EPROTO) X(EVERSION) X(ENOSPC) X(EQUOTA) X(EPERM) X(ENOARENA) X(ENOTHELD)        \
-	    X(ETOKEN) X(ESIZE) X(EALIGN) X(ETOOBIG) X(EBUSY) X(EINTERNAL) X(EMAP) X(EUNSUPPORTED)  \
-		X(ENOHELLO)
+	X(EGONE)                                                                                   \
+	X(EPROTO) X(EVERSION) X(ENOSPC) X(EQUOTA) X(EPERM) X(ENOARENA) X(ENOTHELD) X(ETOKEN)       \
+	    X(ESIZE) X(EALIGN) X(ETOOBIG) X(EBUSY) X(EINTERNAL) X(EMAP) X(EUNSUPPORTED)            \
+		X(ENOHELLO) X(EREADONLY)
 
 static PyObject *error_base;
 #define DECLARE_CLASS(name, code, doc) static PyObject *error_##name;

@@ -40,6 +40,7 @@ from ._vad import (  # noqa: F401  (re-exported)
     EPERM,
     EPROTO,
     EQUOTA,
+    EREADONLY,
     ESIZE,
     ETOKEN,
     ETOOBIG,
@@ -98,4 +99,5 @@ __all__ = [
     "EMAP",
     "EUNSUPPORTED",
     "ENOHELLO",
+    "EREADONLY",
 ]

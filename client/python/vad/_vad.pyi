@@ -28,6 +28,7 @@ EINTERNAL: int
 EMAP: int
 EUNSUPPORTED: int
 ENOHELLO: int
+EREADONLY: int
 
 class Error(Exception):
     """A libvad call failed; .code is the VAD_E* code, str(e) the daemon's sentence."""
