@@ -388,6 +388,45 @@ static int db_count(const struct vt_daemon *d, const char *sql, const char *para
 	return n;
 }
 
+/* Run build/vactl with args (NULL-terminated) against d; its output in o (exit code too). */
+static void run_vactl(const struct vt_daemon *d, struct vt_output *o, ...)
+{
+	char bin[PATH_MAX];
+	char *argv[16];
+	size_t n = 0;
+	snprintf(bin, sizeof(bin), "%s/vactl", vt_build_dir());
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = (char *)d->socket_path;
+	va_list ap;
+	va_start(ap, o);
+	for (const char *a; (a = va_arg(ap, const char *)) && n < 15;)
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	assert_int_equal(0, vt_run(argv, NULL, vt_timeout_ms(30000), o));
+}
+
+/* vactl cmd [arg] exits 0 and prints every one of the NULL-terminated words. */
+static void vactl_shows(const struct vt_daemon *d, const char *cmd, const char *arg, ...)
+{
+	struct vt_output o;
+	if (arg)
+		run_vactl(d, &o, cmd, arg, NULL);
+	else
+		run_vactl(d, &o, cmd, NULL);
+	if (o.exit_code != 0)
+		fail_msg("vactl %s %s exited %d: %s", cmd, arg ? arg : "", o.exit_code, o.err);
+	va_list ap;
+	va_start(ap, arg);
+	for (const char *w; (w = va_arg(ap, const char *));)
+		if (!strstr(o.out, w))
+			fail_msg("vactl %s %s does not show '%s':\n%s", cmd, arg ? arg : "", w,
+				 o.out);
+	va_end(ap);
+	vt_output_free(&o);
+}
+
 /* Is arena listed by vad_arenas (through a fresh connection, which does not pin it)? */
 static bool arena_listed(const struct vt_daemon *d, const char *arena)
 {
@@ -428,6 +467,10 @@ static void test_tenant_arena_opens_closes_and_reopens(void **state)
 	struct vad_range range;
 	VT_ASSERT_OK(c, vad_range_info(c, p, &range));
 	assert_string_equal("default", range.arena); /* its clients name the section */
+	/* Operators see it by name and tenant. */
+	vactl_shows(d, "arenas", NULL, arena, "one arena per uid", "(1 open)", NULL);
+	vactl_shows(d, "stats", arena, arena, NULL);
+	vactl_shows(d, "map", arena, arena, NULL);
 	vad_close(c);
 
 	/* Unused now: closed within its tenant_idle plus a sweep, however loaded the machine. */
@@ -446,6 +489,15 @@ static void test_tenant_arena_opens_closes_and_reopens(void **state)
 	assert_true(db_count(d, rows, arena) >= 1);
 	assert_int_equal(1, db_count(d, events, arena));
 	assert_true(vt_daemon_log_contains(d, "closed after"));
+	char db_arg[PATH_MAX + 8];
+	snprintf(db_arg, sizeof(db_arg), "--db=%s", d->stats_db);
+	struct vt_output o;
+	run_vactl(d, &o, "history", db_arg, "--arena", arena, "--since", "all", NULL);
+	assert_int_equal(0, o.exit_code);
+	if (!strstr(o.out, arena) || !strstr(o.out, "tenant-closed"))
+		fail_msg("vactl history --arena %s lacks its rows or its closing:\n%s", arena,
+			 o.out);
+	vt_output_free(&o);
 
 	/* The next use opens it again, fresh: no byte of the old one is there. */
 	assert_int_equal(0, vt_connect(d, "tenant-again", &c));
