@@ -373,7 +373,7 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 	}
 	Vad__AllocReply *ar = &r->u.alloc;
 	vad__alloc_reply__init(ar);
-	ar->arena = a->client_name;
+	ar->arena = (char *)reply_arena_name(a, m->arena);
 	ar->n_offsets = n;
 	ar->offsets = offsets;
 	ar->n_sizes = n;
@@ -460,7 +460,7 @@ void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_
 		return;
 	}
 	s->fds_unconfirmed++;
-	fill_info(&r->info, a, a->client_name, true);
+	fill_info(&r->info, a, reply_arena_name(a, m->arena), true);
 	r->info.read_only = s->reader[ai];
 	vad__map_arena_reply__init(&r->u.map_arena);
 	r->u.map_arena.arena = &r->info;

@@ -39,6 +39,10 @@ struct vad_arena *use_arena(struct vad_session *s, const char *name, unsigned *i
 struct vad_arena *held_arena(struct vad_session *s, const char *name, unsigned *index,
 			     struct vad_reply *r);
 
+/* The name a reply gives arena a, asked for by the name `asked`: the one the client used
+ * (a section's, or NAME@ID of its own tenant arena). */
+const char *reply_arena_name(const struct vad_arena *a, const char *asked);
+
 /* Describe arena a in info under name (allowed: whether this peer may use it). */
 void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, const char *name, bool allowed);
 

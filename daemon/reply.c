@@ -105,6 +105,11 @@ struct vad_arena *held_arena(struct vad_session *s, const char *name, unsigned *
 	return lookup_arena(s, name, false, index, r);
 }
 
+const char *reply_arena_name(const struct vad_arena *a, const char *asked)
+{
+	return a->tenant && asked && strchr(asked, '@') ? a->conf.name : a->client_name;
+}
+
 void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, const char *name, bool allowed)
 {
 	vad__arena_info__init(info);

@@ -467,6 +467,9 @@ static void test_tenant_arena_opens_closes_and_reopens(void **state)
 	struct vad_range range;
 	VT_ASSERT_OK(c, vad_range_info(c, p, &range));
 	assert_string_equal("default", range.arena); /* its clients name the section */
+	void *by_full_name;			     /* or, the same arena, its NAME@ID */
+	VT_ASSERT_OK(c, vad_pointer(c, arena, range.offset, &by_full_name));
+	assert_int_equal(0, memcmp(by_full_name, p, PAGE));
 	/* Operators see it by name and tenant. */
 	vactl_shows(d, "arenas", NULL, arena, "one arena per uid", "(1 open)", NULL);
 	vactl_shows(d, "stats", arena, arena, NULL);
