@@ -46,6 +46,11 @@ struct vad_session {
 				  read-only fd and may not allocate; attach, free and map work */
 	unsigned *tenant_slot; /* per section: 1 + the slot of the tenant arena this session
 				  has pinned, 0 for none (session_arena.c) */
+	char last_arena[VAD_NAME_MAX + 1]; /* the name of the last arena looked up that this
+					      session may use, and its slot: a client names the
+					      same arena request after request */
+	unsigned last_arena_index;
+	bool last_arena_set;
 	struct vad_holder holder;
 	uint64_t allocs, frees;	   /* atomic: ranges allocated / freed by this session */
 	uint64_t requests;	   /* handled by this session */

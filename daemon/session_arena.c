@@ -62,8 +62,9 @@ static enum vad_lookup tenant_arena(struct vad_session *s, unsigned sec, bool op
 	return VAD_LOOKUP_OK;
 }
 
-enum vad_lookup vad_session_arena(struct vad_session *s, const char *name, bool open,
-				  struct vad_arena **a, unsigned *index, char *why, size_t why_len)
+/* vad_session_arena without the memory of the last name. */
+static enum vad_lookup lookup(struct vad_session *s, const char *name, bool open,
+			      struct vad_arena **a, unsigned *index, char *why, size_t why_len)
 {
 	struct vad_service *svc = s->svc;
 	unsigned sec;
@@ -98,6 +99,26 @@ enum vad_lookup vad_session_arena(struct vad_session *s, const char *name, bool 
 	enum vad_lookup st = tenant_arena(s, sec, open, index, why, why_len);
 	if (st == VAD_LOOKUP_OK)
 		*a = svc->arenas[*index];
+	return st;
+}
+
+enum vad_lookup vad_session_arena(struct vad_session *s, const char *name, bool open,
+				  struct vad_arena **a, unsigned *index, char *why, size_t why_len)
+{
+	if (!name)
+		name = "";
+	if (s->last_arena_set && strcmp(name, s->last_arena) == 0) {
+		*index = s->last_arena_index; /* plain or pinned: it stays until the session ends */
+		*a = s->svc->arenas[*index];
+		return VAD_LOOKUP_OK;
+	}
+	enum vad_lookup st = lookup(s, name, open, a, index, why, why_len);
+	size_t len = strlen(name);
+	if (st == VAD_LOOKUP_OK && s->allowed[*index] && len < sizeof(s->last_arena)) {
+		memcpy(s->last_arena, name, len + 1);
+		s->last_arena_index = *index;
+		s->last_arena_set = true;
+	}
 	return st;
 }
 
