@@ -36,10 +36,13 @@
 	X(EINTERNAL, 17, "the daemon failed internally", "daemon internal error")                  \
 	X(EMAP, 18, "mapping the arena into this process failed", "cannot map arena")              \
 	X(EUNSUPPORTED, 19, "the daemon does not know that operation", "unsupported")              \
-	X(ENOHELLO, 20, "the first request must be hello", "no hello")
+	X(ENOHELLO, 20, "the first request must be hello", "no hello")                             \
+	X(EREVOKED, 21, "the share token was revoked", "token revoked")                            \
+	X(EEXPIRED, 22, "the share token has expired", "token expired")                            \
+	X(ETOKENUSED, 23, "the single-use share token was already used", "token used")
 
 /* The largest error number. */
-#define VAD_ERROR_MAX 20
+#define VAD_ERROR_MAX 23
 
 /* Is number a code of the table (0 to VAD_ERROR_MAX)? */
 static inline bool vad_error_known(int number)

@@ -139,7 +139,8 @@ static void attach_all(struct race *r, struct vad_holder *h, int round, uint64_t
 		struct vad_attach_result res;
 		enum vad_attach_status st =
 		    vad_registry_attach(r->reg, h, r->tokens[i], allowed, &unlimited, &res);
-		if (st == VAD_ATTACH_UNKNOWN && round % 2 == 0) {
+		/* A range found dying, or gone with its token remembered as freed. */
+		if ((st == VAD_ATTACH_FREED || st == VAD_ATTACH_UNKNOWN) && round % 2 == 0) {
 			r->gone++;
 			continue;
 		}
