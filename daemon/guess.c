@@ -47,7 +47,7 @@ void vad_session_attach_failed(struct vad_session *s, bool guess, const char *se
 	char paused[96] = "";
 	if (pause) {
 		s->pause_ms = pause;
-		snprintf(paused, sizeof(paused), "; %u guesses: its requests wait %u ms",
+		snprintf(paused, sizeof(paused), ", %u guesses; its next request waits %u ms",
 			 s->guesses, pause);
 	}
 	vad_session_log(s, VAD_LOG_INFO,
