@@ -208,6 +208,7 @@ struct vad_client_info {
 	uint64_t held_bytes, held_ranges;
 	uint64_t allocs, frees;
 	uint64_t connected_ms; /* connection time, ms since the epoch */
+	uint64_t failed_attaches; /* attaches refused for their token (unknown, revoked, ...) */
 };
 
 /* Where a held range lives: arena, offset and size. */

@@ -37,6 +37,26 @@ static void attach_refused(vad_client *c, const char *token, int want, const cha
 			 needle);
 }
 
+/* The failed attaches the daemon counts for c's session (vad_clients, as vactl clients). */
+static uint64_t failed_attaches(const struct vt_daemon *d, vad_client *c)
+{
+	struct vad_session me;
+	VT_ASSERT_OK(c, vad_session_info(c, &me));
+	vad_client *admin = connect_as(d, "lister");
+	struct vad_client_info *v = NULL;
+	size_t n = 0;
+	VT_ASSERT_OK(admin, vad_clients(admin, &v, &n));
+	uint64_t found = UINT64_MAX;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].session_id == me.session_id)
+			found = v[i].failed_attaches;
+	free(v);
+	vad_close(admin);
+	if (found == UINT64_MAX)
+		fail_msg("session %llu is not listed", (unsigned long long)me.session_id);
+	return found;
+}
+
 /* The registry and the allocators agree with themselves, and nothing is left busy. */
 static void assert_clean(const struct vt_daemon *d)
 {
@@ -89,6 +109,7 @@ static void test_unshare_revokes(void **state)
 	VT_ASSERT_OK(owner, vad_share(owner, p, token));
 	VT_ASSERT_OK(owner, vad_free(owner, p));
 	attach_refused(late, token, VAD_ETOKEN, "freed by every holder");
+	assert_int_equal(4, failed_attaches(d, late)); /* revoked three times, freed once */
 	vad_close(late);
 	vad_close(holder);
 	vad_close(owner);
