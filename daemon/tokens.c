@@ -149,10 +149,10 @@ int vad_registry_share_with(struct vad_registry *reg, struct vad_holder *h, unsi
 			return -2;
 	}
 	pthread_mutex_lock(&reg->token_lock);
-	bool reuse = plain && token_live(r->tok) && token_plain(r->tok);
-	if (!reuse && !t) {
-		/* Its token died meanwhile: allocate without the lock. Only h gives r a token,
-		 * so r still has none afterwards. */
+	bool reuse;
+	while (!(reuse = plain && token_live(r->tok) && token_plain(r->tok)) && !t) {
+		/* Its token died or has options: allocate without the lock, then look again,
+		 * since another holder of r may have given it a plain token meanwhile. */
 		pthread_mutex_unlock(&reg->token_lock);
 		t = calloc(1, sizeof(*t));
 		if (!t)
