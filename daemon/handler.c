@@ -549,8 +549,9 @@ static void token_refused(struct vad_session *s, const Vad__Attach *m, enum vad_
 		break;
 	default:
 		vad_reply_error(r, VAD__ERROR__ETOKEN,
-				"no shared range has that token; it was mistyped or its range has "
-				"been freed by every holder");
+				"no shared range has that token, nor had it lately; it was "
+				"mistyped, or it died long ago (revoked, used up, expired, or its "
+				"range freed by every holder)");
 		break;
 	}
 	vad_session_attach_failed(s, st == VAD_ATTACH_MALFORMED || st == VAD_ATTACH_UNKNOWN,

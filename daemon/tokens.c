@@ -194,8 +194,9 @@ int vad_registry_unshare(struct vad_registry *reg, struct vad_holder *h, unsigne
 		token_kill(reg, t, VAD_TOKEN_REVOKED);
 	}
 	pthread_mutex_unlock(&reg->token_lock);
+	bool revoked = t != NULL;
 	free(t);
-	return t != NULL;
+	return revoked;
 }
 
 /* The status of an attach with a token that died for why. */

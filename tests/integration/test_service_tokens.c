@@ -3,10 +3,13 @@
  * replaced by a newer share), single use, expiring; each refuses later attaches with its own
  * error while the references already taken stay. And a client that guesses tokens: slowed
  * down past VAD_GUESS_FREE guesses, then closed, while a client on the same (only) worker
- * keeps completing its round trips during the guesser's pauses.
+ * keeps completing its round trips during the guesser's pauses. vactl session's share options
+ * and unshare.
  */
 #include <pthread.h>
 #include <string.h>
+
+#include <json-c/json.h>
 
 #include "guess.h"
 #include "vtassert.h"
@@ -194,6 +197,63 @@ static void test_expiring(void **state)
 	assert_clean(d);
 }
 
+/* ---- vactl session ------------------------------------------------------------------------ */
+
+/* Send one session command and read its JSON result line. */
+static struct json_object *session_cmd(struct vt_proc *p, const char *line)
+{
+	assert_int_equal(0, vt_proc_write(p, line));
+	struct json_object *j = vt_proc_read_json(p, vt_timeout_ms(10000));
+	if (!j)
+		fail_msg("no result line for \"%s\"", line);
+	return j;
+}
+
+/* The string at key of a result line ("" when absent). */
+static const char *jtext(struct json_object *j, const char *key)
+{
+	struct json_object *v = vt_json_path(j, key);
+	return v ? json_object_get_string(v) : "";
+}
+
+static void test_vactl_session(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_proc p;
+	assert_int_equal(0,
+			 vt_proc_vactl(&p, "--socket", d->socket_path, "--json", "session", NULL));
+	json_object_put(session_cmd(&p, "alloc 4K\n"));
+	struct json_object *sh = session_cmd(&p, "share #1 once\n");
+	char token[VAD_TOKEN_LEN + 1], cmd[128];
+	snprintf(token, sizeof(token), "%s", jtext(sh, "token"));
+	json_object_put(sh);
+	assert_int_equal(VAD_TOKEN_LEN, strlen(token));
+	snprintf(cmd, sizeof(cmd), "attach %s\n", token);
+	struct json_object *j = session_cmd(&p, cmd);
+	assert_true(json_object_get_boolean(vt_json_path(j, "ok")));
+	json_object_put(j);
+	j = session_cmd(&p, cmd);
+	assert_string_equal("ETOKENUSED", jtext(j, "error"));
+	json_object_put(j);
+
+	sh = session_cmd(&p, "share #1 ttl 1h\n");
+	snprintf(cmd, sizeof(cmd), "attach %s\n", jtext(sh, "token"));
+	json_object_put(sh);
+	j = session_cmd(&p, "unshare #1\n");
+	assert_true(json_object_get_boolean(vt_json_path(j, "ok")));
+	json_object_put(j);
+	j = session_cmd(&p, cmd);
+	assert_string_equal("EREVOKED", jtext(j, "error"));
+	json_object_put(j);
+	j = session_cmd(&p, "share #1 ttl 0\n");
+	assert_string_equal("usage", jtext(j, "error"));
+	json_object_put(j);
+	struct vt_output o;
+	assert_int_equal(2, vt_proc_finish(&p, vt_timeout_ms(10000), &o)); /* the usage error */
+	vt_output_free(&o);
+	assert_clean(d);
+}
+
 /* ---- a guesser beside a bystander on the same worker -------------------------------------- */
 
 struct bystander {
@@ -317,6 +377,7 @@ int main(void)
 	    cmocka_unit_test(test_unshare_revokes),
 	    cmocka_unit_test(test_single_use),
 	    cmocka_unit_test(test_expiring),
+	    cmocka_unit_test(test_vactl_session),
 	    cmocka_unit_test(test_guesser_slowed_then_closed),
 	};
 	return cmocka_run_group_tests_name("service_tokens", tests, group_setup,
