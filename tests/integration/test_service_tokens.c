@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 
 #include "guess.h"
+#include "rawclient.h"
 #include "vtassert.h"
 
 #define PAGE	    4096u
@@ -354,9 +355,10 @@ static void test_guesser_slowed_then_closed(void **state)
 		fail_msg("the bystander failed %u round trips: %s", b.failed, b.error);
 	assert_true(long_pauses > 0);
 	assert_int_equal(long_pauses, progressed);
-	/* Slowed: a pause only ends once its time has passed (load can only add to it); each
-	 * pause starts at the send of the reply before it, a moment before the guesser has it. */
-	assert_true(waited_ns + (VAD_GUESS_CLOSE - VAD_GUESS_FREE) * 5000000ull >= paused_ns);
+	/* Slowed: a pause only ends once its time has passed (load only adds to it). Each one
+	 * starts as the reply before it goes out, a moment before the guesser sends again, so
+	 * only half is asserted: a guesser that was never paused waits next to nothing. */
+	assert_true(waited_ns >= paused_ns / 2);
 	vad_close(b.c);
 
 	/* One line says why it was closed. */
@@ -371,6 +373,40 @@ static void test_guesser_slowed_then_closed(void **state)
 	assert_true(vt_daemon_alive(d));
 }
 
+/* A guesser that pipelines its guesses: each waits its turn behind the pause of the one
+ * before, the one that reaches VAD_GUESS_CLOSE is answered, and what follows is never
+ * handled. */
+static void test_pipelined_guesses(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct vt_raw r;
+	assert_int_equal(0, vt_raw_connect(&r, d->socket_path));
+	assert_int_equal(0, vt_raw_hello(&r, "pipelined-guesser"));
+	uint64_t x = 0x2545F4914F6CDD1Dull;
+	for (unsigned i = 0; i < VAD_GUESS_CLOSE + 8; i++) {
+		char tok[VAD_TOKEN_LEN + 1];
+		guess_token(&x, tok);
+		struct vt_req q;
+		assert_true(vt_raw_send_request(&r, vt_req_attach(&q, tok)) != 0);
+	}
+	unsigned answered = 0;
+	for (;;) {
+		Vad__Response *resp = NULL;
+		enum vt_raw_result got = vt_raw_recv(&r, &resp, vt_timeout_ms(30000));
+		if (got == VT_RAW_CLOSED)
+			break;
+		if (got != VT_RAW_RESPONSE)
+			fail_msg("after %u replies: no reply and no close (%d)", answered,
+				 (int)got);
+		assert_int_equal(VAD__ERROR__ETOKEN, resp->error);
+		vt_raw_response_free(resp);
+		answered++;
+	}
+	vt_raw_close(&r);
+	assert_int_equal(VAD_GUESS_CLOSE, answered);
+	assert_clean(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -379,6 +415,7 @@ int main(void)
 	    cmocka_unit_test(test_expiring),
 	    cmocka_unit_test(test_vactl_session),
 	    cmocka_unit_test(test_guesser_slowed_then_closed),
+	    cmocka_unit_test(test_pipelined_guesses),
 	};
 	return cmocka_run_group_tests_name("service_tokens", tests, group_setup,
 					   vt_group_daemon_stop);
