@@ -21,7 +21,7 @@ struct vad_range;
 struct vad_session; /* the daemon session a holder belongs to (session.h) */
 
 /* Entry of the token table: allocated when a range is shared (most ranges never are, so
- * they do not carry its 100 bytes), freed when the token dies: its range dies, it is revoked
+ * they do not carry its 112 bytes), freed when the token dies: its range dies, it is revoked
  * (unshare, or replaced by a newer share), used (single use) or found expired. */
 struct vad_token_entry {
 	char token[VAD_TOKEN_CHARS + 1];
