@@ -28,7 +28,7 @@ extern "C" {
 
 /* The one version of vad, VAD_VERSION of the sources (libvad checks that they agree). */
 #define VAD_VERSION_STRING "0.1.0"
-#define VAD_TOKEN_LEN 32 /* printable share token; buffers are char[VAD_TOKEN_LEN + 1] */
+#define VAD_TOKEN_LEN	   32 /* printable share token; buffers are char[VAD_TOKEN_LEN + 1] */
 /* The largest alignment libvad gives: each arena is mapped at an address aligned to the
  * smaller of this and its size rounded up to a power of two; above that: VAD_EINVAL. */
 #define VAD_MAX_ALIGN ((size_t)1 << 30)
@@ -60,22 +60,23 @@ enum vad_error {
 	VAD_EREVOKED = -21,    /* the share token was revoked */
 	VAD_EEXPIRED = -22,    /* the share token has expired */
 	VAD_ETOKENUSED = -23,  /* the single-use share token was already used */
+	VAD_EREADONLY = -24,   /* this client may only read that arena: allocation refused */
 };
 
 typedef struct vad_client vad_client;
 
 /* Totals over the arenas this client may use, plus this client's own holdings. */
 struct vad_stats {
-	uint64_t arena_bytes;  /* sum of arena sizes */
-	uint64_t busy_bytes;   /* allocated, by all clients */
-	uint64_t free_bytes;   /* allocatable now */
-	uint64_t lazy_bytes;   /* freed, waiting for reclaim */
-	uint64_t pooled_bytes; /* reclaimed, kept in per-node pools */
-	uint64_t largest_free; /* largest single free block of any arena */
+	uint64_t arena_bytes;	       /* sum of arena sizes */
+	uint64_t busy_bytes;	       /* allocated, by all clients */
+	uint64_t free_bytes;	       /* allocatable now */
+	uint64_t lazy_bytes;	       /* freed, waiting for reclaim */
+	uint64_t pooled_bytes;	       /* reclaimed, kept in per-node pools */
+	uint64_t largest_free;	       /* largest single free block of any arena */
 	uint64_t allocs, frees, fails; /* daemon lifetime counters, summed */
-	uint32_t clients;      /* connected sessions */
-	uint64_t held_bytes;   /* held by this client */
-	uint64_t held_ranges;  /* references held by this client */
+	uint32_t clients;	       /* connected sessions */
+	uint64_t held_bytes;	       /* held by this client */
+	uint64_t held_ranges;	       /* references held by this client */
 };
 
 /* Connect to the daemon at socket_path (NULL: $VAD_SOCKET, else /run/vad/vad.sock as root,
@@ -109,7 +110,7 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs);
  * token (made on first use; one with options is replaced by a fresh plain one). */
 int vad_share(vad_client *c, void *ptr, char token[VAD_TOKEN_LEN + 1]);
 
-/* Options of a share token (vad_share_with); all zero: a plain token, as vad_share makes. */
+/* The options of a share token; all zero: a plain token, as vad_share makes. */
 struct vad_share_opts {
 	int single_use;	 /* nonzero: the first attach that succeeds uses it up (VAD_ETOKENUSED) */
 	uint64_t ttl_ms; /* it expires this long after the share (VAD_EEXPIRED); 0: never */
@@ -117,7 +118,7 @@ struct vad_share_opts {
 
 /* Make a fresh token for the range at ptr with opts (NULL: plain), revoking the range's
  * earlier token (attaches with it then fail with VAD_EREVOKED). */
-int vad_share_with(vad_client *c, void *ptr, const struct vad_share_opts *opts,
+int vad_share_opts(vad_client *c, void *ptr, const struct vad_share_opts *opts,
 		   char token[VAD_TOKEN_LEN + 1]);
 
 /* Revoke the token of the range at ptr, if it has one: attaches with it fail with
@@ -167,11 +168,14 @@ struct vad_session {
 /* One arena as the daemon describes it. */
 struct vad_arena_info {
 	const char *name;
-	uint64_t size;	  /* bytes (sparse) */
-	uint64_t quantum; /* allocation unit in bytes */
+	uint64_t size;	     /* bytes (sparse) */
+	uint64_t quantum;    /* allocation unit in bytes */
 	const char *backing; /* "memfd" or the backing directory */
-	int allowed;	  /* nonzero: the asking peer may allocate in it */
-	int unsealed;	  /* nonzero: its file is not sealed against resizing (accept_unsealed) */
+	int allowed;	     /* nonzero: the asking peer may allocate in it */
+	int unsealed; /* nonzero: its file is not sealed against resizing (accept_unsealed) */
+	const char *tenancy; /* "uid" or "gid": a section with one arena per tenant (named
+				NAME@ID), or one tenant's arena; "" for a plain arena */
+	unsigned tenants;    /* a section with tenancy: its tenant arenas open now */
 };
 
 /* Every counter the daemon keeps for one arena (vad.ArenaStats). */
@@ -183,7 +187,7 @@ struct vad_arena_stats {
 	uint64_t largest_free;
 	uint64_t allocs, frees, fails, drains;
 	uint64_t released_bytes, release_calls, pool_hits;
-	uint64_t resident_bytes; /* bytes of the arena file backed by memory now */
+	uint64_t resident_bytes;      /* bytes of the arena file backed by memory now */
 	uint64_t free_released_bytes; /* free space purge and idle passes gave back (written
 				       * or not: holes cost nothing), not in released_bytes */
 };
@@ -239,7 +243,7 @@ struct vad_arena_map {
 	const char *arena;
 	uint64_t size, quantum;
 	size_t n_blocks;
-	int truncated;		   /* nonzero: more blocks exist than max_blocks allowed */
+	int truncated;		  /* nonzero: more blocks exist than max_blocks allowed */
 	struct vad_block *blocks; /* n_blocks entries, in the same block */
 };
 

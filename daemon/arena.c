@@ -97,25 +97,40 @@ static void arena_release(void *ctx, uint64_t start, uint64_t size)
 				     : "zeroing it by hand failed too");
 }
 
+/* A fresh copy of n ids at *ids (NULL when n is 0); -1 when out of memory. */
+static int copy_ids(uint32_t **ids, size_t n)
+{
+	const uint32_t *src = *ids;
+	*ids = NULL;
+	if (!n)
+		return 0;
+	*ids = malloc(n * sizeof(**ids));
+	if (!*ids)
+		return -1;
+	memcpy(*ids, src, n * sizeof(**ids));
+	return 0;
+}
+
+static void free_conf_ids(struct vad_arena_conf *c)
+{
+	free(c->allow_uids);
+	free(c->allow_gids);
+	free(c->reader_uids);
+	free(c->reader_gids);
+}
+
 static int copy_conf(struct vad_arena_conf *dst, const struct vad_arena_conf *src)
 {
 	*dst = *src;
-	dst->allow_uids = NULL;
-	dst->allow_gids = NULL;
-	if (src->n_allow_uids) {
-		dst->allow_uids = malloc(src->n_allow_uids * sizeof(uid_t));
-		if (!dst->allow_uids)
-			return -1;
-		memcpy(dst->allow_uids, src->allow_uids, src->n_allow_uids * sizeof(uid_t));
-	}
-	if (src->n_allow_gids) {
-		dst->allow_gids = malloc(src->n_allow_gids * sizeof(gid_t));
-		if (!dst->allow_gids) {
-			free(dst->allow_uids);
-			dst->allow_uids = NULL;
-			return -1;
-		}
-		memcpy(dst->allow_gids, src->allow_gids, src->n_allow_gids * sizeof(gid_t));
+	/* every list is copied (or NULL), so free_conf_ids is safe whatever failed */
+	int rc = copy_ids(&dst->allow_uids, src->n_allow_uids);
+	rc |= copy_ids(&dst->allow_gids, src->n_allow_gids);
+	rc |= copy_ids(&dst->reader_uids, src->n_reader_uids);
+	rc |= copy_ids(&dst->reader_gids, src->n_reader_gids);
+	if (rc) {
+		free_conf_ids(dst);
+		memset(dst, 0, sizeof(*dst));
+		return -1;
 	}
 	return 0;
 }
@@ -235,6 +250,37 @@ static int open_backing(struct vad_arena *a, const struct vad_config *cfg, char 
 	return seal_file(a, cfg, memfd, err, err_len);
 }
 
+static uint64_t next_generation = 1; /* atomic */
+/* The file reopened O_RDONLY, the fd readers are sent: the kernel then refuses them a
+ * writable shared mapping (mmap and mprotect fail with EACCES), and ftruncate and fallocate
+ * through it. Opened after sealing, so it is the sealed file. The file is made 0600 first: a
+ * memfd is created 0777, and a reader could otherwise reopen it read-write through its own
+ * /proc/self/fd. Needed only by an arena with readers, so only there is a failure fatal. */
+static int open_read_only(struct vad_arena *a, const struct vad_config *cfg, char *err,
+			  size_t err_len)
+{
+	char path[64], why[128];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a->fd);
+	if (fchmod(a->fd, 0600) != 0)
+		snprintf(why, sizeof(why), "fchmod 0600: %s", strerror(errno));
+	else if ((a->ro_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		snprintf(why, sizeof(why), "open %s read-only: %s", path, strerror(errno));
+	else
+		return 0;
+	if (!a->conf.n_reader_uids && !a->conf.n_reader_gids) {
+		log_debug("arena %s has no read-only fd (%s); it has no readers to send one",
+			  a->conf.name, why);
+		return 0;
+	}
+	char where[PATH_MAX + 32];
+	section_of(&a->conf, cfg, where, sizeof(where));
+	snprintf(err, err_len,
+		 "%s[arena %s]: cannot make the read-only fd its readers (reader_uids, "
+		 "reader_gids) are sent: %s (the daemon needs /proc mounted)",
+		 where, a->conf.name, why);
+	return -1;
+}
+
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
 		   struct vad_arena **out, char *err, size_t err_len)
 {
@@ -257,13 +303,19 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	struct vad_arena *a = &ai->pub;
 	pthread_mutex_init(&ai->log_lock, NULL);
 	a->fd = -1;
+	a->ro_fd = -1;
 	a->index = index;
-	if (copy_conf(&a->conf, conf)) {
+	a->section = index;
+	a->generation = __atomic_fetch_add(&next_generation, 1, __ATOMIC_RELAXED);
+	snprintf(a->client_name, sizeof(a->client_name), "%s", conf->name);
+	a->alloc_latency = aligned_alloc(64, sizeof(*a->alloc_latency));
+	if (!a->alloc_latency || copy_conf(&a->conf, conf)) {
 		snprintf(err, err_len, "arena %s: out of memory", conf->name);
 		goto fail;
 	}
+	memset(a->alloc_latency, 0, sizeof(*a->alloc_latency));
 
-	if (open_backing(a, cfg, err, err_len) != 0)
+	if (open_backing(a, cfg, err, err_len) != 0 || open_read_only(a, cfg, err, err_len) != 0)
 		goto fail;
 
 	struct va_config vc = {
@@ -284,10 +336,12 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	return 0;
 
 fail:
+	if (a->ro_fd >= 0)
+		close(a->ro_fd);
 	if (a->fd >= 0)
 		close(a->fd);
-	free(a->conf.allow_uids);
-	free(a->conf.allow_gids);
+	free(a->alloc_latency);
+	free_conf_ids(&a->conf);
 	pthread_mutex_destroy(&ai->log_lock);
 	free(ai);
 	return -1;
@@ -300,12 +354,43 @@ void vad_arena_close(struct vad_arena *a)
 	struct arena_impl *ai = impl_of(a);
 	if (a->vs)
 		va_destroy(a->vs); /* first: its background thread may still call arena_release */
+	if (a->ro_fd >= 0)
+		close(a->ro_fd);
 	if (a->fd >= 0)
 		close(a->fd);
-	free(a->conf.allow_uids);
-	free(a->conf.allow_gids);
+	free(a->alloc_latency);
+	free_conf_ids(&a->conf);
 	pthread_mutex_destroy(&ai->log_lock);
 	free(ai);
+}
+
+int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad_config *cfg,
+			  unsigned index, unsigned section_index, uint32_t tenant_id,
+			  struct vad_arena **out, char *err, size_t err_len)
+{
+	struct vad_arena_conf conf = *section; /* copy_conf copies the lists it points at */
+	if (snprintf(conf.name, sizeof(conf.name), "%s@%u", section->name, tenant_id) >=
+	    (int)sizeof(conf.name)) {
+		snprintf(err, err_len, "arena %s: the tenant arena's name is too long",
+			 section->name);
+		return -1;
+	}
+	if (vad_arena_open(&conf, cfg, index, out, err, err_len) != 0)
+		return -1;
+	struct vad_arena *a = *out;
+	snprintf(a->client_name, sizeof(a->client_name), "%s", section->name);
+	a->section = section_index;
+	a->tenant = true;
+	a->tenant_id = tenant_id;
+	return 0;
+}
+
+void vad_arena_release_all(struct vad_arena *a)
+{
+	if (fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)a->conf.size) !=
+	    0)
+		log_warn("arena %s: giving its memory back on close failed: %s", a->conf.name,
+			 strerror(errno));
 }
 
 uint64_t vad_arena_resident_bytes(const struct vad_arena *a)
@@ -318,22 +403,44 @@ uint64_t vad_arena_resident_bytes(const struct vad_arena *a)
 	return (uint64_t)st.st_blocks * 512;
 }
 
-bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
-		      size_t n_groups)
+/* Does an id list of uids and one of gids admit the peer (its primary or a supplementary
+ * group)? */
+static bool ids_admit(const uid_t *uids, size_t n_uids, const gid_t *gids, size_t n_gids, uid_t uid,
+		      gid_t gid, const gid_t *groups, size_t n_groups)
 {
-	if (!a)
-		return false;
-	if (uid == 0 || a->conf.allow_any)
-		return true;
-	for (size_t i = 0; i < a->conf.n_allow_uids; i++)
-		if (a->conf.allow_uids[i] == uid)
+	for (size_t i = 0; i < n_uids; i++)
+		if (uids[i] == uid)
 			return true;
-	for (size_t i = 0; i < a->conf.n_allow_gids; i++) {
-		if (a->conf.allow_gids[i] == gid)
+	for (size_t i = 0; i < n_gids; i++) {
+		if (gids[i] == gid)
 			return true;
 		for (size_t j = 0; groups && j < n_groups; j++)
-			if (a->conf.allow_gids[i] == groups[j])
+			if (gids[i] == groups[j])
 				return true;
 	}
 	return false;
+}
+
+bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
+		      size_t n_groups)
+{
+	return a && vad_arena_conf_allows(&a->conf, uid, gid, groups, n_groups);
+}
+
+bool vad_arena_conf_allows(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,
+			   const gid_t *groups, size_t n_groups)
+{
+	if (uid == 0 || conf->allow_any)
+		return true;
+	return ids_admit(conf->allow_uids, conf->n_allow_uids, conf->allow_gids,
+			 conf->n_allow_gids, uid, gid, groups, n_groups);
+}
+
+bool vad_arena_conf_reads_only(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,
+			       const gid_t *groups, size_t n_groups)
+{
+	if (vad_arena_conf_allows(conf, uid, gid, groups, n_groups))
+		return false;
+	return ids_admit(conf->reader_uids, conf->n_reader_uids, conf->reader_gids,
+			 conf->n_reader_gids, uid, gid, groups, n_groups);
 }

@@ -1,4 +1,5 @@
-/* arena.h - one shared-memory arena: a sealed sparse memfd (or unlinked file) plus its allocator. */
+/* arena.h - one shared-memory arena: a sealed sparse memfd (or unlinked file) plus its allocator.
+ */
 #ifndef VAD_ARENA_H
 #define VAD_ARENA_H
 
@@ -7,24 +8,49 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "latency.h"
 #include "vaspace.h"
 
 struct vad_arena {
-	struct vad_arena_conf conf; /* deep copy: name, size, quantum, backing, allow-list */
-	unsigned index;		    /* position in the daemon's arena array */
-	int fd;			    /* memfd sealed F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL */
-	struct va_space *vs;	    /* offsets [0, size) */
-	uint64_t punch_failures;    /* fallocate(PUNCH_HOLE) errors (logged once each kind) */
-	bool unsealed;		    /* a directory file that could not be sealed, accepted by
-				       the section's accept_unsealed = yes */
+	struct vad_arena_conf conf; /* deep copy: name (NAME@ID for a tenant's), size, quantum,
+				       backing, allow-list */
+	char client_name[VAD_NAME_MAX + 1]; /* what its clients call it: its section's name */
+	unsigned index;			    /* position in the daemon's arena array */
+	unsigned section;		    /* its [arena] section's position in the config */
+	bool tenant;	     /* one tenant's arena of a section with tenancy (tenants.h) */
+	uint32_t tenant_id;  /* that tenant's uid or gid */
+	uint64_t generation; /* distinct for every arena opened, so per-slot state sees a
+				new arena in a reused slot */
+	struct vad_latency *alloc_latency; /* alloc request latency */
+	/* Tenant arenas only, under the tenants' lock (tenants.c): */
+	unsigned pins;		 /* sessions of the tenant using it, and passing readers */
+	uint64_t idle_since_ms;	 /* first sweep that found it unused, 0 while in use */
+	int fd;			 /* memfd sealed F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL */
+	int ro_fd;		 /* the same file reopened O_RDONLY: what readers are sent;
+				    -1 if it could not be made (only in an arena without
+				    readers) */
+	struct va_space *vs;	 /* offsets [0, size) */
+	uint64_t punch_failures; /* fallocate(PUNCH_HOLE) errors (logged once each kind) */
+	bool unsealed;		 /* a directory file that could not be sealed, accepted by
+				    the section's accept_unsealed = yes */
 };
 
 /* Create the backing file, size it sparse, seal it and build its allocator with the
  * daemon-wide nodes/lazy_max; release = fallocate(PUNCH_HOLE|KEEP_SIZE). A file that cannot
  * be sealed is refused ("FILE:LINE: ..." of its section, naming the seal and errno) unless
  * the section accepts it unsealed. On failure returns -1 with a reason in err. */
-int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg,
-		   unsigned index, struct vad_arena **out, char *err, size_t err_len);
+int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
+		   struct vad_arena **out, char *err, size_t err_len);
+
+/* Open the arena of one tenant of a section with tenancy: like vad_arena_open, named
+ * "NAME@ID" (its memfd "vad:NAME@ID"), with the section's name for its clients. */
+int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad_config *cfg,
+			  unsigned index, unsigned section_index, uint32_t tenant_id,
+			  struct vad_arena **out, char *err, size_t err_len);
+
+/* Give every page of the arena's file back to the system at once (a tenant arena that
+ * closes: clients that still map it see zeros). */
+void vad_arena_release_all(struct vad_arena *a);
 
 /* Bytes of the arena's file backed by memory: its allocated blocks (fstat st_blocks x 512),
  * whoever wrote them; 0 if fstat fails. */
@@ -33,8 +59,18 @@ uint64_t vad_arena_resident_bytes(const struct vad_arena *a);
 /* Destroy the allocator and close the fd (clients keep their own mappings). */
 void vad_arena_close(struct vad_arena *a);
 
-/* May a peer with this uid, primary gid and supplementary groups use the arena? */
+/* May a peer with this uid, primary gid and supplementary groups write in the arena (root,
+ * any peer when it has no allow-list, else its allow_uids/allow_gids)? */
 bool vad_arena_allows(const struct vad_arena *a, uid_t uid, gid_t gid, const gid_t *groups,
 		      size_t n_groups);
+
+/* The same for an arena section: may the peer use it (or, with tenancy, its own arena)? */
+bool vad_arena_conf_allows(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,
+			   const gid_t *groups, size_t n_groups);
+
+/* May such a peer read the section's arena only: not a writer, but in its
+ * reader_uids/reader_gids? */
+bool vad_arena_conf_reads_only(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,
+			       const gid_t *groups, size_t n_groups);
 
 #endif

@@ -23,6 +23,7 @@
 #include <sys/statfs.h>
 
 #include "config_parse.h"
+#include "units.h"
 
 #define HUGETLBFS_MAGIC_NUMBER 0x958458f6
 #define DEFAULT_ARENA_SIZE     (4ull << 30)
@@ -39,10 +40,16 @@ static void arena_conf_free(struct vad_arena_conf *a)
 {
 	free(a->allow_uids);
 	free(a->allow_gids);
+	free(a->reader_uids);
+	free(a->reader_gids);
 	a->allow_uids = NULL;
 	a->allow_gids = NULL;
+	a->reader_uids = NULL;
+	a->reader_gids = NULL;
 	a->n_allow_uids = 0;
 	a->n_allow_gids = 0;
+	a->n_reader_uids = 0;
+	a->n_reader_gids = 0;
 }
 
 void vad_config_free(struct vad_config *cfg)
@@ -56,9 +63,9 @@ void vad_config_free(struct vad_config *cfg)
 	cfg->n_arenas = 0;
 }
 
-/* Parse "a, b, c" of user or group names/numbers into a fresh array. */
+/* Parse "a, b, c" of user or group names/numbers into a fresh array *out of *n_out ids. */
 static int key_id_list(struct parse_state *ps, const char *key, const char *v, bool groups,
-		       struct vad_arena_conf *a)
+		       uint32_t **out, size_t *n_out)
 {
 	char *copy = strdup(v);
 	size_t cap = 1;
@@ -116,13 +123,8 @@ static int key_id_list(struct parse_state *ps, const char *key, const char *v, b
 		free(ids);
 		return 0;
 	}
-	if (groups) {
-		a->allow_gids = ids;
-		a->n_allow_gids = n;
-	} else {
-		a->allow_uids = ids;
-		a->n_allow_uids = n;
-	}
+	*out = ids;
+	*n_out = n;
 	return 1;
 }
 
@@ -202,17 +204,81 @@ static int arena_backing(struct parse_state *ps, const char *key, const char *v)
 
 static int arena_allow_uids(struct parse_state *ps, const char *key, const char *v)
 {
-	return key_id_list(ps, key, v, false, current_arena(ps));
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, false, &a->allow_uids, &a->n_allow_uids);
 }
 
 static int arena_allow_gids(struct parse_state *ps, const char *key, const char *v)
 {
-	return key_id_list(ps, key, v, true, current_arena(ps));
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, true, &a->allow_gids, &a->n_allow_gids);
+}
+
+static int arena_reader_uids(struct parse_state *ps, const char *key, const char *v)
+{
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, false, &a->reader_uids, &a->n_reader_uids);
+}
+
+static int arena_reader_gids(struct parse_state *ps, const char *key, const char *v)
+{
+	struct vad_arena_conf *a = current_arena(ps);
+	return key_id_list(ps, key, v, true, &a->reader_gids, &a->n_reader_gids);
 }
 
 static int arena_accept_unsealed(struct parse_state *ps, const char *key, const char *v)
 {
 	return key_yes_no(ps, key, v, &current_arena(ps)->accept_unsealed);
+}
+
+static const char *const tenancy_names[] = {
+    [VAD_TENANCY_NONE] = "none",
+    [VAD_TENANCY_UID] = "uid",
+    [VAD_TENANCY_GID] = "gid",
+};
+
+const char *vad_tenancy_name(enum vad_tenancy t)
+{
+	return (unsigned)t < sizeof(tenancy_names) / sizeof(tenancy_names[0]) ? tenancy_names[t]
+									      : "none";
+}
+
+static int arena_tenancy(struct parse_state *ps, const char *key, const char *v)
+{
+	for (size_t i = 0; i < sizeof(tenancy_names) / sizeof(tenancy_names[0]); i++) {
+		if (strcasecmp(v, tenancy_names[i]) == 0) {
+			current_arena(ps)->tenancy = (enum vad_tenancy)i;
+			return 1;
+		}
+	}
+	return config_fail_at(ps, ps->lineno,
+			      "%s = %s: expected none, uid (one arena per user) or gid (one per "
+			      "primary group)",
+			      key, v);
+}
+
+static int arena_tenant_idle(struct parse_state *ps, const char *key, const char *v)
+{
+	uint64_t ms;
+	if (vad_parse_duration_ms(v, &ms) || ms == 0)
+		return config_fail_at(ps, ps->lineno,
+				      "%s = %s: expected a duration above 0 with ms, s, m, h, d or "
+				      "w (e.g. 5m)",
+				      key, v);
+	current_arena(ps)->tenant_idle_ms = ms;
+	return 1;
+}
+
+static int arena_max_tenants(struct parse_state *ps, const char *key, const char *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(v, &end, 10);
+	if (errno || *end || end == v || v[0] == '-' || n == 0 || n > VAD_MAX_TENANTS_LIMIT)
+		return config_fail_at(ps, ps->lineno, "%s = %s: expected a number from 1 to %u",
+				      key, v, VAD_MAX_TENANTS_LIMIT);
+	current_arena(ps)->max_tenants = (unsigned)n;
+	return 1;
 }
 
 static const struct {
@@ -298,6 +364,56 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
 
 /* ---- sections ----------------------------------------------------------------------- */
 
+/* The tenancy keys belong together: tenant_idle and max_tenants mean nothing without
+ * tenancy, and a tenant arena's name is its section's plus "@ID". */
+static int finish_tenancy(struct parse_state *ps, struct vad_arena_conf *a)
+{
+	static const enum arena_key tenant_keys[] = {A_TENANT_IDLE, A_MAX_TENANTS};
+	if (a->tenancy == VAD_TENANCY_NONE) {
+		for (size_t i = 0; i < sizeof(tenant_keys) / sizeof(tenant_keys[0]); i++)
+			if (ps->arena_key_line[tenant_keys[i]])
+				return config_fail_at(
+				    ps, ps->arena_key_line[tenant_keys[i]],
+				    "%s in [arena %s], which has no tenancy: add tenancy = uid "
+				    "(or gid), or remove the line",
+				    arena_keys[tenant_keys[i]].name, a->name);
+		return 1;
+	}
+	if (a->n_reader_uids || a->n_reader_gids)
+		return config_fail_at(ps, ps->arena_key_line[A_TENANCY],
+				      "[arena %s] has tenancy and readers: each tenant's arena is its "
+				      "own, so nobody else could read it; put the readers on an "
+				      "arena without tenancy",
+				      a->name);
+	if (strlen(a->name) + VAD_TENANT_SUFFIX_MAX > VAD_NAME_MAX)
+		return config_fail_at(ps, ps->arena_key_line[A_TENANCY],
+				      "[arena %s] has tenancy, so its tenants' arenas are named "
+				      "%s@ID: the name may have at most %d characters",
+				      a->name, a->name, VAD_NAME_MAX - VAD_TENANT_SUFFIX_MAX);
+	return 1;
+}
+
+/* Readers need writers named: in an arena without an allow-list every peer writes, so a
+ * reader list there would promise a read-only peer that does not exist. */
+static int check_readers(struct parse_state *ps, const struct vad_arena_conf *a)
+{
+	if (!a->allow_any || (!a->n_reader_uids && !a->n_reader_gids))
+		return 1;
+	int line = ps->arena_key_line[A_READER_UIDS];
+	const char *key = "reader_uids";
+	if (!line ||
+	    (ps->arena_key_line[A_READER_GIDS] && ps->arena_key_line[A_READER_GIDS] < line)) {
+		line = ps->arena_key_line[A_READER_GIDS];
+		key = "reader_gids";
+	}
+	return config_fail_at(ps, line,
+			      "%s in [arena %s], which has neither allow_uids nor allow_gids: "
+			      "such an arena is open to every peer, and every peer may write; "
+			      "name the writers with allow_uids or allow_gids (root always "
+			      "writes) so the readers can be held to reading",
+			      key, a->name);
+}
+
 /* Checks that need the whole [arena] section: size given, quantum default, size multiple. */
 static int finish_arena(struct parse_state *ps)
 {
@@ -330,7 +446,9 @@ static int finish_arena(struct parse_state *ps)
 		    "(remove the line)",
 		    a->name);
 	a->allow_any = a->n_allow_uids == 0 && a->n_allow_gids == 0;
-	return 1;
+	if (!check_readers(ps, a))
+		return 0;
+	return finish_tenancy(ps, a);
 }
 
 static bool valid_arena_name(const char *s)
@@ -375,6 +493,8 @@ static int add_arena(struct parse_state *ps, const char *name)
 	memset(a, 0, sizeof(*a));
 	strcpy(a->name, name);
 	a->allow_any = true;
+	a->tenant_idle_ms = VAD_TENANT_IDLE_DEFAULT_MS;
+	a->max_tenants = VAD_MAX_TENANTS_DEFAULT;
 	a->line = ps->lineno;
 	ps->arena_lines[cfg->n_arenas] = ps->lineno;
 	cfg->n_arenas++;
@@ -477,6 +597,8 @@ static int add_default_arena(struct vad_config *cfg)
 	a->size = DEFAULT_ARENA_SIZE;
 	a->quantum = (uint64_t)config_page_size();
 	a->allow_any = true;
+	a->tenant_idle_ms = VAD_TENANT_IDLE_DEFAULT_MS;
+	a->max_tenants = VAD_MAX_TENANTS_DEFAULT;
 	cfg->n_arenas = 1;
 	return 0;
 }

@@ -13,6 +13,25 @@
 #define VAD_NAME_MAX 63
 
 /* One [arena NAME] section. */
+/* Whose arena a client of a section gets (tenancy = ...): the section's one arena, or one of
+ * its own per uid or per primary gid (tenants.h). */
+enum vad_tenancy {
+	VAD_TENANCY_NONE = 0,
+	VAD_TENANCY_UID,
+	VAD_TENANCY_GID,
+};
+
+/* "none", "uid" or "gid": the tenancy key's value. */
+const char *vad_tenancy_name(enum vad_tenancy t);
+
+/* Defaults of the tenancy keys. */
+#define VAD_TENANT_IDLE_DEFAULT_MS (5 * 60 * 1000ull)
+#define VAD_MAX_TENANTS_DEFAULT	   1024u
+#define VAD_MAX_TENANTS_LIMIT	   65536u /* per section */
+
+/* Room a tenant arena's name ("NAME@ID") needs past its section's name. */
+#define VAD_TENANT_SUFFIX_MAX 11
+
 struct vad_arena_conf {
 	char name[VAD_NAME_MAX + 1];
 	uint64_t size;		/* bytes, sparse */
@@ -23,9 +42,17 @@ struct vad_arena_conf {
 	size_t n_allow_uids;
 	gid_t *allow_gids; /* allow_gids = video, 1000 */
 	size_t n_allow_gids;
-	int line;	      /* line of its [arena NAME] header in the file, 0 if built in */
-	bool accept_unsealed; /* accept_unsealed = yes: start even if its file cannot be
-				 sealed (any client could then resize it; see vad.conf(5)) */
+	uid_t *reader_uids; /* reader_uids = 1001, backup: may map, attach and read, not allocate
+			       (a peer the allow-list admits writes instead) */
+	size_t n_reader_uids;
+	gid_t *reader_gids; /* reader_gids = monitoring */
+	size_t n_reader_gids;
+	int line;		  /* line of its [arena NAME] header in the file, 0 if built in */
+	bool accept_unsealed;	  /* accept_unsealed = yes: start even if its file cannot be
+				     sealed (any client could then resize it; see vad.conf(5)) */
+	enum vad_tenancy tenancy; /* tenancy = uid | gid: one file and allocator per tenant */
+	uint64_t tenant_idle_ms;  /* a tenant arena holding nothing, with no session, closes */
+	unsigned max_tenants;	  /* tenant arenas of this section open at once */
 };
 
 /* How connections are spread over the workers (worker_balance). */

@@ -67,7 +67,12 @@ enum vad_key { VAD_KEYS(KEY_ENUM) N_VAD_KEYS };
 	X(A_BACKING, "backing", arena_backing)                                                     \
 	X(A_ALLOW_UIDS, "allow_uids", arena_allow_uids)                                            \
 	X(A_ALLOW_GIDS, "allow_gids", arena_allow_gids)                                            \
-	X(A_ACCEPT_UNSEALED, "accept_unsealed", arena_accept_unsealed)
+	X(A_READER_UIDS, "reader_uids", arena_reader_uids)                                         \
+	X(A_READER_GIDS, "reader_gids", arena_reader_gids)                                         \
+	X(A_ACCEPT_UNSEALED, "accept_unsealed", arena_accept_unsealed)                             \
+	X(A_TENANCY, "tenancy", arena_tenancy)                                                     \
+	X(A_TENANT_IDLE, "tenant_idle", arena_tenant_idle)                                         \
+	X(A_MAX_TENANTS, "max_tenants", arena_max_tenants)
 
 enum arena_key { ARENA_KEYS(KEY_ENUM) N_ARENA_KEYS };
 #undef KEY_ENUM

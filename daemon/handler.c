@@ -170,7 +170,7 @@ void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *
 	h->version = VAD_PROTOCOL_VERSION;
 	h->server = (char *)"vad " VAD_DAEMON_VERSION;
 	h->session_id = s->id;
-	h->default_arena = s->svc->arenas[s->svc->default_arena]->conf.name;
+	h->default_arena = (char *)vad_section_conf(s->svc, s->svc->default_arena)->name;
 	h->admin = s->admin;
 	r->resp.result_case = VAD__RESPONSE__RESULT_HELLO;
 	r->resp.hello = h;
@@ -339,6 +339,14 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
 	if (!a)
 		return;
+	if (s->reader[ai]) {
+		vad_reply_error(r, VAD__ERROR__EREADONLY,
+				"uid %u may only read arena '%s' (its reader_uids/reader_gids in "
+				"vad.conf admit it, its allow_uids/allow_gids do not): it may "
+				"attach, read and free ranges a writer shares, not allocate",
+				(unsigned)s->peer.uid, a->conf.name);
+		return;
+	}
 	struct vad_limits l = vad_service_limits(s->svc);
 	size_t n = alloc_batch_count(m, &l, r);
 	if (n == 0 || !alloc_align_ok(a, m->align, r))
@@ -365,7 +373,7 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 	}
 	Vad__AllocReply *ar = &r->u.alloc;
 	vad__alloc_reply__init(ar);
-	ar->arena = a->conf.name;
+	ar->arena = (char *)reply_arena_name(a, m->arena);
 	ar->n_offsets = n;
 	ar->offsets = offsets;
 	ar->n_sizes = n;
@@ -377,11 +385,9 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_reply *r)
 {
 	unsigned ai;
-	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
-	if (!a) {
-		no_such_arena(r, m->arena);
+	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
+	if (!a)
 		return;
-	}
 	struct vad_limits l = vad_service_limits(s->svc);
 	if (m->n_offsets == 0) {
 		vad_reply_error(r, VAD__ERROR__EINVAL, "free needs at least one offset");
@@ -446,23 +452,29 @@ void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_
 			return;
 		}
 	}
+	/* A reader gets the read-only fd: the kernel, not libvad, keeps it from writing. */
+	int fd = s->reader[ai] ? a->ro_fd : a->fd;
+	if (fd < 0) {
+		vad_reply_error(r, VAD__ERROR__EINTERNAL, "arena '%s' has no read-only file to map",
+				a->conf.name);
+		return;
+	}
 	s->fds_unconfirmed++;
-	fill_info(&r->info, a, true);
+	fill_info(&r->info, a, reply_arena_name(a, m->arena), true);
+	r->info.read_only = s->reader[ai];
 	vad__map_arena_reply__init(&r->u.map_arena);
 	r->u.map_arena.arena = &r->info;
 	r->resp.result_case = VAD__RESPONSE__RESULT_MAP_ARENA;
 	r->resp.map_arena = &r->u.map_arena;
-	r->fd = a->fd;
+	r->fd = fd;
 }
 
 void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *r)
 {
 	unsigned ai;
-	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
-	if (!a) {
-		no_such_arena(r, m->arena);
+	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
+	if (!a)
 		return;
-	}
 	struct vad_token_terms terms = {.single_use = m->single_use, .ttl_ms = m->ttl_ms};
 	int rc = vad_registry_share_with(s->svc->reg, &s->holder, ai, m->offset, &terms, r->token);
 	if (rc == -1) {
@@ -492,11 +504,9 @@ void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *
 void handle_unshare(struct vad_session *s, const Vad__Unshare *m, struct vad_reply *r)
 {
 	unsigned ai;
-	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
-	if (!a) {
-		no_such_arena(r, m->arena);
+	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
+	if (!a)
 		return;
-	}
 	int rc = vad_registry_unshare(s->svc->reg, &s->holder, ai, m->offset);
 	if (rc < 0) {
 		vad_reply_error(r, VAD__ERROR__ENOTHELD,
@@ -563,6 +573,7 @@ void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply
 	struct vad_limits l = vad_service_limits(s->svc);
 	struct vad_quota quota = vad_limits_quota(&l);
 	struct vad_attach_result res;
+	vad_session_pin_tenants(s); /* the token may name this peer's own tenant arena */
 	enum vad_attach_status st =
 	    vad_registry_attach(s->svc->reg, &s->holder, m->token, s->allowed, &quota, &res);
 	switch (st) {
@@ -578,11 +589,18 @@ void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply
 		token_refused(s, m, st, r);
 		return;
 	case VAD_ATTACH_DENIED:
-		vad_reply_error(r, VAD__ERROR__EPERM,
-				"the token's range lies in arena '%s', which does not allow uid %u "
-				"(gid %u)",
-				s->svc->arenas[res.arena]->conf.name, (unsigned)s->peer.uid,
-				(unsigned)s->peer.gid);
+		if (res.arena >= s->svc->n_arenas) /* not pinned by us: never look inside */
+			vad_reply_error(
+			    r, VAD__ERROR__EPERM,
+			    "the token's range lies in another tenant's arena; tenants "
+			    "of an arena with tenancy cannot attach each other's ranges");
+		else
+			vad_reply_error(
+			    r, VAD__ERROR__EPERM,
+			    "the token's range lies in arena '%s', which does not allow "
+			    "uid %u (gid %u)",
+			    s->svc->arenas[res.arena]->conf.name, (unsigned)s->peer.uid,
+			    (unsigned)s->peer.gid);
 		return;
 	case VAD_ATTACH_QUOTA:
 		quota_error(s, r, res.quota, res.held, res.size, 1);
@@ -593,7 +611,7 @@ void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply
 	}
 	Vad__AttachReply *ar = &r->u.attach;
 	vad__attach_reply__init(ar);
-	ar->arena = s->svc->arenas[res.arena]->conf.name;
+	ar->arena = s->svc->arenas[res.arena]->client_name;
 	ar->offset = res.offset;
 	ar->size = res.size;
 	r->resp.result_case = VAD__RESPONSE__RESULT_ATTACH;

@@ -36,12 +36,16 @@ static bool admin_allowed(struct vad_session *s, const char *op, struct vad_repl
 
 /* ---- stats / arenas / clients ----------------------------------------------------------- */
 
-static void fill_stats(Vad__ArenaStats *o, const struct vad_arena *a)
+/* Arena a's figures into o, its name copied to the session's scratch (a tenant arena may
+ * close once unpinned, before the reply is sent). */
+static void fill_stats(struct vad_session *s, Vad__ArenaStats *o, const struct vad_arena *a)
 {
 	struct va_stats st;
 	va_get_stats(a->vs, &st);
 	vad__arena_stats__init(o);
-	o->name = (char *)a->conf.name;
+	o->name = scratch_strdup(s, a->conf.name);
+	if (!o->name)
+		o->name = (char *)"";
 	o->size = st.size;
 	o->quantum = st.quantum;
 	o->busy_bytes = st.busy_bytes;
@@ -64,34 +68,124 @@ static void fill_stats(Vad__ArenaStats *o, const struct vad_arena *a)
 	o->resident_bytes = vad_arena_resident_bytes(a);
 }
 
+/* Which arenas a stats, purge or check request means: every one (no name), a configured
+ * arena, every tenant arena of a section with tenancy, or one tenant arena by NAME@ID. */
+struct arena_filter {
+	bool all;
+	bool full; /* by NAME@ID */
+	const char *name;
+	unsigned sec; /* otherwise: the section */
+};
+
+/* Read name into f; false after an ENOARENA reply. */
+static bool arena_filter_parse(struct vad_session *s, const char *name, struct arena_filter *f,
+			       struct vad_reply *r)
+{
+	memset(f, 0, sizeof(*f));
+	f->name = name;
+	if (!name[0]) {
+		f->all = true;
+		return true;
+	}
+	if (strchr(name, '@')) {
+		f->full = true;
+		return true;
+	}
+	if (vad_service_section(s->svc, name, &f->sec) != 0) {
+		no_such_arena(r, name);
+		return false;
+	}
+	return true;
+}
+
+static bool arena_filter_match(const struct arena_filter *f, const struct vad_arena *a)
+{
+	if (f->all)
+		return true;
+	if (f->full)
+		return strcmp(a->conf.name, f->name) == 0;
+	return a->section == f->sec;
+}
+
+/* May the session see arena a in its stats: one it may use, and every tenant arena for an
+ * admin. */
+static bool stats_visible(struct vad_session *s, const struct vad_arena *a)
+{
+	return s->allowed[a->index] || (a->tenant && s->admin);
+}
+
+/* Pin every arena f matches that visible (NULL: every one) accepts into out (n_slots of
+ * room); returns how many. Give them back with unpin_all. */
+static size_t pin_matching(struct vad_session *s, const struct arena_filter *f,
+			   bool (*visible)(struct vad_session *, const struct vad_arena *),
+			   struct vad_arena **out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < s->svc->n_slots; i++) {
+		struct vad_arena *a = vad_arena_pin(s->svc, i);
+		if (!a)
+			continue;
+		if (arena_filter_match(f, a) && (!visible || visible(s, a)))
+			out[n++] = a;
+		else
+			vad_arena_unpin(s->svc, a);
+	}
+	return n;
+}
+
+static void unpin_all(struct vad_session *s, struct vad_arena **arenas, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		vad_arena_unpin(s->svc, arenas[i]);
+}
+
+/* Arena rows one stats reply carries at most: an ArenaStats row is under 256 bytes. */
+static size_t stats_rows_max(const struct vad_service *svc)
+{
+	size_t frame = vad_service_max_frame(svc);
+	return frame > 1024 ? (frame - 1024) / 256 : 1;
+}
+
 void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_reply *r)
 {
 	struct vad_service *svc = s->svc;
-	size_t first = 0, end = svc->n_arenas;
-	if (m->arena[0]) {
-		unsigned ai;
-		if (!use_arena(s, m->arena, &ai, r))
-			return;
-		first = ai;
-		end = ai + 1;
+	struct arena_filter f;
+	if (!arena_filter_parse(s, m->arena, &f, r))
+		return;
+	if (!f.all && !f.full && !s->allowed[f.sec]) {
+		unsigned ai; /* the sentence of a refused use */
+		use_arena(s, m->arena, &ai, r);
+		return;
 	}
-	Vad__ArenaStats *all = scratch_array(s, end - first, sizeof(*all));
-	Vad__ArenaStats **ptrs = scratch_array(s, end - first, sizeof(*ptrs));
-	if (!all || !ptrs) {
+	vad_session_pin_tenants(s);
+	struct vad_arena **pinned = scratch_array(s, svc->n_slots, sizeof(*pinned));
+	if (!pinned) {
 		out_of_memory(r, "building stats");
 		return;
 	}
-	size_t n = 0;
-	for (size_t i = first; i < end; i++) {
-		if (!s->allowed[i])
-			continue;
-		fill_stats(&all[n], svc->arenas[i]);
-		ptrs[n] = &all[n];
-		n++;
+	size_t n = pin_matching(s, &f, stats_visible, pinned);
+	size_t rows = n < stats_rows_max(svc) ? n : stats_rows_max(svc);
+	if (rows < n)
+		log_warn("stats: %zu arenas left out to stay within max_frame", n - rows);
+	Vad__ArenaStats *all = scratch_array(s, rows ? rows : 1, sizeof(*all));
+	Vad__ArenaStats **ptrs = scratch_array(s, rows ? rows : 1, sizeof(*ptrs));
+	if (!all || !ptrs) {
+		unpin_all(s, pinned, n);
+		out_of_memory(r, "building stats");
+		return;
+	}
+	for (size_t i = 0; i < rows; i++) {
+		fill_stats(s, &all[i], pinned[i]);
+		ptrs[i] = &all[i];
+	}
+	unpin_all(s, pinned, n);
+	if (f.full && n == 0) {
+		no_such_arena(r, m->arena);
+		return;
 	}
 	Vad__StatsReply *o = &r->u.stats;
 	vad__stats_reply__init(o);
-	o->n_arenas = n;
+	o->n_arenas = rows;
 	o->arenas = ptrs;
 	o->clients = __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED);
 	o->uptime_ms = vad_service_uptime_ms(svc);
@@ -105,21 +199,61 @@ void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_
 	r->resp.stats = o;
 }
 
+/* May the session see tenant arena a in the arenas listing: its own, or any for an admin. */
+static bool listing_visible(struct vad_session *s, const struct vad_arena *a)
+{
+	return a->tenant && (s->admin || s->allowed[a->index]);
+}
+
 void handle_arenas(struct vad_session *s, struct vad_reply *r)
 {
 	struct vad_service *svc = s->svc;
-	Vad__ArenaInfo *all = scratch_array(s, svc->n_arenas, sizeof(*all));
-	Vad__ArenaInfo **ptrs = scratch_array(s, svc->n_arenas, sizeof(*ptrs));
-	if (!all || !ptrs) {
+	vad_session_pin_tenants(s);
+	struct vad_arena **pinned = scratch_array(s, svc->n_slots, sizeof(*pinned));
+	struct arena_filter every = {.all = true};
+	size_t n_tenants = pinned ? pin_matching(s, &every, listing_visible, pinned) : 0;
+	size_t room = stats_rows_max(svc);
+	if (svc->n_arenas + n_tenants > room) {
+		log_warn("arenas listing: %zu tenant arenas left out to stay within max_frame",
+			 svc->n_arenas + n_tenants - room);
+		unpin_all(s, pinned + (room > svc->n_arenas ? room - svc->n_arenas : 0),
+			  n_tenants - (room > svc->n_arenas ? room - svc->n_arenas : 0));
+		n_tenants = room > svc->n_arenas ? room - svc->n_arenas : 0;
+	}
+	size_t n = svc->n_arenas + n_tenants;
+	Vad__ArenaInfo *all = scratch_array(s, n, sizeof(*all));
+	Vad__ArenaInfo **ptrs = scratch_array(s, n, sizeof(*ptrs));
+	char **names = scratch_array(s, n_tenants ? n_tenants : 1, sizeof(*names));
+	if (!pinned || !all || !ptrs || !names) {
+		if (pinned)
+			unpin_all(s, pinned, n_tenants);
 		out_of_memory(r, "listing arenas");
 		return;
 	}
 	for (size_t i = 0; i < svc->n_arenas; i++) {
-		fill_info(&all[i], svc->arenas[i], s->allowed[i]);
+		if (svc->arenas[i])
+			fill_info(&all[i], svc->arenas[i], svc->arenas[i]->conf.name,
+				  s->allowed[i]);
+		else
+			fill_section_info(&all[i], vad_section_conf(svc, (unsigned)i),
+					  vad_section_tenants(svc, (unsigned)i), s->allowed[i]);
+		all[i].read_only = s->reader[i];
 		ptrs[i] = &all[i];
 	}
+	for (size_t k = 0; k < n_tenants; k++) {
+		struct vad_arena *a = pinned[k];
+		names[k] = scratch_strdup(s, a->conf.name); /* it may close once unpinned */
+		Vad__ArenaInfo *info = &all[svc->n_arenas + k];
+		fill_info(info, a, names[k] ? names[k] : "", s->allowed[a->index]);
+		info->backing =
+		    (char *)(a->conf.backing[0] ? scratch_strdup(s, a->conf.backing) : "memfd");
+		if (!info->backing)
+			info->backing = (char *)"";
+		ptrs[svc->n_arenas + k] = info;
+	}
+	unpin_all(s, pinned, n_tenants);
 	vad__arenas_reply__init(&r->u.arenas);
-	r->u.arenas.n_arenas = svc->n_arenas;
+	r->u.arenas.n_arenas = n;
 	r->u.arenas.arenas = ptrs;
 	r->resp.result_case = VAD__RESPONSE__RESULT_ARENAS;
 	r->resp.arenas = &r->u.arenas;
@@ -209,23 +343,26 @@ void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_reply *
 	if (!admin_allowed(s, "purge", r))
 		return;
 	struct vad_service *svc = s->svc;
-	size_t first = 0, end = svc->n_arenas;
-	if (m->arena[0]) {
-		unsigned ai;
-		if (!vad_service_arena(svc, m->arena, &ai)) {
-			no_such_arena(r, m->arena);
-			return;
-		}
-		first = ai;
-		end = ai + 1;
+	struct arena_filter f;
+	if (!arena_filter_parse(s, m->arena, &f, r))
+		return;
+	struct vad_arena **pinned = scratch_array(s, svc->n_slots, sizeof(*pinned));
+	if (!pinned) {
+		out_of_memory(r, "purging");
+		return;
+	}
+	size_t n = pin_matching(s, &f, NULL, pinned);
+	if (f.full && n == 0) {
+		no_such_arena(r, m->arena);
+		return;
 	}
 	/* Lazy and pooled ranges first (va_drain), then every free block (va_release_free):
 	 * free space a client wrote into is memory too. What went back is the drop in resident
 	 * bytes, per arena (a client may write elsewhere meanwhile: never below 0). */
 	uint64_t released = 0, resident_before = 0, resident_after = 0, scanned = 0;
 	uint64_t t0 = vad_now_ns();
-	for (size_t i = first; i < end; i++) {
-		struct vad_arena *a = svc->arenas[i];
+	for (size_t i = 0; i < n; i++) {
+		struct vad_arena *a = pinned[i];
 		uint64_t before = vad_arena_resident_bytes(a);
 		va_drain(a->vs);
 		uint64_t passed = va_release_free(a->vs);
@@ -236,6 +373,7 @@ void handle_purge(struct vad_session *s, const Vad__Purge *m, struct vad_reply *
 		if (before > after)
 			vad_sat_add_into(&released, before - after);
 	}
+	unpin_all(s, pinned, n);
 	uint64_t ms = (vad_now_ns() - t0) / 1000000;
 	char b[32], rb[32], ra[32], sc[32];
 	log_notice("purge by '%s' (uid %u): released %s (resident %s -> %s; %s of free space "
@@ -284,14 +422,21 @@ void handle_check(struct vad_session *s, struct vad_reply *r)
 	size_t used = 0;
 	char msg[512];
 	r->text[0] = '\0';
-	for (size_t i = 0; i < svc->n_arenas; i++) {
-		if (va_check(svc->arenas[i]->vs, msg, sizeof(msg)) == 0)
+	size_t n_checked = 0;
+	for (size_t i = 0; i < svc->n_slots; i++) {
+		struct vad_arena *a = vad_arena_pin(svc, i);
+		if (!a)
 			continue;
-		ok = false;
-		used += (size_t)snprintf(r->text + used, sizeof(r->text) - used, "%sarena '%s': %s",
-					 used ? "; " : "", svc->arenas[i]->conf.name, msg);
-		if (used >= sizeof(r->text))
-			used = sizeof(r->text) - 1;
+		n_checked++;
+		if (va_check(a->vs, msg, sizeof(msg)) != 0) {
+			ok = false;
+			used += (size_t)snprintf(r->text + used, sizeof(r->text) - used,
+						 "%sarena '%s': %s", used ? "; " : "", a->conf.name,
+						 msg);
+			if (used >= sizeof(r->text))
+				used = sizeof(r->text) - 1;
+		}
+		vad_arena_unpin(svc, a);
 	}
 	if (vad_registry_check(svc->reg, msg, sizeof(msg)) < 0) {
 		ok = false;
@@ -302,7 +447,7 @@ void handle_check(struct vad_session *s, struct vad_reply *r)
 		snprintf(r->text, sizeof(r->text),
 			 "%zu arena%s and the registry are consistent (%u sessions, %" PRIu64
 			 " share tokens)",
-			 svc->n_arenas, svc->n_arenas == 1 ? "" : "s",
+			 n_checked, n_checked == 1 ? "" : "s",
 			 __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED),
 			 vad_registry_tokens(svc->reg));
 	else
@@ -383,16 +528,10 @@ static Vad__BlockKind block_kind(unsigned k)
 	}
 }
 
-void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
+/* The walk of one arena, pinned by the caller. */
+static void walk_arena(struct vad_session *s, const Vad__Walk *m, struct vad_arena *a,
+		       struct vad_reply *r)
 {
-	if (!admin_allowed(s, "walk", r))
-		return;
-	unsigned ai;
-	struct vad_arena *a = vad_service_arena(s->svc, m->arena, &ai);
-	if (!a) {
-		no_such_arena(r, m->arena);
-		return;
-	}
 	/* A block costs at least 6 bytes on the wire: never keep more than one frame holds. */
 	size_t max_frame = vad_service_max_frame(s->svc);
 	size_t budget =
@@ -443,7 +582,9 @@ void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
 	}
 	Vad__WalkReply *o = &r->u.walk;
 	vad__walk_reply__init(o);
-	o->arena = a->conf.name;
+	o->arena = scratch_strdup(s, a->conf.name); /* a tenant arena may close once unpinned */
+	if (!o->arena)
+		o->arena = (char *)"";
 	o->size = a->conf.size;
 	o->quantum = a->conf.quantum;
 	o->n_blocks = taken;
@@ -453,4 +594,41 @@ void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
 		o->next = blocks[taken - 1].offset + blocks[taken - 1].size;
 	r->resp.result_case = VAD__RESPONSE__RESULT_WALK;
 	r->resp.walk = o;
+}
+
+void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
+{
+	if (!admin_allowed(s, "walk", r))
+		return;
+	struct arena_filter f;
+	if (!arena_filter_parse(s, m->arena, &f, r))
+		return;
+	if (!f.full && vad_section_tenancy(s->svc, f.all ? s->svc->default_arena : f.sec) !=
+			   VAD_TENANCY_NONE) {
+		const char *sec =
+		    vad_section_conf(s->svc, f.all ? s->svc->default_arena : f.sec)->name;
+		vad_reply_error(r, VAD__ERROR__EINVAL,
+				"arena '%s' has one arena per tenant: name one, like %s@1000 "
+				"('vactl arenas' lists those open)",
+				sec, sec);
+		return;
+	}
+	if (f.all) { /* no name: the default arena */
+		f.all = false;
+		f.sec = s->svc->default_arena;
+	}
+	struct vad_arena *a = NULL;
+	for (size_t i = 0; !a && i < s->svc->n_slots; i++) {
+		struct vad_arena *c = vad_arena_pin(s->svc, i);
+		if (c && arena_filter_match(&f, c))
+			a = c;
+		else
+			vad_arena_unpin(s->svc, c);
+	}
+	if (!a) {
+		no_such_arena(r, m->arena);
+		return;
+	}
+	walk_arena(s, m, a, r);
+	vad_arena_unpin(s->svc, a);
 }

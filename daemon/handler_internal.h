@@ -12,6 +12,7 @@
 #include "reply.h"
 
 struct vad_arena;
+struct vad_arena_conf;
 
 /* ---- reply.c ---- */
 
@@ -28,13 +29,27 @@ char *scratch_strdup(struct vad_session *s, const char *str);
 /* Make r the ENOMEM reply, saying what the daemon was doing. */
 void out_of_memory(struct vad_reply *r, const char *what);
 
-/* The arena a request names (NULL: the default), checked against the peer's allow-list; NULL
- * after an error reply. */
+/* The arena a request names (NULL: the default) that the peer may use, its tenant arena
+ * opened if need be; NULL after an error reply. */
 struct vad_arena *use_arena(struct vad_session *s, const char *name, unsigned *index,
 			    struct vad_reply *r);
 
-/* Describe arena a in info (allowed: whether this peer may use it). */
-void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, bool allowed);
+/* The same for a request about ranges already held (free, share): a tenant arena not open
+ * holds none, so it is not opened for it. */
+struct vad_arena *held_arena(struct vad_session *s, const char *name, unsigned *index,
+			     struct vad_reply *r);
+
+/* The name a reply gives arena a, asked for by the name `asked`: the one the client used
+ * (a section's, or NAME@ID of its own tenant arena). */
+const char *reply_arena_name(const struct vad_arena *a, const char *asked);
+
+/* Describe arena a in info under name (allowed: whether this peer may use it). */
+void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, const char *name, bool allowed);
+
+/* Describe a section with tenancy (which has no arena of its own) in info, with the number
+ * of its tenant arenas open. */
+void fill_section_info(Vad__ArenaInfo *info, const struct vad_arena_conf *c, unsigned tenants,
+		       bool allowed);
 
 /* ---- the handlers: handler.c ---- */
 

@@ -154,6 +154,16 @@ static const char *count_or_unlimited(uint64_t n, char *buf, size_t len)
 	return buf;
 }
 
+/* "label 0,1000" of an id list, "label -" when it is empty. */
+static void print_ids(const char *label, const uint32_t *ids, size_t n)
+{
+	printf("%s", label);
+	for (size_t j = 0; j < n; j++)
+		printf("%s%u", j ? "," : " ", (unsigned)ids[j]);
+	if (!n)
+		printf(" -");
+}
+
 static void print_summary(const struct vad_config *cfg, const struct vad_socket_choice *dflt)
 {
 	char a[32], b[32];
@@ -201,20 +211,20 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 		       ac->backing[0] ? ac->backing : "memfd");
 		if (ac->accept_unsealed)
 			printf("UNSEALED (accept_unsealed), ");
+		if (ac->tenancy != VAD_TENANCY_NONE)
+			printf("one per %s (at most %u, closed after %s unused), ",
+			       ac->tenancy == VAD_TENANCY_UID ? "uid" : "gid", ac->max_tenants,
+			       format_duration(ac->tenant_idle_ms, a, sizeof(a)));
 		if (ac->allow_any) {
 			printf("any peer\n");
 			continue;
 		}
-		printf("uids");
-		for (size_t j = 0; j < ac->n_allow_uids; j++)
-			printf("%s%u", j ? "," : " ", (unsigned)ac->allow_uids[j]);
-		if (!ac->n_allow_uids)
-			printf(" -");
-		printf(", gids");
-		for (size_t j = 0; j < ac->n_allow_gids; j++)
-			printf("%s%u", j ? "," : " ", (unsigned)ac->allow_gids[j]);
-		if (!ac->n_allow_gids)
-			printf(" -");
+		print_ids("uids", ac->allow_uids, ac->n_allow_uids);
+		print_ids(", gids", ac->allow_gids, ac->n_allow_gids);
+		if (ac->n_reader_uids || ac->n_reader_gids) {
+			print_ids("; read-only uids", ac->reader_uids, ac->n_reader_uids);
+			print_ids(", gids", ac->reader_gids, ac->n_reader_gids);
+		}
 		printf("\n");
 	}
 }
@@ -328,6 +338,8 @@ static struct vad_arena **open_arenas(const struct vad_config *cfg)
 		return NULL;
 	}
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		if (cfg->arenas[i].tenancy != VAD_TENANCY_NONE)
+			continue; /* its tenants' arenas open on first use (tenants.h) */
 		if (vad_arena_open(&cfg->arenas[i], cfg, (unsigned)i, &arenas[i], err,
 				   sizeof(err)) != 0) {
 			log_err("%s", err);

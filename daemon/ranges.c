@@ -101,7 +101,7 @@ int vad_ranges_alloc(struct vad_session *s, unsigned ai, size_t n, const uint64_
 		vad_registry_unreserve(&s->holder, total, n);
 		return -1;
 	}
-	vad_latency_record(&s->svc->alloc_latency[ai], vad_now_ns() - t0);
+	vad_latency_record(s->svc->arenas[ai]->alloc_latency, vad_now_ns() - t0);
 	__atomic_add_fetch(&s->allocs, n, __ATOMIC_RELAXED);
 	return 0;
 }

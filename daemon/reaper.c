@@ -115,12 +115,17 @@ static bool reap_chunk(struct vad_registry *reg, struct vad_holder *d, const str
 
 static void pace(struct vad_registry *reg)
 {
+	pthread_rwlock_rdlock(&reg->spaces_lock); /* no slot empties meanwhile */
 	for (size_t i = 0; i < reg->n_arenas; i++) {
+		struct va_space *vs = __atomic_load_n(&reg->vs[i], __ATOMIC_ACQUIRE);
 		struct va_stats st;
-		va_get_stats(reg->vs[i], &st);
+		if (!vs)
+			continue;
+		va_get_stats(vs, &st);
 		if (st.lazy_bytes >= PACE_LAZY_QUANTA * st.quantum)
-			va_drain(reg->vs[i]);
+			va_drain(vs);
 	}
+	pthread_rwlock_unlock(&reg->spaces_lock);
 }
 
 /* The reaper: takes the oldest dying holder and drops its holds a chunk at a time, yielding

@@ -28,12 +28,27 @@ struct vad_registry *vad_registry_new(struct va_space *const *vs, size_t n_arena
 		reg->vs[i] = vs[i];
 		memset(&reg->arenas[i], 0, sizeof(reg->arenas[i]));
 	}
+	pthread_rwlock_init(&reg->spaces_lock, NULL);
 	pthread_mutex_init(&reg->token_lock, NULL);
 	pthread_mutex_init(&reg->uid_lock, NULL);
 	pthread_mutex_init(&reg->holders_lock, NULL);
 	pthread_cond_init(&reg->reaper_wake, NULL);
 	pthread_cond_init(&reg->reaper_idle, NULL);
 	return reg;
+}
+
+void vad_registry_add_space(struct vad_registry *reg, unsigned arena, struct va_space *vs)
+{
+	__atomic_store_n(&reg->vs[arena], vs, __ATOMIC_RELEASE);
+}
+
+bool vad_registry_remove_space(struct vad_registry *reg, unsigned arena)
+{
+	if (pthread_rwlock_trywrlock(&reg->spaces_lock) != 0)
+		return false;
+	__atomic_store_n(&reg->vs[arena], NULL, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&reg->spaces_lock);
+	return true;
 }
 
 void vad_registry_free(struct vad_registry *reg)
@@ -62,6 +77,7 @@ void vad_registry_free(struct vad_registry *reg)
 	pthread_mutex_destroy(&reg->token_lock);
 	pthread_mutex_destroy(&reg->uid_lock);
 	pthread_mutex_destroy(&reg->holders_lock);
+	pthread_rwlock_destroy(&reg->spaces_lock);
 	free(reg->vs);
 	free(reg->arenas);
 	free(reg);
@@ -339,13 +355,22 @@ static void holder_drop_all(struct vad_registry *reg, struct vad_holder *h)
 	size_t n = h->used;
 	uint64_t *offsets = n ? malloc(n * sizeof(*offsets)) : NULL;
 	if (offsets) {
-		/* Grouped by arena, so each chunk's dead ranges go back in one batch. */
-		for (unsigned ai = 0; ai < reg->n_arenas; ai++) {
+		/* Grouped by arena, so each chunk's dead ranges go back in one batch: the arena
+		 * of the first hold left, then the next, so a session of one arena takes one
+		 * pass however many arenas the daemon has. */
+		for (size_t first = 0; h->used && first < h->cap;) {
+			if (!h->holds[first].range) {
+				first++;
+				continue;
+			}
+			unsigned ai = (unsigned)h->holds[first].arena;
 			size_t k = 0;
-			for (size_t i = 0; i < h->cap; i++)
+			for (size_t i = first; i < h->cap; i++)
 				if (h->holds[i].range && h->holds[i].arena == ai)
 					offsets[k++] = h->holds[i].offset;
-			drop_offsets(reg, h, ai, offsets, k, DROP_EVERY_REF);
+			if (drop_offsets(reg, h, ai, offsets, k, DROP_EVERY_REF) < k)
+				break; /* cannot happen: every offset is held; finish below */
+			first = 0;     /* deletions shift holds into earlier slots */
 		}
 		free(offsets);
 	}

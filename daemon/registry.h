@@ -45,8 +45,16 @@
 #include "quotas.h"
 #include "registry_types.h"
 
-/* Build an empty registry over n_arenas allocators (not owned). NULL when out of memory. */
+/* Build an empty registry over n_arenas slots of allocators (not owned; NULL for an empty
+ * slot). NULL when out of memory. */
 struct vad_registry *vad_registry_new(struct va_space *const *vs, size_t n_arenas);
+
+/* Give arena slot `arena` its allocator (a tenant arena opening; published for readers). */
+void vad_registry_add_space(struct vad_registry *reg, unsigned arena, struct va_space *vs);
+
+/* Empty arena slot `arena` (a tenant arena closing; it holds no reference and no dying
+ * holder exists). False, changing nothing, while the reaper walks the allocators: try later. */
+bool vad_registry_remove_space(struct vad_registry *reg, unsigned arena);
 
 /* Free the registry; every holder must have been finished first. */
 void vad_registry_free(struct vad_registry *reg);

@@ -125,8 +125,11 @@ struct vad_registry_arena {
 } __attribute__((aligned(64)));
 
 struct vad_registry {
-	struct va_space **vs; /* each arena's allocator: a copy of struct vad_arena's vs */
-	size_t n_arenas;
+	struct va_space **vs; /* each arena's allocator: a copy of struct vad_arena's vs; NULL
+				 for an empty slot (a tenant arena not open) */
+	size_t n_arenas;      /* slots */
+	pthread_rwlock_t spaces_lock; /* read by whoever walks vs[] (the reaper's pace),
+					 written to empty a slot */
 	struct vad_registry_arena *arenas;
 	pthread_mutex_t token_lock;
 	struct vad_token_entry *tokens;

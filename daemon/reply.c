@@ -59,34 +59,79 @@ void out_of_memory(struct vad_reply *r, const char *what)
 			what);
 }
 
-/* The arena a request names, checked against the peer's allow-list; NULL after an error
- * reply. */
+/* The arena a request names (see vad_session_arena); NULL after an error reply. */
+static struct vad_arena *lookup_arena(struct vad_session *s, const char *name, bool open,
+				      unsigned *index, struct vad_reply *r)
+{
+	struct vad_arena *a = NULL;
+	char why[512];
+	switch (vad_session_arena(s, name, open, &a, index, why, sizeof(why))) {
+	case VAD_LOOKUP_OK:
+		return a;
+	case VAD_LOOKUP_UNKNOWN:
+		no_such_arena(r, name);
+		return NULL;
+	case VAD_LOOKUP_DENIED:
+		vad_reply_error(r, VAD__ERROR__EPERM, "%s", why);
+		return NULL;
+	case VAD_LOOKUP_NOT_OPEN: {
+		char e[VAD_ESCAPE_BUF];
+		vad_reply_error(r, VAD__ERROR__ENOTHELD,
+				"this client holds no range in arena '%s': its tenant arena is "
+				"not open",
+				ESC(e, name && name[0] ? name : "default"));
+		return NULL;
+	}
+	case VAD_LOOKUP_LIMIT:
+		vad_reply_error(r, VAD__ERROR__EQUOTA, "%s", why);
+		return NULL;
+	case VAD_LOOKUP_FAILED:
+	default:
+		log_err("%s", why);
+		vad_reply_error(r, VAD__ERROR__EINTERNAL, "%s", why);
+		return NULL;
+	}
+}
+
 struct vad_arena *use_arena(struct vad_session *s, const char *name, unsigned *index,
 			    struct vad_reply *r)
 {
-	struct vad_arena *a = vad_service_arena(s->svc, name, index);
-	if (!a) {
-		no_such_arena(r, name);
-		return NULL;
-	}
-	if (!s->allowed[*index]) {
-		vad_reply_error(
-		    r, VAD__ERROR__EPERM,
-		    "arena '%s' does not allow uid %u (gid %u); its allow_uids/allow_gids "
-		    "in vad.conf decide who may use it",
-		    a->conf.name, (unsigned)s->peer.uid, (unsigned)s->peer.gid);
-		return NULL;
-	}
-	return a;
+	return lookup_arena(s, name, true, index, r);
 }
 
-void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, bool allowed)
+struct vad_arena *held_arena(struct vad_session *s, const char *name, unsigned *index,
+			     struct vad_reply *r)
+{
+	return lookup_arena(s, name, false, index, r);
+}
+
+const char *reply_arena_name(const struct vad_arena *a, const char *asked)
+{
+	return a->tenant && asked && strchr(asked, '@') ? a->conf.name : a->client_name;
+}
+
+void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, const char *name, bool allowed)
 {
 	vad__arena_info__init(info);
-	info->name = (char *)a->conf.name;
+	info->name = (char *)name;
 	info->size = a->conf.size;
 	info->quantum = a->conf.quantum;
 	info->backing = (char *)(a->conf.backing[0] ? a->conf.backing : "memfd");
 	info->allowed = allowed;
 	info->unsealed = a->unsealed;
+	if (a->tenant)
+		info->tenancy = (char *)vad_tenancy_name(a->conf.tenancy);
+}
+
+void fill_section_info(Vad__ArenaInfo *info, const struct vad_arena_conf *c, unsigned tenants,
+		       bool allowed)
+{
+	vad__arena_info__init(info);
+	info->name = (char *)c->name;
+	info->size = c->size;
+	info->quantum = c->quantum;
+	info->backing = (char *)(c->backing[0] ? c->backing : "memfd");
+	info->allowed = allowed;
+	info->tenancy = (char *)vad_tenancy_name(c->tenancy);
+	info->tenants = tenants;
 }

@@ -420,6 +420,15 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	begin_stop(arg, "stop requested");
 }
 
+/* Close the tenant arenas unused for their tenant_idle. */
+static void on_tenants(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct vad_server *s = arg;
+	vad_tenants_sweep(s->svc, vad_now_ns() / 1000000);
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_server *s = arg;
@@ -470,9 +479,9 @@ static void free_server(struct vad_server *s)
 	for (unsigned i = 0; s->workers && i < s->n_workers; i++)
 		worker_fini(&s->workers[i]);
 	free(s->workers);
-	struct event *evs[] = {s->ev_listen, s->ev_resume,  s->ev_stop,
-			       s->ev_tick,   s->ev_balance, s->ev_sig[0],
-			       s->ev_sig[1], s->ev_sig[2],  s->gate.ev_notes};
+	struct event *evs[] = {s->ev_listen,	 s->ev_resume, s->ev_stop,   s->ev_tick,
+			       s->ev_balance,	 s->ev_sig[0], s->ev_sig[1], s->ev_sig[2],
+			       s->gate.ev_notes, s->ev_tenants};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -630,6 +639,14 @@ static int listen_until_stop(struct vad_server *s)
 			     .tv_usec = (suseconds_t)(tick_us % 1000000)};
 	if (getenv("NOTIFY_SOCKET"))
 		event_add(s->ev_tick, &tv);
+	uint64_t sweep_ms = vad_tenants_sweep_period_ms(s->svc);
+	if (sweep_ms) {
+		struct timeval sweep = {.tv_sec = (time_t)(sweep_ms / 1000),
+					.tv_usec = (suseconds_t)(sweep_ms % 1000 * 1000)};
+		s->ev_tenants = event_new(s->base, -1, EV_PERSIST, on_tenants, s);
+		if (!s->ev_tenants || event_add(s->ev_tenants, &sweep) < 0)
+			log_warn("cannot schedule closing idle tenant arenas: they stay open");
+	}
 	sd_notifyf(0, "READY=1\nSTATUS=listening with %u workers%s", s->n_workers,
 		   s->adaptive ? " (adaptive: as many as the load needs)" : "");
 	if (!__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) &&
@@ -668,6 +685,8 @@ int vad_server_run(struct vad_server *s)
 	event_del(s->ev_tick);
 	event_del(s->ev_resume);
 	event_del(s->ev_balance);
+	if (s->ev_tenants)
+		event_del(s->ev_tenants);
 	s->balance_armed = false;
 
 	/* The final snapshot still sees the sessions of this moment. */

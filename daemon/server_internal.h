@@ -37,7 +37,8 @@ struct vad_server {
 	struct balance_state balance; /* adaptive: the balancer's memory (balance.c) */
 	struct vad_cpu_idle cpu_idle; /* the machine's idle CPUs (fd -1: unknown) */
 	struct event *ev_balance;
-	int stop_requested; /* atomic */
+	struct event *ev_tenants; /* sweeps idle tenant arenas (tenants.h); NULL without tenancy */
+	int stop_requested;	  /* atomic */
 	bool listening;
 	bool watchdog;
 	uint64_t watchdog_usec;

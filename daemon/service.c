@@ -62,33 +62,36 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 		snprintf(err, err_len, "no arena is configured; add an [arena NAME] section");
 		return -1;
 	}
+	size_t n_slots = n_arenas + vad_tenant_slots(cfg);
 	struct vad_service *svc = calloc(1, sizeof(*svc));
-	struct va_space **vs = calloc(n_arenas, sizeof(*vs)); /* the registry keeps a copy */
-	if (!svc || !vs) {
+	struct va_space **vs = calloc(n_slots, sizeof(*vs)); /* the registry keeps a copy */
+	struct vad_arena **slots = calloc(n_slots, sizeof(*slots));
+	if (!svc || !vs || !slots) {
 		snprintf(err, err_len, "out of memory creating the service");
-		free(svc);
-		free(vs);
-		return -1;
+		goto fail;
 	}
-	svc->arenas = arenas;
+	memcpy(slots, arenas, n_arenas * sizeof(*slots));
+	svc->arenas = slots;
 	svc->n_arenas = n_arenas;
+	svc->n_slots = n_slots;
 	svc->default_arena = 0;
 	for (size_t i = 0; i < n_arenas; i++) {
-		vs[i] = arenas[i]->vs;
-		if (strcmp(arenas[i]->conf.name, "default") == 0 && svc->default_arena == 0)
+		vs[i] = arenas[i] ? arenas[i]->vs : NULL;
+		const char *name = arenas[i] ? arenas[i]->conf.name : cfg->arenas[i].name;
+		if (strcmp(name, "default") == 0 && svc->default_arena == 0)
 			svc->default_arena = (unsigned)i;
 	}
-	svc->reg = vad_registry_new(vs, n_arenas);
+	if (vad_tenants_create(svc, cfg, err, err_len) != 0)
+		goto fail;
+	svc->reg = vad_registry_new(vs, n_slots);
 	free(vs);
-	svc->alloc_latency = aligned_alloc(64, n_arenas * sizeof(*svc->alloc_latency));
-	if (!svc->reg || !svc->alloc_latency) {
+	vs = NULL;
+	if (!svc->reg) {
 		snprintf(err, err_len, "out of memory creating the registry");
-		vad_registry_free(svc->reg);
-		free(svc->alloc_latency);
-		free(svc);
-		return -1;
+		vad_tenants_destroy(svc);
+		goto fail;
 	}
-	memset(svc->alloc_latency, 0, n_arenas * sizeof(*svc->alloc_latency));
+	free(arenas); /* taken: the service's own slots array holds them now */
 	set_limits(svc, cfg);
 	svc->daemon_uid = geteuid();
 	svc->has_admin_group = cfg->has_admin_group;
@@ -114,6 +117,11 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	svc->events_tail = &svc->events;
 	*out = svc;
 	return 0;
+fail:
+	free(vs);
+	free(slots);
+	free(svc);
+	return -1;
 }
 
 /* Log what the daemon-wide bucket suppressed since its last report (with log_rate_lock held,
@@ -152,7 +160,7 @@ void vad_service_destroy(struct vad_service *svc)
 	report_client_log_suppressed(svc, vad_rate_now_ms());
 	pthread_mutex_destroy(&svc->log_rate_lock);
 	vad_registry_free(svc->reg);
-	free(svc->alloc_latency);
+	vad_tenants_destroy(svc);
 	close_arenas(svc->arenas, svc->n_arenas);
 	pthread_mutex_destroy(&svc->reload_lock);
 	vad_events_free(svc->events);
@@ -265,19 +273,19 @@ void vad_events_free(struct vad_event *e)
 	}
 }
 
-struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, unsigned *index)
+int vad_service_section(const struct vad_service *svc, const char *name, unsigned *sec)
 {
 	if (!name || !name[0]) {
-		*index = svc->default_arena;
-		return svc->arenas[svc->default_arena];
+		*sec = svc->default_arena;
+		return 0;
 	}
 	for (size_t i = 0; i < svc->n_arenas; i++) {
-		if (strcmp(svc->arenas[i]->conf.name, name) == 0) {
-			*index = (unsigned)i;
-			return svc->arenas[i];
+		if (strcmp(vad_section_conf(svc, (unsigned)i)->name, name) == 0) {
+			*sec = (unsigned)i;
+			return 0;
 		}
 	}
-	return NULL;
+	return -1;
 }
 
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)

@@ -18,6 +18,7 @@
 #include "latency.h"
 #include "ratelimit.h"
 #include "registry.h"
+#include "tenants.h"
 #include "version.h"
 
 /* The daemon version reported by hello (proto/version.h). */
@@ -47,12 +48,14 @@ struct vad_event {
 };
 
 struct vad_service {
-	struct vad_arena **arenas;
-	size_t n_arenas;
-	unsigned default_arena; /* the one named "default", else the first */
+	struct vad_arena **arenas; /* [n_slots]: the configured arenas in config order (NULL for
+				      a section with tenancy), then the tenant arenas' slots */
+	size_t n_arenas;	   /* configured [arena] sections */
+	size_t n_slots;
+	unsigned default_arena; /* the section named "default", else the first */
+	struct vad_tenants *tenants;
 	struct vad_registry *reg;
-	struct vad_latency *alloc_latency; /* per arena: alloc request latency */
-	struct vad_limits limits;	   /* atomics */
+	struct vad_limits limits; /* atomics */
 	uid_t daemon_uid;
 	bool has_admin_group;
 	gid_t admin_gid;
@@ -82,8 +85,8 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 /* Free the registry, close the arenas, free svc. Every session must be gone. */
 void vad_service_destroy(struct vad_service *svc);
 
-/* The arena called name ("" = the default arena) and its index, or NULL. */
-struct vad_arena *vad_service_arena(struct vad_service *svc, const char *name, unsigned *index);
+/* The [arena] section called name ("" = the default section): its index in *sec, or -1. */
+int vad_service_section(const struct vad_service *svc, const char *name, unsigned *sec);
 
 /* Re-read config_path and apply its reloadable limits and log level. Returns 0 with a summary
  * in detail, or -1 with the file:line reason (the old limits stay). Thread-safe. */

@@ -18,12 +18,18 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 	s->svc = svc;
 	if (vad_peer_copy(&s->peer, peer) < 0)
 		goto fail;
-	s->allowed = calloc(svc->n_arenas, sizeof(*s->allowed));
-	if (!s->allowed)
+	s->allowed = calloc(svc->n_slots, sizeof(*s->allowed));
+	s->reader = calloc(svc->n_slots, sizeof(*s->reader));
+	s->tenant_slot = calloc(svc->n_arenas, sizeof(*s->tenant_slot));
+	if (!s->allowed || !s->reader || !s->tenant_slot)
 		goto fail;
-	for (size_t i = 0; i < svc->n_arenas; i++)
-		s->allowed[i] = vad_arena_allows(svc->arenas[i], peer->uid, peer->gid, peer->groups,
-						 peer->n_groups);
+	for (size_t i = 0; i < svc->n_arenas; i++) {
+		const struct vad_arena_conf *c = vad_section_conf(svc, (unsigned)i);
+		s->reader[i] = vad_arena_conf_reads_only(c, peer->uid, peer->gid, peer->groups,
+							 peer->n_groups);
+		s->allowed[i] = s->reader[i] || vad_arena_conf_allows(c, peer->uid, peer->gid,
+								      peer->groups, peer->n_groups);
+	}
 	s->admin = vad_peer_is_admin(peer, svc->daemon_uid, svc->has_admin_group, svc->admin_gid);
 	s->id = __atomic_fetch_add(&svc->next_session_id, 1, __ATOMIC_RELAXED);
 	s->connected_ms = vad_realtime_ms();
@@ -37,6 +43,8 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 fail:
 	vad_peer_free(&s->peer);
 	free(s->allowed);
+	free(s->tenant_slot);
+	free(s->reader);
 	free(s);
 	return NULL;
 }
@@ -109,9 +117,15 @@ void vad_session_free(struct vad_session *s)
 		return;
 	report_suppressed(s, vad_rate_now_ms());
 	vad_holder_fini(s->svc->reg, &s->holder);
+	/* After the holds are gone (or handed to the reaper, which the sweep waits for). */
+	for (size_t i = 0; i < s->svc->n_arenas; i++)
+		if (s->tenant_slot[i])
+			vad_tenant_unpin(s->svc, s->tenant_slot[i] - 1);
 	vad_scratch_fini(&s->scratch);
 	vad_peer_free(&s->peer);
 	free(s->allowed);
+	free(s->tenant_slot);
+	free(s->reader);
 	free(s->in);
 	free(s->out);
 	free(s->marks);

@@ -39,9 +39,14 @@ struct vad_session {
 	char name[VAD_NAME_MAX + 1]; /* set once by hello, under the registry's holders_lock */
 	bool hello_done;
 	bool admin;
-	bool closing; /* framing is broken (or see closing_why): send what is pending, then close */
-	const char *closing_why; /* why closing, for the close's log line (NULL: broken framing) */
-	bool *allowed;		 /* per arena: may this peer use it */
+	bool closing;	       /* framing is broken: send what is pending, then close */
+	bool *allowed;	       /* per slot of the arena array: may this peer use it, to write or
+				  read only (a section with tenancy: may it have a tenant arena
+				  there; a tenant arena: it is this peer's own, pinned) */
+	bool *reader;	       /* per slot: only read it (reader_uids/reader_gids): it is sent the
+				  read-only fd and may not allocate; attach, free and map work */
+	unsigned *tenant_slot; /* per section: 1 + the slot of the tenant arena this session
+				  has pinned, 0 for none (session_arena.c) */
 	struct vad_holder holder;
 	uint64_t allocs, frees;	   /* atomic: ranges allocated / freed by this session */
 	uint64_t requests;	   /* handled by this session */
@@ -67,6 +72,9 @@ struct vad_session {
 	bool (*peer_read_all)(void *io_ctx);
 	void *io_ctx;
 
+	/* Why closing was set when it was not broken framing (NULL), for the close's log line. */
+	const char *closing_why;
+
 	/* Attaches refused for their token, and the guesses among them (guess.h). */
 	uint64_t attach_failures; /* atomic: listings read it */
 	unsigned guesses;
@@ -82,6 +90,31 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 
 /* Drop every reference the session holds and free it. */
 void vad_session_free(struct vad_session *s);
+
+/* How looking up the arena a request names ended (vad_session_arena). */
+enum vad_lookup {
+	VAD_LOOKUP_OK = 0,
+	VAD_LOOKUP_UNKNOWN,  /* no such arena */
+	VAD_LOOKUP_DENIED,   /* the peer may not use it (why says so) */
+	VAD_LOOKUP_NOT_OPEN, /* its tenant arena is not open, and opening was not asked */
+	VAD_LOOKUP_LIMIT,    /* the section's max_tenants are open (why says so) */
+	VAD_LOOKUP_FAILED,   /* opening the tenant arena failed (why says so) */
+};
+
+/* The arena a session means by name: "" is the default section, else a section's name, or
+ * NAME@ID for its own tenant arena. A section with tenancy gives the session's tenant arena,
+ * opened first when open is set, and pinned until the session ends (session_arena.c). Without
+ * open (a request about ranges held) the allow-list is not asked: none are held where it
+ * refuses. */
+enum vad_lookup vad_session_arena(struct vad_session *s, const char *name, bool open,
+				  struct vad_arena **a, unsigned *index, char *why, size_t why_len);
+
+/* Pin the session's tenant arenas that are open already, so `allowed` covers them (before an
+ * attach, whose token may name one, and before listings). */
+void vad_session_pin_tenants(struct vad_session *s);
+
+/* The tenant id the session has in section sec: its uid or its primary gid. */
+uint32_t vad_session_tenant(const struct vad_session *s, unsigned sec);
 
 /* Where to put received bytes: returns a pointer and *cap > 0, or *cap == 0 when the input
  * buffer is full (stop reading until vad_session_process has made room). */

@@ -73,6 +73,9 @@ static const char upsert_lifetime_sql[] =
 
 static const char select_lifetime_sql[] =
     "SELECT name" VAD_STATS_LIFETIME_COLUMNS(VAD_STATS_SQL_COLUMN) " FROM lifetime";
+static const char select_lifetime_one_sql[] =
+    "SELECT name" VAD_STATS_LIFETIME_COLUMNS(VAD_STATS_SQL_COLUMN) " FROM lifetime"
+    " WHERE name = :name";
 /* clang-format on */
 
 /* Rows older than the retention go, children before their snapshot. */
@@ -108,14 +111,21 @@ struct session_row {
 #undef SESSION_FIELD_TEXT
 #undef SESSION_FIELD_INTEGER
 
+/* What the writer keeps about the arena in one slot: a tenant arena's slot may hold a new
+ * arena after the last one closed, told apart by its generation. */
+struct arena_slot_stats {
+	uint64_t generation;	      /* of the arena these are about; 0 before the first sight */
+	struct lifetime_counts base;  /* its lifetime row as found then: earlier runs and opens */
+	struct vad_latency_sum *prev; /* its latency sums at the last snapshot */
+};
+
 struct vad_stats_writer {
 	struct vad_service *svc;
 	sqlite3 *db;
 	char path[PATH_MAX];
 	uint64_t interval_ms, retention_ms;
-	struct lifetime_counts *arena_base; /* per arena: the sums of earlier runs */
+	struct arena_slot_stats *slots; /* per slot of the service's arena array */
 	struct lifetime_counts vad_base;
-	struct vad_latency_sum *prev_latency; /* per arena, at the last snapshot */
 	pthread_t thread;
 	bool thread_started;
 	pthread_mutex_t lock; /* stopping */
@@ -340,21 +350,57 @@ static int write_lifetime(struct vad_stats_writer *w, sqlite3_stmt *st, const ch
 	return run(w, st);
 }
 
-/* Arena i's arena_snapshot row and its lifetime row. */
-static int write_arena(struct vad_stats_writer *w, const struct snapshot_statements *s,
-		       int64_t snapshot_id, size_t i, uint64_t now)
+/* The lifetime row of name (zeros when there is none). */
+static void load_lifetime_row(struct vad_stats_writer *w, const char *name,
+			      struct lifetime_counts *out)
 {
-	struct arena_figures f = {.a = w->svc->arenas[i], .prev = &w->prev_latency[i]};
+	memset(out, 0, sizeof(*out));
+	sqlite3_stmt *st = prepare(w, select_lifetime_one_sql);
+	if (!st)
+		return;
+	bind_TEXT(st, ":name", name);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		int k = 1; /* the columns in select_lifetime_sql's order, after the name */
+#define LOAD_LIFETIME_COLUMN(column, ...) out->column = (uint64_t)sqlite3_column_int64(st, k++);
+		VAD_STATS_LIFETIME_COLUMNS(LOAD_LIFETIME_COLUMN)
+#undef LOAD_LIFETIME_COLUMN
+	}
+	sqlite3_finalize(st);
+}
+
+/* Slot i's state for arena a: on the first sight of a (a start, a tenant arena opened in
+ * the slot), its lifetime row so far and its latency now. False when out of memory. */
+static bool slot_for(struct vad_stats_writer *w, size_t i, const struct vad_arena *a)
+{
+	struct arena_slot_stats *sl = &w->slots[i];
+	if (sl->generation == a->generation)
+		return true;
+	if (!sl->prev && !(sl->prev = malloc(sizeof(*sl->prev))))
+		return false;
+	load_lifetime_row(w, a->conf.name, &sl->base);
+	vad_latency_sum(a->alloc_latency, sl->prev);
+	sl->generation = a->generation;
+	return true;
+}
+
+/* The arena_snapshot row and lifetime row of arena a, in slot i. */
+static int write_arena(struct vad_stats_writer *w, const struct snapshot_statements *s,
+		       int64_t snapshot_id, size_t i, struct vad_arena *a, uint64_t now)
+{
+	if (!slot_for(w, i, a))
+		return 0; /* out of memory: the row is left out this time */
+	struct arena_slot_stats *sl = &w->slots[i];
+	struct arena_figures f = {.a = a, .prev = sl->prev};
 	va_get_stats(f.a->vs, &f.vs);
-	vad_latency_sum(&w->svc->alloc_latency[i], &f.lat);
+	vad_latency_sum(a->alloc_latency, &f.lat);
 	bind_INTEGER(s->arena, ":snapshot_id", (uint64_t)snapshot_id);
 	bind_TEXT(s->arena, ":arena", f.a->conf.name);
 	bind_arena_row(s->arena, &f);
-	w->prev_latency[i] = f.lat;
+	*sl->prev = f.lat;
 	if (run(w, s->arena) < 0)
 		return -1;
 	struct lifetime_counts run_counts = arena_run_counts(&f.vs);
-	return write_lifetime(w, s->life, f.a->conf.name, &w->arena_base[i], &run_counts, now);
+	return write_lifetime(w, s->life, f.a->conf.name, &sl->base, &run_counts, now);
 }
 
 static void bind_session_row(sqlite3_stmt *st, const struct session_row *r)
@@ -425,9 +471,13 @@ static int write_rows(struct vad_stats_writer *w, const struct snapshot_statemen
 	if (run(w, s->snap) < 0)
 		return -1;
 	int64_t id = sqlite3_last_insert_rowid(w->db);
-	for (size_t i = 0; i < svc->n_arenas; i++)
-		if (write_arena(w, s, id, i, in->now) < 0)
+	for (size_t i = 0; i < svc->n_slots; i++) {
+		struct vad_arena *a = vad_arena_pin(svc, i);
+		int rc = a ? write_arena(w, s, id, i, a, in->now) : 0;
+		vad_arena_unpin(svc, a);
+		if (rc < 0)
 			return -1;
+	}
 	if (write_sessions(w, s, id, in) < 0 || write_events(w, s->ev, in->events) < 0)
 		return -1;
 	struct lifetime_counts vad_run = {.requests = in->requests, .starts = 1};
@@ -524,8 +574,8 @@ static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
 		return -1;
 	}
 	load_lifetime(w);
-	for (size_t i = 0; i < w->svc->n_arenas; i++)
-		vad_latency_sum(&w->svc->alloc_latency[i], &w->prev_latency[i]);
+	for (size_t i = 0; i < w->svc->n_slots; i++)
+		w->slots[i].generation = 0; /* read again from this database at the first sight */
 	char detail[64];
 	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
 		 (unsigned long long)vad_sat_add(w->vad_base.starts, 1));
@@ -581,11 +631,8 @@ static void load_lifetime(struct vad_stats_writer *w)
 		struct lifetime_counts *b = NULL;
 		if (name && strcmp(name, "vad") == 0)
 			b = &w->vad_base;
-		for (size_t i = 0; !b && name && i < w->svc->n_arenas; i++)
-			if (strcmp(name, w->svc->arenas[i]->conf.name) == 0)
-				b = &w->arena_base[i];
 		if (!b)
-			continue; /* an arena that is no longer configured */
+			continue; /* an arena's row: read at its first sight (slot_for) */
 		int k = 1;	  /* the columns in select_lifetime_sql's order, after the name */
 #define LOAD_LIFETIME_COLUMN(column, ...) b->column = (uint64_t)sqlite3_column_int64(st, k++);
 		VAD_STATS_LIFETIME_COLUMNS(LOAD_LIFETIME_COLUMN)
@@ -598,8 +645,9 @@ static void free_writer(struct vad_stats_writer *w)
 {
 	if (w->db)
 		sqlite3_close(w->db);
-	free(w->arena_base);
-	free(w->prev_latency);
+	for (size_t i = 0; w->slots && i < w->svc->n_slots; i++)
+		free(w->slots[i].prev);
+	free(w->slots);
 	pthread_mutex_destroy(&w->lock);
 	pthread_cond_destroy(&w->wake);
 	free(w);
@@ -624,9 +672,8 @@ int vad_stats_start(struct vad_service *svc, const char *path, uint64_t interval
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	w->arena_base = calloc(svc->n_arenas, sizeof(*w->arena_base));
-	w->prev_latency = calloc(svc->n_arenas, sizeof(*w->prev_latency));
-	if (!w->arena_base || !w->prev_latency) {
+	w->slots = calloc(svc->n_slots, sizeof(*w->slots));
+	if (!w->slots) {
 		snprintf(err, err_len, "out of memory starting the stats thread");
 		free_writer(w);
 		return -1;

@@ -39,16 +39,15 @@
 	X(ENOHELLO, 20, "the first request must be hello", "no hello")                             \
 	X(EREVOKED, 21, "the share token was revoked", "token revoked")                            \
 	X(EEXPIRED, 22, "the share token has expired", "token expired")                            \
-	X(ETOKENUSED, 23, "the single-use share token was already used", "token used")
+	X(ETOKENUSED, 23, "the single-use share token was already used", "token used")             \
+	X(EREADONLY, 24, "this client may only read that arena (it is one of its readers)",        \
+	  "read-only")
 
-/* The largest error number. */
-#define VAD_ERROR_MAX 23
+/* The largest error number. Numbers below it may be unused (not in the table). */
+#define VAD_ERROR_MAX 24
 
-/* Is number a code of the table (0 to VAD_ERROR_MAX)? */
-static inline bool vad_error_known(int number)
-{
-	return number >= 0 && number <= VAD_ERROR_MAX;
-}
+/* Is number a code of the table? */
+bool vad_error_known(int number);
 
 /* The symbolic name ("EQUOTA") of an error number, or NULL when it is not in the table. */
 const char *vad_error_name(int number);

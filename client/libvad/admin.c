@@ -140,7 +140,8 @@ int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n)
 	Vad__ArenasReply *rep = r->arenas;
 	size_t bytes = rep->n_arenas * sizeof(**out) + 1;
 	for (size_t i = 0; i < rep->n_arenas; i++)
-		bytes += strlen(rep->arenas[i]->name) + strlen(rep->arenas[i]->backing) + 2;
+		bytes += strlen(rep->arenas[i]->name) + strlen(rep->arenas[i]->backing) +
+			 strlen(rep->arenas[i]->tenancy) + 3;
 	struct vad_arena_info *v = malloc(bytes);
 	if (!v) {
 		vad__response__free_unpacked(r, NULL);
@@ -156,6 +157,8 @@ int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n)
 		    .backing = stash(&cursor, a->backing),
 		    .allowed = a->allowed,
 		    .unsealed = a->unsealed,
+		    .tenancy = stash(&cursor, a->tenancy),
+		    .tenants = a->tenants,
 		};
 	}
 	*n = rep->n_arenas;

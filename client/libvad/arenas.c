@@ -49,9 +49,9 @@ static uint64_t max_align_of(uint64_t size)
 	return a;
 }
 
-/* Map size bytes of fd shared at an address aligned to align: reserve size + align bytes
- * of address space, map the file over the aligned part of it, give back both ends. */
-static void *map_aligned(int fd, size_t size, size_t align)
+/* Map size bytes of fd shared with prot at an address aligned to align: reserve size + align
+ * bytes of address space, map the file over the aligned part of it, give back both ends. */
+static void *map_aligned(int fd, size_t size, size_t align, int prot)
 {
 	size_t span = size + align;
 	uint8_t *res =
@@ -59,7 +59,7 @@ static void *map_aligned(int fd, size_t size, size_t align)
 	if (res == MAP_FAILED)
 		return MAP_FAILED;
 	uint8_t *base = (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
-	if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	if (mmap(base, size, prot, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
 		int e = errno;
 		munmap(res, span);
 		errno = e;
@@ -145,16 +145,21 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 	a->size = info->size;
 	a->quantum = info->quantum;
 	a->max_align = max_align_of(a->size);
+	a->read_only = info->read_only;
 	vad__response__free_unpacked(r, NULL);
-	void *base = map_aligned(fd, (size_t)a->size, (size_t)a->max_align);
+	/* A reader's fd is read-only: a writable shared mapping of it is refused (EACCES). */
+	int prot = a->read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+	void *base = map_aligned(fd, (size_t)a->size, (size_t)a->max_align, prot);
 	if (base == MAP_FAILED) {
 		int e = errno;
 		uint64_t size = a->size, align = a->max_align;
+		bool read_only = a->read_only;
 		a->base = NULL;
 		arena_free(a);
-		return libvad_failf(
-		    c, VAD_EMAP, "cannot map arena '%s' (%llu bytes, aligned to %llu): %s", name,
-		    (unsigned long long)size, (unsigned long long)align, strerror(e));
+		return libvad_failf(c, VAD_EMAP,
+				    "cannot map arena '%s' (%llu bytes, aligned to %llu%s): %s",
+				    name, (unsigned long long)size, (unsigned long long)align,
+				    read_only ? ", read-only" : "", strerror(e));
 	}
 	a->base = base;
 	*out = a;

@@ -42,6 +42,7 @@ struct libvad_arena {
 	uint64_t size;
 	uint64_t quantum;
 	uint64_t max_align; /* min(VAD_MAX_ALIGN, size rounded up to a power of two) */
+	bool read_only;	    /* this client is one of its readers: mapped PROT_READ */
 };
 
 /* A range this client holds, keyed by its start address. */

@@ -376,10 +376,10 @@ int vad_share(vad_client *c, void *ptr, char token[VAD_TOKEN_LEN + 1])
 	return share(c, "vad_share", ptr, NULL, token);
 }
 
-int vad_share_with(vad_client *c, void *ptr, const struct vad_share_opts *opts,
+int vad_share_opts(vad_client *c, void *ptr, const struct vad_share_opts *opts,
 		   char token[VAD_TOKEN_LEN + 1])
 {
-	return share(c, "vad_share_with", ptr, opts, token);
+	return share(c, "vad_share_opts", ptr, opts, token);
 }
 
 int vad_unshare(vad_client *c, void *ptr)

@@ -147,6 +147,8 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 					       ai ? json_object_new_boolean(ai->allowed) : NULL);
 			json_object_object_add(ja, "unsealed",
 					       ai ? json_object_new_boolean(ai->unsealed) : NULL);
+			vactl_json_add_str(ja, "tenancy",
+					   ai && ai->tenancy[0] ? ai->tenancy : NULL);
 			vactl_json_add_u64(ja, "busy_bytes", a->busy_bytes);
 			vactl_json_add_u64(ja, "free_bytes", a->free_bytes);
 			vactl_json_add_u64(ja, "lazy_bytes", a->lazy_bytes);
@@ -171,6 +173,12 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 		vactl_table_print(t);
 		if (!info)
 			printf("(backing unknown: the daemon lists arenas to admins only)\n");
+		for (size_t k = 0; k < n_info; k++)
+			if (info[k].tenancy[0] && !strchr(info[k].name, '@'))
+				printf("%s: one arena per %s, named %s@%s (%u open)\n",
+				       info[k].name, info[k].tenancy, info[k].name,
+				       strcmp(info[k].tenancy, "uid") == 0 ? "UID" : "GID",
+				       info[k].tenants);
 		if (any_unsealed)
 			printf(
 			    "UNSEALED: the arena's file cannot be sealed (accept_unsealed = yes): "
@@ -191,10 +199,12 @@ const struct vactl_cmd vactl_cmd_arenas = {
 	    "free space outside the largest free block (0% = one contiguous hole).\n"
 	    "An arena whose file could not be sealed (accept_unsealed = yes in vad.conf) shows\n"
 	    "UNSEALED after its backing: any client that maps it can resize it.\n"
-	    "JSON: {arenas: [{name, size, quantum, backing, allowed, unsealed, busy_bytes,\n"
-	    "free_bytes, lazy_bytes, pooled_bytes, largest_free, fragmentation (0..1)}]};\n"
-	    "backing, allowed and unsealed are null when the daemon does not list arenas to\n"
-	    "this peer.\n",
+	    "A section with tenancy = uid or gid has one arena per tenant: each open one shows\n"
+	    "as NAME@UID (or NAME@GID); a peer sees its own, an admin every one.\n"
+	    "JSON: {arenas: [{name, size, quantum, backing, allowed, unsealed, tenancy,\n"
+	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, largest_free, fragmentation\n"
+	    "(0..1)}]}; backing, allowed, unsealed and tenancy are null when the daemon does\n"
+	    "not list arenas to this peer (tenancy also for a plain arena).\n",
     .run = run_arenas,
 };
 

@@ -272,7 +272,7 @@ static void cmd_share(struct session *s, char **args, int n)
 	if (!resolve(s, "share", args[0], &p, &e, &idx, &off))
 		return;
 	char token[VAD_TOKEN_LEN + 1];
-	int err = n == 1 ? vad_share(s->c, p, token) : vad_share_with(s->c, p, &opts, token);
+	int err = n == 1 ? vad_share(s->c, p, token) : vad_share_opts(s->c, p, &opts, token);
 	if (err)
 		return say_fail(s, "share", err);
 	json_object *j = result("share");

@@ -66,6 +66,10 @@ static void check_loaded(const struct vad_config *cfg)
 			die("allow_uids counted but missing", a->name);
 		if (a->n_allow_gids && !a->allow_gids)
 			die("allow_gids counted but missing", a->name);
+		if ((a->n_reader_uids && !a->reader_uids) || (a->n_reader_gids && !a->reader_gids))
+			die("reader_uids or reader_gids counted but missing", a->name);
+		if (a->allow_any && (a->n_reader_uids || a->n_reader_gids))
+			die("readers in an arena every peer may write", a->name);
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(cfg->arenas[j].name, a->name) == 0)
 				die("two arenas with one name", a->name);

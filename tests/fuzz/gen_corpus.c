@@ -553,6 +553,8 @@ static void gen_configs(const char *shipped)
 	text("arenas", "; two arenas\n[vad]\nadmin_group = root\n[arena default]\nsize = 64G\n"
 		       "quantum = 64K\nbacking = memfd\n[arena gpu.frames-1]\nsize = 1T\n"
 		       "allow_uids = root, 1000\nallow_gids = 0, video\n");
+	text("readers", "[arena feed]\nsize = 1G\nallow_uids = 1000\nreader_uids = root, 1001\n"
+			"reader_gids = 0\n");
 	text("hugetlb", "[arena huge]\nsize = 2G\nbacking = /dev/hugepages\nquantum = 2M\n");
 	text("bom_comments", "\xef\xbb\xbf# comment\n[vad]\nsocket_mode = 0600 ; trailing\n"
 			     "  log_level=warning\n[arena a]\nsize=8M\n");

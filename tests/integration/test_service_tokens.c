@@ -133,8 +133,8 @@ static void test_single_use(void **state)
 	char token[VAD_TOKEN_LEN + 1], older[VAD_TOKEN_LEN + 1], plain[VAD_TOKEN_LEN + 1];
 
 	/* A fresh token revokes the one before it. */
-	VT_ASSERT_OK(owner, vad_share_with(owner, p, &once, older));
-	VT_ASSERT_OK(owner, vad_share_with(owner, p, &once, token));
+	VT_ASSERT_OK(owner, vad_share_opts(owner, p, &once, older));
+	VT_ASSERT_OK(owner, vad_share_opts(owner, p, &once, token));
 	assert_string_not_equal(older, token);
 	attach_refused(second, older, VAD_EREVOKED, "newer token replaced it");
 
@@ -169,7 +169,7 @@ static void test_expiring(void **state)
 	VT_ASSERT_OK(owner, vad_alloc(owner, PAGE, 0, &p));
 	const struct vad_share_opts brief = {.ttl_ms = 50}, hour = {.ttl_ms = 3600u * 1000u};
 	char token[VAD_TOKEN_LEN + 1], lasting[VAD_TOKEN_LEN + 1];
-	VT_ASSERT_OK(owner, vad_share_with(owner, p, &brief, token));
+	VT_ASSERT_OK(owner, vad_share_opts(owner, p, &brief, token));
 
 	/* Attach until the daemon says the token expired (each reference given back). */
 	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
@@ -189,7 +189,7 @@ static void test_expiring(void **state)
 	attach_refused(other, token, VAD_EEXPIRED, "expired"); /* removed, and remembered */
 
 	/* A ttl of an hour is not over: its token attaches. */
-	VT_ASSERT_OK(owner, vad_share_with(owner, p, &hour, lasting));
+	VT_ASSERT_OK(owner, vad_share_opts(owner, p, &hour, lasting));
 	VT_ASSERT_OK(other, vad_attach(other, lasting, &q, &size));
 	VT_ASSERT_OK(other, vad_free(other, q));
 	VT_ASSERT_OK(owner, vad_free(owner, p));

@@ -17,7 +17,7 @@ def test_hierarchy_and_class_codes():
     assert issubclass(vad.Error, Exception) and vad.Error.code is None
     assert vad.strerror(vad.ENOSPC) == "the arena has no free range that large"
     assert vad.strerror(12345) == "unknown vad error code"
-    assert vad.OK == 0 and vad.EINVAL == -1 and vad.ENOHELLO == -20
+    assert vad.OK == 0 and vad.EINVAL == -1 and vad.ENOHELLO == -20 and vad.EREADONLY == -24
 
 
 def test_quota_exceeded(client):

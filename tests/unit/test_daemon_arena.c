@@ -1,4 +1,4 @@
-/* test_daemon_arena.c - sealed sparse arenas, hole punching on reclaim, allow-lists. */
+/* test_daemon_arena.c - sealed sparse arenas, hole punching on reclaim, allow-lists, readers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,6 +416,75 @@ static void test_allow_lists(void **state)
 	vad_arena_close(a);
 }
 
+/* Readers: admitted only when no allow-list admits them (a writer stays a writer, root
+ * always writes), and sent a read-only fd of the same file that cannot be made writable. */
+static void test_readers(void **state)
+{
+	(void)state;
+	uid_t writers[] = {1000}, readers[] = {1000, 1001};
+	gid_t reader_gids[] = {60};
+	struct vad_arena_conf c;
+	conf_init(&c, "feed", 1u << 20);
+	c.allow_any = false;
+	c.allow_uids = writers;
+	c.n_allow_uids = 1;
+	c.reader_uids = readers;
+	c.n_reader_uids = 2;
+	c.reader_gids = reader_gids;
+	c.n_reader_gids = 1;
+	struct vad_arena *a = open_ok(&c);
+	assert_ptr_not_equal(a->conf.reader_uids, readers);
+	readers[1] = 7777;
+	reader_gids[0] = 7777;
+
+	gid_t g_with[] = {7, 60};
+	assert_false(vad_arena_conf_reads_only(&a->conf, 0, 0, NULL, 0));	 /* root writes */
+	assert_false(vad_arena_conf_reads_only(&a->conf, 1000, 0, NULL, 0)); /* on both lists: writes */
+	assert_true(vad_arena_allows(a, 1000, 0, NULL, 0));
+	assert_true(vad_arena_conf_reads_only(&a->conf, 1001, 100, NULL, 0));
+	assert_false(vad_arena_allows(a, 1001, 100, NULL, 0));
+	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 60, NULL, 0));    /* primary group */
+	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 100, g_with, 2)); /* supplementary */
+	assert_false(vad_arena_conf_reads_only(&a->conf, 1002, 100, NULL, 0));
+	assert_false(vad_arena_conf_reads_only(&a->conf, 7777, 7777, NULL, 0)); /* the copy did not change */
+
+	/* the read-only fd: the same file, opened O_RDONLY, the file itself 0600 */
+	assert_true(a->ro_fd >= 0 && a->ro_fd != a->fd);
+	assert_int_equal(fcntl(a->ro_fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+	assert_true(fcntl(a->ro_fd, F_GETFD) & FD_CLOEXEC);
+	struct stat rw, ro;
+	assert_int_equal(fstat(a->fd, &rw), 0);
+	assert_int_equal(fstat(a->ro_fd, &ro), 0);
+	assert_true(rw.st_ino == ro.st_ino && rw.st_dev == ro.st_dev);
+	assert_int_equal(ro.st_mode & 07777, 0600);
+	assert_int_equal(fcntl(a->ro_fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	void *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->ro_fd, 0);
+	assert_true(w == MAP_FAILED && errno == EACCES);
+	uint8_t *r = mmap(NULL, 4096, PROT_READ, MAP_SHARED, a->ro_fd, 0);
+	assert_true(r != MAP_FAILED);
+	assert_int_equal(mprotect(r, 4096, PROT_READ | PROT_WRITE), -1);
+	assert_int_equal(errno, EACCES);
+	/* what the rw fd writes, the ro fd reads */
+	uint8_t *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	assert_true(p != MAP_FAILED);
+	p[100] = 0x5a;
+	assert_int_equal(r[100], 0x5a);
+	munmap(p, 4096);
+	munmap(r, 4096);
+	assert_int_equal(ftruncate(a->ro_fd, 0), -1);
+	assert_int_equal(fallocate(a->ro_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096),
+			 -1);
+	assert_int_equal(errno, EBADF); /* through the rw fd the daemon punches holes */
+	vad_arena_close(a);
+
+	/* an arena without readers keeps one too */
+	conf_init(&c, "open", 1u << 20);
+	a = open_ok(&c);
+	assert_true(a->ro_fd >= 0);
+	assert_false(vad_arena_conf_reads_only(&a->conf, 1001, 0, NULL, 0));
+	vad_arena_close(a);
+}
+
 /* An arena built from a parsed config, as the daemon does it. */
 static void test_from_config(void **state)
 {
@@ -446,6 +516,7 @@ int main(void)
 	    cmocka_unit_test(test_punch_failure_counted),
 	    cmocka_unit_test(test_release_skips_holes),
 	    cmocka_unit_test(test_allow_lists),
+	    cmocka_unit_test(test_readers),
 	    cmocka_unit_test(test_from_config),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

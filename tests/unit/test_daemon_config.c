@@ -480,6 +480,61 @@ static void test_missing_file(void **state)
 	assert_string_equal(err, "/tmp: Is a directory");
 }
 
+/* reader_uids/reader_gids: parsed like the allow-lists, and refused where no allow-list names
+ * the writers, at the line of the reader key (the first one when both are given). */
+static void test_readers(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("[arena feed]\n"
+		"size = 8K\n"
+		"allow_uids = 61000\n"
+		"reader_uids = 61001, root\n"
+		"reader_gids = 4242\n"
+		"[arena plain]\n"
+		"size = 8K\n"
+		"allow_gids = 0\n",
+		&cfg);
+	const struct vad_arena_conf *a = &cfg.arenas[0];
+	assert_false(a->allow_any);
+	assert_int_equal(a->n_allow_uids, 1);
+	assert_int_equal(a->n_reader_uids, 2);
+	assert_int_equal(a->reader_uids[0], 61001);
+	assert_int_equal(a->reader_uids[1], 0);
+	assert_int_equal(a->n_reader_gids, 1);
+	assert_int_equal(a->reader_gids[0], 4242);
+	a = &cfg.arenas[1];
+	assert_int_equal(a->n_reader_uids, 0);
+	assert_null(a->reader_uids);
+	assert_int_equal(a->n_reader_gids, 0);
+	vad_config_free(&cfg);
+
+	/* groups alone, writers named by group */
+	load_ok("[arena feed]\nsize = 8K\nallow_gids = 0\nreader_gids = 1, 2\n", &cfg);
+	assert_int_equal(cfg.arenas[0].n_reader_gids, 2);
+	assert_int_equal(cfg.arenas[0].n_reader_uids, 0);
+	vad_config_free(&cfg);
+
+	/* an arena open to everyone has no readers to hold to reading */
+	load_err("[arena open]\nsize = 8K\nreader_uids = 61001\n", 3,
+		 "reader_uids in [arena open], which has neither allow_uids nor allow_gids");
+	load_err("[arena open]\nsize = 8K\nreader_gids = 4242\nreader_uids = 1\n[arena b]\n"
+		 "size = 8K\n",
+		 3, "reader_gids in [arena open], which has neither allow_uids nor allow_gids");
+	load_err("[arena open]\nsize = 8K\nreader_uids = 1\nreader_gids = 2\n", 3,
+		 "every peer may write");
+	/* the list syntax is the allow-lists' */
+	load_err("[arena a]\nsize = 4K\nallow_uids = 1\nreader_uids = 2,,3\n", 4,
+		 "reader_uids: empty entry");
+	load_err("[arena a]\nsize = 4K\nallow_uids = 1\nreader_uids = no-such-user-vadtest\n", 4,
+		 "reader_uids: unknown user 'no-such-user-vadtest'");
+	load_err("[arena a]\nsize = 4K\nallow_uids = 1\nreader_gids = no-such-group-vadtest\n", 4,
+		 "reader_gids: unknown group 'no-such-group-vadtest'");
+	load_err("[arena a]\nsize = 4K\nallow_uids = 1\nreader_gids = 1\nreader_gids = 2\n", 5,
+		 "duplicate key reader_gids");
+	load_err("[arena a]\nsize = 4K\nallow_uids = 1\nreader_uids =\n", 4, "empty value");
+}
+
 /* Reloading is loading again: a second load into the same struct after free is clean. */
 static void test_load_free_load(void **state)
 {
@@ -750,6 +805,7 @@ int main(void)
 		cmocka_unit_test(test_errors_arena_section),
 		cmocka_unit_test(test_error_line_too_long),
 		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_readers),
 		cmocka_unit_test(test_load_free_load),
 		cmocka_unit_test(test_shipped_config),
 		cmocka_unit_test(test_balance_default_is_adaptive),

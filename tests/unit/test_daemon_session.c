@@ -32,6 +32,8 @@
 #define ADMIN_GID    4242
 
 static const uid_t private_uids[] = {PRIVATE_UID};
+#define READER_UID 23456 /* may only read "private" */
+static const uid_t reader_uids[] = {READER_UID};
 
 struct fixture {
 	struct vad_config cfg;
@@ -65,10 +67,13 @@ static void conf_arena(struct vad_arena_conf *c, const char *name, uint64_t size
 	if (!any) {
 		c->allow_uids = (uid_t *)private_uids;
 		c->n_allow_uids = 1;
+		c->reader_uids = (uid_t *)reader_uids;
+		c->n_reader_uids = 1;
 	}
 }
 
-/* A service with "default" (anyone) and "private" (uid 12345 only); cfg tweaks first. */
+/* A service with "default" (anyone) and "private" (uid 12345 writes, uid 23456 reads); cfg
+ * tweaks first. */
 static void start_service(void (*tweak)(struct vad_config *))
 {
 	fx = calloc(1, sizeof(*fx));
@@ -1273,6 +1278,69 @@ static bool fake_read_all(void *ctx)
 
 /* A client that asks for the arena fd again and again without reading gets refused once
  * VAD_FDS_UNREAD_MAX fds may be unread; once it has read them, it is served again. */
+/* A reader of "private": map-arena sends it the read-only fd, marked read_only; alloc is
+ * refused with EREADONLY and a sentence; attach, stats and free work. The writer's map is
+ * unchanged. */
+static void test_reader_session(void **state)
+{
+	(void)state;
+	struct tclient *w = tc_hello(PRIVATE_UID, PRIVATE_UID, "writer");
+	struct tclient *rd = tc_hello(READER_UID, READER_UID, "reader");
+	const struct vad_arena *priv = fx->svc->arenas[1];
+	Vad__MapArena ma = VAD__MAP_ARENA__INIT;
+	ma.arena = (char *)"private";
+	Vad__Request q = VAD__REQUEST__INIT;
+	q.op_case = VAD__REQUEST__OP_MAP_ARENA;
+	q.map_arena = &ma;
+
+	Vad__Response *r = tc_call(w, &q);
+	expect_ok(r, VAD__RESPONSE__RESULT_MAP_ARENA);
+	assert_false(r->map_arena->arena->read_only);
+	done(r);
+	tc_drain(w);
+	assert_int_equal(w->n_fds, 1);
+	assert_int_equal(w->fds[0], priv->fd);
+
+	r = tc_call(rd, &q);
+	expect_ok(r, VAD__RESPONSE__RESULT_MAP_ARENA);
+	assert_true(r->map_arena->arena->allowed);
+	assert_true(r->map_arena->arena->read_only);
+	done(r);
+	tc_drain(rd);
+	assert_int_equal(rd->n_fds, 1);
+	assert_int_equal(rd->fds[0], priv->ro_fd);
+
+	r = expect_error(do_alloc(rd, "private", 4096, 0, 0, NULL, 0), VAD__ERROR__EREADONLY);
+	assert_non_null(strstr(r->message, "uid 23456 may only read arena 'private'"));
+	done(r);
+	assert_int_equal(held_bytes(rd), 0);
+
+	uint64_t off = alloc_one(w, "private", 8192);
+	char token[33];
+	share_ok(w, "private", off, token);
+	r = do_attach(rd, token);
+	expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
+	assert_int_equal(r->attach->offset, off);
+	done(r);
+	assert_int_equal(held_bytes(rd), 8192);
+	r = do_stats(rd, "private");
+	expect_ok(r, VAD__RESPONSE__RESULT_STATS);
+	assert_int_equal(r->stats->n_arenas, 1);
+	done(r);
+	r = do_simple(rd, VAD__REQUEST__OP_ARENAS);
+	expect_ok(r, VAD__RESPONSE__RESULT_ARENAS);
+	assert_false(r->arenas->arenas[0]->read_only); /* default: open, so it writes there */
+	assert_true(r->arenas->arenas[1]->read_only);
+	done(r);
+	free_ok(rd, "private", off);
+	free_ok(w, "private", off);
+	/* it writes where it may */
+	free_ok(rd, NULL, alloc_one(rd, NULL, 4096));
+	check_consistent();
+	tc_free(rd);
+	tc_free(w);
+}
+
 static void test_map_arena_fd_budget(void **state)
 {
 	(void)state;
@@ -2086,6 +2154,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_quotas, setup_quota, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_arena_fd, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_map_arena_fd_budget, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_reader_session, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_and_arenas, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_admin_refused, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_admin_ops, setup_plain, teardown),

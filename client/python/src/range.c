@@ -224,7 +224,7 @@ static PyObject *range_share(vadpy_range *r, PyObject *args, PyObject *kw)
 	r->busy++;
 	VADPY_CALL(r->client, err,
 		   plain ? vad_share(r->client->c, r->ptr, token)
-			 : vad_share_with(r->client->c, r->ptr, &opts, token));
+			 : vad_share_opts(r->client->c, r->ptr, &opts, token));
 	r->busy--;
 	if (err != VAD_OK)
 		return vadpy_raise(r->client->c, err);

@@ -41,6 +41,7 @@ from ._vad import (  # noqa: F401  (re-exported)
     EPERM,
     EPROTO,
     EQUOTA,
+    EREADONLY,
     EREVOKED,
     ESIZE,
     ETOKEN,
@@ -104,4 +105,5 @@ __all__ = [
     "EREVOKED",
     "EEXPIRED",
     "ETOKENUSED",
+    "EREADONLY",
 ]

@@ -31,6 +31,7 @@ ENOHELLO: int
 EREVOKED: int
 EEXPIRED: int
 ETOKENUSED: int
+EREADONLY: int
 
 class Error(Exception):
     """A libvad call failed; .code is the VAD_E* code, str(e) the daemon's sentence."""
