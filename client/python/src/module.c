@@ -27,9 +27,25 @@
 	X(ECONNECT)                                                                                \
 	X(EGONE)                                                                                   \
 	X(EPROTO)                                                                                  \
-	X(EVERSION) X(ENOSPC) X(EQUOTA) X(EPERM) X(ENOARENA) X(ENOTHELD) X(ETOKEN) X(ESIZE)        \
-	    X(EALIGN) X(ETOOBIG) X(EBUSY) X(EINTERNAL) X(EMAP) X(EUNSUPPORTED) X(ENOHELLO)         \
-		X(EREVOKED) X(EEXPIRED) X(ETOKENUSED) X(EREADONLY)
+	X(EVERSION)                                                                                \
+	X(ENOSPC)                                                                                  \
+	X(EQUOTA)                                                                                  \
+	X(EPERM)                                                                                   \
+	X(ENOARENA)                                                                                \
+	X(ENOTHELD)                                                                                \
+	X(ETOKEN)                                                                                  \
+	X(ESIZE)                                                                                   \
+	X(EALIGN)                                                                                  \
+	X(ETOOBIG)                                                                                 \
+	X(EBUSY)                                                                                   \
+	X(EINTERNAL)                                                                               \
+	X(EMAP)                                                                                    \
+	X(EUNSUPPORTED)                                                                            \
+	X(ENOHELLO)                                                                                \
+	X(EREVOKED)                                                                                \
+	X(EEXPIRED)                                                                                \
+	X(ETOKENUSED)                                                                              \
+	X(EREADONLY)
 
 static PyObject *error_base;
 #define DECLARE_CLASS(name, code, doc) static PyObject *error_##name;
