@@ -57,6 +57,9 @@ enum vad_error {
 	VAD_EMAP = -18,	       /* mapping the arena into this process failed */
 	VAD_EUNSUPPORTED = -19,/* the daemon does not know that operation */
 	VAD_ENOHELLO = -20,    /* the first request must be hello */
+	VAD_EREVOKED = -21,    /* the share token was revoked */
+	VAD_EEXPIRED = -22,    /* the share token has expired */
+	VAD_ETOKENUSED = -23,  /* the single-use share token was already used */
 	VAD_EREADONLY = -24,   /* this client may only read that arena: allocation refused */
 };
 
@@ -103,8 +106,24 @@ int vad_alloc_batch(vad_client *c, size_t n, const size_t *sizes, size_t align, 
 /* Free n ranges in one request; on error, ranges before the failing one may be freed. */
 int vad_free_batch(vad_client *c, size_t n, void *const *ptrs);
 
-/* Make a token another process can attach to the range starting at ptr. */
+/* Make a token another process can attach to the range starting at ptr: the range's plain
+ * token (made on first use; one with options is replaced by a fresh plain one). */
 int vad_share(vad_client *c, void *ptr, char token[VAD_TOKEN_LEN + 1]);
+
+/* The options of a share token; all zero: a plain token, as vad_share makes. */
+struct vad_share_opts {
+	int single_use;	 /* nonzero: the first attach that succeeds uses it up (VAD_ETOKENUSED) */
+	uint64_t ttl_ms; /* it expires this long after the share (VAD_EEXPIRED); 0: never */
+};
+
+/* Make a fresh token for the range at ptr with opts (NULL: plain), revoking the range's
+ * earlier token (attaches with it then fail with VAD_EREVOKED). */
+int vad_share_opts(vad_client *c, void *ptr, const struct vad_share_opts *opts,
+		   char token[VAD_TOKEN_LEN + 1]);
+
+/* Revoke the token of the range at ptr, if it has one: attaches with it fail with
+ * VAD_EREVOKED; references already taken stay. */
+int vad_unshare(vad_client *c, void *ptr);
 
 /* Take a reference to the range behind token; *out points at it, *size is its length. */
 int vad_attach(vad_client *c, const char *token, void **out, size_t *size);
@@ -193,6 +212,7 @@ struct vad_client_info {
 	uint64_t held_bytes, held_ranges;
 	uint64_t allocs, frees;
 	uint64_t connected_ms; /* connection time, ms since the epoch */
+	uint64_t failed_attaches; /* attaches refused for their token (unknown, revoked, ...) */
 };
 
 /* Where a held range lives: arena, offset and size. */

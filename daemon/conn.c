@@ -4,7 +4,8 @@
  * one pass of the loop sent after that pass, one send each; a reply carrying an arena fd goes
  * with sendmsg. A connection whose pending output passes the high watermark is not read from
  * until it drains below the low watermark. A connection that has not completed hello
- * hello_timeout after its accept is closed. When the balancer moves a connection, its old
+ * hello_timeout after its accept is closed. A paused session (guess.h) is not read from until
+ * its pause timer fires. When the balancer moves a connection, its old
  * worker detaches it and the new one adopts it, between callbacks.
  */
 #include "conn.h"
@@ -74,6 +75,8 @@ void conn_close(struct conn *c, const char *why)
 		event_free(c->ev_write);
 	if (c->ev_hello)
 		event_free(c->ev_hello);
+	if (c->ev_pause)
+		event_free(c->ev_pause);
 	close(c->fd);
 	uid_t uid = s->peer.uid;
 	vad_session_free(s);
@@ -146,8 +149,28 @@ static int events_failed(struct conn *c)
 	return -1;
 }
 
-/* Read while the output is below the watermarks, write while output is pending, close once
- * a closing session has sent everything. Returns -1 if the connection was closed. */
+static void on_pause_end(evutil_socket_t fd, short what, void *arg);
+
+/* Start the timer of the session's pause: the connection is not read until it fires, and the
+ * worker goes on serving its other connections meanwhile. Returns -1 when out of memory. */
+static int pause_arm(struct conn *c)
+{
+	if (!c->ev_pause) {
+		c->ev_pause = evtimer_new(c->w->base, on_pause_end, c);
+		if (!c->ev_pause)
+			return -1;
+	}
+	uint32_t ms = vad_session_pause_ms(c->sess);
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+	if (event_add(c->ev_pause, &tv) < 0)
+		return -1;
+	c->pausing = true;
+	return 0;
+}
+
+/* Read while the output is below the watermarks and the session is not paused, write while
+ * output is pending, close once a closing session has sent everything. Returns -1 if the
+ * connection was closed. */
 static int conn_update(struct conn *c)
 {
 	struct vad_service *svc = c->w->svc;
@@ -155,7 +178,8 @@ static int conn_update(struct conn *c)
 
 	if (vad_session_closing(c->sess) || c->eof) {
 		if (pending == 0) {
-			conn_close(c, c->eof ? "end of stream" : "its framing broke");
+			const char *why = c->sess->closing_why;
+			conn_close(c, c->eof ? "end of stream" : why ? why : "its framing broke");
 			return -1;
 		}
 		set_event(c->ev_read, &c->reading, false, NULL); /* removing cannot fail */
@@ -172,12 +196,32 @@ static int conn_update(struct conn *c)
 		c->throttled = true;
 	else if (pending <= vad_service_low_watermark(svc))
 		c->throttled = false;
+	bool paused = vad_session_paused(c->sess);
+	if (paused && !c->pausing && pause_arm(c) < 0)
+		return events_failed(c);
 	size_t cap;
 	vad_session_input_space(c->sess, &cap);
-	if (set_event(c->ev_read, &c->reading, !c->throttled && cap > 0, NULL) < 0 ||
+	if (set_event(c->ev_read, &c->reading, !paused && !c->throttled && cap > 0, NULL) < 0 ||
 	    set_event(c->ev_write, &c->writing, pending > 0, NULL) < 0)
 		return events_failed(c);
 	return 0;
+}
+
+/* The pause is over: handle what the client sent meanwhile (it may pause the session again),
+ * then read again. */
+static void on_pause_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	c->pausing = false;
+	vad_session_resume(c->sess);
+	if (!vad_session_closing(c->sess) &&
+	    vad_session_output_pending(c->sess) <= vad_service_low_watermark(c->w->svc))
+		vad_session_process(c->sess);
+	if (vad_session_output_pending(c->sess) && !c->writing) {
+		flush_queue(c->w, c); /* sent at the end of this pass, like on_read's replies */
+		return;
+	}
+	conn_update(c);
 }
 
 /* ---- the hello timeout ------------------------------------------------------------------- */
@@ -422,6 +466,11 @@ void conn_detach(struct conn *c)
 	event_free(c->ev_read); /* event_free deletes a pending event first */
 	event_free(c->ev_write);
 	c->ev_read = c->ev_write = NULL;
-	hello_disarm(c); /* the new worker arms it again, for what is left */
+	hello_disarm(c);   /* the new worker arms it again, for what is left */
+	if (c->ev_pause) { /* the new worker starts the session's pause again, in full */
+		event_free(c->ev_pause);
+		c->ev_pause = NULL;
+		c->pausing = false;
+	}
 	conn_unlink(c->w, c);
 }

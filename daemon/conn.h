@@ -27,6 +27,8 @@ struct conn {
 	bool eof;	   /* the client shut down its side: send what is pending, then close */
 	bool flush_queued; /* on its worker's flush list: replies go out at the end of the pass */
 	struct event *ev_hello; /* until hello: closes it hello_timeout after accepted_ns */
+	struct event *ev_pause; /* ends a pause of its session (guess.h); made on first use */
+	bool pausing;		/* ev_pause is armed */
 	uint64_t accepted_ns;	/* vad_now_ns() at accept: the hello timeout counts from it */
 	struct conn *prev, *next;
 	LIST_ENTRY(conn) flush_link;

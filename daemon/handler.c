@@ -1,5 +1,5 @@
-/* handler.c - the operations every client uses: hello, alloc, free, map-arena, share and
- * attach; the admin ones are handler_admin.c, the dispatch dispatch.c. See handler.h. */
+/* handler.c - the operations every client uses: hello, alloc, free, map-arena, share, unshare
+ * and attach; the admin ones are handler_admin.c, the dispatch dispatch.c. See handler.h. */
 #include "handler.h"
 
 #include <inttypes.h>
@@ -475,7 +475,8 @@ void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *
 	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
 	if (!a)
 		return;
-	int rc = vad_registry_share(s->svc->reg, &s->holder, ai, m->offset, r->token);
+	struct vad_token_terms terms = {.single_use = m->single_use, .ttl_ms = m->ttl_ms};
+	int rc = vad_registry_share_with(s->svc->reg, &s->holder, ai, m->offset, &terms, r->token);
 	if (rc == -1) {
 		vad_reply_error(r, VAD__ERROR__ENOTHELD,
 				"range 0x%" PRIx64
@@ -500,6 +501,73 @@ void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *
 	r->resp.share = &r->u.share;
 }
 
+void handle_unshare(struct vad_session *s, const Vad__Unshare *m, struct vad_reply *r)
+{
+	unsigned ai;
+	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
+	if (!a)
+		return;
+	int rc = vad_registry_unshare(s->svc->reg, &s->holder, ai, m->offset);
+	if (rc < 0) {
+		vad_reply_error(r, VAD__ERROR__ENOTHELD,
+				"range 0x%" PRIx64
+				" in arena '%s' is not held by this client; only "
+				"a holder can revoke its token",
+				m->offset, a->conf.name);
+		return;
+	}
+	vad__unshare_reply__init(&r->u.unshare);
+	r->u.unshare.revoked = rc == 1;
+	r->resp.result_case = VAD__RESPONSE__RESULT_UNSHARE;
+	r->resp.unshare = &r->u.unshare;
+}
+
+/* Make r the refusal of an attach whose token does not attach (st), counted against s. */
+static void token_refused(struct vad_session *s, const Vad__Attach *m, enum vad_attach_status st,
+			  struct vad_reply *r)
+{
+	switch (st) {
+	case VAD_ATTACH_MALFORMED:
+		vad_reply_error(r, VAD__ERROR__ETOKEN,
+				"the share token is malformed (%zu characters); a token is %d "
+				"letters and digits",
+				strlen(m->token), VAD_TOKEN_CHARS);
+		break;
+	case VAD_ATTACH_FREED:
+		vad_reply_error(r, VAD__ERROR__ETOKEN,
+				"the share token's range has been freed by every holder");
+		break;
+	case VAD_ATTACH_REVOKED:
+		vad_reply_error(r, VAD__ERROR__EREVOKED,
+				"the share token was revoked by a holder of its range (unshare); "
+				"ask a holder for a new one");
+		break;
+	case VAD_ATTACH_REPLACED:
+		vad_reply_error(r, VAD__ERROR__EREVOKED,
+				"the share token was revoked: its range was shared again since, "
+				"and the newer token replaced it; ask a holder for the new one");
+		break;
+	case VAD_ATTACH_EXPIRED:
+		vad_reply_error(r, VAD__ERROR__EEXPIRED,
+				"the share token has expired (it was made with a time to live); "
+				"ask a holder for a new one");
+		break;
+	case VAD_ATTACH_USED:
+		vad_reply_error(r, VAD__ERROR__ETOKENUSED,
+				"the share token was for a single attach, which has happened; ask "
+				"a holder for a new one");
+		break;
+	default:
+		vad_reply_error(r, VAD__ERROR__ETOKEN,
+				"no shared range has that token, nor had it lately; it was "
+				"mistyped, or it died long ago (revoked, used up, expired, or its "
+				"range freed by every holder)");
+		break;
+	}
+	vad_session_attach_failed(s, st == VAD_ATTACH_MALFORMED || st == VAD_ATTACH_UNKNOWN,
+				  r->text);
+}
+
 void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply *r)
 {
 	struct vad_limits l = vad_service_limits(s->svc);
@@ -512,15 +580,13 @@ void handle_attach(struct vad_session *s, const Vad__Attach *m, struct vad_reply
 	case VAD_ATTACH_OK:
 		break;
 	case VAD_ATTACH_MALFORMED:
-		vad_reply_error(r, VAD__ERROR__ETOKEN,
-				"the share token is malformed (%zu characters); a token is %d "
-				"letters and digits",
-				strlen(m->token), VAD_TOKEN_CHARS);
-		return;
 	case VAD_ATTACH_UNKNOWN:
-		vad_reply_error(r, VAD__ERROR__ETOKEN,
-				"no shared range has that token; it was mistyped or its range has "
-				"been freed by every holder");
+	case VAD_ATTACH_REVOKED:
+	case VAD_ATTACH_REPLACED:
+	case VAD_ATTACH_EXPIRED:
+	case VAD_ATTACH_USED:
+	case VAD_ATTACH_FREED:
+		token_refused(s, m, st, r);
 		return;
 	case VAD_ATTACH_DENIED:
 		if (res.arena >= s->svc->n_arenas) /* not pinned by us: never look inside */

@@ -304,6 +304,7 @@ static void collect_client(void *arg, struct vad_holder *h)
 	ci->allocs = __atomic_load_n(&o->allocs, __ATOMIC_RELAXED);
 	ci->frees = __atomic_load_n(&o->frees, __ATOMIC_RELAXED);
 	ci->connected_ms = o->connected_ms;
+	ci->failed_attaches = __atomic_load_n(&o->attach_failures, __ATOMIC_RELAXED);
 	size_t size = vad__client_info__get_packed_size(ci) + 4; /* tag and length */
 	if (size > c->budget) {
 		c->dropped++;

@@ -61,6 +61,7 @@ VAD_HANDLER(free, Vad__Free)
 VAD_HANDLER(map_arena, Vad__MapArena)
 VAD_HANDLER(share, Vad__Share)
 VAD_HANDLER(attach, Vad__Attach)
+VAD_HANDLER(unshare, Vad__Unshare)
 /* ---- handler_admin.c ---- */
 VAD_HANDLER(stats, Vad__StatsRequest)
 VAD_HANDLER(purge, Vad__Purge)

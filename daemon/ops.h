@@ -21,6 +21,7 @@
 	X(PURGE, "purge", handle_purge(s, req->purge, r))                                          \
 	X(RELOAD, "reload", handle_reload(s, r))                                                   \
 	X(CHECK, "check", handle_check(s, r))                                                      \
-	X(WALK, "walk", handle_walk(s, req->walk, r))
+	X(WALK, "walk", handle_walk(s, req->walk, r))                                              \
+	X(UNSHARE, "unshare", handle_unshare(s, req->unshare, r))
 
 #endif

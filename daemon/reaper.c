@@ -63,7 +63,7 @@ static bool reap_chunk(struct vad_registry *reg, struct vad_holder *d, const str
 			continue;
 		uint64_t count = o->count, size = r->size, left;
 		unsigned arena = (unsigned)o->arena;
-		if (r->tok) {
+		if (range_shared(r)) {
 			left = __atomic_sub_fetch(&r->refs, count, __ATOMIC_ACQ_REL);
 		} else {
 			left = load64(&r->refs) - count;

@@ -171,13 +171,13 @@ static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, u
 	struct vad_range *r = o->range;
 	uint64_t size = r->size, left;
 	o->count -= count;
-	if (r->tok) {
+	if (range_shared(r)) {
 		/* Other sessions may hold it too and drop theirs at the same time: the one
 		 * reaching 0 buries it. Release orders this holder's last use of the range
 		 * before the burial; acquire orders the others' before ours. */
 		left = __atomic_sub_fetch(&r->refs, count, __ATOMIC_ACQ_REL);
 	} else {
-		/* No token, so no attach: h is its only holder and nobody else writes it. */
+		/* Never shared, so no attach: h is its only holder and nobody else writes it. */
 		left = load64(&r->refs) - count;
 		store64(&r->refs, left);
 	}
@@ -197,17 +197,19 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 	struct vad_token_entry *gone[RELEASE_CHUNK];
 	size_t n_gone = 0;
 	for (size_t i = 0; i < n; i++)
-		n_gone += dead[i]->tok != NULL;
+		n_gone += range_shared(dead[i]);
 	if (n_gone) {
 		n_gone = 0;
 		pthread_mutex_lock(&reg->token_lock);
 		for (size_t i = 0; i < n; i++) {
 			struct vad_range *r = dead[i];
-			if (!r->tok)
-				continue;
-			HASH_DEL(reg->tokens, r->tok);
-			gone[n_gone++] = r->tok;
+			struct vad_token_entry *t = r->tok;
 			r->tok = NULL;
+			if (!t || t == &vad_token_none)
+				continue; /* never shared, or its token died already */
+			HASH_DEL(reg->tokens, t);
+			dead_token_add(&reg->dead, t->token, VAD_TOKEN_FREED);
+			gone[n_gone++] = t;
 			__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
 		}
 		pthread_mutex_unlock(&reg->token_lock);

@@ -20,18 +20,22 @@
  * reachable only through the holds on it (and its share token), and there is no table of all
  * ranges: the allocator's owner tag of the busy area points at it. Its reference count is an
  * atomic changed only under the lock of the holder whose reference comes or goes, so the check
- * (holders_lock, every holder lock, token_lock) sees a still picture. A range without a share
- * token has exactly one holder (attach needs the token), which changes refs alone; a shared
+ * (holders_lock, every holder lock, token_lock) sees a still picture. A range never shared
+ * has exactly one holder (attach needs a token), which changes refs alone; a shared
  * range's count is decremented atomically (the one who reaches 0 buries it, exactly once) and
  * attach increments it only if it is not 0, under token_lock, so a dying range is never
  * brought back. When the last reference goes, its token is removed (token_lock) and then the
- * range given back to the allocator (one va_free_batch per chunk of released ranges).
+ * range given back to the allocator (one va_free_batch per chunk of released ranges). A token
+ * can also die before its range (unshare, a newer share, single use, expiry; any session's
+ * attach may remove it, under token_lock): the range then stays shared (tok points at
+ * vad_token_none), and the registry remembers the dead token and why in a fixed ring.
  * A holder's own table (holds) is written only by its owning thread, under its lock; it
  * grows into an array allocated before the lock is taken (the owner knows how many entries it
  * is about to add) and shrinks when mostly empty, so only the rehash and swap run locked.
  * Files: registry.c (the registry, holders, insert, release, teardown hand-over), holds.c (a
  * holder's table), quotas.c (reservations, arena totals, uid charges), reaper.c (the reaper
- * thread), tokens.c (share, attach), range_cache.c (range objects), registry_check.c (the
+ * thread), tokens.c (share, unshare, attach), dead_tokens.c (the ring of dead tokens),
+ * range_cache.c (range objects), registry_check.c (the
  * check); registry_types.h holds the structures, quotas.h the accounting calls, and
  * registry_internal.h is what the files share besides.
  */
@@ -112,16 +116,41 @@ int vad_registry_release(struct vad_registry *reg, struct vad_holder *h, unsigne
 size_t vad_registry_release_batch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 				  const uint64_t *offsets, size_t n);
 
-/* The share token of a range h holds, made on first use. Returns 0, -1 if h does not hold
+/* The share token of a range h holds: its plain token (no options), made on first use (or
+ * when its live token has options: that one is replaced). Returns 0, -1 if h does not hold
  * it, -2 when out of memory, -3 when no randomness could be read. */
 int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
 		       uint64_t offset, char token[VAD_TOKEN_CHARS + 1]);
+
+/* The options a share token may carry; all zero: a plain token. */
+struct vad_token_terms {
+	bool single_use; /* the first attach that succeeds uses it up */
+	uint64_t ttl_ms; /* it expires this long after the share (CLOCK_MONOTONIC); 0: never */
+};
+
+/* vad_registry_share with terms (NULL: plain). A range has at most one live token: a share
+ * with options always makes a fresh one, and a fresh token replaces (revokes) the range's
+ * earlier one, which from then on is refused as VAD_ATTACH_REPLACED. Returns as above. */
+int vad_registry_share_with(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			    uint64_t offset, const struct vad_token_terms *terms,
+			    char token[VAD_TOKEN_CHARS + 1]);
+
+/* Revoke the token of a range h holds: later attaches with it are refused as
+ * VAD_ATTACH_REVOKED; references already taken stay. Returns 1 if it had a live token, 0 if
+ * not, -1 if h does not hold it. */
+int vad_registry_unshare(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			 uint64_t offset);
 
 /* Result of an attach. */
 enum vad_attach_status {
 	VAD_ATTACH_OK = 0,
 	VAD_ATTACH_MALFORMED, /* not 32 base62 characters */
-	VAD_ATTACH_UNKNOWN,   /* no live range has that token */
+	VAD_ATTACH_UNKNOWN,   /* no live range has that token, nor had it lately */
+	VAD_ATTACH_REVOKED,   /* revoked by unshare */
+	VAD_ATTACH_REPLACED,  /* revoked by a newer share of its range */
+	VAD_ATTACH_EXPIRED,   /* its ttl passed (it is removed now if it was still live) */
+	VAD_ATTACH_USED,      /* single use, and used already */
+	VAD_ATTACH_FREED,     /* its range was freed by every holder */
 	VAD_ATTACH_DENIED,    /* the arena's allow-list excludes this peer */
 	VAD_ATTACH_QUOTA,     /* out->quota says which limit; out->held what is held */
 	VAD_ATTACH_NOMEM,
@@ -135,14 +164,16 @@ struct vad_attach_result {
 };
 
 /* Take a new reference for h to the range behind token, if allowed[arena] and within the
- * limits of q (and the counters' range). Fills out (arena, offset, size also on DENIED and QUOTA).
- */
+ * limits of q (and the counters' range); a single-use token dies with the first that
+ * succeeds. A dead token is refused with the reason it died while the registry still
+ * remembers it (VAD_DEAD_TOKENS most recent deaths), as UNKNOWN after that. Fills out (arena,
+ * offset, size also on DENIED and QUOTA). */
 enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_holder *h,
 					   const char *token, const bool *allowed,
 					   const struct vad_quota *q,
 					   struct vad_attach_result *out);
 
-/* Live share tokens. */
+/* Live share tokens (dead ones remembered are not counted). */
 uint64_t vad_registry_tokens(struct vad_registry *reg);
 
 /* Call fn for each registered holder (not the dying ones) with holders_lock held (fn must
@@ -152,8 +183,8 @@ void vad_registry_for_each_holder(struct vad_registry *reg,
 
 /* Check the registry against itself and the allocators with every lock held: each holder's
  * totals equal its holds, each range's refs equal the holds on it, arena totals match, each
- * token points at a held range (or one being freed), each held range is a busy area of its
- * allocator tagged with it.
+ * token points at a held range (or one being freed), the memory of dead tokens is sound, each
+ * held range is a busy area of its allocator tagged with it.
  * Returns 0, or -1 with a sentence in msg. */
 int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len);
 

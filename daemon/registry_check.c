@@ -202,8 +202,8 @@ static int check_range_refs(struct check *c)
 	return 0;
 }
 
-/* Each share token points at a range this check counted (or one being buried), and their
- * count matches. */
+/* Each share token points at a range this check counted (or one being buried), their count
+ * matches, and the memory of dead tokens is sound. */
 static int check_tokens(struct check *c)
 {
 	struct vad_registry *reg = c->reg;
@@ -228,7 +228,7 @@ static int check_tokens(struct check *c)
 			 load64(&reg->n_tokens));
 		return -1;
 	}
-	return 0;
+	return dead_token_check(&reg->dead, c->msg, c->msg_len);
 }
 
 /* Live ranges are found through the holds on them (a range lives exactly as long as some

@@ -41,6 +41,30 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 /* Free what is left of an empty, unlisted holder: lock, table, its share of the uid. */
 void holder_release(struct vad_registry *reg, struct vad_holder *h);
 
+/* ---- share tokens (tokens.c, dead_tokens.c) ---- */
+
+/* What a shared range's tok points at once its token died: the range stays shared (other
+ * sessions may hold it) but has no live token. Never in the token table. */
+extern struct vad_token_entry vad_token_none;
+
+/* Has r ever been shared, so that other sessions may hold it (its refs change atomically)?
+ * Any thread: tok goes from NULL to non-NULL only by r's sole holder, and never back while
+ * r lives. */
+static inline bool range_shared(const struct vad_range *r)
+{
+	return __atomic_load_n(&r->tok, __ATOMIC_RELAXED) != NULL;
+}
+
+/* Remember that token (VAD_TOKEN_CHARS characters) died, and why, forgetting the oldest one
+ * when the ring is full. token_lock held. */
+void dead_token_add(struct vad_dead_tokens *d, const char *token, enum vad_token_death why);
+
+/* Why token died, or VAD_TOKEN_ALIVE if it is not remembered. token_lock held. */
+enum vad_token_death dead_token_find(const struct vad_dead_tokens *d, const char *token);
+
+/* Check the ring and its hash against each other: 0, or -1 with a sentence in msg. */
+int dead_token_check(const struct vad_dead_tokens *d, char *msg, size_t msg_len);
+
 /* ---- teardown (reaper.c) ---- */
 
 /* The reaper thread's body (arg: the registry); started by the first hand-over. */

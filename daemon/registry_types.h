@@ -20,12 +20,45 @@
 struct vad_range;
 struct vad_session; /* the daemon session a holder belongs to (session.h) */
 
-/* Entry of the token table: allocated when a range is first shared (most ranges never
- * are, so they do not carry its 100 bytes), freed when the range dies. */
+/* Entry of the token table: allocated when a range is shared (most ranges never are, so
+ * they do not carry its 112 bytes), freed when the token dies: its range dies, it is revoked
+ * (unshare, or replaced by a newer share), used (single use) or found expired. */
 struct vad_token_entry {
 	char token[VAD_TOKEN_CHARS + 1];
+	bool single_use;     /* the first attach that succeeds removes it */
+	uint64_t expires_ns; /* CLOCK_MONOTONIC (vad_now_ns); 0: never */
 	struct vad_range *range;
 	UT_hash_handle hh;
+};
+
+/* Why a token no longer attaches (0: it is not among the dead ones remembered). */
+enum vad_token_death {
+	VAD_TOKEN_ALIVE = 0,
+	VAD_TOKEN_REVOKED,  /* unshare */
+	VAD_TOKEN_REPLACED, /* a newer share of its range made a fresh token */
+	VAD_TOKEN_EXPIRED,  /* its ttl passed */
+	VAD_TOKEN_USED,	    /* single use, and used */
+	VAD_TOKEN_FREED,    /* its range was freed by every holder */
+};
+
+/* Dead tokens remembered, so that a later attach gets the reason the token died instead of
+ * "unknown". Fixed: the memory is allocated once and a hostile client that shares and kills
+ * tokens in a loop only pushes the oldest out (they are then just unknown). 4096 covers every
+ * token that died in the last few seconds of a busy daemon; 152 KiB. */
+#define VAD_DEAD_TOKENS 4096
+
+/* One remembered dead token: a slot of the ring, chained in its hash bucket. */
+struct vad_dead_token {
+	char token[VAD_TOKEN_CHARS]; /* no NUL */
+	uint8_t why;		     /* enum vad_token_death; 0: an empty slot */
+	uint16_t next;		     /* next slot of the bucket, plus one; 0: the end */
+};
+
+/* The ring of dead tokens (oldest overwritten first) and a hash over it; token_lock. */
+struct vad_dead_tokens {
+	struct vad_dead_token ring[VAD_DEAD_TOKENS];
+	uint16_t bucket[VAD_DEAD_TOKENS]; /* first slot of each bucket, plus one; 0: empty */
+	unsigned oldest;		  /* the slot the next death overwrites */
 };
 
 /* One allocated range of an arena, shared by every session that holds a reference. */
@@ -34,8 +67,10 @@ struct vad_range {
 	uint64_t size; /* rounded to the arena quantum */
 	uint64_t refs; /* atomic; references over all sessions (see the lock order) */
 	union {
-		struct vad_token_entry *tok; /* NULL until shared; set and cleared under
-					      * token_lock; stable while referenced */
+		/* NULL until shared; then its live token, or &vad_token_none once that died
+		 * (revoked, used, expired): never NULL again, since other sessions may hold
+		 * the range. Changed under token_lock; read elsewhere with range_shared. */
+		struct vad_token_entry *tok;
 		struct vad_range *next_free; /* in a thread's cache of spare objects */
 	};
 	uint64_t check_refs;  /* consistency check scratch (all locks held) */
@@ -98,7 +133,8 @@ struct vad_registry {
 	struct vad_registry_arena *arenas;
 	pthread_mutex_t token_lock;
 	struct vad_token_entry *tokens;
-	uint64_t n_tokens; /* atomic */
+	uint64_t n_tokens;	     /* atomic */
+	struct vad_dead_tokens dead; /* token_lock */
 	pthread_mutex_t uid_lock;
 	struct vad_uid_usage *uids;
 	pthread_mutex_t holders_lock;

@@ -32,6 +32,7 @@ struct vad_reply {
 		Vad__ReloadReply reload;
 		Vad__CheckReply check;
 		Vad__WalkReply walk;
+		Vad__UnshareReply unshare;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

@@ -151,5 +151,6 @@ bool vad_session_closing(const struct vad_session *s)
 
 bool vad_session_input_blocked(const struct vad_session *s)
 {
-	return s->closing || vad_session_output_pending(s) >= vad_service_high_watermark(s->svc);
+	return s->closing || s->pause_ms ||
+	       vad_session_output_pending(s) >= vad_service_high_watermark(s->svc);
 }

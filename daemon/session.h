@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "guess.h"
 #include "peer.h"
 #include "ratelimit.h"
 #include "registry.h"
@@ -76,6 +77,14 @@ struct vad_session {
 	bool (*peer_read_all)(void *io_ctx);
 	void *io_ctx;
 
+	/* Why closing was set when it was not broken framing (NULL), for the close's log line. */
+	const char *closing_why;
+
+	/* Attaches refused for their token, and the guesses among them (guess.h). */
+	uint64_t attach_failures; /* atomic: listings read it */
+	unsigned guesses;
+	uint32_t pause_ms; /* > 0: paused (guess.h); no input handled until resumed */
+
 	/* What this session makes the daemon write: log lines and event rows (ratelimit.h). */
 	struct vad_rate log_rate, event_rate;
 	int suppressed_level; /* the most severe level among the suppressed lines */
@@ -120,7 +129,7 @@ uint8_t *vad_session_input_space(struct vad_session *s, size_t *cap);
 void vad_session_input_commit(struct vad_session *s, size_t n);
 
 /* Handle every whole frame received, appending the replies; stops early while the pending
- * output is above the high watermark or once the session is closing. */
+ * output is above the high watermark, once the session is closing or paused (guess.h). */
 void vad_session_process(struct vad_session *s);
 
 /* Copy up to len bytes in and process them; returns how many bytes were taken (less than
@@ -140,7 +149,8 @@ size_t vad_session_fds_queued(const struct vad_session *s);
 /* Bytes of reply waiting to be sent. */
 size_t vad_session_output_pending(const struct vad_session *s);
 
-/* Does the session stop taking input: framing broken, or output over the high watermark? */
+/* Does the session stop taking input: framing broken, paused (guess.h), or output over the
+ * high watermark? */
 bool vad_session_input_blocked(const struct vad_session *s);
 
 /* Must the connection close once the pending output is sent? */

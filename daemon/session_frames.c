@@ -229,7 +229,7 @@ void vad_session_process(struct vad_session *s)
 	if (!s->in)
 		return; /* nothing received yet */
 
-	while (!s->closing && vad_session_output_pending(s) < high) {
+	while (!s->closing && !s->pause_ms && vad_session_output_pending(s) < high) {
 		size_t plen = 0;
 		enum vad_frame_status st = vad_frame_peek(s->in + pos, s->in_len - pos, max, &plen);
 		if (st == VAD_FRAME_NEED_MORE)

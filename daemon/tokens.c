@@ -1,5 +1,8 @@
-/* tokens.c - share tokens: random base62 names, share, attach, the count; see registry.h. */
+/* tokens.c - share tokens: random base62 names, share (plain, single use, expiring), unshare,
+ * attach, the count; the memory of dead tokens is dead_tokens.c. See registry.h. */
 #include "registry_internal.h"
+
+#include "latency.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -61,68 +64,185 @@ static bool token_well_formed(const char *t)
 	return i == VAD_TOKEN_CHARS;
 }
 
-int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-		       uint64_t offset, char token[VAD_TOKEN_CHARS + 1])
+struct vad_token_entry vad_token_none;
+
+static bool token_live(const struct vad_token_entry *t)
+{
+	return t && t != &vad_token_none;
+}
+
+static bool token_plain(const struct vad_token_entry *t)
+{
+	return !t->single_use && !t->expires_ns;
+}
+
+/* Kill r's live token t for why (token_lock held): out of the table, into the memory of dead
+ * tokens; r stays shared. The caller frees t after unlocking. */
+static void token_kill(struct vad_registry *reg, struct vad_token_entry *t,
+		       enum vad_token_death why)
+{
+	HASH_DEL(reg->tokens, t);
+	dead_token_add(&reg->dead, t->token, why);
+	__atomic_store_n(&t->range->tok, &vad_token_none, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+}
+
+/* When a token with terms made now expires (0: never). */
+static uint64_t expiry_ns(const struct vad_token_terms *terms)
+{
+	if (!terms || !terms->ttl_ms)
+		return 0;
+	uint64_t now = vad_now_ns();
+	if (terms->ttl_ms > (UINT64_MAX - now) / 1000000u)
+		return UINT64_MAX; /* half a million years: never, in effect */
+	return now + terms->ttl_ms * 1000000u;
+}
+
+/* Give r the fresh token t with terms (token_lock held), replacing its live one, which goes to
+ * *old for the caller to free. Returns 0, -2 when out of memory, -3 without randomness. */
+static int token_install(struct vad_registry *reg, struct vad_range *r, struct vad_token_entry *t,
+			 const struct vad_token_terms *terms, struct vad_token_entry **old)
+{
+	char fresh[VAD_TOKEN_CHARS + 1];
+	for (;;) {
+		if (vad_random_token(fresh, VAD_TOKEN_CHARS) < 0)
+			return -3;
+		struct vad_token_entry *dup;
+		HASH_FIND(hh, reg->tokens, fresh, VAD_TOKEN_CHARS, dup);
+		/* 2^-190: practically never, but never hand out a live or a remembered token */
+		if (!dup && dead_token_find(&reg->dead, fresh) == VAD_TOKEN_ALIVE)
+			break;
+	}
+	memcpy(t->token, fresh, sizeof(fresh));
+	t->range = r;
+	t->single_use = terms && terms->single_use;
+	t->expires_ns = expiry_ns(terms);
+	vad_hash_oom = false;
+	HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
+	if (vad_hash_oom)
+		return -2;
+	if (token_live(r->tok)) {
+		*old = r->tok;
+		token_kill(reg, r->tok, VAD_TOKEN_REPLACED);
+	}
+	__atomic_store_n(&r->tok, t, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int vad_registry_share_with(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			    uint64_t offset, const struct vad_token_terms *terms,
+			    char token[VAD_TOKEN_CHARS + 1])
 {
 	struct vad_hold *o = vad_holder_find(h, arena, offset);
 	if (!o)
 		return -1;
 	struct vad_range *r = o->range;
-	char fresh[VAD_TOKEN_CHARS + 1];
+	bool plain = !terms || (!terms->single_use && !terms->ttl_ms);
+	struct vad_token_entry *t = NULL, *old = NULL;
 	int rc = 0;
-	/* Only h (this thread) can give r its token, so if it has none now, it gets this one. */
-	struct vad_token_entry *t = NULL;
-	if (!__atomic_load_n(&r->tok, __ATOMIC_RELAXED)) {
+	/* A plain share of a range with a live token most likely returns it: no allocation.
+	 * Other threads may kill that token meanwhile (attaches), so the lock decides. */
+	if (!plain || !token_live(__atomic_load_n(&r->tok, __ATOMIC_RELAXED))) {
 		t = calloc(1, sizeof(*t));
 		if (!t)
 			return -2;
 	}
-
 	pthread_mutex_lock(&reg->token_lock);
-	while (!r->tok) {
-		if (vad_random_token(fresh, VAD_TOKEN_CHARS) < 0) {
-			rc = -3;
-			break;
-		}
-		struct vad_token_entry *dup;
-		HASH_FIND(hh, reg->tokens, fresh, VAD_TOKEN_CHARS, dup);
-		if (dup)
-			continue; /* 2^-190: practically never, but never hand out a live token */
-		memcpy(t->token, fresh, sizeof(fresh));
-		t->range = r;
-		vad_hash_oom = false;
-		HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
-		if (vad_hash_oom) {
-			rc = -2;
-			break;
-		}
-		r->tok = t;
-		t = NULL;
-		__atomic_add_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
+	bool reuse;
+	while (!(reuse = plain && token_live(r->tok) && token_plain(r->tok)) && !t) {
+		/* Its token died or has options: allocate without the lock, then look again,
+		 * since another holder of r may have given it a plain token meanwhile. */
+		pthread_mutex_unlock(&reg->token_lock);
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return -2;
+		pthread_mutex_lock(&reg->token_lock);
 	}
-	if (rc == 0)
+	if (reuse) {
 		memcpy(token, r->tok->token, VAD_TOKEN_CHARS + 1);
+	} else {
+		rc = token_install(reg, r, t, terms, &old);
+		if (rc == 0) {
+			memcpy(token, t->token, VAD_TOKEN_CHARS + 1);
+			t = NULL;
+		}
+	}
 	pthread_mutex_unlock(&reg->token_lock);
 	free(t);
+	free(old);
 	return rc;
 }
 
-/* With h's lock and token_lock held: the range behind token in *rp, with out's arena, offset
- * and size filled; VAD_ATTACH_UNKNOWN if there is none, VAD_ATTACH_DENIED if its arena is not
- * allowed. */
+int vad_registry_share(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+		       uint64_t offset, char token[VAD_TOKEN_CHARS + 1])
+{
+	return vad_registry_share_with(reg, h, arena, offset, NULL, token);
+}
+
+int vad_registry_unshare(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			 uint64_t offset)
+{
+	struct vad_hold *o = vad_holder_find(h, arena, offset);
+	if (!o)
+		return -1;
+	struct vad_range *r = o->range;
+	struct vad_token_entry *t = NULL;
+	pthread_mutex_lock(&reg->token_lock);
+	if (token_live(r->tok)) {
+		t = r->tok;
+		token_kill(reg, t, VAD_TOKEN_REVOKED);
+	}
+	pthread_mutex_unlock(&reg->token_lock);
+	bool revoked = t != NULL;
+	free(t);
+	return revoked;
+}
+
+/* The status of an attach with a token that died for why. */
+static enum vad_attach_status death_status(enum vad_token_death why)
+{
+	switch (why) {
+	case VAD_TOKEN_REVOKED:
+		return VAD_ATTACH_REVOKED;
+	case VAD_TOKEN_REPLACED:
+		return VAD_ATTACH_REPLACED;
+	case VAD_TOKEN_EXPIRED:
+		return VAD_ATTACH_EXPIRED;
+	case VAD_TOKEN_USED:
+		return VAD_ATTACH_USED;
+	case VAD_TOKEN_FREED:
+		return VAD_ATTACH_FREED;
+	case VAD_TOKEN_ALIVE:
+		break;
+	}
+	return VAD_ATTACH_UNKNOWN;
+}
+
+/* With h's lock and token_lock held: the live token in *tp and its range in *rp, with out's
+ * arena, offset and size filled; a dead token's reason (VAD_ATTACH_UNKNOWN if it is not
+ * remembered); VAD_ATTACH_DENIED if its arena is not allowed. A token found expired dies
+ * here, into *expired for the caller to free. */
 static enum vad_attach_status attach_lookup(struct vad_registry *reg, const char *token,
 					    const bool *allowed, struct vad_attach_result *out,
-					    struct vad_range **rp)
+					    struct vad_token_entry **tp, struct vad_range **rp,
+					    struct vad_token_entry **expired)
 {
 	struct vad_token_entry *t;
 	HASH_FIND(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
 	if (!t)
-		return VAD_ATTACH_UNKNOWN;
+		return death_status(dead_token_find(&reg->dead, token));
+	if (t->expires_ns && vad_now_ns() >= t->expires_ns) {
+		token_kill(reg, t, VAD_TOKEN_EXPIRED);
+		*expired = t;
+		return VAD_ATTACH_EXPIRED;
+	}
 	struct vad_range *r = t->range;
 	/* Arena and size never change while the range is in the token table. */
 	out->arena = r->arena;
 	out->offset = r->offset;
 	out->size = r->size;
+	*tp = t;
 	*rp = r;
 	if (!allowed[r->arena])
 		return VAD_ATTACH_DENIED;
@@ -180,7 +300,7 @@ static enum vad_attach_status attach_take(struct vad_registry *reg, struct vad_h
 		if (fresh_hold)
 			slot_delete(h, o);
 		arena_add(&reg->arenas[r->arena], -1, -(int64_t)r->size);
-		st = VAD_ATTACH_UNKNOWN;
+		st = VAD_ATTACH_FREED;
 		goto unreserve;
 	}
 	o->count++;
@@ -206,18 +326,24 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 		return VAD_ATTACH_NOMEM;
 
 	struct vad_range *r = NULL;
+	struct vad_token_entry *t = NULL, *dead = NULL;
 	pthread_mutex_lock(&h->lock);
 	if (fresh)
 		old = table_swap_locked(h, fresh, cap);
 	pthread_mutex_lock(&reg->token_lock);
-	enum vad_attach_status st = attach_lookup(reg, token, allowed, out, &r);
+	enum vad_attach_status st = attach_lookup(reg, token, allowed, out, &t, &r, &dead);
 	if (st == VAD_ATTACH_OK)
 		st = attach_charge(reg, h, r, q, out);
 	if (st == VAD_ATTACH_OK)
 		st = attach_take(reg, h, r, out);
+	if (st == VAD_ATTACH_OK && t->single_use) {
+		token_kill(reg, t, VAD_TOKEN_USED); /* this attach used it up */
+		dead = t;
+	}
 	pthread_mutex_unlock(&reg->token_lock);
 	pthread_mutex_unlock(&h->lock);
 	free(old);
+	free(dead);
 	return st;
 }
 

@@ -37,6 +37,9 @@
 	X(EMAP, 18, "mapping the arena into this process failed", "cannot map arena")              \
 	X(EUNSUPPORTED, 19, "the daemon does not know that operation", "unsupported")              \
 	X(ENOHELLO, 20, "the first request must be hello", "no hello")                             \
+	X(EREVOKED, 21, "the share token was revoked", "token revoked")                            \
+	X(EEXPIRED, 22, "the share token has expired", "token expired")                            \
+	X(ETOKENUSED, 23, "the single-use share token was already used", "token used")             \
 	X(EREADONLY, 24, "this client may only read that arena (it is one of its readers)",        \
 	  "read-only")
 

@@ -202,6 +202,7 @@ int vad_clients(vad_client *c, struct vad_client_info **out, size_t *n)
 		    .allocs = ci->allocs,
 		    .frees = ci->frees,
 		    .connected_ms = ci->connected_ms,
+		    .failed_attaches = ci->failed_attaches,
 		};
 	}
 	*n = rep->n_clients;

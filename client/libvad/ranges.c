@@ -1,5 +1,5 @@
 /*
- * ranges.c - allocating, freeing, sharing and attaching ranges.
+ * ranges.c - allocating, freeing, sharing (and revoking shares) and attaching ranges.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -337,16 +337,22 @@ out:
 	return err;
 }
 
-int vad_share(vad_client *c, void *ptr, char token[VAD_TOKEN_LEN + 1])
+/* Ask the daemon for a token of the range at ptr with opts (NULL: plain), into token. */
+static int share(vad_client *c, const char *fn, void *ptr, const struct vad_share_opts *opts,
+		 char token[VAD_TOKEN_LEN + 1])
 {
 	if (!c || !token)
-		return libvad_fail(c, VAD_EINVAL, "vad_share: client or token is NULL");
+		return libvad_failf(c, VAD_EINVAL, "%s: client or token is NULL", fn);
 	struct libvad_arena *a = libvad_arena_find(c, ptr);
 	if (!a)
 		return libvad_fail(c, VAD_ENOTHELD, "the pointer is not inside any mapped arena");
 	Vad__Share sh = VAD__SHARE__INIT;
 	sh.arena = a->name;
 	sh.offset = (uint64_t)((uint8_t *)ptr - a->base);
+	if (opts) {
+		sh.single_use = opts->single_use != 0;
+		sh.ttl_ms = opts->ttl_ms;
+	}
 	Vad__Request req = VAD__REQUEST__INIT;
 	req.op_case = VAD__REQUEST__OP_SHARE;
 	req.share = &sh;
@@ -362,6 +368,38 @@ int vad_share(vad_client *c, void *ptr, char token[VAD_TOKEN_LEN + 1])
 	}
 	memcpy(token, r->share->token, len + 1);
 	vad__response__free_unpacked(r, NULL);
+	return VAD_OK;
+}
+
+int vad_share(vad_client *c, void *ptr, char token[VAD_TOKEN_LEN + 1])
+{
+	return share(c, "vad_share", ptr, NULL, token);
+}
+
+int vad_share_opts(vad_client *c, void *ptr, const struct vad_share_opts *opts,
+		   char token[VAD_TOKEN_LEN + 1])
+{
+	return share(c, "vad_share_opts", ptr, opts, token);
+}
+
+int vad_unshare(vad_client *c, void *ptr)
+{
+	if (!c)
+		return libvad_fail(c, VAD_EINVAL, "vad_unshare: client is NULL");
+	struct libvad_arena *a = libvad_arena_find(c, ptr);
+	if (!a)
+		return libvad_fail(c, VAD_ENOTHELD, "the pointer is not inside any mapped arena");
+	Vad__Unshare un = VAD__UNSHARE__INIT;
+	un.arena = a->name;
+	un.offset = (uint64_t)((uint8_t *)ptr - a->base);
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.op_case = VAD__REQUEST__OP_UNSHARE;
+	req.unshare = &un;
+	Vad__Response *r;
+	int err = libvad_rpc(c, &req, VAD__RESPONSE__RESULT_UNSHARE, &r, NULL);
+	if (err != VAD_OK)
+		return err;
+	vad__response__free_unpacked(r, NULL); /* a range without a token is no failure */
 	return VAD_OK;
 }
 

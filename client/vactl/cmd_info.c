@@ -237,16 +237,17 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 			vactl_json_add_u64(jc, "allocs", v[i].allocs);
 			vactl_json_add_u64(jc, "frees", v[i].frees);
 			vactl_json_add_u64(jc, "connected_ms", v[i].connected_ms);
+			vactl_json_add_u64(jc, "failed_attaches", v[i].failed_attaches);
 			json_object_object_add(
 			    jc, "self", json_object_new_boolean(v[i].session_id == s.session_id));
 			json_object_array_add(arr, jc);
 		}
 		vactl_json_print_field("clients", arr);
 	} else {
-		static const char *const heads[] = {"SESSION", "PID",	"UID",
-						    "NAME",    "HELD",	"RANGES",
-						    "ALLOCS",  "FREES", "CONNECTED"};
-		struct vactl_table *t = vactl_table_new(9, heads);
+		static const char *const heads[] = {"SESSION",	    "PID",	"UID",	  "NAME",
+						    "HELD",	    "RANGES",	"ALLOCS", "FREES",
+						    "BAD-ATTACHES", "CONNECTED"};
+		struct vactl_table *t = vactl_table_new(10, heads);
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
@@ -260,7 +261,7 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 				 vactl_fmt_duration(since, dur, sizeof(dur)));
 			vactl_table_row(t, sess, N(v[i].pid), N(v[i].uid), v[i].name,
 					SZ(v[i].held_bytes), N(v[i].held_ranges), N(v[i].allocs),
-					N(v[i].frees), age);
+					N(v[i].frees), N(v[i].failed_attaches), age);
 		}
 		vactl_table_print(t);
 		printf("(* = this vactl)\n");
@@ -276,7 +277,8 @@ const struct vactl_cmd vactl_cmd_clients = {
     .summary = "connected sessions and what they hold (admin)",
     .help = "Lists every connected session, vactl's own marked with '*'. Admin only.\n"
 	    "JSON: {clients: [{session_id, pid, uid, gid, name, held_bytes, held_ranges,\n"
-	    "allocs, frees, connected_ms (epoch ms), self}]}\n",
+	    "allocs, frees, connected_ms (epoch ms), failed_attaches (attaches refused for\n"
+	    "their token), self}]}\n",
     .run = run_clients,
 };
 

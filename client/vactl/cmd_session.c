@@ -252,8 +252,19 @@ static void cmd_free(struct session *s, char **args, int n)
 
 static void cmd_share(struct session *s, char **args, int n)
 {
-	if (n != 1)
-		return say_usage(s, "share", "share OFFSET|#N");
+	static const char usage[] = "share OFFSET|#N [once] [ttl DURATION]";
+	if (n < 1)
+		return say_usage(s, "share", usage);
+	struct vad_share_opts opts = {0};
+	for (int i = 1; i < n; i++) {
+		if (strcmp(args[i], "once") == 0)
+			opts.single_use = 1;
+		else if (strcmp(args[i], "ttl") == 0 && i + 1 < n &&
+			 vactl_parse_duration(args[i + 1], &opts.ttl_ms) == 0 && opts.ttl_ms)
+			i++;
+		else
+			return say_usage(s, "share", "%s (at '%s')", usage, args[i]);
+	}
 	void *p;
 	struct entry *e;
 	int idx;
@@ -261,7 +272,7 @@ static void cmd_share(struct session *s, char **args, int n)
 	if (!resolve(s, "share", args[0], &p, &e, &idx, &off))
 		return;
 	char token[VAD_TOKEN_LEN + 1];
-	int err = vad_share(s->c, p, token);
+	int err = n == 1 ? vad_share(s->c, p, token) : vad_share_opts(s->c, p, &opts, token);
 	if (err)
 		return say_fail(s, "share", err);
 	json_object *j = result("share");
@@ -273,6 +284,29 @@ static void cmd_share(struct session *s, char **args, int n)
 		say_ok(s, j, "#%d token=%s", idx, token);
 	else
 		say_ok(s, j, "offset=%llu token=%s", (unsigned long long)off, token);
+}
+
+static void cmd_unshare(struct session *s, char **args, int n)
+{
+	if (n != 1)
+		return say_usage(s, "unshare", "unshare OFFSET|#N");
+	void *p;
+	struct entry *e;
+	int idx;
+	uint64_t off;
+	if (!resolve(s, "unshare", args[0], &p, &e, &idx, &off))
+		return;
+	int err = vad_unshare(s->c, p);
+	if (err)
+		return say_fail(s, "unshare", err);
+	json_object *j = result("unshare");
+	if (e)
+		json_object_object_add(j, "index", json_object_new_int(idx));
+	vactl_json_add_u64(j, "offset", off);
+	if (e)
+		say_ok(s, j, "#%d unshared", idx);
+	else
+		say_ok(s, j, "offset=%llu unshared", (unsigned long long)off);
 }
 
 static void cmd_attach(struct session *s, char **args, int n)
@@ -429,6 +463,8 @@ static void run_line(struct session *s, char *line)
 		cmd_free(s, a, na);
 	else if (strcmp(cmd, "share") == 0)
 		cmd_share(s, a, na);
+	else if (strcmp(cmd, "unshare") == 0)
+		cmd_unshare(s, a, na);
 	else if (strcmp(cmd, "attach") == 0)
 		cmd_attach(s, a, na);
 	else if (strcmp(cmd, "write") == 0)
@@ -443,9 +479,10 @@ static void run_line(struct session *s, char *line)
 		s->quit = true;
 		say_ok(s, result("quit"), "bye");
 	} else
-		say_usage(s, cmd,
-			  "unknown command (alloc, free, share, attach, write, read, stats, "
-			  "sleep, quit)");
+		say_usage(
+		    s, cmd,
+		    "unknown command (alloc, free, share, unshare, attach, write, read, stats, "
+		    "sleep, quit)");
 	free(copy);
 }
 
@@ -501,31 +538,35 @@ const struct vactl_cmd vactl_cmd_session = {
     .name = "session",
     .args = "[--arena A]",
     .summary = "run commands from stdin, one result line each",
-    .help =
-	"Reads one command per line from stdin and prints one result line for each,\n"
-	"so a person or a test can drive a multi-step session:\n"
-	"  alloc SIZE [ALIGN]     allocate (in --arena A, else the default arena)\n"
-	"  free OFFSET|#N         free a range (#N = the Nth range this session got by\n"
-	"                         alloc or attach; OFFSET = an offset in the arena)\n"
-	"  share OFFSET|#N        make a share token for a range\n"
-	"  attach TOKEN           take a reference to a shared range (a new #N)\n"
-	"  write #N TEXT          copy TEXT (the rest of the line) to the range's start,\n"
-	"                         then a NUL if the range has room\n"
-	"  read #N [LEN]          show the range's first LEN bytes (default 256) as text\n"
-	"                         up to the first NUL, and whether they are all zero\n"
-	"  stats                  totals over the arenas and this session's holdings\n"
-	"  sleep SECONDS          wait (also 250ms, 2m)\n"
-	"  quit                   end the session (so does end of input)\n"
-	"Blank lines and lines starting with '#' are ignored. Errors do not stop the\n"
-	"session; they print 'error: CMD: LABEL: SENTENCE'. Everything this session holds\n"
-	"is freed by the daemon when the session ends.\n"
-	"Human output: '#1 arena=default offset=0 size=4096', 'freed #1 ...',\n"
-	"'#1 token=...', 'wrote 5 bytes to #1', '#1 text=\"hello\" zero=no', 'busy_bytes=...'.\n"
-	"JSON lines: {cmd, ok: true, ...} with index, arena, offset, size (alloc, attach,\n"
-	"free), token (share), bytes (write), length, text, zero (read), the vad_stats\n"
-	"fields (stats), ms (sleep); or {cmd, ok: false, error: NAME|\"usage\", code,\n"
-	"message}.\n"
-	"Exit status: the worst failure seen: 3 (daemon unreachable, stops the session) >\n"
-	"2 (a malformed command) > 1 (a refused command) > 0.\n",
+    .help = "Reads one command per line from stdin and prints one result line for each,\n"
+	    "so a person or a test can drive a multi-step session:\n"
+	    "  alloc SIZE [ALIGN]     allocate (in --arena A, else the default arena)\n"
+	    "  free OFFSET|#N         free a range (#N = the Nth range this session got by\n"
+	    "                         alloc or attach; OFFSET = an offset in the arena)\n"
+	    "  share OFFSET|#N [once] [ttl DURATION]\n"
+	    "                         make a share token for a range; once: the first attach\n"
+	    "                         uses it up; ttl: it expires after DURATION (250ms, 10s);\n"
+	    "                         with either, a fresh token replaces the range's earlier one\n"
+	    "  unshare OFFSET|#N      revoke the range's token (holders keep their references)\n"
+	    "  attach TOKEN           take a reference to a shared range (a new #N)\n"
+	    "  write #N TEXT          copy TEXT (the rest of the line) to the range's start,\n"
+	    "                         then a NUL if the range has room\n"
+	    "  read #N [LEN]          show the range's first LEN bytes (default 256) as text\n"
+	    "                         up to the first NUL, and whether they are all zero\n"
+	    "  stats                  totals over the arenas and this session's holdings\n"
+	    "  sleep SECONDS          wait (also 250ms, 2m)\n"
+	    "  quit                   end the session (so does end of input)\n"
+	    "Blank lines and lines starting with '#' are ignored. Errors do not stop the\n"
+	    "session; they print 'error: CMD: LABEL: SENTENCE'. Everything this session holds\n"
+	    "is freed by the daemon when the session ends.\n"
+	    "Human output: '#1 arena=default offset=0 size=4096', 'freed #1 ...',\n"
+	    "'#1 token=...', '#1 unshared', 'wrote 5 bytes to #1', '#1 text=\"hello\" zero=no', "
+	    "'busy_bytes=...'.\n"
+	    "JSON lines: {cmd, ok: true, ...} with index, arena, offset, size (alloc, attach,\n"
+	    "free), token (share), bytes (write), length, text, zero (read), the vad_stats\n"
+	    "fields (stats), ms (sleep); or {cmd, ok: false, error: NAME|\"usage\", code,\n"
+	    "message}.\n"
+	    "Exit status: the worst failure seen: 3 (daemon unreachable, stops the session) >\n"
+	    "2 (a malformed command) > 1 (a refused command) > 0.\n",
     .run = run_session,
 };

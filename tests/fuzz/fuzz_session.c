@@ -227,6 +227,9 @@ static void drain(struct fake_client *c, size_t max)
 static void feed(struct fake_client *c, const uint8_t *data, size_t len)
 {
 	while (len) {
+		if (vad_session_paused(c->s))
+			vad_session_resume(
+			    c->s); /* a guesser's pause: the server's timer ends it */
 		size_t n = vad_session_feed(c->s, data, len);
 		data += n;
 		len -= n;

@@ -178,7 +178,7 @@ static void test_declines_other_messages(void **state)
 	/* Empty input. */
 	assert_null(vad_fast_unpack_request(&s.pb, 0, buf));
 
-	/* A Free, then an unknown field 15 after it. */
+	/* A Free, then an unknown field 100 after it (a varint: tag 800 is 0xA0 0x06). */
 	Vad__Free f = VAD__FREE__INIT;
 	uint64_t offs[2] = {4096, 8192};
 	f.n_offsets = 2;
@@ -187,10 +187,11 @@ static void test_declines_other_messages(void **state)
 	req.free = &f;
 	len = vad__request__pack(&req, buf);
 	assert_non_null(vad_fast_unpack_request(&s.pb, len, buf));
-	buf[len] = 15 << 3;
-	buf[len + 1] = 1;
-	assert_null(vad_fast_unpack_request(&s.pb, len + 2, buf));
-	assert_non_null(vad__request__unpack(&s.pb, len + 2, buf)); /* protobuf-c keeps it */
+	buf[len] = 0xA0;
+	buf[len + 1] = 0x06;
+	buf[len + 2] = 1;
+	assert_null(vad_fast_unpack_request(&s.pb, len + 3, buf));
+	assert_non_null(vad__request__unpack(&s.pb, len + 3, buf)); /* protobuf-c keeps it */
 
 	/* The operation twice (protobuf-c merges them). */
 	memcpy(buf + len, buf, len);

@@ -139,7 +139,8 @@ static void attach_all(struct race *r, struct vad_holder *h, int round, uint64_t
 		struct vad_attach_result res;
 		enum vad_attach_status st =
 		    vad_registry_attach(r->reg, h, r->tokens[i], allowed, &unlimited, &res);
-		if (st == VAD_ATTACH_UNKNOWN && round % 2 == 0) {
+		/* A range found dying, or gone with its token remembered as freed. */
+		if ((st == VAD_ATTACH_FREED || st == VAD_ATTACH_UNKNOWN) && round % 2 == 0) {
 			r->gone++;
 			continue;
 		}
@@ -284,6 +285,175 @@ static void test_share_attach_free_race(void **state)
 		fail_msg("allocator check at the end: %s", msg);
 	vad_registry_free(r.reg);
 	va_destroy(r.vs);
+}
+
+/* ---- tokens that die before their ranges -------------------------------------------------- */
+
+#define ATTACHERS 2
+
+/* Each round the owner shares its BATCH ranges, every fourth kind of token in turn (plain,
+ * single use, a 1 ms ttl, plain and then revoked), and while the attachers attach them it
+ * re-shares some with new options and frees its own references; the attachers take what
+ * they can, count the single-use tokens they got, and free. A checker runs meanwhile. */
+struct deaths {
+	struct race r; /* reg, vs, tokens, offsets, the owner's error; barrier of 1 + ATTACHERS */
+	unsigned single_got[BATCH]; /* atomic: OK attaches per single-use token this round */
+	char error[ATTACHERS][256];
+	unsigned long outcomes[VAD_ATTACH_NOMEM + 1]; /* atomic */
+};
+
+static void *deaths_owner(void *arg)
+{
+	struct deaths *dt = arg;
+	struct race *r = &dt->r;
+	struct vad_holder h;
+	if (vad_holder_init(r->reg, &h, 1000, NULL) < 0)
+		snprintf(r->error, sizeof(r->error), "owner: vad_holder_init failed");
+	for (int round = 0; round < r->n_rounds; round++) {
+		if (!r->error[0] && alloc_batch(r, &h, r->offsets) < 0)
+			snprintf(r->error, sizeof(r->error), "round %d: allocating failed", round);
+		for (size_t i = 0; i < BATCH && !r->error[0]; i++) {
+			struct vad_token_terms terms = {.single_use = i % 4 == 1,
+							.ttl_ms = i % 4 == 2 ? 1 : 0};
+			__atomic_store_n(&dt->single_got[i], 0, __ATOMIC_RELAXED);
+			if (vad_registry_share_with(r->reg, &h, 0, r->offsets[i], &terms,
+						    r->tokens[i]) != 0)
+				snprintf(r->error, sizeof(r->error), "round %d: share %zu failed",
+					 round, i);
+			if (i % 4 == 3 && vad_registry_unshare(r->reg, &h, 0, r->offsets[i]) != 1)
+				snprintf(r->error, sizeof(r->error), "round %d: unshare %zu failed",
+					 round, i);
+		}
+		pthread_barrier_wait(&r->barrier); /* tokens published */
+		/* Replace some tokens while they are attached: single use from the middle. */
+		char fresh[VAD_TOKEN_CHARS + 1];
+		const struct vad_token_terms once = {.single_use = true};
+		for (size_t i = BATCH / 2; i < BATCH && !r->error[0]; i += 3)
+			if (vad_registry_share_with(r->reg, &h, 0, r->offsets[i], &once, fresh) !=
+			    0)
+				snprintf(r->error, sizeof(r->error),
+					 "round %d: re-share %zu failed", round, i);
+		if (!r->error[0] &&
+		    vad_registry_release_batch(r->reg, &h, 0, r->offsets, BATCH) != BATCH)
+			snprintf(r->error, sizeof(r->error), "round %d: releasing failed", round);
+		pthread_barrier_wait(&r->barrier); /* round over */
+	}
+	vad_holder_fini(r->reg, &h);
+	return NULL;
+}
+
+struct deaths_arg {
+	struct deaths *dt;
+	unsigned index;
+};
+
+static void *deaths_attacher(void *arg)
+{
+	struct deaths_arg *a = arg;
+	struct deaths *dt = a->dt;
+	struct race *r = &dt->r;
+	char *error = dt->error[a->index];
+	static const bool allowed[] = {true};
+	struct vad_holder h;
+	uint64_t held[BATCH];
+	if (vad_holder_init(r->reg, &h, 1001 + a->index, NULL) < 0)
+		snprintf(error, 256, "vad_holder_init failed");
+	for (int round = 0; round < r->n_rounds; round++) {
+		size_t n = 0;
+		pthread_barrier_wait(&r->barrier); /* tokens published */
+		for (size_t k = 0; k < BATCH && !error[0]; k++) {
+			size_t i = a->index ? BATCH - 1 - k : k; /* the two meet in the middle */
+			struct vad_attach_result res;
+			enum vad_attach_status st = vad_registry_attach(r->reg, &h, r->tokens[i],
+									allowed, &unlimited, &res);
+			__atomic_add_fetch(&dt->outcomes[st], 1, __ATOMIC_RELAXED);
+			/* What each kind of token may answer (the owner frees its references
+			 * meanwhile, so any may find its range freed). */
+			bool fits = st == VAD_ATTACH_OK || st == VAD_ATTACH_FREED ||
+				    (i % 4 == 1 && st == VAD_ATTACH_USED) ||
+				    (i % 4 == 2 && st == VAD_ATTACH_EXPIRED) ||
+				    (i % 4 == 3 && st == VAD_ATTACH_REVOKED) ||
+				    (i >= BATCH / 2 && (i - BATCH / 2) % 3 == 0 &&
+				     st == VAD_ATTACH_REPLACED);
+			if (!fits || (i % 4 == 3 && st == VAD_ATTACH_OK)) {
+				snprintf(error, 256,
+					 "round %d: token %zu (kind %zu) attached: status %d",
+					 round, i, i % 4, (int)st);
+				break;
+			}
+			if (st != VAD_ATTACH_OK)
+				continue;
+			if (i % 4 == 1 &&
+			    __atomic_add_fetch(&dt->single_got[i], 1, __ATOMIC_RELAXED) > 1)
+				snprintf(error, 256,
+					 "round %d: single-use token %zu attached twice", round, i);
+			held[n++] = res.offset;
+		}
+		if (n && vad_registry_release_batch(r->reg, &h, 0, held, n) != n)
+			snprintf(error, 256, "round %d: releasing %zu references failed", round, n);
+		pthread_barrier_wait(&r->barrier); /* round over */
+	}
+	vad_holder_fini(r->reg, &h);
+	return NULL;
+}
+
+static void *deaths_checker(void *arg)
+{
+	return checker_run(&((struct deaths *)arg)->r);
+}
+
+static void test_token_deaths_race(void **state)
+{
+	(void)state;
+	struct va_config cfg = {.size = SPACE_SIZE, .quantum = QUANTUM, .nodes = 2};
+	struct deaths *dt = calloc(1, sizeof(*dt));
+	assert_non_null(dt);
+	struct race *r = &dt->r;
+	r->n_rounds = rounds() / 3;
+	assert_int_equal(0, va_create(&cfg, &r->vs));
+	r->reg = vad_registry_new(&r->vs, 1);
+	assert_non_null(r->reg);
+	assert_int_equal(0, pthread_barrier_init(&r->barrier, NULL, 1 + ATTACHERS));
+	pthread_t owner, checker, attachers[ATTACHERS];
+	struct deaths_arg args[ATTACHERS];
+	assert_int_equal(0, pthread_create(&checker, NULL, deaths_checker, dt));
+	assert_int_equal(0, pthread_create(&owner, NULL, deaths_owner, dt));
+	for (unsigned i = 0; i < ATTACHERS; i++) {
+		args[i] = (struct deaths_arg){dt, i};
+		assert_int_equal(0, pthread_create(&attachers[i], NULL, deaths_attacher, &args[i]));
+	}
+	pthread_join(owner, NULL);
+	for (unsigned i = 0; i < ATTACHERS; i++)
+		pthread_join(attachers[i], NULL);
+	__atomic_store_n(&r->stop_check, 1, __ATOMIC_RELAXED);
+	pthread_join(checker, NULL);
+	pthread_barrier_destroy(&r->barrier);
+	print_message("%d rounds: %lu attached, %lu used up, %lu expired, %lu revoked, %lu "
+		      "replaced, %lu freed; %lu checks\n",
+		      r->n_rounds, dt->outcomes[VAD_ATTACH_OK], dt->outcomes[VAD_ATTACH_USED],
+		      dt->outcomes[VAD_ATTACH_EXPIRED], dt->outcomes[VAD_ATTACH_REVOKED],
+		      dt->outcomes[VAD_ATTACH_REPLACED], dt->outcomes[VAD_ATTACH_FREED], r->checks);
+	if (r->error[0])
+		fail_msg("owner: %s", r->error);
+	for (unsigned i = 0; i < ATTACHERS; i++)
+		if (dt->error[i][0])
+			fail_msg("attacher %u: %s", i, dt->error[i]);
+	if (r->check_error[0])
+		fail_msg("the registry check failed while tokens died: %s", r->check_error);
+	/* Every kind of death happened, and nothing is left. */
+	assert_true(dt->outcomes[VAD_ATTACH_OK] > 0 && dt->outcomes[VAD_ATTACH_USED] > 0 &&
+		    dt->outcomes[VAD_ATTACH_REVOKED] > 0);
+	struct va_stats st;
+	va_get_stats(r->vs, &st);
+	assert_int_equal(0, st.busy_bytes);
+	assert_int_equal(st.allocs, st.frees);
+	assert_int_equal(0, vad_registry_tokens(r->reg));
+	char msg[256];
+	if (vad_registry_check(r->reg, msg, sizeof(msg)) < 0)
+		fail_msg("registry check at the end: %s", msg);
+	vad_registry_free(r->reg);
+	va_destroy(r->vs);
+	free(dt);
 }
 
 /* ---- the holders' tables ---------------------------------------------------------------- */
@@ -987,6 +1157,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_table_growth_out_of_memory),
 	    cmocka_unit_test(test_share_attach_free_race),
+	    cmocka_unit_test(test_token_deaths_race),
 	    cmocka_unit_test(test_table_growth),
 	    cmocka_unit_test(test_table_backward_shift_wraps),
 	    cmocka_unit_test(test_table_delete_patterns),

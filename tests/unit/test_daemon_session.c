@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "arena.h"
@@ -838,6 +839,199 @@ static void test_disconnect_drops_references(void **state)
 	assert_int_equal(busy_bytes(0), 0);
 	assert_int_equal(vad_registry_tokens(fx->svc->reg), 0);
 	check_consistent();
+}
+
+static Vad__Response *do_share_with(struct tclient *c, uint64_t off, bool single_use,
+				    uint64_t ttl_ms)
+{
+	Vad__Share sh = VAD__SHARE__INIT;
+	sh.arena = "";
+	sh.offset = off;
+	sh.single_use = single_use;
+	sh.ttl_ms = ttl_ms;
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.op_case = VAD__REQUEST__OP_SHARE;
+	req.share = &sh;
+	return tc_call(c, &req);
+}
+
+static void share_with_ok(struct tclient *c, uint64_t off, bool single_use, uint64_t ttl_ms,
+			  char token[33])
+{
+	Vad__Response *r = do_share_with(c, off, single_use, ttl_ms);
+	expect_ok(r, VAD__RESPONSE__RESULT_SHARE);
+	assert_int_equal(strlen(r->share->token), 32);
+	memcpy(token, r->share->token, 33);
+	done(r);
+}
+
+/* Unshare the range at off; returns whether it had a live token. */
+static bool unshare_ok(struct tclient *c, uint64_t off)
+{
+	Vad__Unshare un = VAD__UNSHARE__INIT;
+	un.arena = "";
+	un.offset = off;
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.op_case = VAD__REQUEST__OP_UNSHARE;
+	req.unshare = &un;
+	Vad__Response *r = tc_call(c, &req);
+	expect_ok(r, VAD__RESPONSE__RESULT_UNSHARE);
+	bool revoked = r->unshare->revoked;
+	done(r);
+	return revoked;
+}
+
+/* Attach token as c, expecting code; frees the reference again when it succeeds. */
+static void attach_expect(struct tclient *c, const char *token, Vad__Error code)
+{
+	Vad__Response *r = do_attach(c, token);
+	if (code == VAD__ERROR__OK) {
+		expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
+		uint64_t off = r->attach->offset;
+		done(r);
+		free_ok(c, NULL, off);
+		return;
+	}
+	done(expect_error(r, code));
+}
+
+/* Each way a token dies gets its own refusal; the range and its other holders stay. */
+static void test_share_options(void **state)
+{
+	(void)state;
+	struct tclient *a = tc_hello(1000, 1000, "a"), *b = tc_hello(1001, 1001, "b");
+	uint64_t off = alloc_one(a, NULL, 4096);
+	char plain[33], again[33], once[33], brief[33], fresh[33];
+
+	/* Revoked: holders keep their references, new attaches are refused. */
+	share_ok(a, NULL, off, plain);
+	Vad__Response *r = do_attach(b, plain);
+	expect_ok(r, VAD__RESPONSE__RESULT_ATTACH);
+	done(r);
+	assert_true(unshare_ok(a, off));
+	assert_false(unshare_ok(a, off)); /* nothing left to revoke */
+	attach_expect(b, plain, VAD__ERROR__EREVOKED);
+	assert_int_equal(held_bytes(b), 4096);
+	share_ok(a, NULL, off, again); /* a plain share after an unshare: a new token */
+	assert_string_not_equal(plain, again);
+	attach_expect(b, again, VAD__ERROR__OK);
+
+	/* Single use: the first attach uses it up; the options replace the plain token. */
+	share_with_ok(a, off, true, 0, once);
+	attach_expect(b, again, VAD__ERROR__EREVOKED);
+	r = expect_error(do_attach(b, again), VAD__ERROR__EREVOKED);
+	assert_non_null(strstr(r->message, "newer token replaced it"));
+	done(r);
+	attach_expect(b, once, VAD__ERROR__OK);
+	attach_expect(b, once, VAD__ERROR__ETOKENUSED);
+	attach_expect(a, once, VAD__ERROR__ETOKENUSED);
+
+	/* Expiring: a ttl of 1 ms has passed once 2 ms have. */
+	share_with_ok(a, off, false, 1, brief);
+	struct timespec ts = {.tv_nsec = 2000000};
+	nanosleep(&ts, NULL);
+	attach_expect(b, brief, VAD__ERROR__EEXPIRED);
+	attach_expect(b, brief, VAD__ERROR__EEXPIRED); /* removed, remembered */
+	share_with_ok(a, off, false, 3600000, brief);
+	attach_expect(b, brief, VAD__ERROR__OK); /* an hour is not over yet */
+
+	/* A plain share replaces a token with options. */
+	share_ok(a, NULL, off, fresh);
+	assert_string_not_equal(fresh, brief);
+	attach_expect(b, brief, VAD__ERROR__EREVOKED);
+	assert_int_equal(vad_registry_tokens(fx->svc->reg), 1);
+	check_consistent();
+
+	/* The range dies: its token is refused as freed, and is no guess. */
+	tc_free(b);
+	free_ok(a, NULL, off);
+	r = expect_error(do_attach(a, fresh), VAD__ERROR__ETOKEN);
+	assert_non_null(strstr(r->message, "freed by every holder"));
+	done(r);
+	assert_int_equal(a->s->guesses, 0);
+	assert_int_equal(a->s->attach_failures, 2); /* used, freed */
+	assert_int_equal(vad_registry_tokens(fx->svc->reg), 0);
+	check_consistent();
+	tc_free(a);
+}
+
+/* The ring of dead tokens is bounded: past VAD_DEAD_TOKENS deaths the oldest is just unknown. */
+static void test_dead_tokens_bounded(void **state)
+{
+	(void)state;
+	struct tclient *a = tc_hello(1000, 1000, "a");
+	uint64_t off = alloc_one(a, NULL, 4096);
+	char first[33], tok[33];
+	share_with_ok(a, off, true, 0, first);
+	for (unsigned i = 0; i < VAD_DEAD_TOKENS; i++)
+		share_with_ok(a, off, true, 0, tok);   /* each one replaces the one before */
+	attach_expect(a, first, VAD__ERROR__EREVOKED); /* the oldest, still remembered */
+	share_with_ok(a, off, true, 0, tok);	       /* one more death pushes it out */
+	Vad__Response *r = expect_error(do_attach(a, first), VAD__ERROR__ETOKEN);
+	assert_non_null(strstr(r->message, "no shared range"));
+	done(r);
+	assert_int_equal(a->s->guesses, 1);
+	check_consistent();
+	free_ok(a, NULL, off);
+	tc_free(a);
+}
+
+/* A session that guesses tokens is paused past VAD_GUESS_FREE guesses, for a growing time,
+ * and closed at VAD_GUESS_CLOSE; refusals of real tokens do not count. */
+static void test_guessing_pauses_then_closes(void **state)
+{
+	(void)state;
+	struct tclient *a = tc_hello(1000, 1000, "guesser");
+	uint32_t last = 0;
+	for (unsigned i = 1; i < VAD_GUESS_CLOSE; i++) {
+		attach_expect(a, i % 2 ? "0123456789abcdef0123456789abcdef" : "short",
+			      VAD__ERROR__ETOKEN);
+		uint32_t pause = vad_session_pause_ms(a->s);
+		if (i <= VAD_GUESS_FREE) {
+			assert_false(vad_session_paused(a->s));
+			continue;
+		}
+		assert_true(vad_session_paused(a->s));
+		assert_true(pause >= last && pause <= VAD_GUESS_PAUSE_MAX_MS);
+		assert_int_equal(pause, vad_guess_pause_ms(i));
+		last = pause;
+		/* Paused: a request sent now waits, unanswered, until the pause ends. */
+		uint8_t buf[256];
+		Vad__Request req = VAD__REQUEST__INIT;
+		Vad__StatsRequest st = VAD__STATS_REQUEST__INIT;
+		req.op_case = VAD__REQUEST__OP_STATS;
+		req.stats = &st;
+		req.id = a->next_id++;
+		size_t n = vad_frame_encode_request(&req, buf, sizeof(buf));
+		assert_int_equal(vad_session_feed(a->s, buf, n), 0);
+		vad_session_resume(a->s);
+		assert_int_equal(vad_session_feed(a->s, buf, n), n);
+		Vad__Response *r = tc_recv(a);
+		expect_ok(r, VAD__RESPONSE__RESULT_STATS);
+		done(r);
+	}
+	assert_int_equal(last, VAD_GUESS_PAUSE_MAX_MS);
+	assert_false(vad_session_closing(a->s));
+	vad_session_resume(a->s);
+	attach_expect(a, "0123456789abcdef0123456789abcdef", VAD__ERROR__ETOKEN);
+	assert_true(vad_session_closing(a->s));
+	assert_true(took_event("token-guessing", "'guesser'"));
+	tc_free(a);
+
+	/* A consumer that loses races for single-use tokens is no guesser. */
+	struct tclient *p = tc_hello(1000, 1000, "producer"), *c = tc_hello(1001, 1001, "c");
+	uint64_t off = alloc_one(p, NULL, 4096);
+	char tok[33];
+	for (unsigned i = 0; i < VAD_GUESS_CLOSE + 1; i++) {
+		share_with_ok(p, off, true, 0, tok);
+		attach_expect(c, tok, VAD__ERROR__OK);
+		attach_expect(c, tok, VAD__ERROR__ETOKENUSED);
+	}
+	assert_false(vad_session_paused(c->s) || vad_session_closing(c->s));
+	assert_int_equal(c->s->attach_failures, VAD_GUESS_CLOSE + 1);
+	free_ok(p, NULL, off);
+	tc_free(c);
+	tc_free(p);
 }
 
 /* A disconnect with many references in two arenas, some shared, some held twice. */
@@ -1948,6 +2142,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_free_batch_and_errors, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_share_attach_refcount, setup_plain, teardown),
 	    cmocka_unit_test_setup_teardown(test_share_attach_errors, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_share_options, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_dead_tokens_bounded, setup_plain, teardown),
+	    cmocka_unit_test_setup_teardown(test_guessing_pauses_then_closes, setup_plain,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_free_batch_chunks, setup_small_frame, teardown),
 	    cmocka_unit_test_setup_teardown(test_disconnect_drops_references, setup_plain,
 					    teardown),

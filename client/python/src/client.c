@@ -411,6 +411,15 @@ static PyObject *client_attach(vadpy_client *cl, PyObject *arg)
 	return vadpy_range_new(cl, ptr);
 }
 
+static PyObject *client_unshare(vadpy_client *cl, PyObject *arg)
+{
+	if (!PyObject_TypeCheck(arg, &vadpy_range_type) || ((vadpy_range *)arg)->client != cl) {
+		PyErr_SetString(PyExc_TypeError, "unshare() takes a vad.Range of this client");
+		return NULL;
+	}
+	return PyObject_CallMethod(arg, "unshare", NULL);
+}
+
 static PyObject *client_stats(vadpy_client *cl, PyObject *unused)
 {
 	if (vadpy_client_check(cl) < 0)
@@ -497,7 +506,14 @@ static PyMethodDef client_methods[] = {
      "attach($self, token, /)\n--\n\n"
      "Take a reference to the range behind a share token (from Range.share() in any\n"
      "process) and return it as a vad.Range over the same memory: writes by either\n"
-     "side are seen by the other. Raises TokenInvalid for an unknown token."},
+     "side are seen by the other. Raises TokenInvalid for an unknown token, or one\n"
+     "that was revoked, expired or used up (.code: vad.ETOKEN, EREVOKED, EEXPIRED,\n"
+     "ETOKENUSED)."},
+    {"unshare", (PyCFunction)client_unshare, METH_O,
+     "unshare($self, range, /)\n--\n\n"
+     "Revoke the share token of range (a vad.Range of this client), if it has one:\n"
+     "later attaches with it raise TokenInvalid (code vad.EREVOKED); references\n"
+     "already taken, here or in other processes, stay."},
     {"ndarray", (PyCFunction)(void (*)(void))vadpy_client_ndarray, METH_VARARGS | METH_KEYWORDS,
      vadpy_doc_ndarray},
     {"attach_ndarray", (PyCFunction)(void (*)(void))vadpy_client_attach_ndarray,

@@ -10,7 +10,8 @@
 	  "A per-client or per-uid quota (bytes or ranges) would be exceeded.")                    \
 	X(NoSpace, VAD_ENOSPC, "The arena has no free range that large.")                          \
 	X(TokenInvalid, VAD_ETOKEN,                                                                \
-	  "The share token is unknown, malformed, or its range is gone.")                          \
+	  "The share token is unknown, malformed, or its range is gone; also raised (with\n"       \
+	  ".code EREVOKED, EEXPIRED or ETOKENUSED) for a token revoked, expired or used up.")      \
 	X(PermissionDenied, VAD_EPERM,                                                             \
 	  "Not allowed: the arena's allow-list, or an admin operation for a non-admin.")           \
 	X(DaemonGone, VAD_EGONE,                                                                   \
@@ -25,9 +26,26 @@
 	X(ENOMEM)                                                                                  \
 	X(ECONNECT)                                                                                \
 	X(EGONE)                                                                                   \
-	X(EPROTO) X(EVERSION) X(ENOSPC) X(EQUOTA) X(EPERM) X(ENOARENA) X(ENOTHELD) X(ETOKEN)       \
-	    X(ESIZE) X(EALIGN) X(ETOOBIG) X(EBUSY) X(EINTERNAL) X(EMAP) X(EUNSUPPORTED)            \
-		X(ENOHELLO) X(EREADONLY)
+	X(EPROTO)                                                                                  \
+	X(EVERSION)                                                                                \
+	X(ENOSPC)                                                                                  \
+	X(EQUOTA)                                                                                  \
+	X(EPERM)                                                                                   \
+	X(ENOARENA)                                                                                \
+	X(ENOTHELD)                                                                                \
+	X(ETOKEN)                                                                                  \
+	X(ESIZE)                                                                                   \
+	X(EALIGN)                                                                                  \
+	X(ETOOBIG)                                                                                 \
+	X(EBUSY)                                                                                   \
+	X(EINTERNAL)                                                                               \
+	X(EMAP)                                                                                    \
+	X(EUNSUPPORTED)                                                                            \
+	X(ENOHELLO)                                                                                \
+	X(EREVOKED)                                                                                \
+	X(EEXPIRED)                                                                                \
+	X(ETOKENUSED)                                                                              \
+	X(EREADONLY)
 
 static PyObject *error_base;
 #define DECLARE_CLASS(name, code, doc) static PyObject *error_##name;
@@ -43,6 +61,8 @@ static PyObject *class_for(int err)
 #undef PICK
 	if (err == VAD_ECONNECT)
 		return error_DaemonGone;
+	if (err == VAD_EREVOKED || err == VAD_EEXPIRED || err == VAD_ETOKENUSED)
+		return error_TokenInvalid; /* a token that no longer attaches; .code says why */
 	return error_base;
 }
 

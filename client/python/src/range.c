@@ -189,18 +189,59 @@ out:
 	Py_RETURN_NONE;
 }
 
-static PyObject *range_share(vadpy_range *r, PyObject *unused)
+/* A ttl in seconds (None: no expiry) as whole milliseconds, at least 1; -1 with an
+ * exception when it is not a positive number. */
+static int ttl_ms_of(PyObject *ttl, uint64_t *ms)
 {
-	if (range_check(r) < 0)
+	*ms = 0;
+	if (ttl == Py_None)
+		return 0;
+	double s = PyFloat_AsDouble(ttl);
+	if (s == -1.0 && PyErr_Occurred())
+		return -1;
+	if (!(s > 0) || s > 1e15) {
+		PyErr_SetString(PyExc_ValueError, "ttl is a positive number of seconds (or None)");
+		return -1;
+	}
+	double v = s * 1000.0;
+	*ms = (uint64_t)v + ((double)(uint64_t)v < v); /* rounded up: never 0 */
+	return 0;
+}
+
+static PyObject *range_share(vadpy_range *r, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"single_use", "ttl", NULL};
+	int single_use = 0;
+	PyObject *ttl = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|$pO:share", kwlist, &single_use, &ttl))
 		return NULL;
+	struct vad_share_opts opts = {.single_use = single_use};
+	if (ttl_ms_of(ttl, &opts.ttl_ms) < 0 || range_check(r) < 0)
+		return NULL;
+	int plain = !opts.single_use && !opts.ttl_ms;
 	char token[VAD_TOKEN_LEN + 1];
 	int err;
 	r->busy++;
-	VADPY_CALL(r->client, err, vad_share(r->client->c, r->ptr, token));
+	VADPY_CALL(r->client, err,
+		   plain ? vad_share(r->client->c, r->ptr, token)
+			 : vad_share_opts(r->client->c, r->ptr, &opts, token));
 	r->busy--;
 	if (err != VAD_OK)
 		return vadpy_raise(r->client->c, err);
 	return PyUnicode_FromString(token);
+}
+
+static PyObject *range_unshare(vadpy_range *r, PyObject *unused)
+{
+	if (range_check(r) < 0)
+		return NULL;
+	int err;
+	r->busy++;
+	VADPY_CALL(r->client, err, vad_unshare(r->client->c, r->ptr));
+	r->busy--;
+	if (err != VAD_OK)
+		return vadpy_raise(r->client->c, err);
+	Py_RETURN_NONE;
 }
 
 static PyObject *range_enter(vadpy_range *r, PyObject *unused)
@@ -305,11 +346,20 @@ static PyMethodDef range_methods[] = {
      "more it is hole-punched (its next holder reads zeros). Raises BufferError, and\n"
      "frees nothing, while a memoryview or array still exports its buffer. Freeing\n"
      "twice, or after the client closed, does nothing."},
-    {"share", (PyCFunction)range_share, METH_NOARGS,
-     "share($self, /)\n--\n\n"
+    {"share", (PyCFunction)(void (*)(void))range_share, METH_VARARGS | METH_KEYWORDS,
+     "share($self, /, *, single_use=False, ttl=None)\n--\n\n"
      "A printable token (str) another process passes to Client.attach() to map the\n"
      "same memory. The token names the range, not this reference: it stays valid while\n"
-     "any process holds the range."},
+     "any process holds the range, unless it is revoked (unshare(), or a newer share\n"
+     "of the range with other options). A range has one live token: without options\n"
+     "it is the same every time; single_use=True (the first attach uses it up) or ttl\n"
+     "(seconds until it expires) make a fresh one, replacing the one before. Attaches\n"
+     "with a dead token raise TokenInvalid, .code saying why (vad.EREVOKED, EEXPIRED,\n"
+     "ETOKENUSED)."},
+    {"unshare", (PyCFunction)range_unshare, METH_NOARGS,
+     "unshare($self, /)\n--\n\n"
+     "Revoke the range's token, if it has one: attaches with it raise TokenInvalid\n"
+     "(code vad.EREVOKED); references already taken stay. See Client.unshare()."},
     {"ndarray", (PyCFunction)(void (*)(void))vadpy_range_ndarray, METH_VARARGS | METH_KEYWORDS,
      vadpy_doc_range_ndarray},
     {"__enter__", (PyCFunction)range_enter, METH_NOARGS,
