@@ -1,5 +1,7 @@
 """The calls vactl uses: stats, stats_detail, arenas, clients, purge, reload, check, walk."""
 
+import os
+
 import vad
 from conftest import DEFAULT_ARENA, run_as_nobody, session_of
 
@@ -35,6 +37,19 @@ def test_arenas(client):
     assert arenas["default"]["size"] == DEFAULT_ARENA
     assert arenas["default"]["backing"] == "memfd" and arenas["default"]["allowed"] is True
     assert arenas["locked"]["unsealed"] is False
+    assert arenas["default"]["tenancy"] == "" and arenas["own"]["tenancy"] == "uid"
+
+
+def test_tenant_arena(client):
+    """A section with tenancy = uid: this uid's own arena, named NAME@UID in the listing."""
+    mine = f"own@{os.getuid()}"
+    r = client.alloc(4096, arena="own")
+    assert r.arena == "own"
+    arenas = {a["name"]: a for a in client.arenas()}
+    assert arenas[mine]["tenancy"] == "uid" and arenas[mine]["size"] == 1 << 20
+    assert arenas["own"]["tenants"] >= 1
+    assert [a["name"] for a in client.stats_detail(mine)["arenas"]] == [mine]
+    r.free()
 
 
 def test_clients(client, observer):

@@ -74,10 +74,11 @@ static PyObject *admin_stats_detail(vadpy_client *cl, PyObject *args, PyObject *
 static PyObject *arena_info_dict(const void *item)
 {
 	const struct vad_arena_info *v = item;
-	return Py_BuildValue("{s:s,s:K,s:K,s:s,s:O,s:O}", "name", v->name, "size", ULL(v->size),
-			     "quantum", ULL(v->quantum), "backing", v->backing, "allowed",
-			     v->allowed ? Py_True : Py_False, "unsealed",
-			     v->unsealed ? Py_True : Py_False);
+	return Py_BuildValue("{s:s,s:K,s:K,s:s,s:O,s:O,s:s,s:I}", "name", v->name, "size",
+			     ULL(v->size), "quantum", ULL(v->quantum), "backing", v->backing,
+			     "allowed", v->allowed ? Py_True : Py_False, "unsealed",
+			     v->unsealed ? Py_True : Py_False, "tenancy", v->tenancy, "tenants",
+			     v->tenants);
 }
 
 static PyObject *admin_arenas(vadpy_client *cl, PyObject *unused)
@@ -224,8 +225,9 @@ PyMethodDef vadpy_admin_methods[] = {
     {"arenas", (PyCFunction)admin_arenas, METH_NOARGS,
      "arenas($self, /)\n--\n\n"
      "The daemon's arenas (vactl arenas): a list of dicts with name, size, quantum,\n"
-     "backing ('memfd' or a directory), allowed (this client may allocate there) and\n"
-     "unsealed."},
+     "backing ('memfd' or a directory), allowed (this client may allocate there),\n"
+     "unsealed, tenancy ('uid' or 'gid' for a section with one arena per tenant, or one\n"
+     "tenant's arena NAME@ID; '' otherwise) and tenants (a section's tenant arenas open)."},
     {"clients", (PyCFunction)admin_clients, METH_NOARGS,
      "clients($self, /)\n--\n\n"
      "Connected sessions (vactl clients; admin): a list of dicts with session_id, pid,\n"

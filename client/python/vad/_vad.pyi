@@ -83,6 +83,8 @@ class ArenaInfo(TypedDict):
     backing: str
     allowed: bool
     unsealed: bool
+    tenancy: str
+    tenants: int
 
 class ClientInfo(TypedDict):
     session_id: int
