@@ -380,11 +380,22 @@ static int finish_tenancy(struct parse_state *ps, struct vad_arena_conf *a)
 		return 1;
 	}
 	if (a->n_reader_uids || a->n_reader_gids)
+		return config_fail_at(
+		    ps, ps->arena_key_line[A_TENANCY],
+		    "[arena %s] has tenancy and readers: each tenant's arena is its "
+		    "own, so nobody else could read it; put the readers on an "
+		    "arena without tenancy",
+		    a->name);
+	uint64_t slots = 0; /* every slot costs each session a byte or two: bound them all */
+	for (size_t i = 0; i < ps->cfg->n_arenas; i++)
+		if (ps->cfg->arenas[i].tenancy != VAD_TENANCY_NONE)
+			slots += ps->cfg->arenas[i].max_tenants;
+	if (slots > VAD_MAX_TENANTS_LIMIT)
 		return config_fail_at(ps, ps->arena_key_line[A_TENANCY],
-				      "[arena %s] has tenancy and readers: each tenant's arena is its "
-				      "own, so nobody else could read it; put the readers on an "
-				      "arena without tenancy",
-				      a->name);
+				      "[arena %s]: the sections with tenancy allow %llu tenant "
+				      "arenas together (their max_tenants), more than %u; lower "
+				      "max_tenants",
+				      a->name, (unsigned long long)slots, VAD_MAX_TENANTS_LIMIT);
 	if (strlen(a->name) + VAD_TENANT_SUFFIX_MAX > VAD_NAME_MAX)
 		return config_fail_at(ps, ps->arena_key_line[A_TENANCY],
 				      "[arena %s] has tenancy, so its tenants' arenas are named "

@@ -27,7 +27,7 @@ const char *vad_tenancy_name(enum vad_tenancy t);
 /* Defaults of the tenancy keys. */
 #define VAD_TENANT_IDLE_DEFAULT_MS (5 * 60 * 1000ull)
 #define VAD_MAX_TENANTS_DEFAULT	   1024u
-#define VAD_MAX_TENANTS_LIMIT	   65536u /* per section */
+#define VAD_MAX_TENANTS_LIMIT	   65536u /* all sections' max_tenants together */
 
 /* Room a tenant arena's name ("NAME@ID") needs past its section's name. */
 #define VAD_TENANT_SUFFIX_MAX 11

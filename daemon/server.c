@@ -442,10 +442,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* Raise the soft fd limit to the hard one: it bounds both the daemon's open sockets and the
  * arena fds in flight to clients that have not read them yet (charged to the daemon's user).
- * The admin slots are part of max_clients: with the limit at max_clients x 33 + 64,
- * non-admins (at most max_clients - admin_slots connections, 33 fds each) cannot use up what
- * the reserved connections, the listener's accept-to-refuse and the arenas need. */
-static void raise_fd_limit(unsigned max_clients)
+ * The admin slots are part of max_clients: with the limit at max_clients x 33 + 64 plus two
+ * fds per tenant arena that may open, non-admins (at most max_clients - admin_slots
+ * connections, 33 fds each) cannot use up what the reserved connections, the listener's
+ * accept-to-refuse and the arenas need. */
+static void raise_fd_limit(unsigned max_clients, uint64_t arena_fds)
 {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -459,11 +460,13 @@ static void raise_fd_limit(unsigned max_clients)
 		else
 			rl.rlim_cur = was;
 	}
-	uint64_t need = (uint64_t)max_clients * (VAD_FDS_UNREAD_MAX + 1) + 64;
+	uint64_t need = (uint64_t)max_clients * (VAD_FDS_UNREAD_MAX + 1) + 64 + arena_fds;
 	if (max_clients && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
-		log_warn("the open file limit %llu is low for max_clients %u: clients that do not "
-			 "read their arena fds could use it up (raise LimitNOFILE to %llu)",
-			 (unsigned long long)rl.rlim_cur, max_clients, (unsigned long long)need);
+		log_warn("the open file limit %llu is low for max_clients %u and %llu tenant "
+			 "arena fds: clients that do not read their arena fds could use it up "
+			 "(raise LimitNOFILE to %llu)",
+			 (unsigned long long)rl.rlim_cur, max_clients,
+			 (unsigned long long)arena_fds, (unsigned long long)need);
 }
 
 static pthread_once_t evthread_once = PTHREAD_ONCE_INIT;
@@ -498,7 +501,7 @@ static int process_setup(const struct vad_config *cfg, char *err, size_t err_len
 {
 	pthread_once(&evthread_once, evthread_setup);
 	signal(SIGPIPE, SIG_IGN); /* sends use MSG_NOSIGNAL; this covers anything else */
-	raise_fd_limit(cfg->max_clients);
+	raise_fd_limit(cfg->max_clients, 2 * (uint64_t)vad_tenant_slots(cfg)); /* fd and ro_fd */
 	if (vad_admission_reserved(cfg->max_clients, cfg->admin_slots) < cfg->admin_slots)
 		log_notice("admin_slots %u is more than half of max_clients %u: %u are kept for "
 			   "admins",

@@ -265,22 +265,22 @@ static void test_parse_size(void **state)
 		const char *s;
 		uint64_t v;
 	} good[] = {
-		{ "0", 0 },
-		{ "4096", 4096 },
-		{ "17B", 17 },
-		{ "4K", 4096 },
-		{ "4k", 4096 },
-		{ "4KiB", 4096 },
-		{ "4 KiB", 4096 },
-		{ "4KB", 4096 },
-		{ "1.5M", 1572864 },
-		{ ".5K", 512 },
-		{ "2.25K", 2304 },
-		{ "64G", 64ull << 30 },
-		{ "3T", 3ull << 40 },
-		{ "1P", 1ull << 50 },
-		{ "15E", 15ull << 60 },
-		{ "18446744073709551615", UINT64_MAX },
+	    {"0", 0},
+	    {"4096", 4096},
+	    {"17B", 17},
+	    {"4K", 4096},
+	    {"4k", 4096},
+	    {"4KiB", 4096},
+	    {"4 KiB", 4096},
+	    {"4KB", 4096},
+	    {"1.5M", 1572864},
+	    {".5K", 512},
+	    {"2.25K", 2304},
+	    {"64G", 64ull << 30},
+	    {"3T", 3ull << 40},
+	    {"1P", 1ull << 50},
+	    {"15E", 15ull << 60},
+	    {"18446744073709551615", UINT64_MAX},
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		uint64_t v = 12345;
@@ -289,8 +289,9 @@ static void test_parse_size(void **state)
 		assert_int_equal(v, good[i].v);
 	}
 	static const char *const bad[] = {
-		"",	"K",	"-1",	"+1",	"1.1K", "0.1",	"4X",	"1..5K", "1.5.K",
-		"4 K B", "16E", "18446744073709551616", "1e3", " 4K", "4K ", "0x10", "1,5M",
+	    "",	   "K",	    "-1",    "+1",    "1.1K", "0.1",
+	    "4X",  "1..5K", "1.5.K", "4 K B", "16E",  "18446744073709551616",
+	    "1e3", " 4K",   "4K ",   "0x10",  "1,5M",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v;
@@ -308,10 +309,9 @@ static void test_parse_duration(void **state)
 		const char *s;
 		uint64_t ms;
 	} good[] = {
-		{ "250ms", 250 },     { "10s", 10000 },	      { "10", 10000 },
-		{ "1.5s", 1500 },     { "5m", 300000 },	      { "5min", 300000 },
-		{ "2h", 7200000 },    { "30d", 2592000000ull }, { "1w", 604800000ull },
-		{ "0ms", 0 },	      { "10 s", 10000 },
+	    {"250ms", 250},	  {"10s", 10000},   {"10", 10000},   {"1.5s", 1500},
+	    {"5m", 300000},	  {"5min", 300000}, {"2h", 7200000}, {"30d", 2592000000ull},
+	    {"1w", 604800000ull}, {"0ms", 0},	    {"10 s", 10000},
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		uint64_t v = 12345;
@@ -319,7 +319,7 @@ static void test_parse_duration(void **state)
 			fail_msg("refused \"%s\"", good[i].s);
 		assert_int_equal(v, good[i].ms);
 	}
-	static const char *const bad[] = { "", "s", "10x", "0.5ms", "-1s", "1.0001s", "10sec s" };
+	static const char *const bad[] = {"", "s", "10x", "0.5ms", "-1s", "1.0001s", "10sec s"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v;
 		if (vad_parse_duration_ms(bad[i], &v) == 0)
@@ -334,18 +334,18 @@ static void test_format_size(void **state)
 		uint64_t v;
 		const char *s;
 	} cases[] = {
-		{ 0, "0 B" },
-		{ 17, "17 B" },
-		{ 1023, "1023 B" },
-		{ 1024, "1.0 KiB" },
-		{ 1536, "1.5 KiB" },
-		{ 512ull << 10, "512 KiB" },
-		{ (1ull << 20) - 1, "1.0 MiB" },
-		{ 1ull << 30, "1.0 GiB" },
-		{ 3ull << 29, "1.5 GiB" },
-		{ 64ull << 30, "64 GiB" },
-		{ 1ull << 60, "1.0 EiB" },
-		{ UINT64_MAX, "16 EiB" },
+	    {0, "0 B"},
+	    {17, "17 B"},
+	    {1023, "1023 B"},
+	    {1024, "1.0 KiB"},
+	    {1536, "1.5 KiB"},
+	    {512ull << 10, "512 KiB"},
+	    {(1ull << 20) - 1, "1.0 MiB"},
+	    {1ull << 30, "1.0 GiB"},
+	    {3ull << 29, "1.5 GiB"},
+	    {64ull << 30, "64 GiB"},
+	    {1ull << 60, "1.0 EiB"},
+	    {UINT64_MAX, "16 EiB"},
 	};
 	char buf[32];
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -470,8 +470,7 @@ static void test_missing_file(void **state)
 	(void)state;
 	struct vad_config cfg;
 	char err[256];
-	assert_int_equal(vad_config_load("/nonexistent-vad-test.conf", &cfg, err, sizeof(err)),
-			 -1);
+	assert_int_equal(vad_config_load("/nonexistent-vad-test.conf", &cfg, err, sizeof(err)), -1);
 	assert_string_equal(err, "/nonexistent-vad-test.conf: No such file or directory");
 	assert_null(cfg.arenas);
 	vad_config_free(&cfg);
@@ -482,6 +481,42 @@ static void test_missing_file(void **state)
 
 /* reader_uids/reader_gids: parsed like the allow-lists, and refused where no allow-list names
  * the writers, at the line of the reader key (the first one when both are given). */
+/* tenancy, tenant_idle, max_tenants: values, defaults, and the rules that tie them. */
+static void test_tenancy(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("[arena a]\nsize = 1M\ntenancy = uid\ntenant_idle = 90s\nmax_tenants = 7\n"
+		"[arena b]\nsize = 1M\ntenancy = GID\n[arena c]\nsize = 1M\n",
+		&cfg);
+	assert_int_equal(VAD_TENANCY_UID, cfg.arenas[0].tenancy);
+	assert_int_equal(90000, cfg.arenas[0].tenant_idle_ms);
+	assert_int_equal(7, cfg.arenas[0].max_tenants);
+	assert_int_equal(VAD_TENANCY_GID, cfg.arenas[1].tenancy);
+	assert_int_equal(VAD_TENANT_IDLE_DEFAULT_MS, cfg.arenas[1].tenant_idle_ms);
+	assert_int_equal(VAD_MAX_TENANTS_DEFAULT, cfg.arenas[1].max_tenants);
+	assert_int_equal(VAD_TENANCY_NONE, cfg.arenas[2].tenancy);
+	assert_string_equal("uid", vad_tenancy_name(cfg.arenas[0].tenancy));
+	vad_config_free(&cfg);
+
+	load_err("[arena a]\nsize = 1M\ntenancy = user\n", 3, "expected none, uid");
+	load_err("[arena a]\nsize = 1M\ntenant_idle = 1m\n", 3, "which has no tenancy");
+	load_err("[arena a]\nsize = 1M\nmax_tenants = 3\ntenancy = none\n", 3,
+		 "which has no tenancy");
+	load_err("[arena a]\nsize = 1M\ntenancy = uid\ntenant_idle = 0s\n", 4,
+		 "a duration above 0");
+	load_err("[arena a]\nsize = 1M\ntenancy = uid\nmax_tenants = 0\n", 4,
+		 "a number from 1 to 65536");
+	load_err("[arena a]\nsize = 1M\ntenancy = uid\nmax_tenants = 40000\n"
+		 "[arena b]\nsize = 1M\ntenancy = uid\nmax_tenants = 30000\n",
+		 7, "more than 65536");
+	load_err("[arena a]\nsize = 1M\nallow_uids = 0\nreader_uids = 1001\ntenancy = uid\n", 5,
+		 "has tenancy and readers");
+	load_err("[arena abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzA]\nsize = 1M\n"
+		 "tenancy = uid\n",
+		 3, "at most 52 characters");
+}
+
 static void test_readers(void **state)
 {
 	(void)state;
@@ -671,8 +706,7 @@ static void test_accept_unsealed(void **state)
 	}
 	load_err("[arena d]\nsize = 4M\nbacking = /tmp\naccept_unsealed = maybe\n", 4,
 		 "accept_unsealed = maybe: expected yes or no");
-	load_err("[arena d]\nsize = 4M\naccept_unsealed = yes\n", 3,
-		 "a memfd is always sealed");
+	load_err("[arena d]\nsize = 4M\naccept_unsealed = yes\n", 3, "a memfd is always sealed");
 	load_err("[arena d]\nsize = 4M\nbacking = memfd\naccept_unsealed = yes\n", 4,
 		 "a memfd is always sealed");
 	load_err("[arena d]\nsize = 4M\nbacking = /tmp\naccept_unsealed = yes\n"
@@ -696,8 +730,7 @@ static void test_admission_keys(void **state)
 	assert_int_equal(cfg.max_clients_uid, 7);
 	assert_int_equal(cfg.admin_slots, 0);
 	vad_config_free(&cfg);
-	load_ok("[vad]\nhello_timeout = 1m\nmax_clients_uid = unlimited\nadmin_slots = 32\n",
-		&cfg);
+	load_ok("[vad]\nhello_timeout = 1m\nmax_clients_uid = unlimited\nadmin_slots = 32\n", &cfg);
 	assert_int_equal(cfg.hello_timeout_ms, 60000);
 	assert_int_equal(cfg.max_clients_uid, 0);
 	assert_int_equal(cfg.admin_slots, 32);
@@ -778,7 +811,8 @@ static void test_reloadable_text(void **state)
 		char value[64];
 		size_t used = strlen(want);
 		snprintf(want + used, sizeof(want) - used, "%s%s %s", used ? ", " : "",
-			 vad_config_key_name(i), vad_config_key_text(&cfg, i, value, sizeof(value)));
+			 vad_config_key_name(i),
+			 vad_config_key_text(&cfg, i, value, sizeof(value)));
 	}
 	assert_string_equal(text, want);
 	assert_non_null(strstr(text, "max_frame 64 KiB, max_clients 1024, max_batch 1024, "
@@ -792,32 +826,33 @@ static void test_reloadable_text(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_builtin_defaults_get_default_arena),
-		cmocka_unit_test(test_file_without_arena_gets_default),
-		cmocka_unit_test(test_every_key),
-		cmocka_unit_test(test_spellings),
-		cmocka_unit_test(test_parse_size),
-		cmocka_unit_test(test_parse_duration),
-		cmocka_unit_test(test_format_size),
-		cmocka_unit_test(test_log_level_names),
-		cmocka_unit_test(test_errors_vad_section),
-		cmocka_unit_test(test_errors_arena_section),
-		cmocka_unit_test(test_error_line_too_long),
-		cmocka_unit_test(test_missing_file),
-		cmocka_unit_test(test_readers),
-		cmocka_unit_test(test_load_free_load),
-		cmocka_unit_test(test_shipped_config),
-		cmocka_unit_test(test_balance_default_is_adaptive),
-		cmocka_unit_test(test_balance_values),
-		cmocka_unit_test(test_balance_refusals),
-		cmocka_unit_test(test_spread_idle_values),
-		cmocka_unit_test(test_spread_idle_refusals),
-		cmocka_unit_test(test_accept_unsealed),
-		cmocka_unit_test(test_admission_keys),
-		cmocka_unit_test(test_range_limits),
-		cmocka_unit_test(test_every_key_parses_its_default),
-		cmocka_unit_test(test_reloadable_text),
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_builtin_defaults_get_default_arena),
+	    cmocka_unit_test(test_file_without_arena_gets_default),
+	    cmocka_unit_test(test_every_key),
+	    cmocka_unit_test(test_spellings),
+	    cmocka_unit_test(test_parse_size),
+	    cmocka_unit_test(test_parse_duration),
+	    cmocka_unit_test(test_format_size),
+	    cmocka_unit_test(test_log_level_names),
+	    cmocka_unit_test(test_errors_vad_section),
+	    cmocka_unit_test(test_errors_arena_section),
+	    cmocka_unit_test(test_error_line_too_long),
+	    cmocka_unit_test(test_missing_file),
+	    cmocka_unit_test(test_readers),
+	    cmocka_unit_test(test_tenancy),
+	    cmocka_unit_test(test_load_free_load),
+	    cmocka_unit_test(test_shipped_config),
+	    cmocka_unit_test(test_balance_default_is_adaptive),
+	    cmocka_unit_test(test_balance_values),
+	    cmocka_unit_test(test_balance_refusals),
+	    cmocka_unit_test(test_spread_idle_values),
+	    cmocka_unit_test(test_spread_idle_refusals),
+	    cmocka_unit_test(test_accept_unsealed),
+	    cmocka_unit_test(test_admission_keys),
+	    cmocka_unit_test(test_range_limits),
+	    cmocka_unit_test(test_every_key_parses_its_default),
+	    cmocka_unit_test(test_reloadable_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
