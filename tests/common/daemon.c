@@ -393,32 +393,22 @@ int vt_fd_count(pid_t pid)
 	return n;
 }
 
+/* vt_memfd_fn: add the memfd's allocated bytes to *ctx (-1 before the first). */
+static int add_resident(void *ctx, int fd, const char *link, const char *path)
+{
+	(void)fd;
+	(void)link;
+	int64_t *total = ctx;
+	struct stat st;
+	if (stat(path, &st) == 0)
+		*total = (*total < 0 ? 0 : *total) + (int64_t)st.st_blocks * 512;
+	return 0;
+}
+
 int64_t vt_arena_resident_bytes(const struct vt_daemon *d)
 {
-	char dir_path[64];
-	snprintf(dir_path, sizeof(dir_path), "/proc/%d/fd", (int)d->pid);
-	DIR *dir = opendir(dir_path);
-	if (!dir)
-		return -1;
 	int64_t total = -1;
-	struct dirent *e;
-	while ((e = readdir(dir))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char link[sizeof(dir_path) + 256 + 2], target[PATH_MAX];
-		snprintf(link, sizeof(link), "%s/%s", dir_path, e->d_name);
-		ssize_t n = readlink(link, target, sizeof(target) - 1);
-		if (n <= 0)
-			continue;
-		target[n] = '\0';
-		if (strncmp(target, "/memfd:", 7) != 0)
-			continue;
-		struct stat st;
-		if (stat(link, &st) != 0)
-			continue;
-		total = (total < 0 ? 0 : total) + (int64_t)st.st_blocks * 512;
-	}
-	closedir(dir);
+	vt_for_each_memfd(d->pid, add_resident, &total);
 	return total;
 }
 

@@ -129,6 +129,18 @@ void vt_daemon_print_log(const struct vt_daemon *d, int max_lines);
 /* Does the daemon's log contain needle? */
 bool vt_daemon_log_contains(const struct vt_daemon *d, const char *needle);
 
+/* Called for each memfd of a process: its fd number there, its link
+ * ("/memfd:vad:NAME (deleted)") and its /proc path (stat or open it through that); nonzero stops.
+ */
+typedef int (*vt_memfd_fn)(void *ctx, int fd, const char *link, const char *path);
+
+/* Call fn for each memfd pid holds; -1 if its fds cannot be listed, else the value that stopped
+ * the walk (0 if none did). */
+int vt_for_each_memfd(pid_t pid, vt_memfd_fn fn, void *ctx);
+
+/* The fd number pid holds the memfd called name by ("vad:default"), or -1. */
+int vt_memfd_named(pid_t pid, const char *name);
+
 /* Number of open file descriptors of pid (from /proc/PID/fd), or -1. */
 int vt_fd_count(pid_t pid);
 

@@ -7,22 +7,18 @@
  * mapping writable, nor can reopening that fd through /proc. A peer on neither list is
  * refused as before.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
+#include "uid_peers.h"
 #include "vtassert.h"
 
 #define PAGE	      4096u
 #define RANGE_SIZE    (2 * PAGE)
-#define LINE_TIMEOUT  vt_timeout_ms(10000)
 #define CHILD_TIMEOUT vt_timeout_ms(30000)
 #define SEED_FIRST    0xFEED1
 #define SEED_SECOND   0xFEED2
@@ -41,12 +37,6 @@ struct fixture {
 	struct ids ids;
 };
 
-/* A peer: a child running as another uid, and the pipes to talk to it. */
-struct peer {
-	pid_t pid;
-	int to, from; /* lines to the child, lines from it */
-};
-
 /* The test's arena "feed": one writer uid, readers by uid and by group. */
 static const char *feed_arena(const struct ids *ids, char *buf, size_t len)
 {
@@ -63,26 +53,16 @@ static const char *feed_arena(const struct ids *ids, char *buf, size_t len)
 	return buf;
 }
 
-/* Is id free as a uid and as a gid here? */
-static bool id_unused(unsigned id)
-{
-	return !getpwuid((uid_t)id) && !getgrgid((gid_t)id);
-}
-
 static int pick_ids(struct ids *ids)
 {
-	unsigned *slots[] = {&ids->writer, &ids->reader, &ids->group_reader, &ids->stranger,
-			     &ids->reader_group};
-	unsigned next = FIRST_ID;
-	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
-		while (next < FIRST_ID + 1000 && !id_unused(next))
-			next++;
-		if (next >= FIRST_ID + 1000) {
-			fprintf(stderr, "no unused ids from %u to %u\n", FIRST_ID, FIRST_ID + 999);
-			return -1;
-		}
-		*slots[i] = next++;
-	}
+	unsigned got[5];
+	if (vt_pick_unused_ids(FIRST_ID, got, 5) != 0)
+		return -1;
+	*ids = (struct ids){.writer = got[0],
+			    .reader = got[1],
+			    .group_reader = got[2],
+			    .stranger = got[3],
+			    .reader_group = got[4]};
 	return 0;
 }
 
@@ -100,37 +80,6 @@ static int group_setup(void **state)
 }
 
 /* ---- in the children ---------------------------------------------------------------- */
-
-static void child_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void child_send(int fd, const char *fmt, ...)
-{
-	char line[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	VT_CHILD_CHECK(vt_pipe_send(fd, line) == 0, "cannot send \"%s\" to the test", line);
-}
-
-/* The next line from the test, which must start with word; what follows it. */
-static const char *child_expect(int fd, const char *word, char *buf, size_t len)
-{
-	VT_CHILD_CHECK(vt_pipe_recv(fd, buf, len, LINE_TIMEOUT) >= 0, "no \"%s\" from the test",
-		       word);
-	size_t n = strlen(word);
-	VT_CHILD_CHECK(strncmp(buf, word, n) == 0, "got \"%s\", expected \"%s\"", buf, word);
-	return buf[n] == ' ' ? buf + n + 1 : buf + n;
-}
-
-static vad_client *child_connect(const struct vt_daemon *d, const char *name)
-{
-	vad_client *c;
-	int rc = vad_connect(d->socket_path, name, &c);
-	VT_CHILD_CHECK(rc == 0, "vad_connect as uid %u: %s", (unsigned)getuid(),
-		       vad_last_error(NULL));
-	return c;
-}
 
 /* An allocation in feed is refused with EREADONLY and a sentence naming the arena and the
  * uid and saying the peer may only read. */
@@ -203,27 +152,11 @@ static void child_write_faults(volatile uint8_t *p)
  * "/memfd:vad:NAME (deleted)". */
 static int child_arena_fd(const char *arena)
 {
-	char want[96], link[256], path[PATH_MAX];
-	snprintf(want, sizeof(want), "/memfd:vad:%s", arena);
-	size_t want_len = strlen(want);
-	DIR *dir = opendir("/proc/self/fd");
-	VT_CHILD_CHECK(dir, "opendir /proc/self/fd: %s", strerror(errno));
-	int found = -1;
-	for (struct dirent *e; found < 0 && (e = readdir(dir));) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		if (n < 0)
-			continue;
-		link[n] = '\0';
-		if (strncmp(link, want, want_len) == 0 &&
-		    (link[want_len] == '\0' || link[want_len] == ' '))
-			found = atoi(e->d_name);
-	}
-	closedir(dir);
-	VT_CHILD_CHECK(found >= 0, "no fd of this process links to %s", want);
-	return found;
+	char name[96];
+	snprintf(name, sizeof(name), "vad:%s", arena);
+	int fd = vt_memfd_named(getpid(), name);
+	VT_CHILD_CHECK(fd >= 0, "no fd of this process links to /memfd:%s", name);
+	return fd;
 }
 
 /* Nothing this process holds can be made to write the arena: mprotect of its mapping, a
@@ -267,9 +200,10 @@ static size_t child_held_ranges(vad_client *c)
 }
 
 /* The writer: allocates in feed, writes, shares; writes again when asked; frees at the end. */
-static void writer_main(const struct vt_daemon *d, int in, int out)
+static void writer_main(void *ctx, int in, int out)
 {
-	vad_client *c = child_connect(d, "writer");
+	const struct vt_daemon *d = ctx;
+	vad_client *c = vt_child_connect(d, "writer");
 	void *p;
 	int rc = vad_alloc_in(c, "feed", RANGE_SIZE, 0, &p);
 	VT_CHILD_CHECK(rc == 0, "alloc in feed as the writer: %s", vad_last_error(c));
@@ -277,11 +211,11 @@ static void writer_main(const struct vt_daemon *d, int in, int out)
 	char token[VAD_TOKEN_LEN + 1], line[256];
 	rc = vad_share(c, p, token);
 	VT_CHILD_CHECK(rc == 0, "share: %s", vad_last_error(c));
-	child_send(out, "token %s", token);
-	child_expect(in, "write", line, sizeof(line));
+	vt_child_send(out, "token %s", token);
+	vt_child_expect(in, "write", line, sizeof(line));
 	vt_fill_pattern(p, RANGE_SIZE, SEED_SECOND);
-	child_send(out, "written");
-	child_expect(in, "bye", line, sizeof(line));
+	vt_child_send(out, "written");
+	vt_child_expect(in, "bye", line, sizeof(line));
 	rc = vad_free(c, p);
 	VT_CHILD_CHECK(rc == 0, "free as the writer: %s", vad_last_error(c));
 	vad_close(c);
@@ -289,11 +223,12 @@ static void writer_main(const struct vt_daemon *d, int in, int out)
 
 /* The reader by uid: refused allocation, attaches and reads, cannot write, reads the new
  * bytes once the writer wrote them, frees its reference. */
-static void reader_main(const struct vt_daemon *d, int in, int out)
+static void reader_main(void *ctx, int in, int out)
 {
+	const struct vt_daemon *d = ctx;
 	char line[256];
-	const char *token = child_expect(in, "token", line, sizeof(line));
-	vad_client *c = child_connect(d, "reader");
+	const char *token = vt_child_expect(in, "token", line, sizeof(line));
+	vad_client *c = vt_child_connect(d, "reader");
 	child_alloc_refused_readonly(c);
 	uint8_t *p = child_attach(c, token, SEED_FIRST);
 	VT_CHILD_CHECK(child_held_ranges(c) == 1, "the attach took no reference");
@@ -309,23 +244,24 @@ static void reader_main(const struct vt_daemon *d, int in, int out)
 	memset(q, 0x77, PAGE);
 	VT_CHILD_CHECK(vad_free(c, q) == 0, "free in default: %s", vad_last_error(c));
 
-	child_send(out, "ready");
-	child_expect(in, "check", line, sizeof(line));
+	vt_child_send(out, "ready");
+	vt_child_expect(in, "check", line, sizeof(line));
 	ssize_t bad = vt_check_pattern(p, RANGE_SIZE, SEED_SECOND);
 	VT_CHILD_CHECK(bad < 0, "byte %zd does not show what the writer wrote since", bad);
 	rc = vad_free(c, p);
 	VT_CHILD_CHECK(rc == 0, "free as the reader: %s", vad_last_error(c));
 	VT_CHILD_CHECK(child_held_ranges(c) == 0, "the reader's free dropped no reference");
 	vad_close(c);
-	child_send(out, "done");
+	vt_child_send(out, "done");
 }
 
 /* The reader by supplementary group: the same refusal, the same read-only fd. */
-static void group_reader_main(const struct vt_daemon *d, int in, int out)
+static void group_reader_main(void *ctx, int in, int out)
 {
+	const struct vt_daemon *d = ctx;
 	char line[256];
-	const char *token = child_expect(in, "token", line, sizeof(line));
-	vad_client *c = child_connect(d, "group-reader");
+	const char *token = vt_child_expect(in, "token", line, sizeof(line));
+	vad_client *c = vt_child_connect(d, "group-reader");
 	child_alloc_refused_readonly(c);
 	uint8_t *p = child_attach(c, token, SEED_FIRST);
 	child_write_faults(p);
@@ -334,15 +270,16 @@ static void group_reader_main(const struct vt_daemon *d, int in, int out)
 		       "the group reader's fd is not read-only");
 	VT_CHILD_CHECK(vad_free(c, p) == 0, "free: %s", vad_last_error(c));
 	vad_close(c);
-	child_send(out, "done");
+	vt_child_send(out, "done");
 }
 
 /* On neither list: refused as before, allocation and attach alike. */
-static void stranger_main(const struct vt_daemon *d, int in, int out)
+static void stranger_main(void *ctx, int in, int out)
 {
+	const struct vt_daemon *d = ctx;
 	char line[256];
-	const char *token = child_expect(in, "token", line, sizeof(line));
-	vad_client *c = child_connect(d, "stranger");
+	const char *token = vt_child_expect(in, "token", line, sizeof(line));
+	vad_client *c = vt_child_connect(d, "stranger");
 	void *p;
 	size_t size;
 	int rc = vad_alloc_in(c, "feed", PAGE, 0, &p);
@@ -352,70 +289,16 @@ static void stranger_main(const struct vt_daemon *d, int in, int out)
 	VT_CHILD_CHECK(rc == VAD_EPERM, "attach in feed as a stranger: %d (%s), expected EPERM", rc,
 		       vad_last_error(c));
 	vad_close(c);
-	child_send(out, "done");
+	vt_child_send(out, "done");
 }
 
 /* ---- in the test -------------------------------------------------------------------- */
 
-typedef void (*peer_main_fn)(const struct vt_daemon *d, int in, int out);
-
-/* Fork a child that becomes uid/gid id (with groups as its supplementary groups) and runs
- * fn with the pipes from and to the test. */
-static void start_peer(const struct vt_daemon *d, unsigned id, const gid_t *groups, size_t n_groups,
-		       peer_main_fn fn, struct peer *p)
-{
-	int down[2], up[2];
-	assert_int_equal(0, pipe2(down, O_CLOEXEC));
-	assert_int_equal(0, pipe2(up, O_CLOEXEC));
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(down[1]);
-		close(up[0]);
-		VT_CHILD_CHECK(setgroups(n_groups, groups) == 0 && setresgid(id, id, id) == 0 &&
-				   setresuid(id, id, id) == 0,
-			       "cannot become uid and gid %u: %s", id, strerror(errno));
-		fn(d, down[0], up[1]);
-		_exit(0);
-	}
-	close(down[0]);
-	close(up[1]);
-	*p = (struct peer){.pid = pid, .to = down[1], .from = up[0]};
-}
-
-/* The next line from p, which must start with word; what follows it. */
-static const char *expect_line(struct peer *p, const char *word, char *buf, size_t len)
-{
-	if (vt_pipe_recv(p->from, buf, len, LINE_TIMEOUT) < 0)
-		fail_msg("no \"%s\" from child %d (it failed: see its message above)", word,
-			 (int)p->pid);
-	size_t n = strlen(word);
-	if (strncmp(buf, word, n) != 0)
-		fail_msg("child %d said \"%s\", expected \"%s\"", (int)p->pid, buf, word);
-	return buf[n] == ' ' ? buf + n + 1 : buf + n;
-}
-
-static void send_line(struct peer *p, const char *line)
-{
-	assert_int_equal(0, vt_pipe_send(p->to, line));
-}
-
-static void send_token(struct peer *p, const char *token)
+static void send_token(struct vt_peer *p, const char *token)
 {
 	char line[64];
 	snprintf(line, sizeof(line), "token %s", token);
-	send_line(p, line);
-}
-
-/* Wait for p to exit; it must exit 0. */
-static void finish_peer(struct peer *p, const char *what)
-{
-	close(p->to);
-	int rc = vt_wait_child(p->pid, CHILD_TIMEOUT);
-	close(p->from);
-	if (rc != 0)
-		fail_msg("the %s (child %d) exited with %d", what, (int)p->pid, rc);
+	vt_peer_send(p, line);
 }
 
 static void skip_unless_root(void)
@@ -433,22 +316,22 @@ static void test_reader_reads_and_cannot_write(void **state)
 	struct fixture *f = *state;
 	const struct vt_daemon *d = &f->d;
 	char line[256], token[VAD_TOKEN_LEN + 1];
-	struct peer writer, reader;
-	start_peer(d, f->ids.writer, NULL, 0, writer_main, &writer);
-	snprintf(token, sizeof(token), "%s", expect_line(&writer, "token", line, sizeof(line)));
+	struct vt_peer writer, reader;
+	vt_peer_start(f->ids.writer, NULL, 0, writer_main, (void *)d, &writer);
+	snprintf(token, sizeof(token), "%s", vt_peer_expect(&writer, "token", line, sizeof(line)));
 	assert_int_equal(strlen(token), VAD_TOKEN_LEN);
 
-	start_peer(d, f->ids.reader, NULL, 0, reader_main, &reader);
+	vt_peer_start(f->ids.reader, NULL, 0, reader_main, (void *)d, &reader);
 	send_token(&reader, token);
-	expect_line(&reader, "ready", line, sizeof(line));
+	vt_peer_expect(&reader, "ready", line, sizeof(line));
 	/* the writer still writes while the reader holds the range */
-	send_line(&writer, "write");
-	expect_line(&writer, "written", line, sizeof(line));
-	send_line(&reader, "check");
-	expect_line(&reader, "done", line, sizeof(line));
-	finish_peer(&reader, "reader");
-	send_line(&writer, "bye");
-	finish_peer(&writer, "writer");
+	vt_peer_send(&writer, "write");
+	vt_peer_expect(&writer, "written", line, sizeof(line));
+	vt_peer_send(&reader, "check");
+	vt_peer_expect(&reader, "done", line, sizeof(line));
+	vt_peer_finish(&reader, "reader");
+	vt_peer_send(&writer, "bye");
+	vt_peer_finish(&writer, "writer");
 
 	assert_int_equal(0, vt_wait_busy(d, 0, UINT32_MAX, vt_timeout_ms(10000), NULL));
 	assert_int_equal(0, vt_check_invariants(d));
@@ -460,25 +343,25 @@ static void test_group_reader_and_stranger(void **state)
 	struct fixture *f = *state;
 	const struct vt_daemon *d = &f->d;
 	char line[256], token[VAD_TOKEN_LEN + 1];
-	struct peer writer, group_reader, stranger;
-	start_peer(d, f->ids.writer, NULL, 0, writer_main, &writer);
-	snprintf(token, sizeof(token), "%s", expect_line(&writer, "token", line, sizeof(line)));
+	struct vt_peer writer, group_reader, stranger;
+	vt_peer_start(f->ids.writer, NULL, 0, writer_main, (void *)d, &writer);
+	snprintf(token, sizeof(token), "%s", vt_peer_expect(&writer, "token", line, sizeof(line)));
 
 	gid_t groups[] = {(gid_t)f->ids.reader_group};
-	start_peer(d, f->ids.group_reader, groups, 1, group_reader_main, &group_reader);
+	vt_peer_start(f->ids.group_reader, groups, 1, group_reader_main, (void *)d, &group_reader);
 	send_token(&group_reader, token);
-	expect_line(&group_reader, "done", line, sizeof(line));
-	finish_peer(&group_reader, "group reader");
+	vt_peer_expect(&group_reader, "done", line, sizeof(line));
+	vt_peer_finish(&group_reader, "group reader");
 
-	start_peer(d, f->ids.stranger, NULL, 0, stranger_main, &stranger);
+	vt_peer_start(f->ids.stranger, NULL, 0, stranger_main, (void *)d, &stranger);
 	send_token(&stranger, token);
-	expect_line(&stranger, "done", line, sizeof(line));
-	finish_peer(&stranger, "stranger");
+	vt_peer_expect(&stranger, "done", line, sizeof(line));
+	vt_peer_finish(&stranger, "stranger");
 
-	send_line(&writer, "write");
-	expect_line(&writer, "written", line, sizeof(line));
-	send_line(&writer, "bye");
-	finish_peer(&writer, "writer");
+	vt_peer_send(&writer, "write");
+	vt_peer_expect(&writer, "written", line, sizeof(line));
+	vt_peer_send(&writer, "bye");
+	vt_peer_finish(&writer, "writer");
 	assert_int_equal(0, vt_wait_busy(d, 0, UINT32_MAX, vt_timeout_ms(10000), NULL));
 }
 

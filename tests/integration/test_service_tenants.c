@@ -9,11 +9,8 @@
  * tenant_idle (the memfd goes, the event is recorded, its figures stay in the history), and
  * opened again, fresh, on the next use.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <string.h>
@@ -22,27 +19,17 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "uid_peers.h"
 #include "vtassert.h"
 
-#define PAGE	      4096u
-#define SECRET_SIZE   (1u << 20)
-#define SECRET_SEED   0x5EC12E7
-#define FRESH_RANGES  64
-#define FRESH_SIZE    (64u << 10)
-#define ARENA_SIZE    (64u << 20)
-#define LINE_TIMEOUT  vt_timeout_ms(20000)
-#define CHILD_TIMEOUT vt_timeout_ms(60000)
-#define FIRST_ID      62000 /* ids are searched from here for ones no user or group has */
-#define NEEDLE_LEN    64    /* bytes of the secret searched for */
-
-struct ids {
-	unsigned a, b, c;
-};
-
-struct peer {
-	pid_t pid;
-	int to, from;
-};
+#define PAGE	     4096u
+#define SECRET_SIZE  (1u << 20)
+#define SECRET_SEED  0x5EC12E7
+#define FRESH_RANGES 64
+#define FRESH_SIZE   (64u << 10)
+#define ARENA_SIZE   (64u << 20)
+#define FIRST_ID     62000 /* ids are searched from here for ones no user or group has */
+#define NEEDLE_LEN   64	   /* bytes of the secret searched for */
 
 static uint64_t now_ms(void)
 {
@@ -51,62 +38,14 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static bool id_unused(unsigned id)
-{
-	return !getpwuid((uid_t)id) && !getgrgid((gid_t)id);
-}
-
-static int pick_ids(struct ids *ids)
-{
-	unsigned *slots[] = {&ids->a, &ids->b, &ids->c};
-	unsigned next = FIRST_ID;
-	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) {
-		while (next < FIRST_ID + 1000 && !id_unused(next))
-			next++;
-		if (next >= FIRST_ID + 1000)
-			return -1;
-		*slots[i] = next++;
-	}
-	return 0;
-}
-
 /* ---- in the children ---------------------------------------------------------------- */
-
-static void child_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void child_send(int fd, const char *fmt, ...)
-{
-	char line[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	VT_CHILD_CHECK(vt_pipe_send(fd, line) == 0, "cannot send \"%s\" to the test", line);
-}
-
-static const char *child_expect(int fd, const char *word, char *buf, size_t len)
-{
-	VT_CHILD_CHECK(vt_pipe_recv(fd, buf, len, LINE_TIMEOUT) >= 0, "no \"%s\" from the test",
-		       word);
-	size_t n = strlen(word);
-	VT_CHILD_CHECK(strncmp(buf, word, n) == 0, "got \"%s\", expected \"%s\"", buf, word);
-	return buf[n] == ' ' ? buf + n + 1 : buf + n;
-}
-
-static vad_client *child_connect(const struct vt_daemon *d, const char *name)
-{
-	vad_client *c;
-	int rc = vad_connect(d->socket_path, name, &c);
-	VT_CHILD_CHECK(rc == 0, "vad_connect as uid %u: %s", (unsigned)getuid(),
-		       vad_last_error(NULL));
-	return c;
-}
 
 /* Tenant A: writes the secret into a range of its own and shares it; once B is done, its
  * fresh ranges must read as zeros. */
-static void tenant_a_main(const struct vt_daemon *d, int in, int out)
+static void tenant_a_main(void *ctx, int in, int out)
 {
-	vad_client *c = child_connect(d, "tenant-a");
+	const struct vt_daemon *d = ctx;
+	vad_client *c = vt_child_connect(d, "tenant-a");
 	void *secret;
 	int rc = vad_alloc(c, SECRET_SIZE, 0, &secret);
 	VT_CHILD_CHECK(rc == 0, "alloc as tenant A: %s", vad_last_error(c));
@@ -114,8 +53,8 @@ static void tenant_a_main(const struct vt_daemon *d, int in, int out)
 	char token[VAD_TOKEN_LEN + 1], line[256];
 	rc = vad_share(c, secret, token);
 	VT_CHILD_CHECK(rc == 0, "share as tenant A: %s", vad_last_error(c));
-	child_send(out, "token %s", token);
-	child_expect(in, "check", line, sizeof(line));
+	vt_child_send(out, "token %s", token);
+	vt_child_expect(in, "check", line, sizeof(line));
 	void *fresh[FRESH_RANGES];
 	for (int i = 0; i < FRESH_RANGES; i++) {
 		rc = vad_alloc(c, FRESH_SIZE, 0, &fresh[i]);
@@ -127,50 +66,60 @@ static void tenant_a_main(const struct vt_daemon *d, int in, int out)
 	}
 	VT_CHILD_CHECK(vt_check_pattern(secret, SECRET_SIZE, SECRET_SEED) < 0,
 		       "tenant A's secret changed");
-	child_send(out, "zeros");
-	child_expect(in, "bye", line, sizeof(line));
+	vt_child_send(out, "zeros");
+	vt_child_expect(in, "bye", line, sizeof(line));
 	vad_close(c);
+}
+
+/* What searching a process's memfds looks for, and how many it searched. */
+struct search {
+	const uint8_t *needle;
+	size_t len;
+	int files;
+};
+
+/* vt_memfd_fn: map the memfd whole, read-only, and stop if it holds the needle. */
+static int search_memfd(void *ctx, int fd, const char *link, const char *path)
+{
+	(void)path;
+	struct search *q = ctx;
+	struct stat st;
+	VT_CHILD_CHECK(fstat(fd, &st) == 0 && st.st_size > 0, "fstat of %s", link);
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	VT_CHILD_CHECK(m != MAP_FAILED, "mapping %s: %s", link, strerror(errno));
+	bool found = memmem(m, (size_t)st.st_size, q->needle, q->len) != NULL;
+	munmap(m, (size_t)st.st_size);
+	q->files++;
+	return found;
 }
 
 /* Does any memfd this process holds contain needle? Each is mapped whole, read-only. */
 static bool child_fds_contain(const uint8_t *needle, size_t len, int *n_files)
 {
-	DIR *dir = opendir("/proc/self/fd");
-	VT_CHILD_CHECK(dir, "opendir /proc/self/fd: %s", strerror(errno));
-	bool found = false;
-	*n_files = 0;
-	for (struct dirent *e; !found && (e = readdir(dir));) {
-		char path[PATH_MAX], link[256];
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		if (n < 0)
-			continue;
-		link[n] = '\0';
-		if (strncmp(link, "/memfd:", 7) != 0)
-			continue;
-		int fd = atoi(e->d_name);
-		struct stat st;
-		VT_CHILD_CHECK(fstat(fd, &st) == 0 && st.st_size > 0, "fstat of %s", link);
-		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		VT_CHILD_CHECK(m != MAP_FAILED, "mapping %s: %s", link, strerror(errno));
-		found = memmem(m, (size_t)st.st_size, needle, len) != NULL;
-		munmap(m, (size_t)st.st_size);
-		(*n_files)++;
-	}
-	closedir(dir);
-	return found;
+	struct search q = {.needle = needle, .len = len};
+	int rc = vt_for_each_memfd(getpid(), search_memfd, &q);
+	VT_CHILD_CHECK(rc >= 0, "cannot list /proc/self/fd");
+	*n_files = q.files;
+	return rc > 0;
 }
+
+/* What tenant B needs: the daemon, and A's uid (to name A's arena). */
+struct tenant_b_args {
+	const struct vt_daemon *d;
+	unsigned a_uid;
+};
 
 /* Tenant B: everything it can call or map, searched for A's secret; then it writes over
  * all of its own arena. */
-static void tenant_b_main(const struct vt_daemon *d, unsigned a_uid, int in, int out)
+static void tenant_b_main(void *ctx, int in, int out)
 {
+	const struct tenant_b_args *args = ctx;
+	const struct vt_daemon *d = args->d;
+	unsigned a_uid = args->a_uid;
 	char line[256], a_arena[64];
-	const char *token = child_expect(in, "token", line, sizeof(line));
+	const char *token = vt_child_expect(in, "token", line, sizeof(line));
 	snprintf(a_arena, sizeof(a_arena), "default@%u", a_uid);
-	vad_client *c = child_connect(d, "tenant-b");
+	vad_client *c = vt_child_connect(d, "tenant-b");
 	void *p;
 	size_t size;
 	int rc = vad_attach(c, token, &p, &size);
@@ -220,17 +169,18 @@ static void tenant_b_main(const struct vt_daemon *d, unsigned a_uid, int in, int
 		       "tenant B's mapping holds tenant A's secret");
 	free(needle);
 	memset(base, 0xEE, ARENA_SIZE); /* the attack on a shared arena: dirty all free space */
-	child_send(out, "written %d", n_files);
-	child_expect(in, "bye", line, sizeof(line));
+	vt_child_send(out, "written %d", n_files);
+	vt_child_expect(in, "bye", line, sizeof(line));
 	vad_close(c);
 }
 
 /* A third uid, past max_tenants: refused with a sentence naming the limit. */
-static void tenant_c_main(const struct vt_daemon *d, int in, int out)
+static void tenant_c_main(void *ctx, int in, int out)
 {
+	const struct vt_daemon *d = ctx;
 	char line[64];
-	child_expect(in, "go", line, sizeof(line));
-	vad_client *c = child_connect(d, "tenant-c");
+	vt_child_expect(in, "go", line, sizeof(line));
+	vad_client *c = vt_child_connect(d, "tenant-c");
 	void *p;
 	int rc = vad_alloc(c, PAGE, 0, &p);
 	VT_CHILD_CHECK(rc == VAD_EQUOTA, "alloc past max_tenants: %d (%s), expected EQUOTA", rc,
@@ -238,78 +188,20 @@ static void tenant_c_main(const struct vt_daemon *d, int in, int out)
 	VT_CHILD_CHECK(vt_contains(vad_last_error(c), "max_tenants"),
 		       "the refusal \"%s\" does not name max_tenants", vad_last_error(c));
 	vad_close(c);
-	child_send(out, "refused");
+	vt_child_send(out, "refused");
 }
 
 /* ---- in the test -------------------------------------------------------------------- */
-
-struct peer_args {
-	const struct vt_daemon *d;
-	unsigned a_uid;
-	int which; /* 0 A, 1 B, 2 C */
-};
-
-static void start_peer(const struct peer_args *args, unsigned id, struct peer *p)
-{
-	int down[2], up[2];
-	assert_int_equal(0, pipe2(down, O_CLOEXEC));
-	assert_int_equal(0, pipe2(up, O_CLOEXEC));
-	fflush(NULL);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(down[1]);
-		close(up[0]);
-		VT_CHILD_CHECK(setgroups(0, NULL) == 0 && setresgid(id, id, id) == 0 &&
-				   setresuid(id, id, id) == 0,
-			       "cannot become uid and gid %u: %s", id, strerror(errno));
-		if (args->which == 0)
-			tenant_a_main(args->d, down[0], up[1]);
-		else if (args->which == 1)
-			tenant_b_main(args->d, args->a_uid, down[0], up[1]);
-		else
-			tenant_c_main(args->d, down[0], up[1]);
-		_exit(0);
-	}
-	close(down[0]);
-	close(up[1]);
-	*p = (struct peer){.pid = pid, .to = down[1], .from = up[0]};
-}
-
-static const char *expect_line(struct peer *p, const char *word, char *buf, size_t len)
-{
-	if (vt_pipe_recv(p->from, buf, len, LINE_TIMEOUT) < 0)
-		fail_msg("no \"%s\" from child %d (it failed: see its message above)", word,
-			 (int)p->pid);
-	size_t n = strlen(word);
-	if (strncmp(buf, word, n) != 0)
-		fail_msg("child %d said \"%s\", expected \"%s\"", (int)p->pid, buf, word);
-	return buf[n] == ' ' ? buf + n + 1 : buf + n;
-}
-
-static void send_line(struct peer *p, const char *line)
-{
-	assert_int_equal(0, vt_pipe_send(p->to, line));
-}
-
-static void finish_peer(struct peer *p, const char *what)
-{
-	close(p->to);
-	int rc = vt_wait_child(p->pid, CHILD_TIMEOUT);
-	close(p->from);
-	if (rc != 0)
-		fail_msg("%s (child %d) exited with %d", what, (int)p->pid, rc);
-}
 
 static void test_tenants_cannot_reach_each_other(void **state)
 {
 	struct vt_daemon *d = *state;
 	if (!vt_is_root()) {
-		printf("SKIP test_tenants_cannot_reach_each_other: needs root to run two uids\n");
-		return;
+		print_message("skipped: tenants A, B and C run as other uids, which needs root\n");
+		skip();
 	}
-	struct ids ids;
-	if (pick_ids(&ids) != 0)
+	unsigned ids[3]; /* tenants A, B and C */
+	if (vt_pick_unused_ids(FIRST_ID, ids, 3) != 0)
 		fail_msg("no unused uids from %u", FIRST_ID);
 	assert_int_equal(0, vt_daemon_init(d));
 	assert_int_equal(0, vt_daemon_write_config(d, NULL,
@@ -317,54 +209,38 @@ static void test_tenants_cannot_reach_each_other(void **state)
 						   "max_tenants = 2\n"));
 	assert_int_equal(0, vt_daemon_start(d));
 
-	struct peer a, b, c;
-	struct peer_args aa = {.d = d, .which = 0}, ba = {.d = d, .a_uid = ids.a, .which = 1},
-			 ca = {.d = d, .which = 2};
-	start_peer(&aa, ids.a, &a);
+	struct vt_peer a, b, c;
+	struct tenant_b_args b_args = {.d = d, .a_uid = ids[0]};
+	vt_peer_start(ids[0], NULL, 0, tenant_a_main, d, &a);
 	char line[256], sent[96];
-	const char *token = expect_line(&a, "token", line, sizeof(line));
-	start_peer(&ba, ids.b, &b);
+	const char *token = vt_peer_expect(&a, "token", line, sizeof(line));
+	vt_peer_start(ids[1], NULL, 0, tenant_b_main, &b_args, &b);
 	snprintf(sent, sizeof(sent), "token %s", token);
-	send_line(&b, sent);
-	const char *files = expect_line(&b, "written", line, sizeof(line));
+	vt_peer_send(&b, sent);
+	const char *files = vt_peer_expect(&b, "written", line, sizeof(line));
 	printf("tenant B searched %s arena file(s) it was sent: none holds A's secret\n", files);
-	send_line(&a, "check");
-	expect_line(&a, "zeros", line, sizeof(line));
+	vt_peer_send(&a, "check");
+	vt_peer_expect(&a, "zeros", line, sizeof(line));
 
 	/* A and B fill max_tenants = 2: a third uid is refused while they stay. */
-	start_peer(&ca, ids.c, &c);
-	send_line(&c, "go");
-	expect_line(&c, "refused", line, sizeof(line));
-	finish_peer(&c, "tenant C");
-	send_line(&a, "bye");
-	send_line(&b, "bye");
-	finish_peer(&a, "tenant A");
-	finish_peer(&b, "tenant B");
+	vt_peer_start(ids[2], NULL, 0, tenant_c_main, d, &c);
+	vt_peer_send(&c, "go");
+	vt_peer_expect(&c, "refused", line, sizeof(line));
+	vt_peer_finish(&c, "tenant C");
+	vt_peer_send(&a, "bye");
+	vt_peer_send(&b, "bye");
+	vt_peer_finish(&a, "tenant A");
+	vt_peer_finish(&b, "tenant B");
 	assert_int_equal(0, vt_check_invariants(d));
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
-/* Does the daemon hold the memfd of arena (its link "/memfd:vad:ARENA (deleted)")? */
+/* Does the daemon hold the memfd of arena ("vad:ARENA")? */
 static bool daemon_has_memfd(const struct vt_daemon *d, const char *arena)
 {
-	char dirpath[64], want[128];
-	snprintf(dirpath, sizeof(dirpath), "/proc/%d/fd", (int)d->pid);
-	snprintf(want, sizeof(want), "/memfd:vad:%s ", arena);
-	DIR *dir = opendir(dirpath);
-	if (!dir)
-		fail_msg("opendir %s: %s", dirpath, strerror(errno));
-	bool found = false;
-	for (struct dirent *e; !found && (e = readdir(dir));) {
-		char path[PATH_MAX], link[256];
-		snprintf(path, sizeof(path), "%s/%s", dirpath, e->d_name);
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		if (n < 0)
-			continue;
-		link[n] = '\0';
-		found = strncmp(link, want, strlen(want)) == 0;
-	}
-	closedir(dir);
-	return found;
+	char name[96];
+	snprintf(name, sizeof(name), "vad:%s", arena);
+	return vt_memfd_named(d->pid, name) >= 0;
 }
 
 /* Rows of the stats database matching sql with one text parameter; -1 while unreadable. */
