@@ -432,8 +432,8 @@ bool vad_arena_conf_allows(const struct vad_arena_conf *conf, uid_t uid, gid_t g
 {
 	if (uid == 0 || conf->allow_any)
 		return true;
-	return ids_admit(conf->allow_uids, conf->n_allow_uids, conf->allow_gids,
-			 conf->n_allow_gids, uid, gid, groups, n_groups);
+	return ids_admit(conf->allow_uids, conf->n_allow_uids, conf->allow_gids, conf->n_allow_gids,
+			 uid, gid, groups, n_groups);
 }
 
 bool vad_arena_conf_reads_only(const struct vad_arena_conf *conf, uid_t uid, gid_t gid,

@@ -10,8 +10,8 @@
 
 #define STAT_FIELDS 8 /* user nice system idle iowait irq softirq steal; guest is in user */
 
-int vad_cpu_idle_parse(const char *text, const cpu_set_t *allowed, uint64_t *idle,
-		       uint64_t *total, unsigned *cpus)
+int vad_cpu_idle_parse(const char *text, const cpu_set_t *allowed, uint64_t *idle, uint64_t *total,
+		       unsigned *cpus)
 {
 	*idle = *total = 0;
 	*cpus = 0;

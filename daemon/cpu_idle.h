@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 struct vad_cpu_idle {
-	int fd;		      /* /proc/stat, -1 when it cannot be read */
-	char *buf;	      /* its text */
+	int fd;	   /* /proc/stat, -1 when it cannot be read */
+	char *buf; /* its text */
 	size_t cap;
 	uint64_t idle, total; /* jiffies at the last sample, over the allowed CPUs */
 	unsigned cpus;	      /* allowed CPUs at the last sample */
@@ -33,7 +33,7 @@ void vad_cpu_idle_close(struct vad_cpu_idle *ci);
 /* Sum the "cpuN" lines of /proc/stat text whose N is in allowed: *idle gets idle + iowait,
  * *total every state but guest time (already in user); *cpus how many lines counted.
  * Returns 0, or -1 when no line counted. */
-int vad_cpu_idle_parse(const char *text, const cpu_set_t *allowed, uint64_t *idle,
-		       uint64_t *total, unsigned *cpus);
+int vad_cpu_idle_parse(const char *text, const cpu_set_t *allowed, uint64_t *idle, uint64_t *total,
+		       unsigned *cpus);
 
 #endif

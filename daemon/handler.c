@@ -170,7 +170,7 @@ void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *
 	h->version = VAD_PROTOCOL_VERSION;
 	h->server = (char *)"vad " VAD_DAEMON_VERSION;
 	h->session_id = s->id;
-	h->default_arena = (char *)vad_section_conf(s->svc, s->svc->default_arena)->name;
+	h->default_arena = (char *)vad_section_conf(s->svc->tenants, s->svc->default_arena)->name;
 	h->admin = s->admin;
 	r->resp.result_case = VAD__RESPONSE__RESULT_HELLO;
 	r->resp.hello = h;

@@ -91,7 +91,7 @@ static bool arena_filter_parse(struct vad_session *s, const char *name, struct a
 		f->full = true;
 		return true;
 	}
-	if (vad_service_section(s->svc, name, &f->sec) != 0) {
+	if (vad_section_find(s->svc->tenants, name, &f->sec) != 0) {
 		no_such_arena(r, name);
 		return false;
 	}
@@ -122,13 +122,13 @@ static size_t pin_matching(struct vad_session *s, const struct arena_filter *f,
 {
 	size_t n = 0;
 	for (size_t i = 0; i < s->svc->n_slots; i++) {
-		struct vad_arena *a = vad_arena_pin(s->svc, i);
+		struct vad_arena *a = vad_arena_pin(s->svc->tenants, i);
 		if (!a)
 			continue;
 		if (arena_filter_match(f, a) && (!visible || visible(s, a)))
 			out[n++] = a;
 		else
-			vad_arena_unpin(s->svc, a);
+			vad_arena_unpin(s->svc->tenants, a);
 	}
 	return n;
 }
@@ -136,7 +136,7 @@ static size_t pin_matching(struct vad_session *s, const struct arena_filter *f,
 static void unpin_all(struct vad_session *s, struct vad_arena **arenas, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		vad_arena_unpin(s->svc, arenas[i]);
+		vad_arena_unpin(s->svc->tenants, arenas[i]);
 }
 
 /* Arena rows one stats reply carries at most: an ArenaStats row is under 256 bytes. */
@@ -235,8 +235,9 @@ void handle_arenas(struct vad_session *s, struct vad_reply *r)
 			fill_info(&all[i], svc->arenas[i], svc->arenas[i]->conf.name,
 				  s->allowed[i]);
 		else
-			fill_section_info(&all[i], vad_section_conf(svc, (unsigned)i),
-					  vad_section_tenants(svc, (unsigned)i), s->allowed[i]);
+			fill_section_info(&all[i], vad_section_conf(svc->tenants, (unsigned)i),
+					  vad_section_tenants(svc->tenants, (unsigned)i),
+					  s->allowed[i]);
 		all[i].read_only = s->reader[i];
 		ptrs[i] = &all[i];
 	}
@@ -424,7 +425,7 @@ void handle_check(struct vad_session *s, struct vad_reply *r)
 	r->text[0] = '\0';
 	size_t n_checked = 0;
 	for (size_t i = 0; i < svc->n_slots; i++) {
-		struct vad_arena *a = vad_arena_pin(svc, i);
+		struct vad_arena *a = vad_arena_pin(svc->tenants, i);
 		if (!a)
 			continue;
 		n_checked++;
@@ -436,7 +437,7 @@ void handle_check(struct vad_session *s, struct vad_reply *r)
 			if (used >= sizeof(r->text))
 				used = sizeof(r->text) - 1;
 		}
-		vad_arena_unpin(svc, a);
+		vad_arena_unpin(svc->tenants, a);
 	}
 	if (vad_registry_check(svc->reg, msg, sizeof(msg)) < 0) {
 		ok = false;
@@ -603,10 +604,10 @@ void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
 	struct arena_filter f;
 	if (!arena_filter_parse(s, m->arena, &f, r))
 		return;
-	if (!f.full && vad_section_tenancy(s->svc, f.all ? s->svc->default_arena : f.sec) !=
-			   VAD_TENANCY_NONE) {
+	if (!f.full && vad_section_tenancy(s->svc->tenants, f.all ? s->svc->default_arena
+								  : f.sec) != VAD_TENANCY_NONE) {
 		const char *sec =
-		    vad_section_conf(s->svc, f.all ? s->svc->default_arena : f.sec)->name;
+		    vad_section_conf(s->svc->tenants, f.all ? s->svc->default_arena : f.sec)->name;
 		vad_reply_error(r, VAD__ERROR__EINVAL,
 				"arena '%s' has one arena per tenant: name one, like %s@1000 "
 				"('vactl arenas' lists those open)",
@@ -619,16 +620,16 @@ void handle_walk(struct vad_session *s, const Vad__Walk *m, struct vad_reply *r)
 	}
 	struct vad_arena *a = NULL;
 	for (size_t i = 0; !a && i < s->svc->n_slots; i++) {
-		struct vad_arena *c = vad_arena_pin(s->svc, i);
+		struct vad_arena *c = vad_arena_pin(s->svc->tenants, i);
 		if (c && arena_filter_match(&f, c))
 			a = c;
 		else
-			vad_arena_unpin(s->svc, c);
+			vad_arena_unpin(s->svc->tenants, c);
 	}
 	if (!a) {
 		no_such_arena(r, m->arena);
 		return;
 	}
 	walk_arena(s, m, a, r);
-	vad_arena_unpin(s->svc, a);
+	vad_arena_unpin(s->svc->tenants, a);
 }

@@ -85,8 +85,9 @@ static int use_activated_socket(int *out_fd, char *err, size_t len)
 {
 	int fd = SD_LISTEN_FDS_START;
 	if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
-		snprintf(err, len, "the socket systemd passed is not a listening AF_UNIX stream "
-				   "socket (check ListenStream= in vad.socket)");
+		snprintf(err, len,
+			 "the socket systemd passed is not a listening AF_UNIX stream "
+			 "socket (check ListenStream= in vad.socket)");
 		return -1;
 	}
 	int fl = fcntl(fd, F_GETFL);
@@ -121,7 +122,7 @@ int vad_listen_open(const char *path, mode_t mode, int *out_fd, bool *activated,
 		return 0;
 	}
 
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if (!path || !*path) {
 		snprintf(err, len, "no socket path given");
 		return -1;

@@ -420,13 +420,19 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	begin_stop(arg, "stop requested");
 }
 
+/* A tenant arena closed: its figures become an event row. */
+static void tenant_closed(void *ctx, const char *detail)
+{
+	vad_service_event(ctx, "tenant-closed", detail);
+}
+
 /* Close the tenant arenas unused for their tenant_idle. */
 static void on_tenants(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct vad_server *s = arg;
-	vad_tenants_sweep(s->svc, vad_now_ns() / 1000000);
+	vad_tenants_sweep(s->svc->tenants, vad_now_ns() / 1000000, tenant_closed, s->svc);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
@@ -642,7 +648,7 @@ static int listen_until_stop(struct vad_server *s)
 			     .tv_usec = (suseconds_t)(tick_us % 1000000)};
 	if (getenv("NOTIFY_SOCKET"))
 		event_add(s->ev_tick, &tv);
-	uint64_t sweep_ms = vad_tenants_sweep_period_ms(s->svc);
+	uint64_t sweep_ms = vad_tenants_sweep_period_ms(s->svc->tenants);
 	if (sweep_ms) {
 		struct timeval sweep = {.tv_sec = (time_t)(sweep_ms / 1000),
 					.tv_usec = (suseconds_t)(sweep_ms % 1000 * 1000)};

@@ -81,14 +81,16 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 		if (strcmp(name, "default") == 0 && svc->default_arena == 0)
 			svc->default_arena = (unsigned)i;
 	}
-	if (vad_tenants_create(svc, cfg, err, err_len) != 0)
-		goto fail;
 	svc->reg = vad_registry_new(vs, n_slots);
 	free(vs);
 	vs = NULL;
 	if (!svc->reg) {
 		snprintf(err, err_len, "out of memory creating the registry");
-		vad_tenants_destroy(svc);
+		goto fail;
+	}
+	if (vad_tenants_create(&svc->tenants, cfg, slots, n_arenas, n_slots, svc->default_arena,
+			       svc->reg, err, err_len) != 0) {
+		vad_registry_free(svc->reg);
 		goto fail;
 	}
 	free(arenas); /* taken: the service's own slots array holds them now */
@@ -160,7 +162,7 @@ void vad_service_destroy(struct vad_service *svc)
 	report_client_log_suppressed(svc, vad_rate_now_ms());
 	pthread_mutex_destroy(&svc->log_rate_lock);
 	vad_registry_free(svc->reg);
-	vad_tenants_destroy(svc);
+	vad_tenants_destroy(svc->tenants);
 	close_arenas(svc->arenas, svc->n_arenas);
 	pthread_mutex_destroy(&svc->reload_lock);
 	vad_events_free(svc->events);
@@ -271,21 +273,6 @@ void vad_events_free(struct vad_event *e)
 		free(e);
 		e = next;
 	}
-}
-
-int vad_service_section(const struct vad_service *svc, const char *name, unsigned *sec)
-{
-	if (!name || !name[0]) {
-		*sec = svc->default_arena;
-		return 0;
-	}
-	for (size_t i = 0; i < svc->n_arenas; i++) {
-		if (strcmp(vad_section_conf(svc, (unsigned)i)->name, name) == 0) {
-			*sec = (unsigned)i;
-			return 0;
-		}
-	}
-	return -1;
 }
 
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)

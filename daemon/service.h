@@ -85,9 +85,6 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 /* Free the registry, close the arenas, free svc. Every session must be gone. */
 void vad_service_destroy(struct vad_service *svc);
 
-/* The [arena] section called name ("" = the default section): its index in *sec, or -1. */
-int vad_service_section(const struct vad_service *svc, const char *name, unsigned *sec);
-
 /* Re-read config_path and apply its reloadable limits and log level. Returns 0 with a summary
  * in detail, or -1 with the file:line reason (the old limits stay). Thread-safe. */
 int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len);

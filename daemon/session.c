@@ -24,7 +24,7 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 	if (!s->allowed || !s->reader || !s->tenant_slot)
 		goto fail;
 	for (size_t i = 0; i < svc->n_arenas; i++) {
-		const struct vad_arena_conf *c = vad_section_conf(svc, (unsigned)i);
+		const struct vad_arena_conf *c = vad_section_conf(svc->tenants, (unsigned)i);
 		s->reader[i] = vad_arena_conf_reads_only(c, peer->uid, peer->gid, peer->groups,
 							 peer->n_groups);
 		s->allowed[i] = s->reader[i] || vad_arena_conf_allows(c, peer->uid, peer->gid,
@@ -120,7 +120,7 @@ void vad_session_free(struct vad_session *s)
 	/* After the holds are gone (or handed to the reaper, which the sweep waits for). */
 	for (size_t i = 0; i < s->svc->n_arenas; i++)
 		if (s->tenant_slot[i])
-			vad_tenant_unpin(s->svc, s->tenant_slot[i] - 1);
+			vad_tenant_unpin(s->svc->tenants, s->tenant_slot[i] - 1);
 	vad_scratch_fini(&s->scratch);
 	vad_peer_free(&s->peer);
 	free(s->allowed);

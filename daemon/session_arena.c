@@ -9,8 +9,8 @@
 
 uint32_t vad_session_tenant(const struct vad_session *s, unsigned sec)
 {
-	return vad_section_tenancy(s->svc, sec) == VAD_TENANCY_GID ? (uint32_t)s->peer.gid
-								   : (uint32_t)s->peer.uid;
+	return vad_section_tenancy(s->svc->tenants, sec) == VAD_TENANCY_GID ? (uint32_t)s->peer.gid
+									    : (uint32_t)s->peer.uid;
 }
 
 /* Split "NAME@ID" into the section and the id; false when name has no '@' or a bad id. */
@@ -28,8 +28,8 @@ static bool split_tenant_name(const struct vad_service *svc, const char *name, u
 	errno = 0;
 	unsigned long v = strtoul(at + 1, &end, 10);
 	if (errno || *end || v > UINT32_MAX || !section[0] ||
-	    vad_service_section(svc, section, sec) != 0 ||
-	    vad_section_tenancy(svc, *sec) == VAD_TENANCY_NONE)
+	    vad_section_find(svc->tenants, section, sec) != 0 ||
+	    vad_section_tenancy(svc->tenants, *sec) == VAD_TENANCY_NONE)
 		return false;
 	*id = (uint32_t)v;
 	return true;
@@ -44,8 +44,8 @@ static enum vad_lookup tenant_arena(struct vad_session *s, unsigned sec, bool op
 		return VAD_LOOKUP_OK;
 	}
 	unsigned slot;
-	switch (
-	    vad_tenant_pin(s->svc, sec, vad_session_tenant(s, sec), open, &slot, why, why_len)) {
+	switch (vad_tenant_pin(s->svc->tenants, sec, vad_session_tenant(s, sec), open, &slot, why,
+			       why_len)) {
 	case VAD_TENANT_OK:
 		break;
 	case VAD_TENANT_NOT_OPEN:
@@ -71,9 +71,9 @@ static enum vad_lookup lookup(struct vad_session *s, const char *name, bool open
 	uint32_t id = 0;
 	bool has_at = false;
 	bool named_tenant = name && split_tenant_name(svc, name, &sec, &id, &has_at);
-	if (!named_tenant && (has_at || vad_service_section(svc, name, &sec) != 0))
+	if (!named_tenant && (has_at || vad_section_find(svc->tenants, name, &sec) != 0))
 		return VAD_LOOKUP_UNKNOWN;
-	const struct vad_arena_conf *conf = vad_section_conf(svc, sec);
+	const struct vad_arena_conf *conf = vad_section_conf(svc->tenants, sec);
 	if (!s->allowed[sec] && !open && conf->tenancy != VAD_TENANCY_NONE)
 		return VAD_LOOKUP_NOT_OPEN; /* about held ranges: it never had a tenant arena */
 	if (!s->allowed[sec] && open) {
@@ -128,7 +128,7 @@ void vad_session_pin_tenants(struct vad_session *s)
 		unsigned index;
 		char why[8];
 		if (!s->tenant_slot[sec] && s->allowed[sec] &&
-		    vad_section_tenancy(s->svc, sec) != VAD_TENANCY_NONE)
+		    vad_section_tenancy(s->svc->tenants, sec) != VAD_TENANCY_NONE)
 			tenant_arena(s, sec, false, &index, why, sizeof(why));
 	}
 }

@@ -472,9 +472,9 @@ static int write_rows(struct vad_stats_writer *w, const struct snapshot_statemen
 		return -1;
 	int64_t id = sqlite3_last_insert_rowid(w->db);
 	for (size_t i = 0; i < svc->n_slots; i++) {
-		struct vad_arena *a = vad_arena_pin(svc, i);
+		struct vad_arena *a = vad_arena_pin(svc->tenants, i);
 		int rc = a ? write_arena(w, s, id, i, a, in->now) : 0;
-		vad_arena_unpin(svc, a);
+		vad_arena_unpin(svc->tenants, a);
 		if (rc < 0)
 			return -1;
 	}

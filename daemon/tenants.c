@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "service.h"
+#include "registry.h"
 
 /* One configured section as the tenants see it. */
 struct tenant_section {
@@ -22,7 +22,11 @@ struct vad_tenants {
 	struct vad_config env; /* the daemon-wide part of the config arenas are opened with */
 	struct tenant_section *sections;
 	size_t n_sections;
-	size_t first_slot; /* tenant slots: [first_slot, svc->n_slots) */
+	unsigned default_section;
+	struct vad_arena **slots; /* the service's arena array (not owned) */
+	size_t first_slot;	  /* tenant slots: [first_slot, n_slots) */
+	size_t n_slots;
+	struct vad_registry *reg; /* its allocator slots follow ours */
 	uint64_t sweep_period_ms;
 };
 
@@ -56,7 +60,9 @@ size_t vad_tenant_slots(const struct vad_config *cfg)
 	return n;
 }
 
-int vad_tenants_create(struct vad_service *svc, const struct vad_config *cfg, char *err,
+int vad_tenants_create(struct vad_tenants **out, const struct vad_config *cfg,
+		       struct vad_arena **slots, size_t n_arenas, size_t n_slots,
+		       unsigned default_section, struct vad_registry *reg, char *err,
 		       size_t err_len)
 {
 	struct vad_tenants *t = calloc(1, sizeof(*t));
@@ -65,15 +71,13 @@ int vad_tenants_create(struct vad_service *svc, const struct vad_config *cfg, ch
 	t->env = *cfg;
 	t->env.arenas = NULL; /* only the daemon-wide keys are used */
 	t->env.n_arenas = 0;
-	t->sections = calloc(svc->n_arenas ? svc->n_arenas : 1, sizeof(*t->sections));
+	t->sections = calloc(n_arenas ? n_arenas : 1, sizeof(*t->sections));
 	if (!t->sections)
 		goto oom;
-	size_t tenant_slots = svc->n_slots - svc->n_arenas;
 	uint64_t shortest_idle = 0;
-	for (size_t i = 0; i < svc->n_arenas; i++, t->n_sections++) {
+	for (size_t i = 0; i < n_arenas; i++, t->n_sections++) {
 		/* An open arena's own copy, else (a section with tenancy) the config's. */
-		const struct vad_arena_conf *src =
-		    svc->arenas[i] ? &svc->arenas[i]->conf : &cfg->arenas[i];
+		const struct vad_arena_conf *src = slots[i] ? &slots[i]->conf : &cfg->arenas[i];
 		struct vad_arena_conf *c = &t->sections[i].conf;
 		*c = *src;
 		c->allow_gids = NULL;
@@ -91,13 +95,17 @@ int vad_tenants_create(struct vad_service *svc, const struct vad_config *cfg, ch
 		if (!shortest_idle || c->tenant_idle_ms < shortest_idle)
 			shortest_idle = c->tenant_idle_ms;
 	}
-	if (tenant_slots) {
+	if (n_slots > n_arenas) {
 		uint64_t period = shortest_idle / 4;
 		t->sweep_period_ms = period < 50 ? 50 : period > 10000 ? 10000 : period;
 	}
-	t->first_slot = svc->n_arenas;
+	t->default_section = default_section;
+	t->slots = slots;
+	t->first_slot = n_arenas;
+	t->n_slots = n_slots;
+	t->reg = reg;
 	pthread_mutex_init(&t->lock, NULL);
-	svc->tenants = t;
+	*out = t;
 	return 0;
 oom:
 	snprintf(err, err_len, "out of memory setting up the tenant arenas");
@@ -108,35 +116,47 @@ oom:
 	return -1;
 }
 
-void vad_tenants_destroy(struct vad_service *svc)
+void vad_tenants_destroy(struct vad_tenants *t)
 {
-	struct vad_tenants *t = svc->tenants;
 	if (!t)
 		return;
-	for (size_t i = t->first_slot; i < svc->n_slots; i++) {
-		if (svc->arenas[i])
-			vad_arena_close(svc->arenas[i]);
-		svc->arenas[i] = NULL;
+	for (size_t i = t->first_slot; i < t->n_slots; i++) {
+		if (t->slots[i])
+			vad_arena_close(t->slots[i]);
+		t->slots[i] = NULL;
 	}
 	pthread_mutex_destroy(&t->lock);
 	free_sections(t);
 	free(t);
-	svc->tenants = NULL;
 }
 
-enum vad_tenancy vad_section_tenancy(const struct vad_service *svc, unsigned sec)
+int vad_section_find(const struct vad_tenants *t, const char *name, unsigned *sec)
 {
-	return svc->tenants->sections[sec].conf.tenancy;
+	if (!name || !name[0]) {
+		*sec = t->default_section;
+		return 0;
+	}
+	for (size_t i = 0; i < t->n_sections; i++) {
+		if (strcmp(t->sections[i].conf.name, name) == 0) {
+			*sec = (unsigned)i;
+			return 0;
+		}
+	}
+	return -1;
 }
 
-const struct vad_arena_conf *vad_section_conf(const struct vad_service *svc, unsigned sec)
+enum vad_tenancy vad_section_tenancy(const struct vad_tenants *t, unsigned sec)
 {
-	return &svc->tenants->sections[sec].conf;
+	return t->sections[sec].conf.tenancy;
 }
 
-unsigned vad_section_tenants(struct vad_service *svc, unsigned sec)
+const struct vad_arena_conf *vad_section_conf(const struct vad_tenants *t, unsigned sec)
 {
-	struct vad_tenants *t = svc->tenants;
+	return &t->sections[sec].conf;
+}
+
+unsigned vad_section_tenants(struct vad_tenants *t, unsigned sec)
+{
 	pthread_mutex_lock(&t->lock);
 	unsigned n = t->sections[sec].open;
 	pthread_mutex_unlock(&t->lock);
@@ -145,10 +165,10 @@ unsigned vad_section_tenants(struct vad_service *svc, unsigned sec)
 
 /* The open tenant arena of (sec, tenant), or NULL; with the lock held. A linear look over the
  * tenant slots: it runs once per session and section, not per request. */
-static struct vad_arena *find_locked(struct vad_service *svc, unsigned sec, uint32_t tenant)
+static struct vad_arena *find_locked(struct vad_tenants *t, unsigned sec, uint32_t tenant)
 {
-	for (size_t i = svc->tenants->first_slot; i < svc->n_slots; i++) {
-		struct vad_arena *a = svc->arenas[i];
+	for (size_t i = t->first_slot; i < t->n_slots; i++) {
+		struct vad_arena *a = t->slots[i];
 		if (a && a->section == sec && a->tenant_id == tenant)
 			return a;
 	}
@@ -156,10 +176,9 @@ static struct vad_arena *find_locked(struct vad_service *svc, unsigned sec, uint
 }
 
 /* Open the arena of (sec, tenant) in the lowest empty slot; with the lock held. */
-static enum vad_tenant_status open_locked(struct vad_service *svc, unsigned sec, uint32_t tenant,
+static enum vad_tenant_status open_locked(struct vad_tenants *t, unsigned sec, uint32_t tenant,
 					  struct vad_arena **out, char *err, size_t err_len)
 {
-	struct vad_tenants *t = svc->tenants;
 	struct tenant_section *ts = &t->sections[sec];
 	if (ts->open >= ts->conf.max_tenants) {
 		snprintf(err, err_len,
@@ -169,9 +188,9 @@ static enum vad_tenant_status open_locked(struct vad_service *svc, unsigned sec,
 		return VAD_TENANT_LIMIT;
 	}
 	size_t slot = t->first_slot;
-	while (slot < svc->n_slots && svc->arenas[slot])
+	while (slot < t->n_slots && t->slots[slot])
 		slot++;
-	if (slot == svc->n_slots) { /* cannot happen: the slots add up every max_tenants */
+	if (slot == t->n_slots) { /* cannot happen: the slots add up every max_tenants */
 		snprintf(err, err_len, "arena '%s': no free tenant slot", ts->conf.name);
 		return VAD_TENANT_LIMIT;
 	}
@@ -179,8 +198,8 @@ static enum vad_tenant_status open_locked(struct vad_service *svc, unsigned sec,
 	if (vad_arena_open_tenant(&ts->conf, &t->env, (unsigned)slot, sec, tenant, &a, err,
 				  err_len) != 0)
 		return VAD_TENANT_FAILED;
-	vad_registry_add_space(svc->reg, (unsigned)slot, a->vs);
-	__atomic_store_n(&svc->arenas[slot], a, __ATOMIC_RELEASE);
+	vad_registry_add_space(t->reg, (unsigned)slot, a->vs);
+	__atomic_store_n(&t->slots[slot], a, __ATOMIC_RELEASE);
 	ts->open++;
 	log_info("arena %s: opened for %s %u (%u of at most %u tenant arenas)", a->conf.name,
 		 ts->conf.tenancy == VAD_TENANCY_UID ? "uid" : "gid", (unsigned)tenant, ts->open,
@@ -189,17 +208,16 @@ static enum vad_tenant_status open_locked(struct vad_service *svc, unsigned sec,
 	return VAD_TENANT_OK;
 }
 
-enum vad_tenant_status vad_tenant_pin(struct vad_service *svc, unsigned sec, uint32_t tenant,
+enum vad_tenant_status vad_tenant_pin(struct vad_tenants *t, unsigned sec, uint32_t tenant,
 				      bool create, unsigned *slot, char *err, size_t err_len)
 {
-	struct vad_tenants *t = svc->tenants;
 	enum vad_tenant_status st = VAD_TENANT_OK;
 	pthread_mutex_lock(&t->lock);
-	struct vad_arena *a = find_locked(svc, sec, tenant);
+	struct vad_arena *a = find_locked(t, sec, tenant);
 	if (!a && !create)
 		st = VAD_TENANT_NOT_OPEN;
 	else if (!a)
-		st = open_locked(svc, sec, tenant, &a, err, err_len);
+		st = open_locked(t, sec, tenant, &a, err, err_len);
 	if (st == VAD_TENANT_OK) {
 		a->pins++;
 		a->idle_since_ms = 0;
@@ -209,51 +227,49 @@ enum vad_tenant_status vad_tenant_pin(struct vad_service *svc, unsigned sec, uin
 	return st;
 }
 
-void vad_tenant_unpin(struct vad_service *svc, unsigned slot)
+void vad_tenant_unpin(struct vad_tenants *t, unsigned slot)
 {
-	struct vad_tenants *t = svc->tenants;
 	pthread_mutex_lock(&t->lock);
-	struct vad_arena *a = svc->arenas[slot];
+	struct vad_arena *a = t->slots[slot];
 	if (a && a->pins)
 		a->pins--;
 	pthread_mutex_unlock(&t->lock);
 }
 
-struct vad_arena *vad_arena_pin(struct vad_service *svc, size_t i)
+struct vad_arena *vad_arena_pin(struct vad_tenants *t, size_t i)
 {
-	struct vad_tenants *t = svc->tenants;
 	if (i < t->first_slot)
-		return svc->arenas[i];
+		return t->slots[i];
 	pthread_mutex_lock(&t->lock);
-	struct vad_arena *a = svc->arenas[i];
+	struct vad_arena *a = t->slots[i];
 	if (a)
 		a->pins++;
 	pthread_mutex_unlock(&t->lock);
 	return a;
 }
 
-void vad_arena_unpin(struct vad_service *svc, struct vad_arena *a)
+void vad_arena_unpin(struct vad_tenants *t, struct vad_arena *a)
 {
 	if (a && a->tenant)
-		vad_tenant_unpin(svc, a->index);
+		vad_tenant_unpin(t, a->index);
 }
 
 /* Is the tenant arena a closable now: unpinned, holding no reference, and no session being
  * torn down (one could still be giving its ranges back)? With the lock held. */
-static bool unused_locked(struct vad_service *svc, const struct vad_arena *a)
+static bool unused_locked(struct vad_tenants *t, const struct vad_arena *a)
 {
-	const struct vad_registry_arena *ra = &svc->reg->arenas[a->index];
+	const struct vad_registry_arena *ra = &t->reg->arenas[a->index];
 	return a->pins == 0 && __atomic_load_n(&ra->refs, __ATOMIC_ACQUIRE) == 0 &&
-	       vad_registry_dying(svc->reg, NULL) == 0;
+	       vad_registry_dying(t->reg, NULL) == 0;
 }
 
 /* Close the tenant arena in slot i; with the lock held. False when the reaper walks the
  * allocators right now (the next sweep tries again). */
-static bool close_locked(struct vad_service *svc, size_t i, uint64_t idle_ms)
+static bool close_locked(struct vad_tenants *t, size_t i, uint64_t idle_ms,
+			 void (*closed)(void *ctx, const char *detail), void *ctx)
 {
-	struct vad_tenants *t = svc->tenants;
-	struct vad_arena *a = svc->arenas[i];
-	if (!vad_registry_remove_space(svc->reg, (unsigned)i))
+	struct vad_arena *a = t->slots[i];
+	if (!vad_registry_remove_space(t->reg, (unsigned)i))
 		return false;
 	struct va_stats st;
 	va_get_stats(a->vs, &st);
@@ -262,25 +278,26 @@ static bool close_locked(struct vad_service *svc, size_t i, uint64_t idle_ms)
 		 "arena %s closed after %" PRIu64 " ms unused: %" PRIu64 " allocations, %" PRIu64
 		 " frees in its life",
 		 a->conf.name, idle_ms, st.allocs, st.frees);
-	svc->arenas[i] = NULL;
+	t->slots[i] = NULL;
 	t->sections[a->section].open--;
 	vad_arena_release_all(a);
 	vad_arena_close(a);
 	log_info("%s", detail);
-	vad_service_event(svc, "tenant-closed", detail);
+	if (closed)
+		closed(ctx, detail);
 	return true;
 }
 
-unsigned vad_tenants_sweep(struct vad_service *svc, uint64_t now_ms)
+unsigned vad_tenants_sweep(struct vad_tenants *t, uint64_t now_ms,
+			   void (*closed)(void *ctx, const char *detail), void *ctx)
 {
-	struct vad_tenants *t = svc->tenants;
-	unsigned closed = 0;
+	unsigned n_closed = 0;
 	pthread_mutex_lock(&t->lock);
-	for (size_t i = t->first_slot; i < svc->n_slots; i++) {
-		struct vad_arena *a = svc->arenas[i];
+	for (size_t i = t->first_slot; i < t->n_slots; i++) {
+		struct vad_arena *a = t->slots[i];
 		if (!a)
 			continue;
-		if (!unused_locked(svc, a)) {
+		if (!unused_locked(t, a)) {
 			a->idle_since_ms = 0;
 			continue;
 		}
@@ -290,14 +307,14 @@ unsigned vad_tenants_sweep(struct vad_service *svc, uint64_t now_ms)
 		}
 		uint64_t idle = now_ms - a->idle_since_ms;
 		if (idle >= t->sections[a->section].conf.tenant_idle_ms &&
-		    close_locked(svc, i, idle))
-			closed++;
+		    close_locked(t, i, idle, closed, ctx))
+			n_closed++;
 	}
 	pthread_mutex_unlock(&t->lock);
-	return closed;
+	return n_closed;
 }
 
-uint64_t vad_tenants_sweep_period_ms(const struct vad_service *svc)
+uint64_t vad_tenants_sweep_period_ms(const struct vad_tenants *t)
 {
-	return svc->tenants ? svc->tenants->sweep_period_ms : 0;
+	return t ? t->sweep_period_ms : 0;
 }

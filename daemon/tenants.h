@@ -23,7 +23,8 @@
 #include "arena.h"
 #include "config.h"
 
-struct vad_service;
+struct vad_registry;
+struct vad_tenants;
 
 /* How asking for a tenant's arena ended. */
 enum vad_tenant_status {
@@ -36,46 +37,54 @@ enum vad_tenant_status {
 /* Slots the tenant arenas of cfg's sections may take: the sum of their max_tenants. */
 size_t vad_tenant_slots(const struct vad_config *cfg);
 
-/* Set up tenancy for the service's sections (cfg's arenas; a section with tenancy has a NULL
- * slot); svc->arenas has svc->n_slots slots, those past svc->n_arenas empty. 0, or -1 with a
- * reason in err. */
-int vad_tenants_create(struct vad_service *svc, const struct vad_config *cfg, char *err,
+/* Set up tenancy over the service's arena array: slots[0, n_arenas) hold the configured
+ * sections' arenas (NULL for a section with tenancy, whose conf comes from cfg), slots
+ * [n_arenas, n_slots) are empty and the tenant arenas' (not owned; nor is reg, whose
+ * allocator slots follow). 0, or -1 with a reason in err. */
+int vad_tenants_create(struct vad_tenants **out, const struct vad_config *cfg,
+		       struct vad_arena **slots, size_t n_arenas, size_t n_slots,
+		       unsigned default_section, struct vad_registry *reg, char *err,
 		       size_t err_len);
 
 /* Close every tenant arena and free the tenants (no session may be left). */
-void vad_tenants_destroy(struct vad_service *svc);
+void vad_tenants_destroy(struct vad_tenants *t);
+
+/* The section called name ("" = the default section): its index in *sec, or -1. */
+int vad_section_find(const struct vad_tenants *t, const char *name, unsigned *sec);
 
 /* The tenancy of section sec (VAD_TENANCY_NONE for an arena of its own). */
-enum vad_tenancy vad_section_tenancy(const struct vad_service *svc, unsigned sec);
+enum vad_tenancy vad_section_tenancy(const struct vad_tenants *t, unsigned sec);
 
 /* The [arena] section sec as configured (its name, size, allow-list, tenancy). */
-const struct vad_arena_conf *vad_section_conf(const struct vad_service *svc, unsigned sec);
+const struct vad_arena_conf *vad_section_conf(const struct vad_tenants *t, unsigned sec);
 
 /* Section sec's tenant arenas open now. */
-unsigned vad_section_tenants(struct vad_service *svc, unsigned sec);
+unsigned vad_section_tenants(struct vad_tenants *t, unsigned sec);
 
 /* The arena of tenant `tenant` in section sec, opened first when create and it is not open,
  * pinned for the caller (vad_tenant_unpin gives it back); its slot in *slot. */
-enum vad_tenant_status vad_tenant_pin(struct vad_service *svc, unsigned sec, uint32_t tenant,
+enum vad_tenant_status vad_tenant_pin(struct vad_tenants *t, unsigned sec, uint32_t tenant,
 				      bool create, unsigned *slot, char *err, size_t err_len);
 
 /* Give back one pin of the tenant arena in slot (from vad_tenant_pin or vad_arena_pin). */
-void vad_tenant_unpin(struct vad_service *svc, unsigned slot);
+void vad_tenant_unpin(struct vad_tenants *t, unsigned slot);
 
 /* The arena in slot i pinned for a passing reader (a listing, the stats writer), or NULL for an
  * empty slot; give it back with vad_arena_unpin. Configured arenas are never closed, so only
  * tenant arenas are really pinned. */
-struct vad_arena *vad_arena_pin(struct vad_service *svc, size_t i);
+struct vad_arena *vad_arena_pin(struct vad_tenants *t, size_t i);
 
 /* Give back what vad_arena_pin returned. */
-void vad_arena_unpin(struct vad_service *svc, struct vad_arena *a);
+void vad_arena_unpin(struct vad_tenants *t, struct vad_arena *a);
 
-/* Close the tenant arenas unused for their section's tenant_idle (as of now_ms, CLOCK_MONOTONIC);
- * returns how many closed. Each closing queues a "tenant-closed" event. */
-unsigned vad_tenants_sweep(struct vad_service *svc, uint64_t now_ms);
+/* Close the tenant arenas unused for their section's tenant_idle (as of now_ms,
+ * CLOCK_MONOTONIC); returns how many closed. Each closing is logged and given to closed (may be
+ * NULL) as a sentence with its figures. */
+unsigned vad_tenants_sweep(struct vad_tenants *t, uint64_t now_ms,
+			   void (*closed)(void *ctx, const char *detail), void *ctx);
 
 /* How often sweeping is worth it: a quarter of the shortest tenant_idle, from 50 ms to 10 s;
  * 0 when no section has tenancy. */
-uint64_t vad_tenants_sweep_period_ms(const struct vad_service *svc);
+uint64_t vad_tenants_sweep_period_ms(const struct vad_tenants *t);
 
 #endif
