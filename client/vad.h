@@ -36,31 +36,31 @@ extern "C" {
 /* Error codes: the negated values of vad.Error in proto/vad.proto. */
 enum vad_error {
 	VAD_OK = 0,
-	VAD_EINVAL = -1,       /* a malformed or missing argument */
-	VAD_ENOMEM = -2,       /* out of memory */
-	VAD_ECONNECT = -3,     /* no daemon is listening on the socket */
-	VAD_EGONE = -4,	       /* the daemon closed the connection (gone or restarted) */
-	VAD_EPROTO = -5,       /* protocol error: undecodable message, broken framing, or a reply
-				  that does not fit its request or the arena */
-	VAD_EVERSION = -6,     /* client and daemon speak different protocol versions */
-	VAD_ENOSPC = -7,       /* the arena has no free range that large */
-	VAD_EQUOTA = -8,       /* a per-client or per-uid quota would be exceeded */
-	VAD_EPERM = -9,	       /* not allowed (arena allow-list or admin operation) */
-	VAD_ENOARENA = -10,    /* no such arena */
-	VAD_ENOTHELD = -11,    /* this client holds no reference to that range */
-	VAD_ETOKEN = -12,      /* unknown or malformed share token */
-	VAD_ESIZE = -13,       /* size is 0 or too large */
-	VAD_EALIGN = -14,      /* alignment is not a power of two or is too large */
-	VAD_ETOOBIG = -15,     /* request larger than the daemon's maximum frame or batch */
-	VAD_EBUSY = -16,       /* the daemon has too many clients */
-	VAD_EINTERNAL = -17,   /* the daemon failed internally */
-	VAD_EMAP = -18,	       /* mapping the arena into this process failed */
-	VAD_EUNSUPPORTED = -19,/* the daemon does not know that operation */
-	VAD_ENOHELLO = -20,    /* the first request must be hello */
-	VAD_EREVOKED = -21,    /* the share token was revoked */
-	VAD_EEXPIRED = -22,    /* the share token has expired */
-	VAD_ETOKENUSED = -23,  /* the single-use share token was already used */
-	VAD_EREADONLY = -24,   /* this client may only read that arena: allocation refused */
+	VAD_EINVAL = -1,	/* a malformed or missing argument */
+	VAD_ENOMEM = -2,	/* out of memory */
+	VAD_ECONNECT = -3,	/* no daemon is listening on the socket */
+	VAD_EGONE = -4,		/* the daemon closed the connection (gone or restarted) */
+	VAD_EPROTO = -5,	/* protocol error: undecodable message, broken framing, or a reply
+				   that does not fit its request or the arena */
+	VAD_EVERSION = -6,	/* client and daemon speak different protocol versions */
+	VAD_ENOSPC = -7,	/* the arena has no free range that large */
+	VAD_EQUOTA = -8,	/* a per-client or per-uid quota would be exceeded */
+	VAD_EPERM = -9,		/* not allowed (arena allow-list or admin operation) */
+	VAD_ENOARENA = -10,	/* no such arena */
+	VAD_ENOTHELD = -11,	/* this client holds no reference to that range */
+	VAD_ETOKEN = -12,	/* unknown or malformed share token */
+	VAD_ESIZE = -13,	/* size is 0 or too large */
+	VAD_EALIGN = -14,	/* alignment is not a power of two or is too large */
+	VAD_ETOOBIG = -15,	/* request larger than the daemon's maximum frame or batch */
+	VAD_EBUSY = -16,	/* the daemon has too many clients */
+	VAD_EINTERNAL = -17,	/* the daemon failed internally */
+	VAD_EMAP = -18,		/* mapping the arena into this process failed */
+	VAD_EUNSUPPORTED = -19, /* the daemon does not know that operation */
+	VAD_ENOHELLO = -20,	/* the first request must be hello */
+	VAD_EREVOKED = -21,	/* the share token was revoked */
+	VAD_EEXPIRED = -22,	/* the share token has expired */
+	VAD_ETOKENUSED = -23,	/* the single-use share token was already used */
+	VAD_EREADONLY = -24,	/* this client may only read that arena: allocation refused */
 };
 
 typedef struct vad_client vad_client;
@@ -211,7 +211,7 @@ struct vad_client_info {
 	const char *name;
 	uint64_t held_bytes, held_ranges;
 	uint64_t allocs, frees;
-	uint64_t connected_ms; /* connection time, ms since the epoch */
+	uint64_t connected_ms;	  /* connection time, ms since the epoch */
 	uint64_t failed_attaches; /* attaches refused for their token (unknown, revoked, ...) */
 };
 
@@ -256,6 +256,10 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 
 /* Describe the range this client holds starting at ptr; VAD_ENOTHELD if none (local). */
 int vad_range_info(vad_client *c, const void *ptr, struct vad_range *out);
+
+/* 1 if this client may write the range it holds at ptr, 0 if its arena is mapped read-only
+ * (the client is one of the arena's readers); VAD_ENOTHELD if it holds none there (local). */
+int vad_range_writable(vad_client *c, const void *ptr);
 
 /* Pointer to offset in this process's mapping of arena (mapped on first use). Gives no
  * reference: the range may be freed by its holders at any time. */

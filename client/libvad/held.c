@@ -166,3 +166,13 @@ int vad_range_info(vad_client *c, const void *ptr, struct vad_range *out)
 	out->refs = h.refs;
 	return VAD_OK;
 }
+
+int vad_range_writable(vad_client *c, const void *ptr)
+{
+	struct libvad_held h;
+	if (!c)
+		return libvad_fail(c, VAD_EINVAL, "vad_range_writable: client is NULL");
+	if (!libvad_held_lookup(c, (uintptr_t)ptr, &h))
+		return libvad_fail(c, VAD_ENOTHELD, "this client holds no range starting there");
+	return h.arena->read_only ? 0 : 1;
+}

@@ -141,7 +141,8 @@ ARENAS = (
     f"[arena default]\nsize = {DEFAULT_ARENA >> 20}M\n\n"
     f"[arena small]\nsize = {SMALL_ARENA >> 20}M\n\n"
     "[arena locked]\nsize = 1M\nallow_uids = 54321\n\n"
-    "[arena own]\nsize = 1M\ntenancy = uid\n"
+    "[arena own]\nsize = 1M\ntenancy = uid\n\n"
+    "[arena feed]\nsize = 1M\nallow_uids = 0\nreader_uids = 65534\n"
 )
 
 

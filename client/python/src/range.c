@@ -265,7 +265,11 @@ static int range_getbuffer(vadpy_range *r, Py_buffer *view, int flags)
 		view->obj = NULL;
 		return -1;
 	}
-	if (PyBuffer_FillInfo(view, (PyObject *)r, r->ptr, (Py_ssize_t)r->size, 0, flags) < 0)
+	/* In an arena this client only reads the pages are mapped PROT_READ: a writable buffer
+	 * would let Python die of SIGSEGV, so asking for one raises BufferError instead. */
+	int readonly = vad_range_writable(r->client->c, r->ptr) == 0;
+	if (PyBuffer_FillInfo(view, (PyObject *)r, r->ptr, (Py_ssize_t)r->size, readonly, flags) <
+	    0)
 		return -1;
 	r->exports++;
 	r->client->exports++;

@@ -112,7 +112,8 @@ class ArenaMap(TypedDict):
     blocks: list[Block]
 
 class Range:
-    """One reference to a shared range; a writable buffer (memoryview, numpy)."""
+    """One reference to a shared range; a buffer (memoryview, numpy), read-only in an arena
+    this client only reads (reader_uids/reader_gids)."""
 
     @property
     def size(self) -> int: ...
