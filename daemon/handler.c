@@ -333,20 +333,30 @@ static bool alloc_reply_fits(const struct vad_arena *a, size_t n, size_t size_by
 	return false;
 }
 
+/* Is the session only a reader of arena ai? Then r is the EREADONLY refusal of what (its
+ * writers allocate, and share and revoke tokens: a reader could otherwise revoke or replace
+ * the token a writer handed its other readers). */
+static bool refused_to_reader(struct vad_session *s, unsigned ai, const struct vad_arena *a,
+			      const char *what, struct vad_reply *r)
+{
+	if (!s->reader[ai])
+		return false;
+	vad_reply_error(r, VAD__ERROR__EREADONLY,
+			"uid %u may only read arena '%s' (its reader_uids/reader_gids in vad.conf "
+			"admit it, its allow_uids/allow_gids do not): it may attach, read and free "
+			"ranges a writer shares, not %s",
+			(unsigned)s->peer.uid, a->conf.name, what);
+	return true;
+}
+
 void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *r)
 {
 	unsigned ai;
 	struct vad_arena *a = use_arena(s, m->arena, &ai, r);
 	if (!a)
 		return;
-	if (s->reader[ai]) {
-		vad_reply_error(r, VAD__ERROR__EREADONLY,
-				"uid %u may only read arena '%s' (its reader_uids/reader_gids in "
-				"vad.conf admit it, its allow_uids/allow_gids do not): it may "
-				"attach, read and free ranges a writer shares, not allocate",
-				(unsigned)s->peer.uid, a->conf.name);
+	if (refused_to_reader(s, ai, a, "allocate", r))
 		return;
-	}
 	struct vad_limits l = vad_service_limits(s->svc);
 	size_t n = alloc_batch_count(m, &l, r);
 	if (n == 0 || !alloc_align_ok(a, m->align, r))
@@ -473,7 +483,7 @@ void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *
 {
 	unsigned ai;
 	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
-	if (!a)
+	if (!a || refused_to_reader(s, ai, a, "share them", r))
 		return;
 	struct vad_token_terms terms = {.single_use = m->single_use, .ttl_ms = m->ttl_ms};
 	int rc = vad_registry_share_with(s->svc->reg, &s->holder, ai, m->offset, &terms, r->token);
@@ -505,7 +515,7 @@ void handle_unshare(struct vad_session *s, const Vad__Unshare *m, struct vad_rep
 {
 	unsigned ai;
 	struct vad_arena *a = held_arena(s, m->arena, &ai, r);
-	if (!a)
+	if (!a || refused_to_reader(s, ai, a, "revoke their tokens", r))
 		return;
 	int rc = vad_registry_unshare(s->svc->reg, &s->holder, ai, m->offset);
 	if (rc < 0) {

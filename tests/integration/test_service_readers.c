@@ -232,6 +232,14 @@ static void reader_main(void *ctx, int in, int out)
 	child_alloc_refused_readonly(c);
 	uint8_t *p = child_attach(c, token, SEED_FIRST);
 	VT_CHILD_CHECK(child_held_ranges(c) == 1, "the attach took no reference");
+	/* Tokens are the writers': a reader revoking or replacing one would cut off the others. */
+	char again[VAD_TOKEN_LEN + 1];
+	int refused = vad_share(c, p, again);
+	VT_CHILD_CHECK(refused == VAD_EREADONLY, "share as a reader: %d (%s), expected EREADONLY",
+		       refused, vad_last_error(c));
+	refused = vad_unshare(c, p);
+	VT_CHILD_CHECK(refused == VAD_EREADONLY, "unshare as a reader: %d (%s), expected EREADONLY",
+		       refused, vad_last_error(c));
 	child_write_faults(p);
 	child_cannot_make_writable(p);
 	void *base;
