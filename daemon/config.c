@@ -561,6 +561,21 @@ static void start_section(struct parse_state *ps, const char *inner, size_t len)
 }
 
 /* ini_reader: hand inih one left-trimmed physical line at a time, counting lines. */
+/* The length of line[0, len) before a '#' comment that follows whitespace outside double
+ * quotes ("workers = auto   # one per CPU"); inih itself ends a line only at such a ';'. */
+static size_t without_trailing_comment(const char *line, size_t len)
+{
+	bool quoted = false;
+	for (size_t i = 0; i < len; i++) {
+		if (line[i] == '"')
+			quoted = !quoted;
+		else if (line[i] == '#' && !quoted && i > 0 &&
+			 (line[i - 1] == ' ' || line[i - 1] == '\t'))
+			return i;
+	}
+	return len;
+}
+
 static char *line_reader(char *str, int num, void *stream)
 {
 	struct parse_state *ps = stream;
@@ -592,6 +607,8 @@ static char *line_reader(char *str, int num, void *stream)
 		if (ps->failed)
 			return NULL;
 	}
+	if (p[0] != '#' && p[0] != ';')
+		body = without_trailing_comment(p, body);
 	memcpy(str, p, body);
 	str[body] = '\n';
 	str[body + 1] = '\0';

@@ -481,6 +481,23 @@ static void test_missing_file(void **state)
 
 /* reader_uids/reader_gids: parsed like the allow-lists, and refused where no allow-list names
  * the writers, at the line of the reader key (the first one when both are given). */
+/* A '#' after whitespace ends a line's value, as a ';' does; not inside double quotes. */
+static void test_trailing_comments(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("[vad]\nworkers = 3   # three\nmax_batch = 7\t# tab\n"
+		"socket = \"/tmp/a #b/vad.sock\"  # quoted\n[arena a]  # the first\nsize = 1M #\n",
+		&cfg);
+	assert_int_equal(3, cfg.workers);
+	assert_int_equal(7, cfg.max_batch);
+	assert_string_equal("/tmp/a #b/vad.sock", cfg.socket_path);
+	assert_string_equal("a", cfg.arenas[0].name);
+	assert_int_equal(1u << 20, cfg.arenas[0].size);
+	vad_config_free(&cfg);
+	load_err("[vad]\nworkers = 3#no space\n", 2, "workers");
+}
+
 /* tenancy, tenant_idle, max_tenants: values, defaults, and the rules that tie them. */
 static void test_tenancy(void **state)
 {
@@ -841,6 +858,7 @@ int main(void)
 	    cmocka_unit_test(test_missing_file),
 	    cmocka_unit_test(test_readers),
 	    cmocka_unit_test(test_tenancy),
+	    cmocka_unit_test(test_trailing_comments),
 	    cmocka_unit_test(test_load_free_load),
 	    cmocka_unit_test(test_shipped_config),
 	    cmocka_unit_test(test_balance_default_is_adaptive),
