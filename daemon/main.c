@@ -196,8 +196,16 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 	       count_or_unlimited(cfg->max_clients_uid, b, sizeof(b)), cfg->admin_slots);
 	if (cfg->has_admin_group)
 		printf("  admin_group   %u\n", (unsigned)cfg->admin_gid);
-	printf("  stats_db      %s (every %s, kept %s)\n",
-	       cfg->stats_db[0] ? cfg->stats_db : "(standard path)",
+	/* Empty: where the daemon would put it (resolve_stats_db). */
+	char db[PATH_MAX];
+	const char *sock = cfg->socket_path[0] ? cfg->socket_path : dflt->path;
+	const char *where = cfg->stats_db;
+	if (!where[0])
+		where = sock[0] && vad_socket_stats_db(sock, db, sizeof(db)) == 0
+			    ? db
+			    : "(none: no path beside the socket; set stats_db)";
+	printf("  stats_db      %s%s (every %s, kept %s)\n", where,
+	       cfg->stats_db[0] ? "" : ", the default for that socket",
 	       format_duration(cfg->stats_interval_ms, a, sizeof(a)),
 	       format_duration(cfg->stats_retention_ms, b, sizeof(b)));
 	if (cfg->log_level >= VAD_LOG_ERR && cfg->log_level <= VAD_LOG_DEBUG)

@@ -20,6 +20,7 @@
 
 #include <sqlite3.h>
 
+#include "socket_path.h"
 #include "vtassert.h"
 
 #define PAGE	    4096u
@@ -739,6 +740,12 @@ static void test_print_socket(void **state)
 	want[strlen(want) - 1] = '\0';
 	assert_true(vt_contains(o.out, want));
 	assert_true(vt_contains(o.out, "the default path"));
+	/* and the stats database that socket's daemon would write, not a placeholder */
+	char db[PATH_MAX + 64];
+	assert_int_equal(0, vad_socket_stats_db(want, db, sizeof(db) - 48));
+	strcat(db, ", the default for that socket");
+	if (!vt_contains(o.out, db))
+		fail_msg("--check-config does not say stats_db %s:\n%s", db, o.out);
 	vt_output_free(&o);
 }
 
