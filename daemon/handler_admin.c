@@ -444,13 +444,14 @@ void handle_check(struct vad_session *s, struct vad_reply *r)
 		used += (size_t)snprintf(r->text + used, sizeof(r->text) - used, "%sregistry: %s",
 					 used ? "; " : "", msg);
 	}
+	unsigned sessions = __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED);
+	uint64_t tokens = vad_registry_tokens(svc->reg);
 	if (ok)
 		snprintf(r->text, sizeof(r->text),
-			 "%zu arena%s and the registry are consistent (%u sessions, %" PRIu64
-			 " share tokens)",
-			 n_checked, n_checked == 1 ? "" : "s",
-			 __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED),
-			 vad_registry_tokens(svc->reg));
+			 "%zu arena%s and the registry are consistent (%u session%s, %" PRIu64
+			 " share token%s)",
+			 n_checked, n_checked == 1 ? "" : "s", sessions, sessions == 1 ? "" : "s",
+			 tokens, tokens == 1 ? "" : "s");
 	else
 		log_err("check requested by '%s' found a problem: %s", s->name, r->text);
 	vad__check_reply__init(&r->u.check);

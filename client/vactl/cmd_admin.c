@@ -111,7 +111,7 @@ static int run_reload(struct vactl_opts *o, int argc, char **argv)
 	if (o->json)
 		print_flag_json("reloaded", true, detail);
 	else
-		print_with_detail("reloaded", detail);
+		puts(detail && *detail ? detail : "reloaded"); /* the daemon's sentence says it */
 	free(detail);
 	vad_close(c);
 	return VACTL_EXIT_OK;

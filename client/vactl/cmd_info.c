@@ -373,9 +373,11 @@ static int run_stats(struct vactl_opts *o, int argc, char **argv)
 		vactl_json_print(j);
 	} else {
 		char up[32];
-		printf("up %s, %u clients, %llu requests, %llu share tokens\n",
+		printf("up %s, %u client%s, %llu request%s, %llu share token%s\n",
 		       vactl_fmt_duration(d->uptime_ms, up, sizeof(up)), d->clients,
-		       (unsigned long long)d->requests, (unsigned long long)d->shares);
+		       d->clients == 1 ? "" : "s", (unsigned long long)d->requests,
+		       d->requests == 1 ? "" : "s", (unsigned long long)d->shares,
+		       d->shares == 1 ? "" : "s");
 		for (size_t i = 0; i < d->n_arenas; i++)
 			print_arena_stats(&d->arenas[i], false);
 		if (d->n_arenas > 1)

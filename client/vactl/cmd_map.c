@@ -115,8 +115,8 @@ static int write_svg(const struct vad_arena_map *m, const char *path, uint64_t c
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%llu\" height=\"%llu\" "
 		"font-family=\"monospace\" font-size=\"12\">\n",
 		(unsigned long long)(cols * cw), (unsigned long long)(rows * ch + top + 20));
-	fprintf(f, "<text x=\"0\" y=\"14\">arena %s, %s, %zu blocks</text>\n", m->arena,
-		vactl_fmt_size(m->size, sz, sizeof(sz)), m->n_blocks);
+	fprintf(f, "<text x=\"0\" y=\"14\">arena %s, %s, %zu block%s</text>\n", m->arena,
+		vactl_fmt_size(m->size, sz, sizeof(sz)), m->n_blocks, m->n_blocks == 1 ? "" : "s");
 	uint64_t cells = cols * rows;
 	size_t cursor = 0;
 	for (uint64_t r = 0; r < rows; r++) {
@@ -288,8 +288,8 @@ static void print_map_text(const struct vad_arena_map *m, const struct map_summa
 			   const struct map_args *a)
 {
 	char b1[32], b2[32], b3[32];
-	printf("arena %s: %s in %zu blocks%s, quantum %s; each cell is %s\n", m->arena,
-	       vactl_fmt_size(m->size, b1, sizeof(b1)), m->n_blocks,
+	printf("arena %s: %s in %zu block%s%s, quantum %s; each cell is %s\n", m->arena,
+	       vactl_fmt_size(m->size, b1, sizeof(b1)), m->n_blocks, m->n_blocks == 1 ? "" : "s",
 	       m->truncated ? " (truncated: --max-blocks)" : "",
 	       vactl_fmt_size(m->quantum, b2, sizeof(b2)),
 	       vactl_fmt_size(m->size / (a->width * a->rows), b3, sizeof(b3)));

@@ -8,9 +8,10 @@
 #include "version.h"
 
 static const struct vactl_cmd *const commands[] = {
-    &vactl_cmd_status,	&vactl_cmd_top,	    &vactl_cmd_arenas, &vactl_cmd_clients, &vactl_cmd_stats,
-    &vactl_cmd_purge,	&vactl_cmd_reload,  &vactl_cmd_check,  &vactl_cmd_alloc,   &vactl_cmd_free,
-    &vactl_cmd_session, &vactl_cmd_history, &vactl_cmd_sessions, &vactl_cmd_map,
+    &vactl_cmd_status,	 &vactl_cmd_top,   &vactl_cmd_arenas,  &vactl_cmd_clients,
+    &vactl_cmd_stats,	 &vactl_cmd_purge, &vactl_cmd_reload,  &vactl_cmd_check,
+    &vactl_cmd_alloc,	 &vactl_cmd_free,  &vactl_cmd_session, &vactl_cmd_history,
+    &vactl_cmd_sessions, &vactl_cmd_map,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -29,29 +30,28 @@ static void print_help(FILE *f)
 			fprintf(f, "  %-30s %s\n", head, commands[i]->summary);
 	}
 	fprintf(
-	    f,
-	    "\nOptions (before or after the command):\n"
-	    "  --socket PATH   the daemon's socket; default $VAD_SOCKET, else as root\n"
-	    "                  /run/vad/vad.sock, else $XDG_RUNTIME_DIR/vad.sock if a socket\n"
-	    "                  of yours is there, else /run/vad/vad.sock\n"
-	    "  --json          machine output: one JSON document on stdout (session: one JSON\n"
-	    "                  object per line); keys are snake_case, sizes are integer bytes\n"
-	    "  --timeout D     give up when the daemon does not answer within D (default 30s;\n"
-	    "                  0 = wait forever) and exit 3; waiting on purpose (alloc --hold,\n"
-	    "                  session input and sleep, top's interval) does not count\n"
-	    "  -h, --help      this help; vactl COMMAND --help explains one command\n"
-	    "  -V, --version   print vactl's version\n"
-	    "\nSizes accept binary units: 4096, 4K, 1.5M, 64G (K = 1024). Durations: 250ms,\n"
-	    "10s, 5m, 2h, 1d, 1w; a bare number is seconds.\n"
-	    "\nExit status:\n"
-	    "  0  success\n"
-	    "  1  the daemon refused the request (its reason is printed on stderr)\n"
-	    "  2  usage error\n"
-	    "  3  cannot reach the daemon (not running, wrong socket, went away, or no\n"
-	    "     answer within --timeout)\n"
-	    "  4  check found broken allocator invariants\n"
-	    "With --json, a refusal or an unreachable daemon also prints {\"error\": NAME,\n"
-	    "\"code\": N, \"message\": ...} on stdout; usage errors go to stderr only.\n");
+	    f, "\nOptions (before or after the command):\n"
+	       "  --socket PATH   the daemon's socket; default $VAD_SOCKET, else as root\n"
+	       "                  /run/vad/vad.sock, else $XDG_RUNTIME_DIR/vad.sock if a socket\n"
+	       "                  of yours is there, else /run/vad/vad.sock\n"
+	       "  --json          machine output: one JSON document on stdout (session: one JSON\n"
+	       "                  object per line); keys are snake_case, sizes are integer bytes\n"
+	       "  --timeout D     give up when the daemon does not answer within D (default 30s;\n"
+	       "                  0 = wait forever) and exit 3; waiting on purpose (alloc --hold,\n"
+	       "                  session input and sleep, top's interval) does not count\n"
+	       "  -h, --help      this help; vactl COMMAND --help explains one command\n"
+	       "  -V, --version   print vactl's version\n"
+	       "\nSizes accept binary units: 4096, 4K, 1.5M, 64G (K = 1024). Durations: 250ms,\n"
+	       "10s, 5m, 2h, 1d, 1w; a bare number is seconds.\n"
+	       "\nExit status:\n"
+	       "  0  success\n"
+	       "  1  the daemon refused the request (its reason is printed on stderr)\n"
+	       "  2  usage error\n"
+	       "  3  cannot reach the daemon (not running, wrong socket, went away, or no\n"
+	       "     answer within --timeout)\n"
+	       "  4  check found broken allocator invariants\n"
+	       "With --json, a refusal or an unreachable daemon also prints {\"error\": NAME,\n"
+	       "\"code\": N, \"message\": ...} on stdout; usage errors go to stderr only.\n");
 }
 
 static void print_cmd_help(const struct vactl_cmd *cmd)

@@ -512,6 +512,18 @@ static void test_admin_as_root(void **state)
 				 NULL};
 		assert_int_equal(0, vt_vactl_argv(argv, NULL, &o));
 		VT_ASSERT_EXIT(&o, 0, cmds[i][0]);
+		/* What a person reads: the daemon's own sentence once ("reloaded ...", not
+		 * "reloaded: reloaded ..."), and a count agreeing with its noun. */
+		if (strcmp(cmds[i][0], "reload") == 0 &&
+		    (strncmp(o.out, "reloaded ", 9) != 0 || vt_contains(o.out, "reloaded: ")))
+			fail_msg("vactl reload says \"%s\"", o.out);
+		const char *counts = strstr(o.out, " (");
+		unsigned n_sessions;
+		char noun[16];
+		if (strcmp(cmds[i][0], "check") == 0 &&
+		    (!counts || sscanf(counts, " (%u %15[a-z]", &n_sessions, noun) != 2 ||
+		     strcmp(noun, n_sessions == 1 ? "session" : "sessions") != 0))
+			fail_msg("vactl check says \"%s\": a count and its noun disagree", o.out);
 		vt_output_free(&o);
 	}
 	struct json_object *j = VACTL_JSON(d, "check");
