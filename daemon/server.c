@@ -469,8 +469,9 @@ static void raise_fd_limit(unsigned max_clients, uint64_t arena_fds)
 	uint64_t need = (uint64_t)max_clients * (VAD_FDS_UNREAD_MAX + 1) + 64 + arena_fds;
 	if (max_clients && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
 		log_warn("the open file limit %llu is low for max_clients %u and %llu tenant "
-			 "arena fds: clients that do not read their arena fds could use it up "
-			 "(raise LimitNOFILE to %llu)",
+			 "arena fds: clients that do not read their arena fds could use it up; "
+			 "raise it to %llu (LimitNOFILE= under systemd, ulimit -Hn in a shell) or "
+			 "lower max_clients",
 			 (unsigned long long)rl.rlim_cur, max_clients,
 			 (unsigned long long)arena_fds, (unsigned long long)need);
 }
