@@ -387,6 +387,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 static void begin_stop(struct vad_server *s, const char *why)
 {
 	log_notice("%s: stopping (no new connections; closing every session)", why);
+	snprintf(s->svc->stop_reason, sizeof(s->svc->stop_reason), "%s", why); /* the stop event */
 	sd_notify(0, "STOPPING=1");
 	__atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
 	if (s->listening) {

@@ -61,6 +61,7 @@ struct vad_service {
 	gid_t admin_gid;
 	char admin_group[64]; /* its name, for refusals */
 	char config_path[PATH_MAX];
+	char stop_reason[64]; /* why the daemon stops ("SIGTERM"), set when the stop begins */
 	uint64_t start_ms;	  /* CLOCK_MONOTONIC */
 	uint64_t requests;	  /* atomic: requests handled */
 	unsigned clients;	  /* atomic: connected sessions */

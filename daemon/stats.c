@@ -8,6 +8,7 @@
 #include "stats.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -542,6 +543,42 @@ static void close_database(struct vad_stats_writer *w)
 	w->db = NULL;
 }
 
+/* A previous vad whose last snapshot is not a final one never stopped cleanly (killed,
+ * crashed, the machine lost power): say so with an "unclean-stop" event dated at that
+ * snapshot, the last moment it was seen, so the history does not read "start, start". */
+static void record_unclean_stop(struct vad_stats_writer *w)
+{
+	sqlite3_stmt *last = prepare(w, "SELECT ts_ms, uptime_ms, requests, final FROM snapshot"
+					" ORDER BY id DESC LIMIT 1");
+	if (!last)
+		return;
+	bool unclean = false;
+	uint64_t ts = 0, uptime = 0, requests = 0;
+	if (sqlite3_step(last) == SQLITE_ROW && sqlite3_column_int(last, 3) == 0) {
+		unclean = true;
+		ts = (uint64_t)sqlite3_column_int64(last, 0);
+		uptime = (uint64_t)sqlite3_column_int64(last, 1);
+		requests = (uint64_t)sqlite3_column_int64(last, 2);
+	}
+	sqlite3_finalize(last);
+	if (!unclean)
+		return;
+	char detail[192];
+	snprintf(detail, sizeof(detail),
+		 "the previous vad ended without stopping (killed or crashed); last seen %" PRIu64
+		 " s after its start, at %" PRIu64 " requests",
+		 uptime / 1000, requests);
+	sqlite3_stmt *ins = prepare(w, "INSERT INTO event(ts_ms, kind, detail)"
+				       " VALUES (:ts_ms, 'unclean-stop', :detail)");
+	if (!ins)
+		return;
+	bind_INTEGER(ins, ":ts_ms", ts);
+	bind_TEXT(ins, ":detail", detail);
+	if (run(w, ins) == 0)
+		log_notice("stats: %s", detail);
+	sqlite3_finalize(ins);
+}
+
 /* Open (or create) the database, migrate it, record the start and write a first
  * snapshot. On failure the writer is left without a database, to be retried. */
 static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
@@ -564,6 +601,7 @@ static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
 		close_database(w);
 		return -1;
 	}
+	record_unclean_stop(w);
 	/* Sessions still connected when the last vad ended without a final snapshot: they
 	 * ended with it, some time after they were last seen. */
 	if (exec(w, "UPDATE session SET end_state = 'lost', disconnect_ms = last_seen_ms"
@@ -708,7 +746,12 @@ void vad_stats_stop(struct vad_stats_writer *w)
 		pthread_join(w->thread, NULL);
 	}
 	if (w->db) {
-		vad_service_event(w->svc, "stop", NULL);
+		const char *why = w->svc->stop_reason[0] ? w->svc->stop_reason : "stopped";
+		char detail[160];
+		snprintf(detail, sizeof(detail), "%s after %" PRIu64 " s up, %" PRIu64 " requests",
+			 why, vad_service_uptime_ms(w->svc) / 1000,
+			 __atomic_load_n(&w->svc->requests, __ATOMIC_RELAXED));
+		vad_service_event(w->svc, "stop", detail);
 		if (write_final_snapshot(w) == 0)
 			log_info("stats: final snapshot written to %s", w->path);
 	}

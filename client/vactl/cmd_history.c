@@ -74,9 +74,9 @@ static const char *fmt_ns(int64_t ns, char *buf, size_t len)
 {
 	if (ns <= 0)
 		snprintf(buf, len, "-");
-	else if (ns < 10000)
+	else if (ns < 1000)
 		snprintf(buf, len, "%lldns", (long long)ns);
-	else if (ns < 10000000)
+	else if (ns < 1000000)
 		snprintf(buf, len, "%.1fus", (double)ns / 1e3);
 	else
 		snprintf(buf, len, "%.1fms", (double)ns / 1e6);
@@ -357,7 +357,7 @@ static int show_events(const struct history *h, json_object *out)
 	sqlite3_stmt *st;
 	if (sqlite3_prepare_v2(h->db,
 			       "SELECT ts_ms, kind, detail FROM event WHERE ts_ms >= ?1 ORDER BY "
-			       "ts_ms, id",
+			       "ts_ms DESC, id DESC",
 			       -1, &st, NULL) != SQLITE_OK)
 		return db_fail(h, "reading events");
 	sqlite3_bind_int64(st, 1, h->since_ts);
@@ -499,8 +499,9 @@ const struct vactl_cmd vactl_cmd_history = {
 	"Reads the daemon's stats database directly (the daemon need not run): the most\n"
 	"recent snapshots (default 20, --limit) of the last hour (--since 10m, 7d, all),\n"
 	"per arena (or only --arena A), with resident bytes ('-' in rows older than\n"
-	"schema 3) and allocation latency percentiles; the events (start, stop, reload,\n"
-	"...) of that period; and the lifetime counters summed over every run. The\n"
+	"schema 3) and allocation latency percentiles; the events of that period, newest\n"
+	"first (start, stop with its reason, unclean-stop when a vad was killed or crashed,\n"
+	"reload, ...); and the lifetime counters summed over every run. The\n"
 	"database is --db PATH, else vad-stats.db beside the socket named by --socket or\n"
 	"$VAD_SOCKET, else /var/lib/vad/stats.db. Exits 1 if it cannot be read.\n"
 	"JSON: {db, schema_version, since_ts_ms (0: all), snapshots: [{ts_ms, uptime_ms, clients,\n"

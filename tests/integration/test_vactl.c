@@ -652,6 +652,53 @@ static void test_timeout_on_silent_daemon(void **state)
 	unlink(path);
 }
 
+/* The kinds of the events vactl history lists (newest first), joined by spaces. */
+static void history_kinds(const struct vt_daemon *d, char *out, size_t len)
+{
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(NULL, NULL, &o, "--json", "history", "--db", d->stats_db,
+				     "--since", "all", NULL));
+	out[0] = '\0';
+	struct json_object *j = o.exit_code == 0 ? vt_json_parse(o.out) : NULL;
+	struct json_object *events = j ? vt_json_path(j, "events") : NULL;
+	for (size_t i = 0; events && i < json_object_array_length(events); i++) {
+		const char *kind = jstr(json_object_array_get_idx(events, i), "kind");
+		size_t used = strlen(out);
+		snprintf(out + used, len - used, "%s%s", used ? " " : "", kind);
+	}
+	if (j)
+		json_object_put(j);
+	vt_output_free(&o);
+}
+
+/* A vad killed with SIGKILL never writes its stop: the next start says it ended uncleanly,
+ * so the history does not read "start, start". */
+static void test_history_unclean_stop(void **state)
+{
+	struct vt_daemon *d = *state;
+	assert_int_equal(0, vt_daemon_setup(d, "stats_interval = 100ms\n", NULL));
+	char kinds[512];
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(30000) * 1000000u;
+	do { /* its start is on disk at once */
+		history_kinds(d, kinds, sizeof(kinds));
+		if (!vt_contains(kinds, "start"))
+			vt_sleep_ms(20);
+	} while (!vt_contains(kinds, "start") && vt_now_ns() < deadline);
+	assert_string_equal("start", kinds);
+	assert_int_equal(0, vt_daemon_signal(d, SIGKILL));
+	while (vt_daemon_alive(d))
+		assert_true(vt_now_ns() < deadline);
+	assert_int_equal(0, vt_daemon_start(d));
+	do {
+		history_kinds(d, kinds, sizeof(kinds));
+		if (!vt_contains(kinds, "unclean-stop"))
+			vt_sleep_ms(20);
+	} while (!vt_contains(kinds, "unclean-stop") && vt_now_ns() < deadline);
+	assert_int_equal(0, vt_daemon_stop(d));
+	history_kinds(d, kinds, sizeof(kinds));
+	assert_string_equal("stop start unclean-stop start", kinds);
+}
+
 static void test_history(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -703,6 +750,16 @@ static void test_history(void **state)
 		stop |= strcmp(kind, "stop") == 0;
 	}
 	assert_true(start && stop);
+	/* newest first, and the stop says why */
+	for (size_t i = 1; i < json_object_array_length(events); i++)
+		assert_true(ju64(json_object_array_get_idx(events, i - 1), "ts_ms") >=
+			    ju64(json_object_array_get_idx(events, i), "ts_ms"));
+	for (size_t i = 0; i < json_object_array_length(events); i++) {
+		struct json_object *e = json_object_array_get_idx(events, i);
+		if (strcmp(jstr(e, "kind"), "stop") == 0 &&
+		    !vt_contains(jstr(e, "detail"), "SIGTERM after"))
+			fail_msg("the stop event says \"%s\", not why", jstr(e, "detail"));
+	}
 	struct json_object *lifetime = vt_json_path(j, "lifetime");
 	assert_non_null(lifetime);
 	bool seen = false;
@@ -866,6 +923,7 @@ int main(void)
 	const struct CMUnitTest own[] = {
 	    VT_OWN_DAEMON_TEST(test_daemon_dies_mid_session),
 	    VT_OWN_DAEMON_TEST(test_history),
+	    VT_OWN_DAEMON_TEST(test_history_unclean_stop),
 	};
 	int failed = cmocka_run_group_tests_name("vactl", shared, group_setup,
 						 vt_group_daemon_stop_if_running);
