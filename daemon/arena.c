@@ -111,7 +111,7 @@ static int copy_ids(uint32_t **ids, size_t n)
 	return 0;
 }
 
-static void free_conf_ids(struct vad_arena_conf *c)
+void vad_arena_conf_free(struct vad_arena_conf *c)
 {
 	free(c->allow_uids);
 	free(c->allow_gids);
@@ -119,16 +119,16 @@ static void free_conf_ids(struct vad_arena_conf *c)
 	free(c->reader_gids);
 }
 
-static int copy_conf(struct vad_arena_conf *dst, const struct vad_arena_conf *src)
+int vad_arena_conf_copy(struct vad_arena_conf *dst, const struct vad_arena_conf *src)
 {
 	*dst = *src;
-	/* every list is copied (or NULL), so free_conf_ids is safe whatever failed */
+	/* every list is copied (or NULL), so vad_arena_conf_free is safe whatever failed */
 	int rc = copy_ids(&dst->allow_uids, src->n_allow_uids);
 	rc |= copy_ids(&dst->allow_gids, src->n_allow_gids);
 	rc |= copy_ids(&dst->reader_uids, src->n_reader_uids);
 	rc |= copy_ids(&dst->reader_gids, src->n_reader_gids);
 	if (rc) {
-		free_conf_ids(dst);
+		vad_arena_conf_free(dst);
 		memset(dst, 0, sizeof(*dst));
 		return -1;
 	}
@@ -309,7 +309,7 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	a->generation = __atomic_fetch_add(&next_generation, 1, __ATOMIC_RELAXED);
 	snprintf(a->client_name, sizeof(a->client_name), "%s", conf->name);
 	a->alloc_latency = aligned_alloc(64, sizeof(*a->alloc_latency));
-	if (!a->alloc_latency || copy_conf(&a->conf, conf)) {
+	if (!a->alloc_latency || vad_arena_conf_copy(&a->conf, conf)) {
 		snprintf(err, err_len, "arena %s: out of memory", conf->name);
 		goto fail;
 	}
@@ -341,7 +341,7 @@ fail:
 	if (a->fd >= 0)
 		close(a->fd);
 	free(a->alloc_latency);
-	free_conf_ids(&a->conf);
+	vad_arena_conf_free(&a->conf);
 	pthread_mutex_destroy(&ai->log_lock);
 	free(ai);
 	return -1;
@@ -359,7 +359,7 @@ void vad_arena_close(struct vad_arena *a)
 	if (a->fd >= 0)
 		close(a->fd);
 	free(a->alloc_latency);
-	free_conf_ids(&a->conf);
+	vad_arena_conf_free(&a->conf);
 	pthread_mutex_destroy(&ai->log_lock);
 	free(ai);
 }
@@ -368,7 +368,7 @@ int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad
 			  unsigned index, unsigned section_index, uint32_t tenant_id,
 			  struct vad_arena **out, char *err, size_t err_len)
 {
-	struct vad_arena_conf conf = *section; /* copy_conf copies the lists it points at */
+	struct vad_arena_conf conf = *section; /* vad_arena_conf_copy copies the lists */
 	if (snprintf(conf.name, sizeof(conf.name), "%s@%u", section->name, tenant_id) >=
 	    (int)sizeof(conf.name)) {
 		snprintf(err, err_len, "arena %s: the tenant arena's name is too long",

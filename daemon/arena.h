@@ -52,6 +52,12 @@ int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad
  * closes: clients that still map it see zeros). */
 void vad_arena_release_all(struct vad_arena *a);
 
+/* A deep copy of src (its id lists too) into dst; 0, or -1 out of memory (dst left empty). */
+int vad_arena_conf_copy(struct vad_arena_conf *dst, const struct vad_arena_conf *src);
+
+/* Free the id lists of a conf made by vad_arena_conf_copy. */
+void vad_arena_conf_free(struct vad_arena_conf *c);
+
 /* Bytes of the arena's file backed by memory: its allocated blocks (fstat st_blocks x 512),
  * whoever wrote them; 0 if fstat fails. */
 uint64_t vad_arena_resident_bytes(const struct vad_arena *a);

@@ -479,6 +479,16 @@ void handle_map_arena(struct vad_session *s, const Vad__MapArena *m, struct vad_
 	r->fd = fd;
 }
 
+/* Make r the ENOTHELD reply for the range at offset of a, which only a holder may act on. */
+static void not_held(struct vad_reply *r, uint64_t offset, const struct vad_arena *a,
+		     const char *what)
+{
+	vad_reply_error(r, VAD__ERROR__ENOTHELD,
+			"range 0x%" PRIx64 " in arena '%s' is not held by this client; only a "
+			"holder can %s",
+			offset, a->conf.name, what);
+}
+
 void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *r)
 {
 	unsigned ai;
@@ -488,11 +498,7 @@ void handle_share(struct vad_session *s, const Vad__Share *m, struct vad_reply *
 	struct vad_token_terms terms = {.single_use = m->single_use, .ttl_ms = m->ttl_ms};
 	int rc = vad_registry_share_with(s->svc->reg, &s->holder, ai, m->offset, &terms, r->token);
 	if (rc == -1) {
-		vad_reply_error(r, VAD__ERROR__ENOTHELD,
-				"range 0x%" PRIx64
-				" in arena '%s' is not held by this client; only "
-				"a holder can share it",
-				m->offset, a->conf.name);
+		not_held(r, m->offset, a, "share it");
 		return;
 	}
 	if (rc == -2) {
@@ -519,11 +525,7 @@ void handle_unshare(struct vad_session *s, const Vad__Unshare *m, struct vad_rep
 		return;
 	int rc = vad_registry_unshare(s->svc->reg, &s->holder, ai, m->offset);
 	if (rc < 0) {
-		vad_reply_error(r, VAD__ERROR__ENOTHELD,
-				"range 0x%" PRIx64
-				" in arena '%s' is not held by this client; only "
-				"a holder can revoke its token",
-				m->offset, a->conf.name);
+		not_held(r, m->offset, a, "revoke its token");
 		return;
 	}
 	vad__unshare_reply__init(&r->u.unshare);

@@ -30,24 +30,10 @@ struct vad_tenants {
 	uint64_t sweep_period_ms;
 };
 
-static int copy_ids(void **dst, const void *src, size_t n, size_t elem)
-{
-	*dst = NULL;
-	if (!n)
-		return 0;
-	*dst = malloc(n * elem);
-	if (!*dst)
-		return -1;
-	memcpy(*dst, src, n * elem);
-	return 0;
-}
-
 static void free_sections(struct vad_tenants *t)
 {
-	for (size_t i = 0; i < t->n_sections; i++) {
-		free(t->sections[i].conf.allow_uids);
-		free(t->sections[i].conf.allow_gids);
-	}
+	for (size_t i = 0; i < t->n_sections; i++)
+		vad_arena_conf_free(&t->sections[i].conf);
 	free(t->sections);
 }
 
@@ -79,17 +65,8 @@ int vad_tenants_create(struct vad_tenants **out, const struct vad_config *cfg,
 		/* An open arena's own copy, else (a section with tenancy) the config's. */
 		const struct vad_arena_conf *src = slots[i] ? &slots[i]->conf : &cfg->arenas[i];
 		struct vad_arena_conf *c = &t->sections[i].conf;
-		*c = *src;
-		c->allow_gids = NULL;
-		/* The reader lists stay the source's: an open arena's own (it outlives the
-		 * tenants), and a section with tenancy has none (config.c). */
-		if (copy_ids((void **)&c->allow_uids, src->allow_uids, src->n_allow_uids,
-			     sizeof(uid_t)) ||
-		    copy_ids((void **)&c->allow_gids, src->allow_gids, src->n_allow_gids,
-			     sizeof(gid_t))) {
-			t->n_sections++;
+		if (vad_arena_conf_copy(c, src) != 0)
 			goto oom;
-		}
 		if (c->tenancy == VAD_TENANCY_NONE)
 			continue;
 		if (!shortest_idle || c->tenant_idle_ms < shortest_idle)
