@@ -1,11 +1,11 @@
 /*
  * bench_impl.h - the allocator implementations vabench can drive.
  *
- * "vaspace" and "globallock" are the product (lib/, two configurations); "busywalk"
- * and "listfit" are the historical baselines, kept here beside the bench and never
- * in lib/. Every implementation speaks the vaspace semantics: sizes round up to the
- * quantum, alignment is a power of two raised to the quantum, results and errors are
- * VA_OK / VA_E* codes from vaspace.h.
+ * "vaspace", "exact" and "globallock" are the product (lib/, three configurations);
+ * "segfit" is the O(1) segregated-fit reference; "busywalk" and "listfit" are the
+ * historical baselines, kept here beside the bench and never in lib/. Every implementation speaks
+ * the vaspace semantics: sizes round up to the quantum, alignment is a power of two raised to the
+ * quantum, results and errors are VA_OK / VA_E* codes from vaspace.h.
  */
 #ifndef BENCH_IMPL_H
 #define BENCH_IMPL_H
@@ -33,6 +33,10 @@ struct bench_counters {
 struct bench_impl_ops {
 	const char *name;
 	const char *desc;
+	/* Rounds a request up to a size class before searching (segfit): not exact, and a
+	 * failure may leave a fitting hole; no congruent groups; a free inside an area is
+	 * VA_EDOUBLEFREE. --selftest checks it for overlap, alignment and merging only. */
+	bool rounds;
 	/* Build an instance; *out is set on success. Returns VA_OK or a VA_E* code. */
 	int (*create)(const struct bench_space_cfg *cfg, void **out);
 	/* Free the instance and every area in it. */
@@ -55,6 +59,8 @@ struct bench_impl_ops {
 };
 
 extern const struct bench_impl_ops bench_impl_vaspace;
+extern const struct bench_impl_ops bench_impl_exact;
+extern const struct bench_impl_ops bench_impl_segfit;
 extern const struct bench_impl_ops bench_impl_globallock;
 extern const struct bench_impl_ops bench_impl_busywalk;
 extern const struct bench_impl_ops bench_impl_listfit;

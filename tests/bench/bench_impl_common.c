@@ -6,7 +6,13 @@
 #include "bench_impl.h"
 
 const struct bench_impl_ops *const bench_impls[] = {
-    &bench_impl_vaspace, &bench_impl_globallock, &bench_impl_busywalk, &bench_impl_listfit, NULL,
+    &bench_impl_vaspace,
+    &bench_impl_exact,
+    &bench_impl_segfit,
+    &bench_impl_globallock,
+    &bench_impl_busywalk,
+    &bench_impl_listfit,
+    NULL,
 };
 
 const struct bench_impl_ops *bench_impl_find(const char *name)

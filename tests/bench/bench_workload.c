@@ -1,6 +1,7 @@
 /*
- * bench_workload.c - the eight allocation loops of lib/test_vmalloc.c (2018-2024),
- * same shapes, sizes in quanta instead of pages. Each comment gives the kernel loop.
+ * bench_workload.c - the eight allocation loops of lib/test_vmalloc.c (2018-2024), same
+ * shapes, sizes in quanta instead of pages, and a ring of live areas. Each comment gives the kernel
+ * loop.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,49 @@ static void align_shift_op(struct bench_wctx *c, uint64_t i)
 	}
 }
 
+/*
+ * Not a kernel loop: a ring of RING_LIVE live areas of 1..100 quanta, each op frees the
+ * oldest and allocates a new one in its place (a server whose clients come and go).
+ */
+#define RING_LIVE 1000
+
+static int ring_setup(struct bench_wctx *c)
+{
+	struct held_state *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return VA_ENOMEM;
+	st->addrs = malloc(RING_LIVE * sizeof(*st->addrs));
+	if (!st->addrs) {
+		free(st);
+		return VA_ENOMEM;
+	}
+	c->state = st;
+	for (st->n = 0; st->n < RING_LIVE; st->n++) {
+		int rc = c->ops->alloc(c->h, (bench_rand(&c->rng) % 100 + 1) * c->quantum, 0,
+				       &st->addrs[st->n]);
+
+		if (rc)
+			return rc;
+	}
+	return VA_OK;
+}
+
+static void ring_op(struct bench_wctx *c, uint64_t i)
+{
+	struct held_state *st = c->state;
+	uint64_t slot = st->n ? i % st->n : 0;
+
+	if (st->n)
+		must_free(c, st->addrs[slot]);
+	else
+		st->n = 1;
+	if (try_alloc(c, (bench_rand(&c->rng) % 100 + 1) * c->quantum, 0, &st->addrs[slot]))
+		return;
+	/* a failure shrinks the ring: the last live area takes the slot */
+	st->addrs[slot] = st->addrs[--st->n];
+}
+
 static void free_state(struct bench_wctx *c)
 {
 	free(c->state);
@@ -335,6 +379,11 @@ static const struct bench_workload wl_align_shift = {
     align_shift_setup, align_shift_op,
     free_state,
 };
+static const struct bench_workload wl_ring = {
+    "ring",	"1000 live areas of 1..100 quanta: free the oldest, alloc a new one",
+    ring_setup, ring_op,
+    free_held,
+};
 static const struct bench_workload wl_congruent = {
     "congruent",	"pcpu_get_vm_areas: 4 congruent groups, top-down, in batches",
     congruent_setup,	congruent_op,
@@ -342,9 +391,8 @@ static const struct bench_workload wl_congruent = {
 };
 
 const struct bench_workload *const bench_workloads[] = {
-    &wl_fix_size,    &wl_full_fit,  &wl_long_busy_list,
-    &wl_random_size, &wl_fix_align, &wl_random_size_align,
-    &wl_align_shift, &wl_congruent, NULL,
+    &wl_fix_size,	   &wl_full_fit,    &wl_long_busy_list, &wl_random_size, &wl_fix_align,
+    &wl_random_size_align, &wl_align_shift, &wl_congruent,	&wl_ring,	 NULL,
 };
 
 const struct bench_workload *bench_workload_find(const char *name)

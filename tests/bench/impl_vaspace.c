@@ -1,6 +1,7 @@
 /*
- * impl_vaspace.c - the product (lib/) under two configurations.
+ * impl_vaspace.c - the product (lib/) under three configurations.
  *
+ * "exact" is exact mode (nodes = 1, no pools, eager, no thread): lowest-address first fit.
  * "vaspace" is the default configuration the daemon runs: one node per CPU, pools,
  * lazy reclaim, background drain thread. "globallock" is the same augmented free tree
  * with nodes = 1 and no pools, so every allocation takes the one free-tree lock: the
@@ -24,7 +25,9 @@ static void count_release(void *ctx, uint64_t start, uint64_t size)
 	atomic_fetch_add_explicit(&vh->release_calls, 1, memory_order_relaxed);
 }
 
-static int create_with(const struct bench_space_cfg *cfg, bool global, void **out)
+enum vs_kind { VS_DEFAULT, VS_GLOBAL, VS_EXACT };
+
+static int create_with(const struct bench_space_cfg *cfg, enum vs_kind kind, void **out)
 {
 	struct vs_handle *vh = calloc(1, sizeof(*vh));
 	struct va_config vc = {
@@ -38,11 +41,11 @@ static int create_with(const struct bench_space_cfg *cfg, bool global, void **ou
 	if (!vh)
 		return VA_ENOMEM;
 	vc.release_ctx = vh;
-	if (global) {
+	if (kind == VS_GLOBAL) {
 		vc.nodes = 1;
 		vc.no_pools = true;
 	}
-	if (cfg->exact) {
+	if (cfg->exact || kind == VS_EXACT) {
 		vc.nodes = 1;
 		vc.no_pools = true;
 		vc.eager = true;
@@ -59,12 +62,17 @@ static int create_with(const struct bench_space_cfg *cfg, bool global, void **ou
 
 static int vs_create(const struct bench_space_cfg *cfg, void **out)
 {
-	return create_with(cfg, false, out);
+	return create_with(cfg, VS_DEFAULT, out);
 }
 
 static int gl_create(const struct bench_space_cfg *cfg, void **out)
 {
-	return create_with(cfg, true, out);
+	return create_with(cfg, VS_GLOBAL, out);
+}
+
+static int ex_create(const struct bench_space_cfg *cfg, void **out)
+{
+	return create_with(cfg, VS_EXACT, out);
 }
 
 static void vs_destroy(void *h)
@@ -135,6 +143,13 @@ const struct bench_impl_ops bench_impl_vaspace = {
     .name = "vaspace",
     .desc = "the product: nodes per CPU, pools, lazy reclaim, background drain",
     .create = vs_create,
+    VS_SHARED_OPS,
+};
+
+const struct bench_impl_ops bench_impl_exact = {
+    .name = "exact",
+    .desc = "the product in exact mode: nodes = 1, no pools, eager (lowest first fit)",
+    .create = ex_create,
     VS_SHARED_OPS,
 };
 

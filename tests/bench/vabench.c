@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "bench_cli.h"
+#include "bench_extras.h"
 #include "bench_run.h"
 #include "daemon_bench.h"
 #include "bench_selftest.h"
@@ -26,7 +27,7 @@ struct options {
 	unsigned threads[MAX_LIST];
 	uint64_t held[MAX_LIST];
 	unsigned nwl, nimpl, nthreads, nheld;
-	uint64_t loops, quantum, space_size, base, seed;
+	uint64_t loops, quantum, space_size, base, seed, meta_live;
 	bool base_set, json, selftest;
 	double max_seconds;
 	unsigned sample_every, repeat;
@@ -48,6 +49,7 @@ static void usage(FILE *f)
 	       "  --base BYTES       first address (default: the space size)\n"
 	       "  --sample-every K   time one op in K for percentiles (default: 8)\n"
 	       "  --seed N           random seed (default: 1)\n"
+	       "  --meta-live N      live ranges for the metadata line, 0 = none (default: 1M)\n"
 	       "  --repeat N         run the whole matrix N times, interleaved; report each\n"
 	       "                     combination's fastest run (default: 1)\n"
 	       "  --json             JSON lines on stdout, the table on stderr\n"
@@ -140,6 +142,7 @@ enum {
 	OPT_SAMPLE,
 	OPT_SEED,
 	OPT_REPEAT,
+	OPT_META,
 	OPT_JSON,
 	OPT_OUT,
 	OPT_SELFTEST,
@@ -160,6 +163,7 @@ static const struct option long_opts[] = {
     {"sample-every", required_argument, NULL, OPT_SAMPLE},
     {"seed", required_argument, NULL, OPT_SEED},
     {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"meta-live", required_argument, NULL, OPT_META},
     {"json", no_argument, NULL, OPT_JSON},
     {"out", required_argument, NULL, OPT_OUT},
     {"selftest", no_argument, NULL, OPT_SELFTEST},
@@ -191,6 +195,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_LOOPS:
 			rc = bench_parse_u64(optarg, &o->loops);
+			break;
+		case OPT_META:
+			rc = bench_parse_u64(optarg, &o->meta_live);
 			break;
 		case OPT_MAXSEC:
 			o->max_seconds = strtod(optarg, &end);
@@ -399,6 +406,7 @@ int main(int argc, char **argv)
 	    .max_seconds = 2.0,
 	    .sample_every = 8,
 	    .repeat = 1,
+	    .meta_live = 1000000,
 	};
 	FILE *table, *out = NULL;
 	long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -434,6 +442,7 @@ int main(int argc, char **argv)
 		(unsigned long long)o.quantum, (unsigned long long)o.base,
 		(unsigned long long)o.space_size, (unsigned long long)o.loops, o.max_seconds,
 		ncpus);
+	bench_extras(table, o.impls, o.nimpl, o.quantum, o.base, o.space_size, o.meta_live);
 	print_header(table);
 	ncombos = (size_t)o.nwl * o.nthreads * o.nheld * o.nimpl;
 	cs = calloc(ncombos, sizeof(*cs));
