@@ -211,41 +211,70 @@ static unsigned log2_ceil_u64(uint64_t x)
 	return x <= 1 ? 0 : 64 - (unsigned)__builtin_clzll(x - 1);
 }
 
-#define RADIX_BITS 11
-#define RADIX_SIZE (1u << RADIX_BITS)
+#define RADIX_MAX_BITS 11
+#define SMALL_SORT     32 /* batches up to this size: insertion sort */
+
+/* Insertion sort by start: for small batches, where a radix pass's counters cost more. */
+static void insertion_sort(struct lazy_item *it, size_t n)
+{
+	for (size_t k = 1; k < n; k++) {
+		struct lazy_item x = it[k];
+		size_t j = k;
+
+		for (; j && it[j - 1].start > x.start; j--)
+			it[j] = it[j - 1];
+		it[j] = x;
+	}
+}
 
 /*
- * LSD radix sort of the batch by quantum index (only as many digits as the space has
- * quanta): linear and sequential in memory, where a comparison sort of a list of block
- * objects would take a cache miss per step.
+ * Sort the batch by address. An LSD radix sort by quantum index relative to the lowest
+ * start, over only the bits the batch spans (a batch of frees in one region needs one or
+ * two passes, not the whole space's three), with digits no wider than needed to cover
+ * them in that many passes: linear and sequential in memory, where a comparison sort of a
+ * list of block objects would take a cache miss per step. Small batches: insertion sort.
  */
 static void sort_batch(struct va_space *vs)
 {
 	struct va_inflight *in = &vs->inflight;
-	unsigned bits = log2_ceil_u64(vs->size >> vs->qshift);
 	struct lazy_item *src, *dst, *t;
-	size_t count[RADIX_SIZE], n = in->n;
+	size_t count[1u << RADIX_MAX_BITS], n = in->n;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	unsigned bits, passes, digit;
 
 	if (n < 2)
 		return;
 	va_lock(&in->lock);
 	src = in->items;
+	if (n <= SMALL_SORT) {
+		insertion_sort(src, n);
+		va_unlock(&in->lock);
+		return;
+	}
+	for (size_t k = 0; k < n; k++) {
+		lo = src[k].start < lo ? src[k].start : lo;
+		hi = src[k].start > hi ? src[k].start : hi;
+	}
+	bits = log2_ceil_u64(((hi - lo) >> vs->qshift) + 1);
+	passes = (bits + RADIX_MAX_BITS - 1) / RADIX_MAX_BITS;
+	digit = passes ? (bits + passes - 1) / passes : 0;
 	dst = vs->scratch_tmp;
-	for (unsigned shift = 0; shift < bits; shift += RADIX_BITS) {
-		unsigned s = vs->qshift + shift;
+	for (unsigned p = 0; p < passes; p++) {
+		unsigned s = vs->qshift + p * digit, size = 1u << digit;
+		uint64_t mask = size - 1;
 		size_t sum = 0;
 
-		memset(count, 0, sizeof(count));
+		memset(count, 0, size * sizeof(count[0]));
 		for (size_t k = 0; k < n; k++)
-			count[((src[k].start - vs->base) >> s) & (RADIX_SIZE - 1)]++;
-		for (unsigned d = 0; d < RADIX_SIZE; d++) {
+			count[((src[k].start - lo) >> s) & mask]++;
+		for (unsigned d = 0; d < size; d++) {
 			size_t c = count[d];
 
 			count[d] = sum;
 			sum += c;
 		}
 		for (size_t k = 0; k < n; k++)
-			dst[count[((src[k].start - vs->base) >> s) & (RADIX_SIZE - 1)]++] = src[k];
+			dst[count[((src[k].start - lo) >> s) & mask]++] = src[k];
 		t = src;
 		src = dst;
 		dst = t;
