@@ -18,6 +18,7 @@ extern __thread bool libvad_hash_oom;
 #define uthash_nonfatal_oom(obj) (libvad_hash_oom = true)
 #include <uthash.h>
 
+#include "fastwire.h"
 #include "frame.h"
 #include "vad.h"
 
@@ -82,6 +83,8 @@ struct libvad_pending {
 	Vad__Response *resp; /* owned by the waiter once done */
 	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
 	bool wants_fd;	     /* a MapArena call: its reply may carry an fd */
+	struct libvad_fast_reply *fast;	    /* or NULL: where an Alloc/Free reply is decoded
+					       without protobuf-c (resp then points into it) */
 	struct libvad_pending *prev, *next; /* in its bucket */
 };
 
