@@ -214,6 +214,12 @@ struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr);
 /* Unmap and close every arena. */
 void libvad_arenas_destroy(vad_client *c);
 
+/* populate.c */
+
+/* Prefault the n ranges just allocated at ptrs (sizes as asked) for writing; on failure
+ * free them all and return the error, recorded with a sentence. */
+int libvad_populate(vad_client *c, size_t n, const size_t *sizes, void *const *ptrs);
+
 /* held.c */
 
 /* Record one more reference to [offset, offset+size) of arena; VAD_ENOMEM on failure. */

@@ -210,9 +210,13 @@ static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct gr
 	return VAD_OK;
 }
 
-int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t *sizes,
-		       size_t align, void **out)
+int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			  size_t align, unsigned flags, void **out)
 {
+	if (flags & ~VAD_ALLOC_FLAGS)
+		return libvad_failf(c, VAD_EINVAL,
+				    "alloc: unknown flags 0x%x (known: VAD_POPULATE)",
+				    flags & ~VAD_ALLOC_FLAGS);
 	if (!c || !out || !sizes || n == 0)
 		return libvad_fail(c, VAD_EINVAL,
 				   "alloc: client, sizes or out is NULL, or the count is 0");
@@ -224,6 +228,15 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 				    "(VAD_MAX_ALIGN, %zu bytes)",
 				    align, VAD_MAX_ALIGN);
 	const char *name = arena && *arena ? arena : c->default_arena;
+	if (flags & VAD_POPULATE) {
+		const struct libvad_arena *ro = libvad_arena_peek(c, name);
+		if (ro && ro->read_only)
+			return libvad_failf(c, VAD_EREADONLY,
+					    "alloc: VAD_POPULATE writes the new ranges, and arena "
+					    "'%s' is mapped read-only for this client (it is one "
+					    "of its readers)",
+					    name);
+	}
 	/* Every mapping is aligned to at least a page: only a larger alignment needs the
 	 * arena's own largest, which needs its mapping (made now rather than after the
 	 * reply). */
@@ -267,7 +280,21 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 	}
 	if (fast.offsets != lists)
 		free(fast.offsets);
+	if (err == VAD_OK && (flags & VAD_POPULATE))
+		err = libvad_populate(c, n, sizes, out);
 	return err;
+}
+
+int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+		       size_t align, void **out)
+{
+	return vad_alloc_batch_flags(c, arena, n, sizes, align, 0, out);
+}
+
+int vad_alloc_flags(vad_client *c, const char *arena, size_t size, size_t align, unsigned flags,
+		    void **out)
+{
+	return vad_alloc_batch_flags(c, arena, 1, &size, align, flags, out);
 }
 
 int vad_alloc_batch(vad_client *c, size_t n, const size_t *sizes, size_t align, void **out)
