@@ -101,10 +101,13 @@ struct libvad_fd {
 	uint64_t lo, hi;
 };
 
-/* Threads to wake once c->lock is released (futex words of struct libvad_pending). */
+/* Threads to wake once c->lock is released: every sleeping waiter sleeps on its client's
+ * one wake word with the bit of its id (FUTEX_WAIT_BITSET), so one FUTEX_WAKE_BITSET wakes
+ * every thread a read answered instead of one syscall per thread. */
 struct libvad_wakes {
-	uint32_t *words[LIBVAD_DELIVER_BATCH + 1];
-	size_t n;
+	uint32_t *word; /* the client's wake word, once a wake is queued */
+	uint32_t bits;	/* the bits of the threads to wake */
+	size_t n;	/* wakes queued */
 };
 
 struct vad_client {
@@ -132,6 +135,7 @@ struct vad_client {
 	struct libvad_outbuf outfly; /* the frames being sent (owned by the sender) */
 	bool reading;		     /* one waiter is the reader now */
 	size_t sleepers;	     /* waiters in LIBVAD_SLEEPING */
+	uint32_t wake_word;	     /* atomic: bumped (under c->lock) for every wake */
 	int dead_err;		     /* nonzero: the connection is unusable */
 	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;		     /* touched only by the reader */
@@ -177,7 +181,8 @@ void libvad_pending_wake_reader(vad_client *c, struct libvad_wakes *w);
  * flight with it. c->lock held. */
 void libvad_fail_all_locked(vad_client *c, int err);
 
-/* Wake the threads queued on w and empty it. Call without c->lock: they need it. */
+/* Wake the threads queued on w and empty it (one syscall). Call without c->lock: they
+ * need it. */
 void libvad_wakes_flush(struct libvad_wakes *w);
 
 /* Whether p is answered (an acquire load: its result may be read after true). */
