@@ -38,13 +38,22 @@ static long thread_faults(void)
 	return ru.ru_minflt + ru.ru_majflt;
 }
 
-/* Write every byte of ptrs[i] (sizes[i]); the page faults that took. */
-static long write_all(size_t n, void **ptrs, const size_t *sizes)
+/* A sanitizer's shadow memory faults on the first write of every page it shadows, so the
+ * fault count says nothing about the range there; mincore still does. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FAULTS_MEAN_NOTHING 1
+#else
+#define FAULTS_MEAN_NOTHING 0
+#endif
+
+/* Write every byte of ptrs[i] (sizes[i]); whether that took almost no page fault (a few of
+ * the stack or the test's own pages at most, never one per page). */
+static bool write_all_faultless(size_t n, void **ptrs, const size_t *sizes)
 {
 	long f0 = thread_faults();
 	for (size_t i = 0; i < n; i++)
 		memset(ptrs[i], 0x5a, sizes[i]);
-	return thread_faults() - f0;
+	return FAULTS_MEAN_NOTHING || thread_faults() - f0 < 4;
 }
 
 static void test_populated_batches(void **state)
@@ -62,15 +71,14 @@ static void test_populated_batches(void **state)
 		VT_ASSERT_OK(c, vad_alloc_batch_flags(c, NULL, N, sizes, 0, VAD_POPULATE, v));
 		for (size_t i = 0; i < N; i++)
 			assert_int_equal(0, missing_pages(v[i], sizes[i]));
-		/* Present and writable: writing everything faults nowhere (a few faults of the
-		 * stack or the test's own pages at most, never one per page). */
-		assert_true(write_all(N, v, sizes) < 4);
+		/* Present and writable: writing everything faults nowhere. */
+		assert_true(write_all_faultless(N, v, sizes));
 		VT_ASSERT_OK(c, vad_free_batch(c, N, v));
 
 		void *one;
 		VT_ASSERT_OK(c, vad_alloc_flags(c, NULL, shapes[s], 0, VAD_POPULATE, &one));
 		assert_int_equal(0, missing_pages(one, shapes[s]));
-		assert_true(write_all(1, &one, &shapes[s]) < 4);
+		assert_true(write_all_faultless(1, &one, &shapes[s]));
 		VT_ASSERT_OK(c, vad_free(c, one));
 	}
 	/* Flags 0: a plain allocation. */
