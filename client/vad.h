@@ -97,6 +97,24 @@ int vad_alloc(vad_client *c, size_t size, size_t align, void **out);
 /* Allocate in the named arena (NULL or "": the default arena). */
 int vad_alloc_in(vad_client *c, const char *arena, size_t size, size_t align, void **out);
 
+/* Flags of vad_alloc_flags and vad_alloc_batch_flags. */
+#define VAD_POPULATE                                                                               \
+	0x1u /* prefault the new ranges for writing before returning, in one                       \
+		madvise(MADV_POPULATE_WRITE) per run of adjacent ranges (each page                 \
+		touched where the kernel lacks it, before 5.14): the first writes                  \
+		take no page faults, and a range the arena cannot back fails here                  \
+		with VAD_ENOMEM (the ranges freed) instead of a SIGBUS later.                      \
+		VAD_EREADONLY if the arena is mapped read-only for this client. */
+#define VAD_ALLOC_FLAGS VAD_POPULATE /* every flag this libvad knows */
+
+/* vad_alloc_in with flags (VAD_POPULATE or 0); arena NULL or "": the default arena. */
+int vad_alloc_flags(vad_client *c, const char *arena, size_t size, size_t align, unsigned flags,
+		    void **out);
+
+/* vad_alloc_batch_in with flags (VAD_POPULATE or 0); all or nothing. */
+int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			  size_t align, unsigned flags, void **out);
+
 /* Free the range starting at ptr (this client's reference to it). */
 int vad_free(vad_client *c, void *ptr);
 

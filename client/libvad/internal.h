@@ -18,6 +18,7 @@ extern __thread bool libvad_hash_oom;
 #define uthash_nonfatal_oom(obj) (libvad_hash_oom = true)
 #include <uthash.h>
 
+#include "fastwire.h"
 #include "frame.h"
 #include "vad.h"
 
@@ -82,6 +83,8 @@ struct libvad_pending {
 	Vad__Response *resp; /* owned by the waiter once done */
 	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
 	bool wants_fd;	     /* a MapArena call: its reply may carry an fd */
+	struct libvad_fast_reply *fast;	    /* or NULL: where an Alloc/Free reply is decoded
+					       without protobuf-c (resp then points into it) */
 	struct libvad_pending *prev, *next; /* in its bucket */
 };
 
@@ -98,10 +101,13 @@ struct libvad_fd {
 	uint64_t lo, hi;
 };
 
-/* Threads to wake once c->lock is released (futex words of struct libvad_pending). */
+/* Threads to wake once c->lock is released: every sleeping waiter sleeps on its client's
+ * one wake word with the bit of its id (FUTEX_WAIT_BITSET), so one FUTEX_WAKE_BITSET wakes
+ * every thread a read answered instead of one syscall per thread. */
 struct libvad_wakes {
-	uint32_t *words[LIBVAD_DELIVER_BATCH + 1];
-	size_t n;
+	uint32_t *word; /* the client's wake word, once a wake is queued */
+	uint32_t bits;	/* the bits of the threads to wake */
+	size_t n;	/* wakes queued */
 };
 
 struct vad_client {
@@ -129,6 +135,7 @@ struct vad_client {
 	struct libvad_outbuf outfly; /* the frames being sent (owned by the sender) */
 	bool reading;		     /* one waiter is the reader now */
 	size_t sleepers;	     /* waiters in LIBVAD_SLEEPING */
+	uint32_t wake_word;	     /* atomic: bumped (under c->lock) for every wake */
 	int dead_err;		     /* nonzero: the connection is unusable */
 	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;		     /* touched only by the reader */
@@ -174,7 +181,8 @@ void libvad_pending_wake_reader(vad_client *c, struct libvad_wakes *w);
  * flight with it. c->lock held. */
 void libvad_fail_all_locked(vad_client *c, int err);
 
-/* Wake the threads queued on w and empty it. Call without c->lock: they need it. */
+/* Wake the threads queued on w and empty it (one syscall). Call without c->lock: they
+ * need it. */
 void libvad_wakes_flush(struct libvad_wakes *w);
 
 /* Whether p is answered (an acquire load: its result may be read after true). */
@@ -210,6 +218,12 @@ struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr);
 
 /* Unmap and close every arena. */
 void libvad_arenas_destroy(vad_client *c);
+
+/* populate.c */
+
+/* Prefault the n ranges just allocated at ptrs (sizes as asked) for writing; on failure
+ * free them all and return the error, recorded with a sentence. */
+int libvad_populate(vad_client *c, size_t n, const size_t *sizes, void *const *ptrs);
 
 /* held.c */
 

@@ -9,6 +9,16 @@
 #include "transport.h"
 #include "wire.h"
 
+/* Encoded requests up to this size are built on the stack. */
+#define FRAME_STACK 1024
+/* Ranges up to this many per call keep their lists on the stack. */
+#define STACK_RANGES 64
+/* The most bytes a Free frame of n offsets in an arena named name_len bytes takes. */
+#define FREE_FRAME_MAX(name_len, n) (VAD_FREE_FRAME_OVERHEAD + (name_len) + 10 * (n))
+/* The same for an Alloc frame of n sizes: 4 + 11 (id) + 6 (alloc) + 11 (size) + 11
+ * (align) + 6 (name) + 6 (sizes) + 10 a size. */
+#define ALLOC_FRAME_MAX(name_len, n) (55u + (name_len) + 10 * (n))
+
 /* Send one Free for offsets of arena. The held records are dropped before the request
  * goes out: once the daemon has freed a range it may hand the same address to another
  * thread of this process, whose record must not meet the old one. The daemon frees in
@@ -22,17 +32,18 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 		return libvad_fail(c, VAD_ENOMEM, NULL);
 	libvad_held_take_many(c, a, n, offsets, taken); /* refs 0: not held, the daemon says so */
 
-	Vad__Free f = VAD__FREE__INIT;
-	f.arena = a->name;
-	f.n_offsets = n;
-	f.offsets = (uint64_t *)offsets;
-	Vad__Request req = VAD__REQUEST__INIT;
-	req.op_case = VAD__REQUEST__OP_FREE;
-	req.free = &f;
-	Vad__Response *r;
+	struct libvad_fast_reply fast = {.cap = 0};
+	uint64_t id = libvad_next_id(c);
+	uint8_t stackbuf[FRAME_STACK];
+	size_t cap = FREE_FRAME_MAX(strlen(a->name), n);
+	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
+	size_t flen = frame ? libvad_fast_free_frame(frame, cap, id, a->name, n, offsets) : 0;
+	Vad__Response *r = NULL;
 	size_t freed = 0;
 	bool short_ok = false; /* success, but fewer freed than sent */
-	int err = libvad_call(c, &req, &r, NULL);
+	int err = flen ? libvad_call_frame(c, id, frame, flen, &fast, &r, NULL) : VAD_ENOMEM;
+	if (frame != stackbuf)
+		free(frame);
 	if (err == VAD_OK) {
 		if (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free) {
 			freed = r->free->freed < n ? r->free->freed : n;
@@ -53,11 +64,11 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 				   "the daemon answered a free of %zu ranges with success and %u "
 				   "freed",
 				   n, r->free->freed);
-		vad__response__free_unpacked(r, NULL);
+		libvad_reply_free(r, &fast);
 		return err;
 	}
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_FREE);
-	vad__response__free_unpacked(r, NULL);
+	libvad_reply_free(r, &fast);
 	return err;
 }
 
@@ -199,9 +210,13 @@ static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct gr
 	return VAD_OK;
 }
 
-int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t *sizes,
-		       size_t align, void **out)
+int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			  size_t align, unsigned flags, void **out)
 {
+	if (flags & ~VAD_ALLOC_FLAGS)
+		return libvad_failf(c, VAD_EINVAL,
+				    "alloc: unknown flags 0x%x (known: VAD_POPULATE)",
+				    flags & ~VAD_ALLOC_FLAGS);
 	if (!c || !out || !sizes || n == 0)
 		return libvad_fail(c, VAD_EINVAL,
 				   "alloc: client, sizes or out is NULL, or the count is 0");
@@ -213,6 +228,15 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 				    "(VAD_MAX_ALIGN, %zu bytes)",
 				    align, VAD_MAX_ALIGN);
 	const char *name = arena && *arena ? arena : c->default_arena;
+	if (flags & VAD_POPULATE) {
+		const struct libvad_arena *ro = libvad_arena_peek(c, name);
+		if (ro && ro->read_only)
+			return libvad_failf(c, VAD_EREADONLY,
+					    "alloc: VAD_POPULATE writes the new ranges, and arena "
+					    "'%s' is mapped read-only for this client (it is one "
+					    "of its readers)",
+					    name);
+	}
 	/* Every mapping is aligned to at least a page: only a larger alignment needs the
 	 * arena's own largest, which needs its mapping (made now rather than after the
 	 * reply). */
@@ -228,34 +252,49 @@ int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t 
 					    "two)",
 					    align, a->name, (unsigned long long)a->max_align);
 	}
-	Vad__Alloc al = VAD__ALLOC__INIT;
-	al.align = align;
-	al.arena = (char *)libvad_arena_arg(arena);
-	uint64_t *wire = NULL; /* a single size goes in al.size: no allocation per call */
-	if (n == 1) {
-		al.size = sizes[0];
-	} else {
-		wire = malloc(n * sizeof(*wire));
-		if (!wire)
-			return libvad_fail(c, VAD_ENOMEM, NULL);
-		for (size_t i = 0; i < n; i++)
-			wire[i] = sizes[i];
-		al.n_sizes = n;
-		al.sizes = wire;
+	/* The request is encoded and the reply decoded by hand, lists on the stack for a
+	 * usual batch: no heap work per call (protobuf-c takes over for error replies). */
+	const char *wire_arena = libvad_arena_arg(arena);
+	uint64_t id = libvad_next_id(c);
+	uint8_t stackbuf[FRAME_STACK];
+	uint64_t lists[2 * STACK_RANGES];
+	struct libvad_fast_reply fast = {.cap = n};
+	size_t cap = ALLOC_FRAME_MAX(strlen(wire_arena), n);
+	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
+	fast.offsets = n <= STACK_RANGES ? lists : malloc(2 * n * sizeof(uint64_t));
+	fast.sizes = fast.offsets ? fast.offsets + n : NULL;
+	size_t flen = frame && fast.offsets
+			  ? libvad_fast_alloc_frame(frame, cap, id, wire_arena, align, n, sizes)
+			  : 0;
+	Vad__Response *r = NULL;
+	int err = flen
+		      ? libvad_rpc_frame(c, id, frame, flen, &fast, VAD__RESPONSE__RESULT_ALLOC, &r)
+		      : libvad_fail(c, VAD_ENOMEM, NULL);
+	if (frame != stackbuf)
+		free(frame);
+	if (err == VAD_OK) {
+		struct grant_check want = {
+		    .arena = name, .n = n, .sizes = sizes, .align = align, .fresh = true};
+		err = take_ranges(c, r->alloc, &want, out);
+		libvad_reply_free(r, &fast);
 	}
-	Vad__Request req = VAD__REQUEST__INIT;
-	req.op_case = VAD__REQUEST__OP_ALLOC;
-	req.alloc = &al;
-	Vad__Response *r;
-	int err = libvad_rpc(c, &req, VAD__RESPONSE__RESULT_ALLOC, &r, NULL);
-	free(wire);
-	if (err != VAD_OK)
-		return err;
-	struct grant_check want = {
-	    .arena = name, .n = n, .sizes = sizes, .align = align, .fresh = true};
-	err = take_ranges(c, r->alloc, &want, out);
-	vad__response__free_unpacked(r, NULL);
+	if (fast.offsets != lists)
+		free(fast.offsets);
+	if (err == VAD_OK && (flags & VAD_POPULATE))
+		err = libvad_populate(c, n, sizes, out);
 	return err;
+}
+
+int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+		       size_t align, void **out)
+{
+	return vad_alloc_batch_flags(c, arena, n, sizes, align, 0, out);
+}
+
+int vad_alloc_flags(vad_client *c, const char *arena, size_t size, size_t align, unsigned flags,
+		    void **out)
+{
+	return vad_alloc_batch_flags(c, arena, 1, &size, align, flags, out);
 }
 
 int vad_alloc_batch(vad_client *c, size_t n, const size_t *sizes, size_t align, void **out)
@@ -292,9 +331,14 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs)
 		return VAD_OK;
 	if (n > SIZE_MAX / sizeof(uint64_t))
 		return libvad_fail(c, VAD_ETOOBIG, "vad_free_batch: too many ranges in one batch");
-	struct libvad_arena **owner = malloc(n * sizeof(*owner));
-	uint64_t *offsets = malloc(n * sizeof(*offsets));
-	bool *sent = calloc(n, sizeof(*sent));
+	/* A usual batch keeps its lists on the stack. */
+	struct libvad_arena *owner_st[STACK_RANGES];
+	uint64_t offsets_st[STACK_RANGES];
+	bool sent_st[STACK_RANGES] = {false};
+	bool small = n <= STACK_RANGES;
+	struct libvad_arena **owner = small ? owner_st : malloc(n * sizeof(*owner));
+	uint64_t *offsets = small ? offsets_st : malloc(n * sizeof(*offsets));
+	bool *sent = small ? sent_st : calloc(n, sizeof(*sent));
 	int err = VAD_OK;
 	if (!owner || !offsets || !sent) {
 		err = libvad_fail(c, VAD_ENOMEM, NULL);
@@ -331,9 +375,11 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs)
 		}
 	}
 out:
-	free(owner);
-	free(offsets);
-	free(sent);
+	if (!small) {
+		free(owner);
+		free(offsets);
+		free(sent);
+	}
 	return err;
 }
 

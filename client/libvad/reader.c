@@ -151,6 +151,10 @@ struct decoded {
 	Vad__Response *resp[LIBVAD_DELIVER_BATCH];
 	int fd[LIBVAD_DELIVER_BATCH];
 	uint64_t at[LIBVAD_DELIVER_BATCH]; /* where each starts in the stream */
+	/* A plain Alloc/Free reply is only scanned here (resp NULL): it is decoded at delivery,
+	 * into its waiter's storage when it has some, from rbuf[off, off + len). */
+	uint64_t id[LIBVAD_DELIVER_BATCH];
+	size_t off[LIBVAD_DELIVER_BATCH], len[LIBVAD_DELIVER_BATCH];
 	size_t n;
 	int err;	   /* the stream is broken (or the daemon is closing it) after these */
 	char *parting_msg; /* the daemon's sentence with an unasked error, malloc'd */
@@ -165,7 +169,8 @@ static void drop_from(struct decoded *d, uint64_t lo)
 		d->n--;
 		if (d->fd[d->n] >= 0)
 			close(d->fd[d->n]);
-		vad__response__free_unpacked(d->resp[d->n], NULL);
+		if (d->resp[d->n])
+			vad__response__free_unpacked(d->resp[d->n], NULL);
 	}
 }
 
@@ -193,8 +198,19 @@ static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 			d->err = VAD_EPROTO;
 			return;
 		}
-		Vad__Response *r =
-		    vad__response__unpack(NULL, len, c->rbuf + *off + VAD_FRAME_HEADER);
+		const uint8_t *payload = c->rbuf + *off + VAD_FRAME_HEADER;
+		size_t n_list;
+		if (libvad_fast_scan_reply(payload, len, &d->id[d->n], &n_list)) {
+			d->resp[d->n] = NULL;
+			d->fd[d->n] = -1;
+			d->at[d->n] = at;
+			d->off[d->n] = *off + VAD_FRAME_HEADER;
+			d->len[d->n] = len;
+			d->n++;
+			*off += VAD_FRAME_HEADER + len;
+			continue;
+		}
+		Vad__Response *r = vad__response__unpack(NULL, len, payload);
 		*off += VAD_FRAME_HEADER + len;
 		if (!r) {
 			snprintf(d->why, WHY_MAX,
@@ -218,8 +234,22 @@ static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 		d->resp[d->n] = r;
 		d->fd[d->n] = fd;
 		d->at[d->n] = at;
+		d->id[d->n] = r->id;
 		d->n++;
 	}
+}
+
+/* Hand decoded responses to their waiters. A reply nobody waits for breaks the stream:
+ * it and the ones after it are dropped. c->lock held. */
+/* The response of scanned frame i for waiter p: decoded into p's storage when it has some
+ * (and the lists fit), else by protobuf-c; NULL if protobuf-c refuses it. c->lock held. */
+static Vad__Response *decode_late(vad_client *c, struct decoded *d, size_t i,
+				  struct libvad_pending *p)
+{
+	const uint8_t *payload = c->rbuf + d->off[i];
+	if (p && p->fast && libvad_fast_decode_reply(payload, d->len[i], p->fast))
+		return &p->fast->resp;
+	return vad__response__unpack(NULL, d->len[i], payload);
 }
 
 /* Hand decoded responses to their waiters. A reply nobody waits for breaks the stream:
@@ -229,14 +259,15 @@ static void deliver_locked(vad_client *c, struct decoded *d, struct libvad_wakes
 	bool broken = false;
 	for (size_t i = 0; i < d->n; i++) {
 		Vad__Response *r = d->resp[i];
-		struct libvad_pending *p = broken ? NULL : libvad_pending_find(c, r->id);
+		uint64_t id = d->id[i];
+		struct libvad_pending *p = broken ? NULL : libvad_pending_find(c, id);
 		if (!p && !broken) {
 			uint64_t sent = __atomic_load_n(&c->next_id, __ATOMIC_RELAXED);
 			snprintf(d->why, WHY_MAX,
 				 "the daemon answered request %llu, which %s; the connection is "
 				 "closed",
-				 (unsigned long long)r->id,
-				 r->id == 0 || r->id > sent
+				 (unsigned long long)id,
+				 id == 0 || id > sent
 				     ? "this client never sent"
 				     : "no call is waiting for (it was answered already)");
 			d->err = VAD_EPROTO;
@@ -245,8 +276,17 @@ static void deliver_locked(vad_client *c, struct decoded *d, struct libvad_wakes
 		if (!p) {
 			if (d->fd[i] >= 0)
 				close(d->fd[i]);
-			vad__response__free_unpacked(r, NULL);
+			if (r)
+				vad__response__free_unpacked(r, NULL);
 			continue;
+		}
+		if (!r && !(r = decode_late(c, d, i, p))) {
+			snprintf(d->why, WHY_MAX,
+				 "the daemon sent a reply that does not decode; the connection is "
+				 "closed");
+			d->err = VAD_EPROTO;
+			broken = true;
+			continue; /* p fails with the connection */
 		}
 		int fd = d->fd[i];
 		if (fd >= 0 && !p->wants_fd) {

@@ -35,25 +35,24 @@ static void wait_reply(vad_client *c, struct libvad_pending *me)
 	pthread_mutex_unlock(&c->lock);
 }
 
-int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
+uint64_t libvad_next_id(vad_client *c)
 {
-	struct libvad_pending me = {.fd = -1, .wants_fd = fd != NULL};
+	return __atomic_add_fetch(&c->next_id, 1, __ATOMIC_RELAXED);
+}
+
+void libvad_reply_free(Vad__Response *r, const struct libvad_fast_reply *fast)
+{
+	if (r && (!fast || r != &fast->resp))
+		vad__response__free_unpacked(r, NULL);
+}
+
+int libvad_call_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t flen,
+		      struct libvad_fast_reply *fast, Vad__Response **resp, int *fd)
+{
+	struct libvad_pending me = {.id = id, .fd = -1, .wants_fd = fd != NULL, .fast = fast};
 	*resp = NULL;
 	if (fd)
 		*fd = -1;
-
-	me.id = __atomic_add_fetch(&c->next_id, 1, __ATOMIC_RELAXED);
-	req->id = me.id;
-	size_t flen = vad_frame_request_size(req);
-	uint8_t stackbuf[1024];
-	uint8_t *frame = flen <= sizeof(stackbuf) ? stackbuf : malloc(flen);
-	if (!frame)
-		return VAD_ENOMEM;
-	if (vad_frame_encode_request(req, frame, flen) != flen) {
-		if (frame != stackbuf)
-			free(frame);
-		return VAD_EINVAL;
-	}
 
 	/* Enter the table before sending so a fast reply always finds its waiter. */
 	pthread_mutex_lock(&c->lock);
@@ -64,8 +63,6 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 		if (err != VAD_OK)
 			libvad_pending_remove(c, &me);
 	}
-	if (frame != stackbuf)
-		free(frame);
 	if (err != VAD_OK) {
 		pthread_mutex_unlock(&c->lock);
 		return err;
@@ -76,8 +73,7 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 	if (own_err != VAD_OK)
 		me.err = own_err;
 	if (me.err != VAD_OK) {
-		if (me.resp)
-			vad__response__free_unpacked(me.resp, NULL);
+		libvad_reply_free(me.resp, fast);
 		if (me.fd >= 0)
 			close(me.fd);
 		return me.err;
@@ -88,6 +84,26 @@ int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
 	else if (me.fd >= 0)
 		close(me.fd);
 	return VAD_OK;
+}
+
+int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd)
+{
+	*resp = NULL;
+	if (fd)
+		*fd = -1;
+	uint64_t id = libvad_next_id(c);
+	req->id = id;
+	size_t flen = vad_frame_request_size(req);
+	uint8_t stackbuf[1024];
+	uint8_t *frame = flen <= sizeof(stackbuf) ? stackbuf : malloc(flen);
+	if (!frame)
+		return VAD_ENOMEM;
+	int err = VAD_EINVAL;
+	if (vad_frame_encode_request(req, frame, flen) == flen)
+		err = libvad_call_frame(c, id, frame, flen, NULL, resp, fd);
+	if (frame != stackbuf)
+		free(frame);
+	return err;
 }
 
 int libvad_response_error(vad_client *c, const Vad__Response *r, Vad__Response__ResultCase expect)
@@ -115,16 +131,15 @@ const char *libvad_dead_message(vad_client *c)
 	return msg;
 }
 
-int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
-	       Vad__Response **resp, int *fd)
+/* The checks of libvad_rpc on the outcome err, r of a call. */
+static int rpc_check(vad_client *c, int err, Vad__Response *r, const struct libvad_fast_reply *fast,
+		     Vad__Response__ResultCase expect, Vad__Response **resp, int *fd)
 {
-	Vad__Response *r;
-	int err = libvad_call(c, req, &r, fd);
 	if (err != VAD_OK)
 		return libvad_fail(c, err, libvad_dead_message(c));
 	err = libvad_response_error(c, r, expect);
 	if (err != VAD_OK) {
-		vad__response__free_unpacked(r, NULL);
+		libvad_reply_free(r, fast);
 		if (fd && *fd >= 0) {
 			close(*fd);
 			*fd = -1;
@@ -133,6 +148,23 @@ int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expec
 	}
 	*resp = r;
 	return VAD_OK;
+}
+
+int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expect,
+	       Vad__Response **resp, int *fd)
+{
+	Vad__Response *r;
+	int err = libvad_call(c, req, &r, fd);
+	return rpc_check(c, err, r, NULL, expect, resp, fd);
+}
+
+int libvad_rpc_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t flen,
+		     struct libvad_fast_reply *fast, Vad__Response__ResultCase expect,
+		     Vad__Response **resp)
+{
+	Vad__Response *r;
+	int err = libvad_call_frame(c, id, frame, flen, fast, &r, NULL);
+	return rpc_check(c, err, r, fast, expect, resp, NULL);
 }
 
 void libvad_transport_destroy(vad_client *c)

@@ -12,6 +12,23 @@
  * not NULL, *fd is the descriptor that came with it or -1. Does not look at resp->error. */
 int libvad_call(vad_client *c, Vad__Request *req, Vad__Response **resp, int *fd);
 
+/* A fresh request id for c (ids are never reused on a connection). */
+uint64_t libvad_next_id(vad_client *c);
+
+/* Send the encoded frame of request id (from libvad_next_id) and wait for its response,
+ * as libvad_call. With fast set, an Alloc or Free reply is decoded into it (no heap):
+ * free *resp with libvad_reply_free either way. */
+int libvad_call_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t flen,
+		      struct libvad_fast_reply *fast, Vad__Response **resp, int *fd);
+
+/* libvad_call_frame, then the checks of libvad_rpc. */
+int libvad_rpc_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t flen,
+		     struct libvad_fast_reply *fast, Vad__Response__ResultCase expect,
+		     Vad__Response **resp);
+
+/* Free a response from libvad_call_frame (it may live in fast). */
+void libvad_reply_free(Vad__Response *r, const struct libvad_fast_reply *fast);
+
 /* libvad_call, then turn a daemon error into its VAD_E* code (recording the daemon's
  * sentence) and check that the result has the expected case. On VAD_OK the caller owns
  * *resp. Every failure is recorded for vad_last_error. */

@@ -1,12 +1,14 @@
 /*
  * waiters.c - the table of calls in flight and how their threads sleep and wake.
  *
- * A waiting call sleeps on its own futex word (its state), so the reader wakes exactly the
- * threads it answered, once each, after releasing c->lock: an answered thread never takes
- * the lock again (it reads its result after an acquire load of the state), so the wake
- * costs one syscall and the woken thread does not queue on the lock behind the reader.
+ * A waiting call sleeps on the client's wake word with the bit of its id (FUTEX_WAIT_BITSET),
+ * so the reader wakes the threads it answered with one FUTEX_WAKE_BITSET after releasing
+ * c->lock, however many they are (a thread whose bit it shares wakes too, finds its state
+ * unchanged and sleeps again). An answered thread never takes the lock again (it reads its
+ * result after loading its state), so it does not queue on the lock behind the reader.
  */
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -53,15 +55,21 @@ struct libvad_pending *libvad_pending_find(vad_client *c, uint64_t id)
 	return p;
 }
 
-/* Queue a futex word; if the list is full, wake the oldest at once (under the lock: slower,
- * never wrong). */
-static void wakes_add(struct libvad_wakes *w, uint32_t *word)
+static uint32_t wake_bit(const struct libvad_pending *p)
 {
-	if (w->n == sizeof(w->words) / sizeof(w->words[0])) {
-		syscall(SYS_futex, w->words[0], FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-		w->words[0] = w->words[--w->n];
-	}
-	w->words[w->n++] = word;
+	return 1u << (p->id % 32);
+}
+
+/* Queue a wake of the thread of bit: bump the wake word (a thread about to sleep on its old
+ * value returns at once) and note the bit. c->lock held, the waiter's state changed. The
+ * bit is taken before that change: an answered waiter may return at once, and its record
+ * (on its stack) is gone. */
+static void wakes_add(vad_client *c, struct libvad_wakes *w, uint32_t bit)
+{
+	__atomic_add_fetch(&c->wake_word, 1, __ATOMIC_SEQ_CST);
+	w->word = &c->wake_word;
+	w->bits |= bit;
+	w->n++;
 }
 
 void libvad_pending_finish(vad_client *c, struct libvad_pending *p, int err, Vad__Response *resp,
@@ -71,14 +79,14 @@ void libvad_pending_finish(vad_client *c, struct libvad_pending *p, int err, Vad
 	p->err = err;
 	p->resp = resp;
 	p->fd = fd;
-	uint32_t was = __atomic_exchange_n(&p->state, LIBVAD_DONE, __ATOMIC_RELEASE);
+	uint32_t bit = wake_bit(p);
+	uint32_t was = __atomic_exchange_n(&p->state, LIBVAD_DONE, __ATOMIC_SEQ_CST);
 	/* A waiter that is not asleep sees DONE before it would sleep (it checks under the
-	 * lock, or futex_wait finds the word changed): no wake needed. A wake that lands
-	 * after the waiter has returned is a spurious wake-up of whatever uses that stack
-	 * word next, which every futex user tolerates. */
+	 * lock): no wake needed. One asleep, or about to be, is woken (or finds the wake word
+	 * moved). */
 	if (was == LIBVAD_SLEEPING) {
 		c->sleepers--;
-		wakes_add(w, &p->state);
+		wakes_add(c, w, bit);
 	}
 }
 
@@ -98,8 +106,9 @@ void libvad_pending_wake_reader(vad_client *c, struct libvad_wakes *w)
 	if (!oldest)
 		return;
 	c->sleepers--;
-	__atomic_store_n(&oldest->state, LIBVAD_WAITING, __ATOMIC_RELAXED);
-	wakes_add(w, &oldest->state);
+	uint32_t bit = wake_bit(oldest);
+	__atomic_store_n(&oldest->state, LIBVAD_WAITING, __ATOMIC_SEQ_CST);
+	wakes_add(c, w, bit);
 }
 
 void libvad_fail_all_locked(vad_client *c, int err)
@@ -111,22 +120,20 @@ void libvad_fail_all_locked(vad_client *c, int err)
 		shutdown(c->sock, SHUT_RDWR);
 	}
 	struct libvad_wakes w = {.n = 0};
-	for (size_t i = 0; i < LIBVAD_PENDING_BUCKETS; i++) {
-		while (c->pending[i]) {
+	for (size_t i = 0; i < LIBVAD_PENDING_BUCKETS; i++)
+		while (c->pending[i])
 			libvad_pending_finish(c, c->pending[i], c->dead_err, NULL, -1, &w);
-			/* Answered threads never take the lock again: waking them here is safe. */
-			if (w.n == sizeof(w.words) / sizeof(w.words[0]))
-				libvad_wakes_flush(&w);
-		}
-	}
+	/* Answered threads never take the lock again: waking them here is safe. */
 	libvad_wakes_flush(&w);
 }
 
 void libvad_wakes_flush(struct libvad_wakes *w)
 {
-	for (size_t i = 0; i < w->n; i++)
-		syscall(SYS_futex, w->words[i], FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	if (w->n)
+		syscall(SYS_futex, w->word, FUTEX_WAKE_BITSET_PRIVATE, INT_MAX, NULL, NULL,
+			w->bits);
 	w->n = 0;
+	w->bits = 0;
 }
 
 bool libvad_pending_done(const struct libvad_pending *p)
@@ -140,14 +147,17 @@ bool libvad_pending_sleep(vad_client *c, struct libvad_pending *p)
 	c->sleepers++;
 	pthread_mutex_unlock(&c->lock);
 	for (;;) {
-		/* Returns at once (EAGAIN) if the state already changed; EINTR and spurious
-		 * wake-ups just look again. */
-		syscall(SYS_futex, &p->state, FUTEX_WAIT_PRIVATE, LIBVAD_SLEEPING, NULL, NULL, 0);
-		uint32_t s = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+		/* The word first: a change of state after this load moves the word too, so
+		 * the wait below returns at once (EAGAIN). EINTR, a wake meant for a thread of
+		 * the same bit and spurious wake-ups just look again. */
+		uint32_t word = __atomic_load_n(&c->wake_word, __ATOMIC_SEQ_CST);
+		uint32_t s = __atomic_load_n(&p->state, __ATOMIC_SEQ_CST);
 		if (s == LIBVAD_DONE)
 			return true;
 		if (s == LIBVAD_WAITING)
 			break;
+		syscall(SYS_futex, &c->wake_word, FUTEX_WAIT_BITSET_PRIVATE, word, NULL, NULL,
+			wake_bit(p));
 	}
 	pthread_mutex_lock(&c->lock);
 	return false;

@@ -30,8 +30,10 @@ struct db_hist {
 	uint64_t counts[DB_HIST_BUCKETS];
 };
 
-/* raw: vad's protocol; resp: Redis's (SET, to measure Redis with the same client). */
-enum db_mode { DB_RAW, DB_LIBVAD, DB_ECHO, DB_RESP };
+/* raw: vad's protocol; resp: Redis's (SET, to measure Redis with the same client); malloc
+ * and mmap: the same alloc/touch/free loop on process-private memory, no daemon (the
+ * baselines of the touch matrix). */
+enum db_mode { DB_RAW, DB_LIBVAD, DB_ECHO, DB_RESP, DB_MALLOC, DB_MMAP };
 
 /* The size and alignment of the next allocation (bytes; align 0 = the arena quantum). */
 struct db_shape {
@@ -52,7 +54,9 @@ struct db_params {
 	unsigned batch;	   /* ranges per request */
 	unsigned drivers;  /* threads or processes driving the connections */
 	bool procs;	   /* drivers are processes */
-	bool touch;	   /* write into every range (maps the arena) */
+	bool touch;	   /* write into every range (maps the arena; libvad and the private
+			      baselines write every byte, raw one per page) */
+	bool populate;	   /* libvad: allocate with VAD_POPULATE */
 	double seconds;	   /* measure this long (when ops == 0) */
 	uint64_t ops;	   /* requests per connection; 0 = run for seconds */
 	uint64_t seed;
@@ -68,6 +72,7 @@ struct db_result {
 	uint64_t wall_ns;	/* measured window */
 	uint64_t cpu_ns;	/* this process's CPU time over the window (all drivers) */
 	uint64_t daemon_cpu_ns; /* the daemon's, when daemon_pid was given */
+	uint64_t faults;	/* page faults of this process over the window (getrusage) */
 	uint64_t req_bytes, resp_bytes; /* frame sizes seen (alloc request, alloc reply) */
 	struct db_hist alloc_lat;	/* alloc request round trips */
 	struct db_hist all_lat;		/* every request's round trip */
@@ -106,6 +111,9 @@ void db_raw_driver(struct db_driver *d);
 
 /* Drive the libvad clients of one driver (daemon_libvad.c). */
 void db_libvad_driver(struct db_driver *d);
+
+/* Drive the process-private baseline loop of one driver (daemon_private.c). */
+void db_private_driver(struct db_driver *d);
 
 /* Run the echo baseline for p (daemon_echo.c). */
 void db_echo_run(const struct db_params *p, struct db_result *r);

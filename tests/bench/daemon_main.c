@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,7 +53,12 @@ static void usage(FILE *f)
 		"                     driver with several connections multiplexes them with epoll\n"
 		"                     (default: one per connection)\n"
 		"  --procs            drivers are processes, not threads (the echo server too)\n"
-		"  --touch            write into every page of every range (maps the arena)\n"
+		"  --touch            write into every range (maps the arena): every byte with\n"
+		"                     --libvad and --private, one byte per page with raw clients\n"
+		"  --populate         --libvad: allocate with VAD_POPULATE (prefaulted ranges)\n"
+		"  --private KIND     no daemon: the same loop on process-private memory, KIND\n"
+		"                     malloc (malloc + free) or mmap (mmap + munmap), one thread\n"
+		"                     per client, the baseline of --touch\n"
 		"  --seconds S        measure for S seconds (default 2)\n"
 		"  --ops N            instead: N requests per connection\n"
 		"  --arena NAME       arena to allocate in (default: the daemon's default)\n"
@@ -70,7 +76,8 @@ bool daemon_bench_wanted(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--daemon") == 0 || strncmp(argv[i], "--daemon=", 9) == 0 ||
-		    strcmp(argv[i], "--echo") == 0)
+		    strcmp(argv[i], "--echo") == 0 || strcmp(argv[i], "--private") == 0 ||
+		    strncmp(argv[i], "--private=", 10) == 0)
 			return true;
 	return false;
 }
@@ -102,6 +109,8 @@ enum {
 	O_DRIVERS,
 	O_PROCS,
 	O_TOUCH,
+	O_POPULATE,
+	O_PRIVATE,
 	O_SECONDS,
 	O_OPS,
 	O_ARENA,
@@ -128,6 +137,8 @@ static const struct option dlong[] = {
     {"drivers", required_argument, NULL, O_DRIVERS},
     {"procs", no_argument, NULL, O_PROCS},
     {"touch", no_argument, NULL, O_TOUCH},
+    {"populate", no_argument, NULL, O_POPULATE},
+    {"private", required_argument, NULL, O_PRIVATE},
     {"seconds", required_argument, NULL, O_SECONDS},
     {"ops", required_argument, NULL, O_OPS},
     {"arena", required_argument, NULL, O_ARENA},
@@ -155,10 +166,25 @@ static int parse(int argc, char **argv, struct dopts *o)
 			o->base.socket = optarg;
 			o->vad = true;
 			break;
+		case O_PRIVATE:
+			if (strcmp(optarg, "malloc") != 0 && strcmp(optarg, "mmap") != 0) {
+				fprintf(stderr,
+					"vabench: --private takes malloc or mmap, not '%s'\n",
+					optarg);
+				return 2;
+			}
+			o->base.mode = optarg[1] == 'a' ? DB_MALLOC : DB_MMAP;
+			o->base.socket = "(private memory)";
+			o->vad = true;
+			break;
+		case O_POPULATE:
+			o->base.populate = true;
+			break;
 		case O_LIBVAD:
 		case O_RESP:
 			if (o->base.mode != DB_RAW) {
-				fprintf(stderr, "vabench: --libvad and --resp exclude each other\n");
+				fprintf(stderr,
+					"vabench: --libvad and --resp exclude each other\n");
 				return 2;
 			}
 			o->base.mode = c == O_LIBVAD ? DB_LIBVAD : DB_RESP;
@@ -252,8 +278,8 @@ static int parse(int argc, char **argv, struct dopts *o)
 	}
 	if (bench_cli_no_operands(argc, argv, optind))
 		return 2;
-	if (o->base.mode == DB_RESP && (o->base.touch || o->nbatches > 1 || o->batches[0] > 1 ||
-					o->nshapes > 1)) {
+	if (o->base.mode == DB_RESP &&
+	    (o->base.touch || o->nbatches > 1 || o->batches[0] > 1 || o->nshapes > 1)) {
 		fprintf(stderr, "vabench: --resp sends single SETs: no --touch, --libvad, --batch "
 				"above 1 or other workloads\n");
 		return 2;
@@ -273,6 +299,8 @@ static void *driver_thread(void *arg)
 	struct db_driver *d = arg;
 	if (d->p->mode == DB_LIBVAD)
 		db_libvad_driver(d);
+	else if (d->p->mode == DB_MALLOC || d->p->mode == DB_MMAP)
+		db_private_driver(d);
 	else
 		db_raw_driver(d);
 	return NULL;
@@ -286,8 +314,10 @@ void db_run(const struct db_params *p, struct db_result *r)
 		return;
 	}
 	bool libvad = p->mode == DB_LIBVAD;
-	unsigned nd = libvad ? p->clients * p->pipeline
-			     : (p->drivers && p->drivers < p->clients ? p->drivers : p->clients);
+	bool private = p->mode == DB_MALLOC || p->mode == DB_MMAP;
+	unsigned nd = libvad	? p->clients * p->pipeline
+		      : private ? p->clients
+				: (p->drivers && p->drivers < p->clients ? p->drivers : p->clients);
 	size_t bytes = nd * sizeof(struct db_driver) + sizeof(pthread_barrier_t);
 	/* Shared memory, so process drivers report through it too. */
 	void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -347,6 +377,8 @@ void db_run(const struct db_params *p, struct db_result *r)
 			nd);
 		exit(2);
 	}
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
 	pthread_barrier_wait(bar);
 	uint64_t dcpu0 = p->daemon_pid > 0 ? db_pid_cpu_ns(p->daemon_pid) : 0;
 	for (unsigned i = 0; i < nd; i++) {
@@ -360,6 +392,8 @@ void db_run(const struct db_params *p, struct db_result *r)
 	}
 	if (p->daemon_pid > 0)
 		r->daemon_cpu_ns = db_pid_cpu_ns(p->daemon_pid) - dcpu0;
+	getrusage(RUSAGE_SELF, &ru1);
+	r->faults = (uint64_t)((ru1.ru_minflt + ru1.ru_majflt) - (ru0.ru_minflt + ru0.ru_majflt));
 	uint64_t t0 = UINT64_MAX, t1 = 0;
 	for (unsigned i = 0; i < nd; i++) {
 		const struct db_driver *d = &ds[i];
@@ -445,6 +479,8 @@ int daemon_bench_main(int argc, char **argv)
 					p.batch = o.batches[b];
 					if (p.mode == DB_LIBVAD)
 						p.drivers = p.clients * p.pipeline;
+					else if (p.mode == DB_MALLOC || p.mode == DB_MMAP)
+						p.drivers = p.clients;
 					else if (!p.drivers || p.drivers > p.clients)
 						p.drivers = p.clients;
 					if (o.vad)

@@ -176,7 +176,12 @@ const struct db_shape *db_shape_find(const char *name)
 
 static const char *mode_name(enum db_mode m)
 {
-	return m == DB_RAW ? "vad" : m == DB_LIBVAD ? "libvad" : m == DB_RESP ? "redis" : "echo";
+	return m == DB_RAW	? "vad"
+	       : m == DB_LIBVAD ? "libvad"
+	       : m == DB_RESP	? "redis"
+	       : m == DB_MALLOC ? "malloc"
+	       : m == DB_MMAP	? "mmap"
+				: "echo";
 }
 
 static double per_sec(uint64_t n, uint64_t ns)
@@ -211,7 +216,8 @@ void db_print_json(FILE *f, const struct db_params *p, const struct db_result *r
 	    "\"alloc_max_ns\":%llu,\"alloc_mean_ns\":%.0f,\"alloc_samples\":%llu,"
 	    "\"all_p50_ns\":%llu,\"all_p99_ns\":%llu,"
 	    "\"client_cpu_ns_per_req\":%.0f,\"daemon_cpu_ns_per_req\":%.0f,"
-	    "\"req_frame\":%llu,\"resp_frame\":%llu,\"loadavg\":%.2f",
+	    "\"req_frame\":%llu,\"resp_frame\":%llu,\"loadavg\":%.2f,\"populate\":%s,"
+	    "\"faults\":%llu,\"wall_ns\":%llu",
 	    p->shape ? p->shape->name : "-", (unsigned long long)p->unit, p->clients, p->pipeline,
 	    p->batch, p->drivers, p->procs ? "true" : "false", p->touch ? "true" : "false",
 	    (double)r->wall_ns / 1e9, (unsigned long long)r->requests, (unsigned long long)r->items,
@@ -227,7 +233,9 @@ void db_print_json(FILE *f, const struct db_params *p, const struct db_result *r
 	    (unsigned long long)db_hist_quantile(&r->all_lat, 0.99),
 	    r->requests ? (double)r->cpu_ns / (double)r->requests : 0,
 	    r->requests && r->daemon_cpu_ns ? (double)r->daemon_cpu_ns / (double)r->requests : 0,
-	    (unsigned long long)r->req_bytes, (unsigned long long)r->resp_bytes, la);
+	    (unsigned long long)r->req_bytes, (unsigned long long)r->resp_bytes, la,
+	    p->populate ? "true" : "false", (unsigned long long)r->faults,
+	    (unsigned long long)r->wall_ns);
 	if (r->failed) {
 		fputs(",\"error\":", f);
 		bench_put_json_string(f, r->errmsg);

@@ -101,6 +101,23 @@ static void child_alloc_refused_readonly(vad_client *c)
 		       "EREADONLY has no sentence of its own");
 }
 
+/* With feed mapped read-only (after an attach), VAD_POPULATE is refused by libvad itself
+ * with a sentence saying why, before any request. */
+static void child_populate_refused_readonly(vad_client *c)
+{
+	void *p;
+	int rc = vad_alloc_flags(c, "feed", PAGE, 0, VAD_POPULATE, &p);
+	VT_CHILD_CHECK(rc == VAD_EREADONLY,
+		       "alloc with VAD_POPULATE in read-only feed: %d (%s), expected EREADONLY", rc,
+		       vad_last_error(c));
+	const char *msg = vad_last_error(c);
+	VT_CHILD_CHECK(vt_contains(msg, "VAD_POPULATE") && vt_contains(msg, "'feed'") &&
+			   vt_contains(msg, "read-only"),
+		       "the VAD_POPULATE refusal \"%s\" does not name the flag, 'feed' and "
+		       "read-only",
+		       msg);
+}
+
 /* Attach token, check the range holds seed's pattern; its address. */
 static uint8_t *child_attach(vad_client *c, const char *token, uint64_t seed)
 {
@@ -232,6 +249,7 @@ static void reader_main(void *ctx, int in, int out)
 	child_alloc_refused_readonly(c);
 	uint8_t *p = child_attach(c, token, SEED_FIRST);
 	VT_CHILD_CHECK(child_held_ranges(c) == 1, "the attach took no reference");
+	child_populate_refused_readonly(c);
 	/* Tokens are the writers': a reader revoking or replacing one would cut off the others. */
 	char again[VAD_TOKEN_LEN + 1];
 	int refused = vad_share(c, p, again);

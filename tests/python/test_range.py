@@ -182,3 +182,34 @@ def test_attach_own_range_takes_another_reference(client):
 def test_attach_wants_a_str(client):
     with pytest.raises(TypeError):
         client.attach(b"x" * 32)
+
+
+def test_populate_makes_every_page_resident(client):
+    """populate=True (VAD_POPULATE) prefaults the pages: mincore sees them all resident."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+    def resident(r):
+        mv = memoryview(r)
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(mv))
+        pages = (r.size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        vec = ctypes.create_string_buffer(pages)
+        assert libc.mincore(addr, pages * mmap.PAGESIZE, vec) == 0, ctypes.get_errno()
+        n = sum(b & 1 for b in vec.raw)
+        del mv
+        return n, pages
+
+    r = client.alloc(256 * 1024, populate=True)
+    n, pages = resident(r)
+    assert n == pages
+    r.free()
+    batch = client.alloc_batch([4096, 65536, 1 << 20], populate=True)
+    for r in batch:
+        n, pages = resident(r)
+        assert n == pages
+    client.free_batch(batch)
+    with pytest.raises(TypeError):
+        client.alloc(4096, populate="yes please", arena=None, align=0, extra=1)

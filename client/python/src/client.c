@@ -340,12 +340,13 @@ static PyObject *wrap_ranges(vadpy_client *cl, void **ptrs, Py_ssize_t n)
 
 static PyObject *client_alloc(vadpy_client *cl, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"size", "align", "arena", NULL};
+	static char *kwlist[] = {"size", "align", "arena", "populate", NULL};
 	size_t size, align = 0;
 	const char *arena = NULL;
+	int populate = 0;
 	PyObject *size_obj, *align_obj = NULL;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Oz:alloc", kwlist, &size_obj, &align_obj,
-					 &arena))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Ozp:alloc", kwlist, &size_obj, &align_obj,
+					 &arena, &populate))
 		return NULL;
 	size = PyLong_AsSize_t(size_obj);
 	if (size == (size_t)-1 && PyErr_Occurred())
@@ -356,7 +357,8 @@ static PyObject *client_alloc(vadpy_client *cl, PyObject *args, PyObject *kw)
 		return NULL;
 	void *ptr;
 	int err;
-	VADPY_CALL(cl, err, vad_alloc_in(cl->c, arena, size, align, &ptr));
+	VADPY_CALL(cl, err,
+		   vad_alloc_flags(cl->c, arena, size, align, populate ? VAD_POPULATE : 0, &ptr));
 	if (err != VAD_OK)
 		return vadpy_raise(cl->c, err);
 	return vadpy_range_new(cl, ptr);
@@ -364,12 +366,13 @@ static PyObject *client_alloc(vadpy_client *cl, PyObject *args, PyObject *kw)
 
 static PyObject *client_alloc_batch(vadpy_client *cl, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"sizes", "align", "arena", NULL};
+	static char *kwlist[] = {"sizes", "align", "arena", "populate", NULL};
 	PyObject *seq, *align_obj = NULL;
 	const char *arena = NULL;
 	size_t align = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Oz:alloc_batch", kwlist, &seq, &align_obj,
-					 &arena))
+	int populate = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Ozp:alloc_batch", kwlist, &seq, &align_obj,
+					 &arena, &populate))
 		return NULL;
 	if (align_obj && (align = PyLong_AsSize_t(align_obj)) == (size_t)-1 && PyErr_Occurred())
 		return NULL;
@@ -388,7 +391,9 @@ static PyObject *client_alloc_batch(vadpy_client *cl, PyObject *args, PyObject *
 		return ptrs ? NULL : PyErr_NoMemory();
 	}
 	int err;
-	VADPY_CALL(cl, err, vad_alloc_batch_in(cl->c, arena, (size_t)n, sizes, align, ptrs));
+	VADPY_CALL(cl, err,
+		   vad_alloc_batch_flags(cl->c, arena, (size_t)n, sizes, align,
+					 populate ? VAD_POPULATE : 0, ptrs));
 	PyMem_Free(sizes);
 	PyObject *list = err == VAD_OK ? wrap_ranges(cl, ptrs, n) : vadpy_raise(cl->c, err);
 	PyMem_Free(ptrs);
@@ -491,16 +496,18 @@ static PyMethodDef client_methods[] = {
     {"__exit__", (PyCFunction)client_exit, METH_VARARGS,
      "__exit__($self, *exc_info, /)\n--\n\nClose the client (see close())."},
     {"alloc", (PyCFunction)(void (*)(void))client_alloc, METH_VARARGS | METH_KEYWORDS,
-     "alloc($self, /, size, align=0, arena=None)\n--\n\n"
+     "alloc($self, /, size, align=0, arena=None, populate=False)\n--\n\n"
      "Allocate size bytes of shared memory, zero-filled, and return its vad.Range.\n"
      "align is a power of two (0: the arena's quantum, a page); arena names the arena\n"
      "(None: the daemon's default). The range's size is rounded up to the arena's\n"
-     "quantum. Raises NoSpace, QuotaExceeded, PermissionDenied or Error (ESIZE,\n"
-     "EALIGN, ENOARENA, ...)."},
+     "quantum. populate=True prefaults every page for writing before returning\n"
+     "(VAD_POPULATE: the first writes take no page faults). Raises NoSpace,\n"
+     "QuotaExceeded, PermissionDenied or Error (ESIZE, EALIGN, ENOARENA, ...)."},
     {"alloc_batch", (PyCFunction)(void (*)(void))client_alloc_batch, METH_VARARGS | METH_KEYWORDS,
-     "alloc_batch($self, /, sizes, align=0, arena=None)\n--\n\n"
+     "alloc_batch($self, /, sizes, align=0, arena=None, populate=False)\n--\n\n"
      "Allocate one range per size in one request, all or nothing; returns a list of\n"
-     "vad.Range in the order of sizes."},
+     "vad.Range in the order of sizes. populate=True prefaults every page for writing\n"
+     "before returning (as alloc's populate)."},
     {"free_batch", (PyCFunction)vadpy_client_free_batch, METH_O, vadpy_doc_free_batch},
     {"attach", (PyCFunction)client_attach, METH_O,
      "attach($self, token, /)\n--\n\n"

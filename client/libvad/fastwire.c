@@ -1,0 +1,289 @@
+/* fastwire.c - libvad's hand-written codec for Alloc/Free; see fastwire.h. */
+#include "fastwire.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "frame.h"
+#include "wire.h"
+
+#define WT_VARINT      0
+#define WT_LEN	       2
+#define KEY(field, wt) ((uint64_t)(field) << 3 | (wt))
+
+/* ---- encoding ----------------------------------------------------------------------------- */
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+/* Bytes of a length-delimited field (key, length, body) of len body bytes. */
+static size_t len_field(size_t len)
+{
+	return 1 + vad_varint_len(len) + len;
+}
+
+size_t libvad_fast_alloc_frame(uint8_t *out, size_t cap, uint64_t id, const char *arena,
+			       uint64_t align, size_t n, const size_t *sizes)
+{
+	size_t name = strlen(arena), packed = 0;
+	size_t body = (align ? 1 + vad_varint_len(align) : 0) + (name ? len_field(name) : 0);
+	if (n == 1) {
+		body += sizes[0] ? 1 + vad_varint_len(sizes[0]) : 0;
+	} else {
+		for (size_t i = 0; i < n; i++)
+			packed += vad_varint_len(sizes[i]);
+		body += len_field(packed);
+	}
+	size_t payload = 1 + vad_varint_len(id) + len_field(body);
+	if (payload > UINT32_MAX || VAD_FRAME_HEADER + payload > cap)
+		return 0;
+	vad_frame_put_header(out, (uint32_t)payload);
+	uint8_t *p = out + VAD_FRAME_HEADER;
+	*p++ = KEY(1, WT_VARINT);
+	p = put_varint(p, id);
+	*p++ = KEY(3, WT_LEN);
+	p = put_varint(p, body);
+	if (n == 1 && sizes[0]) {
+		*p++ = KEY(1, WT_VARINT);
+		p = put_varint(p, sizes[0]);
+	}
+	if (align) {
+		*p++ = KEY(2, WT_VARINT);
+		p = put_varint(p, align);
+	}
+	if (name) {
+		*p++ = KEY(3, WT_LEN);
+		p = put_varint(p, name);
+		memcpy(p, arena, name);
+		p += name;
+	}
+	if (n != 1) {
+		*p++ = KEY(5, WT_LEN);
+		p = put_varint(p, packed);
+		for (size_t i = 0; i < n; i++)
+			p = put_varint(p, sizes[i]);
+	}
+	return (size_t)(p - out);
+}
+
+size_t libvad_fast_free_frame(uint8_t *out, size_t cap, uint64_t id, const char *arena, size_t n,
+			      const uint64_t *offsets)
+{
+	size_t name = strlen(arena), packed = 0;
+	for (size_t i = 0; i < n; i++)
+		packed += vad_varint_len(offsets[i]);
+	size_t body = (name ? len_field(name) : 0) + (n ? len_field(packed) : 0);
+	size_t payload = 1 + vad_varint_len(id) + len_field(body);
+	if (payload > UINT32_MAX || VAD_FRAME_HEADER + payload > cap)
+		return 0;
+	vad_frame_put_header(out, (uint32_t)payload);
+	uint8_t *p = out + VAD_FRAME_HEADER;
+	*p++ = KEY(1, WT_VARINT);
+	p = put_varint(p, id);
+	*p++ = KEY(4, WT_LEN);
+	p = put_varint(p, body);
+	if (name) {
+		*p++ = KEY(1, WT_LEN);
+		p = put_varint(p, name);
+		memcpy(p, arena, name);
+		p += name;
+	}
+	if (n) {
+		*p++ = KEY(2, WT_LEN);
+		p = put_varint(p, packed);
+		for (size_t i = 0; i < n; i++)
+			p = put_varint(p, offsets[i]);
+	}
+	return (size_t)(p - out);
+}
+
+/* ---- decoding ----------------------------------------------------------------------------- */
+
+struct cursor {
+	const uint8_t *p, *end;
+};
+
+/* A varint of at most max bytes (values 10, keys and lengths 5, as protobuf-c reads). */
+static bool get_varint(struct cursor *c, uint64_t *out, unsigned max)
+{
+	uint64_t v = 0;
+	for (unsigned shift = 0, i = 0; i < max; i++, shift += 7) {
+		if (c->p >= c->end)
+			return false;
+		uint8_t b = *c->p++;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool get_bytes(struct cursor *c, struct cursor *out)
+{
+	uint64_t len;
+	if (!get_varint(c, &len, 5) || len > INT_MAX || len > (uint64_t)(c->end - c->p))
+		return false;
+	*out = (struct cursor){c->p, c->p + len};
+	c->p += len;
+	return true;
+}
+
+/* A repeated uint64 field, packed or not, appended to list (NULL: counted only). */
+static bool get_list(struct cursor *c, uint64_t wt, uint64_t *list, size_t cap, size_t *n)
+{
+	struct cursor s = *c;
+	if (wt == WT_LEN) {
+		if (!get_bytes(c, &s))
+			return false;
+	} else if (wt == WT_VARINT) {
+		s.end = c->end;
+	} else {
+		return false;
+	}
+	do {
+		uint64_t v;
+		if (!get_varint(&s, &v, 10))
+			return false;
+		if (list) {
+			if (*n >= cap)
+				return false;
+			list[*n] = v;
+		}
+		(*n)++;
+	} while (wt == WT_LEN && s.p < s.end);
+	if (wt == WT_VARINT)
+		c->p = s.p;
+	return true;
+}
+
+static bool parse_alloc(struct cursor c, struct libvad_fast_reply *f, size_t *n_list)
+{
+	size_t no = 0, ns = 0;
+	bool named = false;
+	while (c.p < c.end) {
+		uint64_t key;
+		struct cursor s;
+		if (!get_varint(&c, &key, 5))
+			return false;
+		switch (key >> 3) {
+		case 1:
+			if ((key & 7) != WT_LEN || !get_bytes(&c, &s) ||
+			    (size_t)(s.end - s.p) > LIBVAD_FAST_ARENA_MAX)
+				return false;
+			if (f) {
+				memcpy(f->arena, s.p, (size_t)(s.end - s.p));
+				f->arena[s.end - s.p] = '\0';
+			}
+			named = true;
+			break;
+		case 2:
+			if (!get_list(&c, key & 7, f ? f->offsets : NULL, f ? f->cap : 0, &no))
+				return false;
+			break;
+		case 3:
+			if (!get_list(&c, key & 7, f ? f->sizes : NULL, f ? f->cap : 0, &ns))
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	*n_list = no > ns ? no : ns;
+	if (f) {
+		if (!named)
+			f->arena[0] = '\0';
+		vad__alloc_reply__init(&f->alloc);
+		f->alloc.arena = f->arena;
+		f->alloc.n_offsets = no;
+		f->alloc.offsets = f->offsets;
+		f->alloc.n_sizes = ns;
+		f->alloc.sizes = f->sizes;
+		f->resp.result_case = VAD__RESPONSE__RESULT_ALLOC;
+		f->resp.alloc = &f->alloc;
+	}
+	return true;
+}
+
+static bool parse_free(struct cursor c, struct libvad_fast_reply *f)
+{
+	uint64_t freed = 0;
+	while (c.p < c.end) {
+		uint64_t key;
+		if (!get_varint(&c, &key, 5) || key != KEY(1, WT_VARINT) ||
+		    !get_varint(&c, &freed, 10))
+			return false;
+	}
+	if (f) {
+		vad__free_reply__init(&f->free);
+		f->free.freed = (uint32_t)freed;
+		f->resp.result_case = VAD__RESPONSE__RESULT_FREE;
+		f->resp.free = &f->free;
+	}
+	return true;
+}
+
+/* Scan (f NULL) or decode a Response payload. */
+static bool parse_reply(const uint8_t *data, size_t len, uint64_t *id_out,
+			struct libvad_fast_reply *f, size_t *n_list)
+{
+	struct cursor c = {data, data + len}, body = {NULL, NULL};
+	uint64_t id = 0, result = 0;
+	while (c.p < c.end) {
+		uint64_t key, v;
+		struct cursor s;
+		if (!get_varint(&c, &key, 5))
+			return false;
+		switch (key) {
+		case KEY(1, WT_VARINT):
+			if (!get_varint(&c, &id, 10))
+				return false;
+			break;
+		case KEY(2, WT_VARINT): /* an error: protobuf-c's path with its sentence */
+			if (!get_varint(&c, &v, 10) || v != 0)
+				return false;
+			break;
+		case KEY(3, WT_LEN):
+			if (!get_bytes(&c, &s) || s.p != s.end)
+				return false;
+			break;
+		case KEY(5, WT_LEN):
+		case KEY(6, WT_LEN):
+			if (result || !get_bytes(&c, &body))
+				return false;
+			result = key >> 3;
+			break;
+		default:
+			return false;
+		}
+	}
+	*n_list = 0;
+	if (f)
+		vad__response__init(&f->resp);
+	if (result == 5 ? !parse_alloc(body, f, n_list) : result != 6 || !parse_free(body, f))
+		return false;
+	if (f)
+		f->resp.id = id;
+	if (id_out)
+		*id_out = id;
+	return true;
+}
+
+bool libvad_fast_scan_reply(const uint8_t *data, size_t len, uint64_t *id, size_t *n_list)
+{
+	return parse_reply(data, len, id, NULL, n_list);
+}
+
+bool libvad_fast_decode_reply(const uint8_t *data, size_t len, struct libvad_fast_reply *f)
+{
+	size_t n;
+	return parse_reply(data, len, NULL, f, &n);
+}
