@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "term.h"
 #include "vactl.h"
 
 int vactl_exit_code(int err)
@@ -53,6 +54,7 @@ static void on_deadline(int sig)
 {
 	(void)sig;
 	/* Only async-signal-safe calls: the texts were formatted when the deadline was set. */
+	vactl_term_leave(); /* a live view's terminal back first */
 	if (timeout_json_len)
 		(void)!write(STDOUT_FILENO, timeout_json, timeout_json_len);
 	(void)!write(STDERR_FILENO, timeout_text, timeout_text_len);
