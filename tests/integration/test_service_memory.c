@@ -8,12 +8,15 @@
  *   restored after); ranges are huge-page sized and aligned, read and written, come back as
  *   zeros, and with commit = reserve asking for more than the pool holds fails with a sentence
  *   naming the pool.
+ * - huge = thp with commit = reserve: committed in huge pages (shmem THP set to "advise" for
+ *   the test when it is "never", restored after).
  * - numa_node = 0 and interleave: the policy get_mempolicy reads back on a page a client
  *   touched.
  * Where the machine cannot (not root, no mount, no huge pages), the test says so in one
  * skipped line.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/mempolicy.h>
 #include <signal.h>
 #include <string.h>
@@ -248,6 +251,107 @@ static void test_hugetlb_arena(void **state)
 	vt_daemon_destroy(&d);
 }
 
+/* ---- huge = thp ------------------------------------------------------------------------ */
+
+#define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+
+static char thp_before[32]; /* the shmem THP policy before the test set "advise" */
+
+/* The policy in brackets of SHMEM_THP ("never"), or "" if the kernel has none. */
+static void shmem_policy(char *buf, size_t len)
+{
+	buf[0] = '\0';
+	char line[256];
+	FILE *f = fopen(SHMEM_THP, "re");
+	if (!f)
+		return;
+	if (fgets(line, sizeof(line), f)) {
+		char *open = strchr(line, '['), *close = open ? strchr(open, ']') : NULL;
+		if (close)
+			snprintf(buf, len, "%.*s", (int)(close - open - 1), open + 1);
+	}
+	fclose(f);
+}
+
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+	if (!f)
+		return -1;
+	int rc = fputs(text, f) >= 0 ? 0 : -1;
+	if (fclose(f) != 0)
+		rc = -1;
+	return rc;
+}
+
+static int restore_thp(void **state)
+{
+	(void)state;
+	if (thp_before[0])
+		write_text(SHMEM_THP, thp_before);
+	thp_before[0] = '\0';
+	return 0;
+}
+
+/* kB of the daemon's mapping of memfd "vad:NAME" mapped by huge pages (ShmemPmdMapped). */
+static long pmd_mapped_kb(pid_t pid, const char *name)
+{
+	char path[64], line[512], want[96];
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	snprintf(want, sizeof(want), "/memfd:vad:%s ", name);
+	FILE *f = fopen(path, "re");
+	long kb = -1;
+	bool in = false;
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strstr(line, " rw-s "))
+			in = strstr(line, want) != NULL;
+		if (in && sscanf(line, "ShmemPmdMapped: %ld kB", &kb) == 1)
+			break;
+	}
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* With shmem THP on "advise", a huge = thp, commit = reserve arena's ranges are committed in
+ * huge pages through the daemon's advised mapping. */
+static void test_thp_arena(void **state)
+{
+	(void)state;
+	char policy[32];
+	shmem_policy(policy, sizeof(policy));
+	if (!policy[0]) {
+		print_message("skipped: this kernel has no shmem transparent huge pages\n");
+		skip();
+	}
+	if (strcmp(policy, "never") == 0 || strcmp(policy, "deny") == 0) {
+		if (!vt_is_root() || write_text(SHMEM_THP, "advise") != 0) {
+			print_message("skipped: shmem THP is \"%s\" and cannot be set to advise\n",
+				      policy);
+			skip();
+		}
+		snprintf(thp_before, sizeof(thp_before), "%s", policy);
+	}
+	struct vt_daemon d;
+	assert_int_equal(0, vt_daemon_setup(&d, NULL,
+					    "[arena thp]\nsize = 64M\nhuge = thp\n"
+					    "commit = reserve\n"));
+	vad_client *c;
+	assert_int_equal(0, vt_connect(&d, "thp", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc_in(c, "thp", 4 * MiB, 2 * MiB, &p));
+	long kb = pmd_mapped_kb(d.pid, "thp");
+	print_message("shmem THP \"%s\": %ld kB of the 4 MiB committed in huge pages\n",
+		      thp_before[0] ? "advise" : policy, kb);
+	assert_true(kb >= 4096);
+	memset(p, 3, 4 * MiB);
+	VT_ASSERT_OK(c, vad_free(c, p));
+	vad_close(c);
+	assert_int_equal(0, vt_check_invariants(&d));
+	assert_int_equal(0, vt_daemon_stop(&d));
+	vt_daemon_destroy(&d);
+}
+
 /* ---- numa_node -------------------------------------------------------------------------- */
 
 /* The policy of the page at p as get_mempolicy(MPOL_F_ADDR) reads it: mode and node mask. */
@@ -306,6 +410,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_commit_reserve_tmpfs),
 	    cmocka_unit_test_teardown(test_hugetlb_arena, restore_huge_pages),
+	    cmocka_unit_test_teardown(test_thp_arena, restore_thp),
 	    cmocka_unit_test(test_numa_policy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
