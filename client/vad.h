@@ -61,6 +61,7 @@ enum vad_error {
 	VAD_EEXPIRED = -22,	/* the share token has expired */
 	VAD_ETOKENUSED = -23,	/* the single-use share token was already used */
 	VAD_EREADONLY = -24,	/* this client may only read that arena: allocation refused */
+	VAD_ECOMMIT = -26,	/* commit = reserve: the range's memory could not be committed */
 };
 
 typedef struct vad_client vad_client;
@@ -194,6 +195,10 @@ struct vad_arena_info {
 	const char *tenancy; /* "uid" or "gid": a section with one arena per tenant (named
 				NAME@ID), or one tenant's arena; "" for a plain arena */
 	unsigned tenants;    /* a section with tenancy: its tenant arenas open now */
+	const char *commit;  /* "touch" (pages found at first touch) or "reserve" (committed by
+				the daemon before a range is granted) */
+	const char *huge;    /* "" (none), "thp", or the hugetlb page size ("2 MiB", "1 GiB") */
+	const char *numa;    /* "" (no policy), "node N" or "interleave" */
 };
 
 /* Every counter the daemon keeps for one arena (vad.ArenaStats). */
@@ -208,6 +213,9 @@ struct vad_arena_stats {
 	uint64_t resident_bytes;      /* bytes of the arena file backed by memory now */
 	uint64_t free_released_bytes; /* free space purge and idle passes gave back (written
 				       * or not: holes cost nothing), not in released_bytes */
+	uint64_t committed_bytes;     /* commit = reserve: committed for live ranges */
+	uint64_t commit_failures;     /* allocations refused because memory could not be
+				       * committed (VAD_ECOMMIT) */
 };
 
 /* Daemon-wide figures plus per-arena statistics (vad.StatsReply). */

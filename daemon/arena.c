@@ -1,7 +1,8 @@
 /* arena.c - a sealed sparse shared-memory file plus its allocator; see arena.h.
  *
- * The file is a memfd ("vad:NAME"), or an unlinked file in the configured directory (e.g. a
- * hugetlbfs mount). It is sized once and sealed against shrinking and growing, so a client
+ * The file is a memfd ("vad:NAME"; MFD_HUGETLB of the configured page size for backing =
+ * hugetlb, which takes seals like any memfd), or an unlinked file in the configured directory (e.g.
+ * a hugetlbfs mount). It is sized once and sealed against shrinking and growing, so a client
  * holding the fd can neither SIGBUS the others nor grow the daemon's memory. Only a memfd
  * takes seals: a file in a directory is refused unless its section says accept_unsealed =
  * yes (then it runs unsealed, marked so). Freed ranges are released with
@@ -23,8 +24,11 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "numa.h"
 
 #define LOGGED_ERRNOS_MAX 8
+#define VAD_MFD_HUGE_SHIFT                                                                         \
+	26 /* linux/memfd.h MFD_HUGE_SHIFT (its header clashes with sys/mman.h) */
 
 /* The public arena plus what only this file needs. */
 struct arena_impl {
@@ -227,10 +231,17 @@ static int open_backing(struct vad_arena *a, const struct vad_config *cfg, char 
 	if (memfd) {
 		char name[VAD_NAME_MAX + 8];
 		snprintf(name, sizeof(name), "vad:%s", conf->name);
-		a->fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+		if (conf->hugetlb_page) /* log2 of the page size in the MFD_HUGE_SHIFT bits */
+			flags |= MFD_HUGETLB | ((unsigned)__builtin_ctzll(conf->hugetlb_page)
+						<< VAD_MFD_HUGE_SHIFT);
+		a->fd = memfd_create(name, flags);
 		if (a->fd < 0) {
-			snprintf(err, err_len, "arena %s: memfd_create: %s", conf->name,
-				 strerror(errno));
+			snprintf(err, err_len, "arena %s: memfd_create%s: %s%s", conf->name,
+				 conf->hugetlb_page ? " (MFD_HUGETLB)" : "", strerror(errno),
+				 conf->hugetlb_page && errno == EINVAL
+				     ? " (this kernel or its configuration has no such huge pages)"
+				     : "");
 			return -1;
 		}
 	} else {
@@ -315,7 +326,8 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	}
 	memset(a->alloc_latency, 0, sizeof(*a->alloc_latency));
 
-	if (open_backing(a, cfg, err, err_len) != 0 || open_read_only(a, cfg, err, err_len) != 0)
+	if (open_backing(a, cfg, err, err_len) != 0 || open_read_only(a, cfg, err, err_len) != 0 ||
+	    vad_numa_apply(a, err, err_len) != 0)
 		goto fail;
 
 	struct va_config vc = {
@@ -336,6 +348,7 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	return 0;
 
 fail:
+	vad_numa_unmap(a);
 	if (a->ro_fd >= 0)
 		close(a->ro_fd);
 	if (a->fd >= 0)
@@ -354,6 +367,7 @@ void vad_arena_close(struct vad_arena *a)
 	struct arena_impl *ai = impl_of(a);
 	if (a->vs)
 		va_destroy(a->vs); /* first: its background thread may still call arena_release */
+	vad_numa_unmap(a);
 	if (a->ro_fd >= 0)
 		close(a->ro_fd);
 	if (a->fd >= 0)

@@ -23,22 +23,26 @@ struct vad_arena {
 				new arena in a reused slot */
 	struct vad_latency *alloc_latency; /* alloc request latency */
 	/* Tenant arenas only, under the tenants' lock (tenants.c): */
-	unsigned pins;		 /* sessions of the tenant using it, and passing readers */
-	uint64_t idle_since_ms;	 /* first sweep that found it unused, 0 while in use */
-	int fd;			 /* memfd sealed F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL */
-	int ro_fd;		 /* the same file reopened O_RDONLY: what readers are sent;
-				    -1 if it could not be made (only in an arena without
-				    readers) */
-	struct va_space *vs;	 /* offsets [0, size) */
-	uint64_t punch_failures; /* fallocate(PUNCH_HOLE) errors (logged once each kind) */
-	bool unsealed;		 /* a directory file that could not be sealed, accepted by
-				    the section's accept_unsealed = yes */
+	unsigned pins;		  /* sessions of the tenant using it, and passing readers */
+	uint64_t idle_since_ms;	  /* first sweep that found it unused, 0 while in use */
+	int fd;			  /* memfd sealed F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL */
+	int ro_fd;		  /* the same file reopened O_RDONLY: what readers are sent;
+				     -1 if it could not be made (only in an arena without
+				     readers) */
+	struct va_space *vs;	  /* offsets [0, size) */
+	uint64_t punch_failures;  /* fallocate(PUNCH_HOLE) errors (logged once each kind) */
+	bool unsealed;		  /* a directory file that could not be sealed, accepted by
+				     the section's accept_unsealed = yes */
+	void *map;		  /* the daemon's own mapping of the file where a NUMA policy or
+				     huge-page advice is set on it (numa.h), else NULL */
+	uint64_t commit_failures; /* alloc requests refused by commit = reserve (atomic) */
 };
 
-/* Create the backing file, size it sparse, seal it and build its allocator with the
- * daemon-wide nodes/lazy_max; release = fallocate(PUNCH_HOLE|KEEP_SIZE). A file that cannot
- * be sealed is refused ("FILE:LINE: ..." of its section, naming the seal and errno) unless
- * the section accepts it unsealed. On failure returns -1 with a reason in err. */
+/* Create the backing file (a memfd, a MFD_HUGETLB memfd for backing = hugetlb, or a file in a
+ * directory), size it sparse, set its NUMA policy and huge-page advice (numa.h), seal it and build
+ * its allocator with the daemon-wide nodes/lazy_max; release = fallocate(PUNCH_HOLE|KEEP_SIZE). A
+ * file that cannot be sealed is refused ("FILE:LINE: ..." of its section, naming the seal and
+ * errno) unless the section accepts it unsealed. On failure returns -1 with a reason in err. */
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
 		   struct vad_arena **out, char *err, size_t err_len);
 

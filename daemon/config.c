@@ -178,11 +178,15 @@ static int arena_quantum(struct parse_state *ps, const char *key, const char *v)
 	return 1;
 }
 
-/* "memfd" or a directory; a hugetlbfs one gives the quantum its default (finish_arena). */
+/* "memfd", "hugetlb[:SIZE]" (config_memory.c) or a directory; hugetlb or a hugetlbfs one gives the
+ * quantum its default (finish_arena). */
 static int arena_backing(struct parse_state *ps, const char *key, const char *v)
 {
 	struct vad_arena_conf *a = current_arena(ps);
 	ps->hugetlb_page = 0;
+	a->hugetlb_page = 0;
+	if (strncmp(v, "hugetlb", 7) == 0)
+		return arena_backing_hugetlb(ps, key, v);
 	if (strcmp(v, "memfd") == 0) {
 		a->backing[0] = '\0';
 		return 1;
@@ -444,7 +448,7 @@ static int finish_arena(struct parse_state *ps)
 				      "quantum %s is smaller than the huge page size %s of %s",
 				      vad_format_size(a->quantum, qbuf, sizeof(qbuf)),
 				      vad_format_size(ps->hugetlb_page, sbuf, sizeof(sbuf)),
-				      a->backing);
+				      a->backing[0] ? a->backing : "hugetlb");
 	if (a->size % a->quantum)
 		return config_fail_at(
 		    ps, ps->arena_key_line[A_SIZE], "size %llu is not a multiple of the quantum %s",
@@ -457,7 +461,7 @@ static int finish_arena(struct parse_state *ps)
 		    "(remove the line)",
 		    a->name);
 	a->allow_any = a->n_allow_uids == 0 && a->n_allow_gids == 0;
-	if (!check_readers(ps, a))
+	if (!config_finish_memory(ps, a) || !check_readers(ps, a))
 		return 0;
 	return finish_tenancy(ps, a);
 }

@@ -29,6 +29,21 @@ const char *vad_tenancy_name(enum vad_tenancy t);
 #define VAD_MAX_TENANTS_DEFAULT	   1024u
 #define VAD_MAX_TENANTS_LIMIT	   65536u /* all sections' max_tenants together */
 
+/* When a granted range's memory is found (commit = ...): at the first touch, or by the daemon
+ * before it grants the range (commit.h). */
+enum vad_commit {
+	VAD_COMMIT_TOUCH = 0,
+	VAD_COMMIT_RESERVE,
+};
+
+/* The arena's NUMA placement (numa_node = ...): none, one node, or interleaved (numa.h). */
+enum vad_numa {
+	VAD_NUMA_NONE = 0,
+	VAD_NUMA_NODE,	     /* every page on numa_node */
+	VAD_NUMA_INTERLEAVE, /* pages spread over the nodes with memory */
+};
+#define VAD_NUMA_NODE_MAX 1023
+
 /* Room a tenant arena's name ("NAME@ID") needs past its section's name. */
 #define VAD_TENANT_SUFFIX_MAX 11
 
@@ -53,6 +68,13 @@ struct vad_arena_conf {
 	enum vad_tenancy tenancy; /* tenancy = uid | gid: one file and allocator per tenant */
 	uint64_t tenant_idle_ms;  /* a tenant arena holding nothing, with no session, closes */
 	unsigned max_tenants;	  /* tenant arenas of this section open at once */
+	uint64_t hugetlb_page;	  /* backing = hugetlb[:SIZE]: a MFD_HUGETLB memfd of this page
+				     size; 0 otherwise */
+	bool thp;		  /* huge = thp: ask for transparent huge pages (shmem) */
+	enum vad_commit commit;	  /* commit = touch | reserve */
+	enum vad_numa numa;	  /* numa_node = none | N | interleave */
+	unsigned numa_node;	  /* VAD_NUMA_NODE: that node */
+	char numa_text[16];	  /* "node N", "interleave" or "": as listings show it */
 };
 
 /* How connections are spread over the workers (worker_balance). */

@@ -72,7 +72,10 @@ enum vad_key { VAD_KEYS(KEY_ENUM) N_VAD_KEYS };
 	X(A_ACCEPT_UNSEALED, "accept_unsealed", arena_accept_unsealed)                             \
 	X(A_TENANCY, "tenancy", arena_tenancy)                                                     \
 	X(A_TENANT_IDLE, "tenant_idle", arena_tenant_idle)                                         \
-	X(A_MAX_TENANTS, "max_tenants", arena_max_tenants)
+	X(A_MAX_TENANTS, "max_tenants", arena_max_tenants)                                         \
+	X(A_HUGE, "huge", arena_huge)                                                              \
+	X(A_COMMIT, "commit", arena_commit)                                                        \
+	X(A_NUMA_NODE, "numa_node", arena_numa_node)
 
 enum arena_key { ARENA_KEYS(KEY_ENUM) N_ARENA_KEYS };
 #undef KEY_ENUM
@@ -117,6 +120,17 @@ int config_key_size(struct parse_state *ps, const char *key, const char *v, uint
 
 /* An absolute path shorter than cap into out; 1, or 0 after config_fail_at naming key. */
 int config_key_path(struct parse_state *ps, const char *key, const char *v, char *out, size_t cap);
+
+/* The memory keys of an [arena] section (config_memory.c): huge = none | thp, commit = touch |
+ * reserve, numa_node = none | N | interleave, and backing = hugetlb[:2M|:1G]; 1, or 0 after
+ * config_fail_at. */
+int arena_huge(struct parse_state *ps, const char *key, const char *v);
+int arena_commit(struct parse_state *ps, const char *key, const char *v);
+int arena_numa_node(struct parse_state *ps, const char *key, const char *v);
+int arena_backing_hugetlb(struct parse_state *ps, const char *key, const char *v);
+
+/* Checks of the memory keys that need the whole section (after the quantum is known). */
+int config_finish_memory(struct parse_state *ps, struct vad_arena_conf *a);
 
 /* Parse v as the value of [vad] key k into ps->cfg; 1, or 0 after config_fail_at. */
 int config_apply_vad_key(struct parse_state *ps, enum vad_key k, const char *v);

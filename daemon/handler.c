@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commit.h"
 #include "frame.h"
 #include "wire.h"
 #include "log.h"
@@ -376,6 +377,9 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 	if (vad_ranges_alloc(s, ai, n, sizes, m->align, total, offsets, &why) < 0) {
 		if (why.quota != VAD_QUOTA_OK)
 			quota_error(s, r, why.quota, why.held, total, n);
+		else if (why.commit_errno)
+			vad_commit_refusal(r, a, sizes[why.failed], why.commit_errno, why.failed,
+					   n);
 		else
 			alloc_failed(s, r, a, why.rc, why.failed < n ? sizes[why.failed] : total,
 				     m->align, why.failed, n);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commit.h"
 #include "frame.h"
 #include "handler_internal.h"
 #include "log.h"
@@ -66,6 +67,7 @@ static void fill_stats(struct vad_session *s, Vad__ArenaStats *o, const struct v
 	o->lazy_blocks = st.lazy_blocks;
 	o->pooled_blocks = st.pooled_blocks;
 	o->resident_bytes = vad_arena_resident_bytes(a);
+	vad_commit_fill_stats(o, a, &st);
 }
 
 /* Which arenas a stats, purge or check request means: every one (no name), a configured

@@ -216,9 +216,20 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 		printf("    %-16s %s, quantum %s, %s, ", ac->name,
 		       vad_format_size(ac->size, a, sizeof(a)),
 		       vad_format_size(ac->quantum, b, sizeof(b)),
-		       ac->backing[0] ? ac->backing : "memfd");
+		       ac->backing[0]	  ? ac->backing
+		       : ac->hugetlb_page ? "hugetlb memfd"
+					  : "memfd");
 		if (ac->accept_unsealed)
 			printf("UNSEALED (accept_unsealed), ");
+		if (ac->hugetlb_page)
+			printf("hugetlb %s pages, ",
+			       vad_format_size(ac->hugetlb_page, b, sizeof(b)));
+		if (ac->thp)
+			printf("transparent huge pages asked for, ");
+		if (ac->commit == VAD_COMMIT_RESERVE)
+			printf("committed before granting (commit = reserve), ");
+		if (ac->numa_text[0])
+			printf("NUMA %s, ", ac->numa_text);
 		if (ac->tenancy != VAD_TENANCY_NONE)
 			printf("one per %s (at most %u, closed after %s unused), ",
 			       ac->tenancy == VAD_TENANCY_UID ? "uid" : "gid", ac->max_tenants,

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 
+#include "commit.h"
 #include "latency.h"
 #include "log.h"
 #include "session.h"
@@ -53,6 +54,11 @@ static int allocate_and_hold(struct vad_session *s, unsigned ai, size_t n, const
 	    va_alloc_batch(a->vs, n, sizes, align, (void *const *)ranges, offsets, &why->failed);
 	if (rc < 0) {
 		why->rc = rc;
+		return -1;
+	}
+	if (a->conf.commit == VAD_COMMIT_RESERVE &&
+	    vad_commit_ranges(a, n, offsets, sizes, &why->failed, &why->commit_errno) != 0) {
+		give_back(s, a, n, offsets); /* already punched: the lazy release finds holes */
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -1,6 +1,7 @@
 /*
  * ranges.h - a range's life in the daemon, both ways, as mirror calls: alloc reserves the
- * session's quota, takes the ranges from the arena's allocator in one batch and records the
+ * session's quota, takes the ranges from the arena's allocator in one batch, commits their
+ * memory in a commit = reserve arena (before anyone can see them) and records the
  * session's holds, undoing all of it when a step fails; release drops holds, and a range
  * whose last reference goes returns to the allocator. The handlers validate requests and
  * build replies around these; they do not reach into the registry or the allocator.
@@ -19,8 +20,9 @@ struct vad_session;
 struct vad_alloc_refusal {
 	enum vad_quota_kind quota; /* not VAD_QUOTA_OK: a quota (or a 2^64 counter) refused */
 	uint64_t held;		   /* then: what that quota already counted */
-	int rc;	       /* otherwise: the allocator's VA_E* code (VA_ENOMEM: bookkeeping) */
-	size_t failed; /* the range it failed at (n: the batch as a whole) */
+	int rc;		  /* otherwise: the allocator's VA_E* code (VA_ENOMEM: bookkeeping) */
+	size_t failed;	  /* the range it failed at (n: the batch as a whole) */
+	int commit_errno; /* nonzero: commit = reserve could not back range failed (commit.h) */
 };
 
 /* Allocate n ranges of sizes[] (quantum multiples that sum to total) aligned to align in arena

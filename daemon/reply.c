@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commit.h"
 #include "handler_internal.h"
 #include "log.h"
 #include "session.h"
@@ -116,9 +117,12 @@ void fill_info(Vad__ArenaInfo *info, const struct vad_arena *a, const char *name
 	info->name = (char *)name;
 	info->size = a->conf.size;
 	info->quantum = a->conf.quantum;
-	info->backing = (char *)(a->conf.backing[0] ? a->conf.backing : "memfd");
+	info->backing = (char *)(a->conf.backing[0]	? a->conf.backing
+				 : a->conf.hugetlb_page ? "hugetlb"
+							: "memfd");
 	info->allowed = allowed;
 	info->unsealed = a->unsealed;
+	vad_commit_fill_info(info, &a->conf);
 	if (a->tenant)
 		info->tenancy = (char *)vad_tenancy_name(a->conf.tenancy);
 }
@@ -130,8 +134,11 @@ void fill_section_info(Vad__ArenaInfo *info, const struct vad_arena_conf *c, uns
 	info->name = (char *)c->name;
 	info->size = c->size;
 	info->quantum = c->quantum;
-	info->backing = (char *)(c->backing[0] ? c->backing : "memfd");
+	info->backing = (char *)(c->backing[0]	   ? c->backing
+				 : c->hugetlb_page ? "hugetlb"
+						   : "memfd");
 	info->allowed = allowed;
 	info->tenancy = (char *)vad_tenancy_name(c->tenancy);
 	info->tenants = tenants;
+	vad_commit_fill_info(info, c);
 }

@@ -17,6 +17,7 @@
 
 #include <sqlite3.h>
 
+#include "commit.h"
 #include "latency.h"
 #include "log.h"
 #include "registry.h"
@@ -270,11 +271,15 @@ static void bind_arena_row(sqlite3_stmt *st, const struct arena_figures *f)
 #define LATENCY_COUNT()	    alloc_count(f)
 #define LATENCY_QUANTILE(q) vad_latency_quantile(&f->lat, f->prev, q, NULL)
 #define RESIDENT_BYTES()    vad_arena_resident_bytes(f->a)
+#define COMMITTED_BYTES()   vad_arena_committed_bytes(f->a, &f->vs)
+#define COMMIT_FAILURES()   __atomic_load_n(&f->a->commit_failures, __ATOMIC_RELAXED)
 
 #define BIND_ARENA_COLUMN(name, type, since, source) bind_##type(st, ":" #name, source);
 	VAD_STATS_ARENA_COLUMNS(BIND_ARENA_COLUMN)
 #undef BIND_ARENA_COLUMN
 #undef RESIDENT_BYTES
+#undef COMMITTED_BYTES
+#undef COMMIT_FAILURES
 #undef LATENCY_QUANTILE
 #undef LATENCY_COUNT
 #undef PUNCH_FAILURES

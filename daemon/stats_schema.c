@@ -59,6 +59,9 @@ static const char migrate_v2_sql[] =
 
 /* Version 2 -> 3: each arena's resident bytes. Older rows have NULL. */
 static const char migrate_v3_sql[] = VAD_STATS_ARENA_COLUMNS_V3(SQL_ADD_ARENA_COLUMN);
+
+/* Version 3 -> 4: each arena's committed bytes and commit failures. Older rows have NULL. */
+static const char migrate_v4_sql[] = VAD_STATS_ARENA_COLUMNS_V4(SQL_ADD_ARENA_COLUMN);
 /* clang-format on */
 
 /* Each step takes a database from version to - 1 to version to, in one transaction. */
@@ -69,6 +72,7 @@ static const struct migration {
     {1, schema_v1_sql},
     {2, migrate_v2_sql},
     {3, migrate_v3_sql},
+    {4, migrate_v4_sql},
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == SCHEMA_VERSION,
 	       "one migration per schema version");

@@ -41,10 +41,13 @@
 	X(EEXPIRED, 22, "the share token has expired", "token expired")                            \
 	X(ETOKENUSED, 23, "the single-use share token was already used", "token used")             \
 	X(EREADONLY, 24, "this client may only read that arena (it is one of its readers)",        \
-	  "read-only")
+	  "read-only")                                                                             \
+	X(ECOMMIT, 26,                                                                             \
+	  "the arena's memory could not be committed for the range (commit = reserve)",            \
+	  "cannot commit")
 
 /* The largest error number. Numbers below it may be unused (not in the table). */
-#define VAD_ERROR_MAX 24
+#define VAD_ERROR_MAX 26
 
 /* Is number a code of the table? */
 bool vad_error_known(int number);

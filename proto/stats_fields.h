@@ -23,7 +23,7 @@
 #define VAD_STATS_FIELDS_H
 
 /* The schema the daemon writes and the newest vactl reads (PRAGMA user_version). */
-#define VAD_STATS_SCHEMA_VERSION 3
+#define VAD_STATS_SCHEMA_VERSION 4
 
 /* arena_snapshot, one row per arena per snapshot: version 1's columns. */
 #define VAD_STATS_ARENA_COLUMNS_V1(X)                                                              \
@@ -60,9 +60,16 @@
  * not show: pages a client wrote into free space. */
 #define VAD_STATS_ARENA_COLUMNS_V3(X) X(resident_bytes, INTEGER, 3, RESIDENT_BYTES())
 
+/* Version 4 added what a commit = reserve arena committed for its live ranges (resident bytes
+ * count whatever any client wrote), and its alloc requests refused for want of memory. */
+#define VAD_STATS_ARENA_COLUMNS_V4(X)                                                              \
+	X(committed_bytes, INTEGER, 4, COMMITTED_BYTES())                                          \
+	X(commit_failures, INTEGER, 4, COMMIT_FAILURES())
+
 /* Every arena_snapshot column after (snapshot_id, arena), in table order. */
 #define VAD_STATS_ARENA_COLUMNS(X)                                                                 \
-	VAD_STATS_ARENA_COLUMNS_V1(X) VAD_STATS_ARENA_COLUMNS_V2(X) VAD_STATS_ARENA_COLUMNS_V3(X)
+	VAD_STATS_ARENA_COLUMNS_V1(X)                                                              \
+	VAD_STATS_ARENA_COLUMNS_V2(X) VAD_STATS_ARENA_COLUMNS_V3(X) VAD_STATS_ARENA_COLUMNS_V4(X)
 
 /* session_snapshot, one row per session per snapshot, after (snapshot_id, session_id); the
  * name is TEXT, the rest INTEGER. */

@@ -118,6 +118,8 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 		    .pool_hits = a->pool_hits,
 		    .resident_bytes = a->resident_bytes,
 		    .free_released_bytes = a->free_released_bytes,
+		    .committed_bytes = a->committed_bytes,
+		    .commit_failures = a->commit_failures,
 		};
 	}
 	vad__response__free_unpacked(r, NULL);
@@ -141,7 +143,8 @@ int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n)
 	size_t bytes = rep->n_arenas * sizeof(**out) + 1;
 	for (size_t i = 0; i < rep->n_arenas; i++)
 		bytes += strlen(rep->arenas[i]->name) + strlen(rep->arenas[i]->backing) +
-			 strlen(rep->arenas[i]->tenancy) + 3;
+			 strlen(rep->arenas[i]->tenancy) + strlen(rep->arenas[i]->commit) +
+			 strlen(rep->arenas[i]->huge) + strlen(rep->arenas[i]->numa) + 6;
 	struct vad_arena_info *v = malloc(bytes);
 	if (!v) {
 		vad__response__free_unpacked(r, NULL);
@@ -159,6 +162,9 @@ int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n)
 		    .unsealed = a->unsealed,
 		    .tenancy = stash(&cursor, a->tenancy),
 		    .tenants = a->tenants,
+		    .commit = stash(&cursor, a->commit),
+		    .huge = stash(&cursor, a->huge),
+		    .numa = stash(&cursor, a->numa),
 		};
 	}
 	*n = rep->n_arenas;

@@ -50,7 +50,9 @@ static uint64_t max_align_of(uint64_t size)
 }
 
 /* Map size bytes of fd shared with prot at an address aligned to align: reserve size + align
- * bytes of address space, map the file over the aligned part of it, give back both ends. */
+ * bytes of address space, map the file over the aligned part of it, give back both ends.
+ * MAP_NORESERVE: a hugetlb arena's mapping would otherwise reserve huge pages for the whole
+ * arena (the daemon commits per range where the arena says commit = reserve). */
 static void *map_aligned(int fd, size_t size, size_t align, int prot)
 {
 	size_t span = size + align;
@@ -59,7 +61,7 @@ static void *map_aligned(int fd, size_t size, size_t align, int prot)
 	if (res == MAP_FAILED)
 		return MAP_FAILED;
 	uint8_t *base = (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
-	if (mmap(base, size, prot, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+	if (mmap(base, size, prot, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0) == MAP_FAILED) {
 		int e = errno;
 		munmap(res, span);
 		errno = e;

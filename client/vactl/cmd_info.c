@@ -149,6 +149,10 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 					       ai ? json_object_new_boolean(ai->unsealed) : NULL);
 			vactl_json_add_str(ja, "tenancy",
 					   ai && ai->tenancy[0] ? ai->tenancy : NULL);
+			vactl_json_add_str(ja, "commit", ai ? ai->commit : NULL);
+			vactl_json_add_str(ja, "huge", ai && ai->huge[0] ? ai->huge : NULL);
+			vactl_json_add_str(ja, "numa", ai && ai->numa[0] ? ai->numa : NULL);
+			vactl_json_add_u64(ja, "committed_bytes", a->committed_bytes);
 			vactl_json_add_u64(ja, "busy_bytes", a->busy_bytes);
 			vactl_json_add_u64(ja, "free_bytes", a->free_bytes);
 			vactl_json_add_u64(ja, "lazy_bytes", a->lazy_bytes);
@@ -159,8 +163,12 @@ static int run_arenas(struct vactl_opts *o, int argc, char **argv)
 		} else {
 			char fr[16], backing[PATH_MAX + 16];
 			snprintf(fr, sizeof(fr), "%.1f%%", 100.0 * frag);
-			snprintf(backing, sizeof(backing), "%s%s", ai ? ai->backing : "?",
-				 ai && ai->unsealed ? " UNSEALED" : "");
+			/* "hugetlb 2 MiB reserve node 0": what kind of memory, and when */
+			snprintf(backing, sizeof(backing), "%s%s%s%s%s%s%s", ai ? ai->backing : "?",
+				 ai && ai->unsealed ? " UNSEALED" : "",
+				 ai && ai->huge[0] ? " " : "", ai ? ai->huge : "",
+				 ai && strcmp(ai->commit, "reserve") == 0 ? " reserve" : "",
+				 ai && ai->numa[0] ? " " : "", ai ? ai->numa : "");
 			any_unsealed |= ai && ai->unsealed;
 			vactl_table_row(t, a->name, SZ(a->size), SZ(a->quantum), backing,
 					SZ(a->busy_bytes), SZ(a->free_bytes), SZ(a->lazy_bytes),
@@ -201,10 +209,15 @@ const struct vactl_cmd vactl_cmd_arenas = {
 	    "UNSEALED after its backing: any client that maps it can resize it.\n"
 	    "A section with tenancy = uid or gid has one arena per tenant: each open one shows\n"
 	    "as NAME@UID (or NAME@GID); a peer sees its own, an admin every one.\n"
+	    "BACKING also says hugetlb pages and their size (backing = hugetlb) or thp (huge =\n"
+	    "thp), reserve (commit = reserve: the daemon commits a range's memory before it\n"
+	    "grants it) and the NUMA policy (node N, interleave).\n"
 	    "JSON: {arenas: [{name, size, quantum, backing, allowed, unsealed, tenancy,\n"
-	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, largest_free, fragmentation\n"
-	    "(0..1)}]}; backing, allowed, unsealed and tenancy are null when the daemon does\n"
-	    "not list arenas to this peer (tenancy also for a plain arena).\n",
+	    "commit, huge, numa, committed_bytes, busy_bytes, free_bytes, lazy_bytes, "
+	    "pooled_bytes, largest_free, fragmentation\n"
+	    "(0..1)}]}; backing, allowed, unsealed, tenancy, commit, huge and numa are null\n"
+	    "when the daemon does not list arenas to this peer (tenancy, huge and numa also\n"
+	    "when the arena has none).\n",
     .run = run_arenas,
 };
 

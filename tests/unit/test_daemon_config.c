@@ -732,6 +732,50 @@ static void test_accept_unsealed(void **state)
 	load_err("[vad]\naccept_unsealed = yes\n", 2, "unknown key 'accept_unsealed' in [vad]");
 }
 
+/* The memory keys: backing = hugetlb, huge, commit, numa_node; their defaults and refusals. */
+static void test_memory_keys(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	load_ok("[arena plain]\nsize = 4M\n"
+		"[arena r]\nsize = 4M\ncommit = reserve\nnuma_node = 0\nhuge = thp\n"
+		"[arena i]\nsize = 4M\nnuma_node = interleave\ncommit = Touch\n",
+		&cfg);
+	assert_int_equal(cfg.n_arenas, 3);
+	assert_int_equal(cfg.arenas[0].commit, VAD_COMMIT_TOUCH);
+	assert_int_equal(cfg.arenas[0].numa, VAD_NUMA_NONE);
+	assert_false(cfg.arenas[0].thp);
+	assert_int_equal(cfg.arenas[0].hugetlb_page, 0);
+	assert_int_equal(cfg.arenas[1].commit, VAD_COMMIT_RESERVE);
+	assert_int_equal(cfg.arenas[1].numa, VAD_NUMA_NODE);
+	assert_int_equal(cfg.arenas[1].numa_node, 0);
+	assert_string_equal(cfg.arenas[1].numa_text, "node 0");
+	assert_true(cfg.arenas[1].thp);
+	assert_int_equal(cfg.arenas[2].numa, VAD_NUMA_INTERLEAVE);
+	assert_string_equal(cfg.arenas[2].numa_text, "interleave");
+	assert_int_equal(cfg.arenas[2].commit, VAD_COMMIT_TOUCH);
+	vad_config_free(&cfg);
+	if (access("/sys/kernel/mm/hugepages/hugepages-2048kB", F_OK) == 0) {
+		load_ok("[arena h]\nsize = 8M\nbacking = hugetlb:2M\n", &cfg);
+		assert_int_equal(cfg.arenas[0].hugetlb_page, 2u << 20);
+		assert_int_equal(cfg.arenas[0].quantum, 2u << 20); /* the quantum's default */
+		assert_string_equal(cfg.arenas[0].backing, "");
+		vad_config_free(&cfg);
+		load_err("[arena h]\nsize = 8M\nbacking = hugetlb\nquantum = 4K\n", 4,
+			 "smaller than the huge page size 2.0 MiB of hugetlb");
+		load_err("[arena h]\nsize = 8M\nbacking = hugetlb\nhuge = thp\n", 4,
+			 "its pages are huge already");
+	}
+	load_err("[arena h]\nsize = 8M\nbacking = hugetlb:4M\n", 3, "must be 2M or 1G");
+	load_err("[arena h]\nsize = 8M\nbacking = hugetlbx\n", 3, "expected memfd, hugetlb");
+	load_err("[arena a]\nsize = 4M\ncommit = eager\n", 3, "commit = eager: expected touch");
+	load_err("[arena a]\nsize = 4M\nhuge = yes\n", 3, "huge = yes: expected none or thp");
+	load_err("[arena a]\nsize = 4M\nnuma_node = -1\n", 3, "expected none, interleave");
+	load_err("[arena a]\nsize = 4M\nnuma_node = 1000\n", 3, "has no NUMA node 1000");
+	load_err("[arena a]\nsize = 4M\nbacking = /tmp\naccept_unsealed = yes\nhuge = thp\n", 5,
+		 "asked for on a memfd only");
+}
+
 /* Admission: hello_timeout, max_clients_uid and admin_slots, their defaults and refusals. */
 static void test_admission_keys(void **state)
 {
@@ -867,6 +911,7 @@ int main(void)
 	    cmocka_unit_test(test_spread_idle_values),
 	    cmocka_unit_test(test_spread_idle_refusals),
 	    cmocka_unit_test(test_accept_unsealed),
+	    cmocka_unit_test(test_memory_keys),
 	    cmocka_unit_test(test_admission_keys),
 	    cmocka_unit_test(test_range_limits),
 	    cmocka_unit_test(test_every_key_parses_its_default),

@@ -223,8 +223,9 @@ static void test_snapshots_and_lifetime(void **state)
 			 1);
 	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 5);
 	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 1);
-	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 VAD_STATS_SCHEMA_VERSION);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), VAD_STATS_SCHEMA_VERSION);
 	/* Resident bytes: the 3 pages written, in the final snapshot; none at the start, none
 	 * where ranges were allocated but never touched. */
 	assert_int_equal(query_int(db, "SELECT resident_bytes FROM arena_snapshot a JOIN snapshot s"
@@ -238,6 +239,11 @@ static void test_snapshots_and_lifetime(void **state)
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot WHERE arena = 'default'"
 				       " AND resident_bytes = 0"),
 			 2);
+	/* commit = touch arenas commit nothing (commit = reserve: test_service_memory) */
+	assert_int_equal(query_int(db,
+				   "SELECT COUNT(*) FROM arena_snapshot WHERE committed_bytes = 0"
+				   " AND commit_failures = 0"),
+			 query_int(db, "SELECT COUNT(*) FROM arena_snapshot"));
 	/* The session alive at the stop was ended by it. */
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM session WHERE name = 'writer' AND"
 				       " end_state = 'daemon-stop' AND peak_bytes = 20480 AND"
@@ -327,8 +333,9 @@ static void test_migrate_from_v1(void **state)
 	vad_service_destroy(svc);
 
 	db = open_db();
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
-	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), VAD_STATS_SCHEMA_VERSION);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 VAD_STATS_SCHEMA_VERSION);
 	/* The old rows are intact... */
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM snapshot WHERE id <= 2"), 2);
 	assert_int_equal(query_int(db, "SELECT busy_bytes FROM arena_snapshot WHERE"
@@ -369,14 +376,14 @@ static void test_migrate_from_v1(void **state)
 			 1);
 	sqlite3_close(db);
 
-	/* Opening it again (already version 3) changes nothing in the layout. */
+	/* Opening it again (already the current version) changes nothing in the layout. */
 	svc = new_service();
 	if (vad_stats_start(svc, db_path, HOUR_MS, 0, &w, err, sizeof(err)) != 0)
 		fail_msg("vad_stats_start on a version-3 file: %s", err);
 	vad_stats_stop(w);
 	vad_service_destroy(svc);
 	db = open_db();
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), VAD_STATS_SCHEMA_VERSION);
 	assert_int_equal(query_int(db, "SELECT allocs FROM lifetime WHERE name = 'default'"), 44);
 	assert_int_equal(query_int(db, "SELECT starts FROM lifetime WHERE name = 'vad'"), 3);
 	sqlite3_close(db);
@@ -402,8 +409,9 @@ static void test_migrate_from_v2(void **state)
 	vad_service_destroy(svc);
 
 	db = open_db();
-	assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
-	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+	assert_int_equal(query_int(db, "PRAGMA user_version"), VAD_STATS_SCHEMA_VERSION);
+	assert_int_equal(query_int(db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 VAD_STATS_SCHEMA_VERSION);
 	/* old rows: intact, resident unknown */
 	assert_int_equal(query_int(db, "SELECT COUNT(*) FROM arena_snapshot WHERE"
 				       " snapshot_id <= 2 AND resident_bytes IS NULL"),
@@ -561,7 +569,7 @@ static void test_retry_until_openable(void **state)
 			if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) ==
 			    SQLITE_OK) {
 				opened = sqlite3_step(st) == SQLITE_ROW &&
-					 sqlite3_column_int64(st, 0) == 3;
+					 sqlite3_column_int64(st, 0) == VAD_STATS_SCHEMA_VERSION;
 				sqlite3_finalize(st);
 			}
 		}

@@ -45,7 +45,8 @@
 	X(EREVOKED)                                                                                \
 	X(EEXPIRED)                                                                                \
 	X(ETOKENUSED)                                                                              \
-	X(EREADONLY)
+	X(EREADONLY)                                                                               \
+	X(ECOMMIT)
 
 static PyObject *error_base;
 #define DECLARE_CLASS(name, code, doc) static PyObject *error_##name;

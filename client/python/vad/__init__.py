@@ -27,6 +27,7 @@ create its own Client. See docs/PYTHON.md.
 from ._vad import (  # noqa: F401  (re-exported)
     EALIGN,
     EBUSY,
+    ECOMMIT,
     ECONNECT,
     EEXPIRED,
     EGONE,
@@ -106,4 +107,5 @@ __all__ = [
     "EEXPIRED",
     "ETOKENUSED",
     "EREADONLY",
+    "ECOMMIT",
 ]

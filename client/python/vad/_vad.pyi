@@ -32,6 +32,7 @@ EREVOKED: int
 EEXPIRED: int
 ETOKENUSED: int
 EREADONLY: int
+ECOMMIT: int
 
 class Error(Exception):
     """A libvad call failed; .code is the VAD_E* code, str(e) the daemon's sentence."""
