@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 
+#include "stats_fields.h"
 #include "vtassert.h"
 
 #define READ_TIMEOUT vt_timeout_ms(10000)
@@ -282,7 +283,9 @@ static void test_history(void **state)
 	VT_ASSERT_EXIT(&o, 0, "vactl --json history");
 	struct json_object *j = vt_json_parse(o.out);
 	assert_non_null(j);
-	assert_string_equal("3", jstr(j, "schema_version"));
+	char want_schema[16];
+	snprintf(want_schema, sizeof(want_schema), "%d", VAD_STATS_SCHEMA_VERSION);
+	assert_string_equal(want_schema, jstr(j, "schema_version"));
 	assert_string_equal("start", jstr(j, "events.0.kind"));
 	struct json_object *life = vt_json_path(j, "lifetime");
 	assert_non_null(life);
