@@ -79,7 +79,10 @@ static void test_no_requests(void **state)
 }
 
 static const struct vactl_fit_col cols[] = {
-    {"NAME", 0}, {"WANTED", 90}, {"SPARE", 10}, {"MIDDLE", 50},
+    {"NAME", 0},
+    {"WANTED", 90},
+    {"SPARE", 10},
+    {"MIDDLE", 50},
 };
 
 static struct vactl_fit *table(void)

@@ -7,8 +7,11 @@
  * counts are usage errors of one sentence. Everything polls for what it needs.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <json-c/json.h>
 
 #include "vtassert.h"
 
@@ -176,8 +179,8 @@ static void tmux_wait_exit(const struct tmux *t, const char *after)
 		if (vt_now_ns() > end) {
 			char *pane = tmux_capture(t);
 			tmux_stop(t);
-			fail_msg("vactl top still runs %d ms after %s; the pane:\n%s", WAIT_MS, after,
-				 pane);
+			fail_msg("vactl top still runs %d ms after %s; the pane:\n%s", WAIT_MS,
+				 after, pane);
 		}
 		vt_sleep_ms(50);
 	}
@@ -350,6 +353,98 @@ static void test_top_pipe(void **state)
 	vt_output_free(&o);
 }
 
+/* A latency figure as vactl prints it: a number and a unit. */
+static bool is_latency(const char *w)
+{
+	char *end;
+	double v = strtod(w, &end);
+	return v > 0 && (!strcmp(end, "ns") || !strcmp(end, "us") || !strcmp(end, "ms") ||
+			 !strcmp(end, "s"));
+}
+
+/* vactl latency --count 2: a heading, then lines of TIME OP COUNT P50 P99 MAX ERRORS; the
+ * busy clients' alloc and free show with requests and latencies; with --op one line per
+ * interval; JSON: one line per interval with p50 <= p99 <= max. */
+static void test_latency(void **state)
+{
+	struct fixture *f = *state;
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(f->d.socket_path, NULL, &o, "latency", "--interval", "200ms",
+				     "--count", "2", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl latency --count 2");
+	char *save, *line = strtok_r(o.out, "\n", &save);
+	assert_non_null(line);
+	char time_[16], op[32], count[32], p50[32], p99[32], max[32], errs[32], extra[8];
+	if (sscanf(line, "%15s %31s %31s %31s %31s %31s %31s %7s", time_, op, count, p50, p99, max,
+		   errs, extra) != 7 ||
+	    strcmp(time_, "TIME") || strcmp(op, "OP") || strcmp(count, "COUNT") ||
+	    strcmp(p50, "P50") || strcmp(p99, "P99") || strcmp(max, "MAX"))
+		fail_msg("not the heading: %s", line);
+	int allocs = 0, frees = 0;
+	while ((line = strtok_r(NULL, "\n", &save))) {
+		if (sscanf(line, "%15s %31s %31s %31s %31s %31s %31s %7s", time_, op, count, p50,
+			   p99, max, errs, extra) != 7 ||
+		    strlen(time_) != 8 || time_[2] != ':' || time_[5] != ':')
+			fail_msg("not TIME OP COUNT P50 P99 MAX ERRORS: %s", line);
+		bool ran = atoll(count) > 0;
+		if (ran && (!is_latency(p50) || !is_latency(p99) || !is_latency(max)))
+			fail_msg("latencies are not figures with units: %s", line);
+		allocs += ran && !strcmp(op, "alloc");
+		frees += ran && !strcmp(op, "free");
+	}
+	if (allocs != 2 || frees != 2)
+		fail_msg("%d alloc and %d free lines with requests in 2 intervals", allocs, frees);
+	vt_output_free(&o);
+
+	assert_int_equal(0, vt_vactl(f->d.socket_path, NULL, &o, "latency", "--op", "share",
+				     "--interval", "100ms", "--count", "2", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl latency --op share --count 2");
+	int lines = 0;
+	for (line = strtok_r(o.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (lines++ && (sscanf(line, "%15s %31s %31s", time_, op, count) != 3 ||
+				strcmp(op, "share") || strcmp(count, "0")))
+			fail_msg("not an idle share line: %s", line);
+	assert_int_equal(3, lines);
+	vt_output_free(&o);
+
+	assert_int_equal(0, vt_vactl(f->d.socket_path, NULL, &o, "--json", "latency", "--interval",
+				     "200ms", "--count", "2", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json latency --count 2");
+	struct json_object *js[4];
+	int n = vt_json_lines(o.out, js, 4);
+	if (n != 2)
+		fail_msg("%d JSON lines for 2 intervals: %s", n, o.out);
+	for (int i = 0; i < n; i++) {
+		struct json_object *ops = vt_json_path(js[i], "ops");
+		assert_non_null(ops);
+		bool alloc = false;
+		for (size_t k = 0; k < json_object_array_length(ops); k++) {
+			struct json_object *e = json_object_array_get_idx(ops, k);
+			uint64_t c = 0, a = 0, b = 0, m = 0;
+			assert_int_equal(0, vt_json_u64(e, "count", &c));
+			assert_int_equal(0, vt_json_u64(e, "p50_ns", &a));
+			assert_int_equal(0, vt_json_u64(e, "p99_ns", &b));
+			assert_int_equal(0, vt_json_u64(e, "max_ns", &m));
+			if (c && (!a || a > b || b > m))
+				fail_msg("p50 %llu, p99 %llu, max %llu", (unsigned long long)a,
+					 (unsigned long long)b, (unsigned long long)m);
+			alloc |= c > 0 &&
+				 !strcmp(json_object_get_string(vt_json_path(e, "op")), "alloc");
+		}
+		if (!alloc)
+			fail_msg("interval %d has no alloc requests: %s", i + 1, o.out);
+		json_object_put(js[i]);
+	}
+	vt_output_free(&o);
+
+	assert_int_equal(0, vt_vactl(f->d.socket_path, NULL, &o, "latency", "--op", "nosuch",
+				     "--count", "1", NULL));
+	VT_ASSERT_EXIT(&o, 2, "vactl latency --op nosuch");
+	if (!vt_contains(o.err, "unknown operation 'nosuch'") || !vt_contains(o.err, "alloc"))
+		fail_msg("no sentence naming the daemon's operations: %s", o.err);
+	vt_output_free(&o);
+}
+
 /* --count 0, negative or junk: exit 2, one sentence and the usage line, nothing on stdout. */
 static void test_count_refused(void **state)
 {
@@ -359,8 +454,8 @@ static void test_count_refused(void **state)
 	for (size_t c = 0; c < 2; c++)
 		for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
 			struct vt_output o;
-			assert_int_equal(0, vt_vactl(f->d.socket_path, NULL, &o, cmds[c],
-						     "--count", counts[i], NULL));
+			assert_int_equal(0, vt_vactl(f->d.socket_path, NULL, &o, cmds[c], "--count",
+						     counts[i], NULL));
 			char what[64];
 			snprintf(what, sizeof(what), "vactl %s --count '%s'", cmds[c], counts[i]);
 			VT_ASSERT_EXIT(&o, 2, what);
@@ -376,9 +471,8 @@ static void test_count_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_top_tmux_q),
-	    cmocka_unit_test(test_top_tmux_ctrl_c),
-	    cmocka_unit_test(test_top_pipe),
+	    cmocka_unit_test(test_top_tmux_q),	  cmocka_unit_test(test_top_tmux_ctrl_c),
+	    cmocka_unit_test(test_top_pipe),	  cmocka_unit_test(test_latency),
 	    cmocka_unit_test(test_count_refused),
 	};
 	return cmocka_run_group_tests_name("vactl top and latency", tests, setup, teardown);
