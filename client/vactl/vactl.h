@@ -107,6 +107,9 @@ const char *vactl_fmt_size(uint64_t bytes, char *buf, size_t len);
 /* "3d 04h", "2h 03m", "4m 12s", "812ms" into buf. */
 const char *vactl_fmt_duration(uint64_t ms, char *buf, size_t len);
 
+/* A latency: "-" for 0, "812ns", "4.2us", "1.3ms" into buf. */
+const char *vactl_fmt_ns(uint64_t ns, char *buf, size_t len);
+
 /* *total += v, held at UINT64_MAX rather than wrapping (totals over arenas). */
 static inline void vactl_sum_into(uint64_t *total, uint64_t v)
 {
