@@ -126,7 +126,8 @@ static bool file_exists(const char *path)
 }
 
 /* Start `vactl top` alone in an 80x24 pane; a shell around it writes its exit code and, after
- * it, `stty -a` (is the terminal back in line mode with echo?) to files. */
+ * it, `stty -a` (is the terminal back in line mode with echo?) to files. The shell traps
+ * SIGINT so that Ctrl-C, sent to the pane's whole process group, ends vactl only. */
 static void tmux_start_top(struct tmux *t, const struct vt_daemon *d)
 {
 	if (access(TMUX, X_OK) != 0)
@@ -144,10 +145,11 @@ static void tmux_start_top(struct tmux *t, const struct vt_daemon *d)
 	fclose(f);
 	char vactl[PATH_MAX + 8], cmd[8 * PATH_MAX];
 	snprintf(vactl, sizeof(vactl), "%s/vactl", vt_build_dir());
-	snprintf(cmd, sizeof(cmd),
-		 "'%s' --socket '%s' top --interval 200ms; echo \"exit=$?\" > '%s.tmp'; "
-		 "stty -a > '%s'; mv '%s.tmp' '%s'; sleep 60",
-		 vactl, d->socket_path, t->exit_file, t->stty_file, t->exit_file, t->exit_file);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "trap : INT; '%s' --socket '%s' top --interval 200ms; echo \"exit=$?\" > '%s.tmp'; "
+	    "stty -a > '%s'; mv '%s.tmp' '%s'; sleep 60",
+	    vactl, d->socket_path, t->exit_file, t->stty_file, t->exit_file, t->exit_file);
 	struct vt_output o;
 	TMUX_RUN(t, &o, "new-session", "-d", "-x", "80", "-y", "24", "-s", "top", "sh", "-c", cmd);
 	VT_ASSERT_EXIT(&o, 0, "tmux new-session");
