@@ -355,6 +355,66 @@ static void test_top_pipe(void **state)
 	vt_output_free(&o);
 }
 
+/* vactl --json top: the sessions (not vactl's own) with what they hold and their rates, and
+ * the latency of the main operations over the samples, p50 <= p99 <= max. */
+static void test_top_json(void **state)
+{
+	struct fixture *f = *state;
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(f->d.socket_path, NULL, &o, "--json", "top", "--interval",
+				     "200ms", "--count", "2", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json top --count 2");
+	struct json_object *js[4];
+	int n = vt_json_lines(o.out, js, 4);
+	if (n != 2)
+		fail_msg("%d JSON lines for 2 samples: %s", n, o.out);
+	struct json_object *sessions = vt_json_path(js[1], "sessions");
+	assert_non_null(sessions);
+	int busy = 0;
+	bool hold = false;
+	for (size_t i = 0; i < json_object_array_length(sessions); i++) {
+		struct json_object *e = json_object_array_get_idx(sessions, i);
+		const char *name = json_object_get_string(vt_json_path(e, "name"));
+		double rate = json_object_get_double(vt_json_path(e, "requests_per_s"));
+		uint64_t ranges = 0, bytes = 0;
+		assert_int_equal(0, vt_json_u64(e, "held_ranges", &ranges));
+		assert_int_equal(0, vt_json_u64(e, "held_bytes", &bytes));
+		if (!strcmp(name, "vactl"))
+			fail_msg("vactl lists its own session: %s", o.out);
+		if (!strcmp(name, "loader-hold")) {
+			hold = true;
+			assert_int_equal(3, ranges);
+			assert_int_equal(12 * PAGE, bytes);
+		}
+		busy += !strncmp(name, "loader-busy-", 12) && rate > 0;
+	}
+	if (!hold || busy != 2)
+		fail_msg("not the holder and two busy sessions with rates: %s", o.out);
+	uint64_t window = 0;
+	assert_int_equal(0, vt_json_u64(js[1], "latency_window_ms", &window));
+	assert_true(window > 0);
+	struct json_object *lat = vt_json_path(js[1], "latency");
+	assert_non_null(lat);
+	bool alloc = false;
+	for (size_t i = 0; i < json_object_array_length(lat); i++) {
+		struct json_object *e = json_object_array_get_idx(lat, i);
+		uint64_t c = 0, a = 0, b = 0, m = 0;
+		assert_int_equal(0, vt_json_u64(e, "count", &c));
+		assert_int_equal(0, vt_json_u64(e, "p50_ns", &a));
+		assert_int_equal(0, vt_json_u64(e, "p99_ns", &b));
+		assert_int_equal(0, vt_json_u64(e, "max_ns", &m));
+		if (c && (!a || a > b || b > m))
+			fail_msg("p50 %llu, p99 %llu, max %llu", (unsigned long long)a,
+				 (unsigned long long)b, (unsigned long long)m);
+		alloc |= c > 0 && !strcmp(json_object_get_string(vt_json_path(e, "op")), "alloc");
+	}
+	if (!alloc)
+		fail_msg("no alloc requests in the latency window: %s", o.out);
+	for (int i = 0; i < n; i++)
+		json_object_put(js[i]);
+	vt_output_free(&o);
+}
+
 /* A latency figure as vactl prints it: a number and a unit. */
 static bool is_latency(const char *w)
 {
@@ -473,9 +533,9 @@ static void test_count_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_top_tmux_q),	  cmocka_unit_test(test_top_tmux_ctrl_c),
-	    cmocka_unit_test(test_top_pipe),	  cmocka_unit_test(test_latency),
-	    cmocka_unit_test(test_count_refused),
+	    cmocka_unit_test(test_top_tmux_q), cmocka_unit_test(test_top_tmux_ctrl_c),
+	    cmocka_unit_test(test_top_pipe),   cmocka_unit_test(test_top_json),
+	    cmocka_unit_test(test_latency),    cmocka_unit_test(test_count_refused),
 	};
 	return cmocka_run_group_tests_name("vactl top and latency", tests, setup, teardown);
 }
