@@ -114,8 +114,10 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 	for (size_t i = 0; i < s->n_ops; i++) {
 		Vad__OpStats *op = s->ops[i];
 		size_t nb = op->n_bucket_count;
-		memcpy(bucket_area, op->bucket_below_ns, nb * sizeof(uint64_t));
-		memcpy(bucket_area + nb, op->bucket_count, nb * sizeof(uint64_t));
+		if (nb) { /* an idle operation has no buckets: memcpy must not see NULL */
+			memcpy(bucket_area, op->bucket_below_ns, nb * sizeof(uint64_t));
+			memcpy(bucket_area + nb, op->bucket_count, nb * sizeof(uint64_t));
+		}
 		d->ops[i] = (struct vad_op_counts){
 		    .name = stash(&cursor, op->name),
 		    .count = op->count,
