@@ -218,6 +218,27 @@ struct vad_arena_stats {
 				       * committed (VAD_ECOMMIT) */
 };
 
+/* Requests of one operation since the daemon started (vad.OpStats). */
+struct vad_op_counts {
+	const char *name; /* "alloc", "free", ... ("other": requests naming no known operation) */
+	uint64_t count;	  /* requests handled */
+	uint64_t errors;  /* of those, answered with an error */
+	/* Cumulative latency histogram: bucket_count[i] requests took less than
+	 * bucket_below_ns[i] ns, ascending. Only bounds where the count grows are listed: at a
+	 * bound one snapshot lacks, its count is the one at its next lower bound (0 below the
+	 * first), so two snapshots diff into the requests between them (live p50/p99). */
+	size_t n_buckets;
+	const uint64_t *bucket_below_ns;
+	const uint64_t *bucket_count;
+};
+
+/* Replies with one error code since the daemon started (vad.ErrorCount). */
+struct vad_error_count {
+	const char *name; /* "EQUOTA" */
+	int code;	  /* VAD_EQUOTA (negative) */
+	uint64_t count;
+};
+
 /* Daemon-wide figures plus per-arena statistics (vad.StatsReply). */
 struct vad_daemon_stats {
 	uint32_t clients;     /* connected sessions */
@@ -228,6 +249,10 @@ struct vad_daemon_stats {
 	uint64_t held_ranges; /* references held by this client's session */
 	size_t n_arenas;
 	struct vad_arena_stats *arenas; /* n_arenas entries, in the same block */
+	size_t n_ops;
+	struct vad_op_counts *ops; /* every operation the daemon knows, in the same block */
+	size_t n_errors;
+	struct vad_error_count *errors; /* codes replied at least once, in the same block */
 };
 
 /* One connected session (vad.ClientInfo). */
@@ -293,6 +318,10 @@ int vad_pointer(vad_client *c, const char *arena, uint64_t offset, void **out);
 
 /* Statistics of one arena (NULL or "": every arena this peer may use); free() *out. */
 int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats **out);
+
+/* The daemon's metrics in the Prometheus text format (what its /metrics endpoint serves),
+ * malloc'd into *text; free() it. */
+int vad_metrics(vad_client *c, char **text);
 
 /* The daemon's arenas; *out is an array of *n entries, free() it. */
 int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n);

@@ -11,6 +11,7 @@
 #include "frame.h"
 #include "handler_internal.h"
 #include "log.h"
+#include "op_stats.h"
 #include "saturate.h"
 #include "session.h"
 
@@ -148,6 +149,94 @@ static size_t stats_rows_max(const struct vad_service *svc)
 	return frame > 1024 ? (frame - 1024) / 256 : 1;
 }
 
+/* One operation's histogram into o at a resolution of step buckets (1: every bucket of
+ * latency.h, 4: powers of two, 0: none); only bounds where the count grows. */
+static bool fill_op_histogram(struct vad_session *s, Vad__OpStats *o,
+			      const struct vad_latency_sum *h, unsigned step)
+{
+	o->n_bucket_below_ns = o->n_bucket_count = 0;
+	if (!step)
+		return true;
+	size_t n = 0;
+	for (unsigned b = 0; b < VAD_LAT_BUCKETS; b += step) {
+		uint64_t in = 0;
+		for (unsigned k = b; k < b + step; k++)
+			in += h->counts[k];
+		n += in != 0;
+	}
+	uint64_t *below = scratch_array(s, n ? n : 1, sizeof(*below));
+	uint64_t *count = scratch_array(s, n ? n : 1, sizeof(*count));
+	if (!below || !count)
+		return false;
+	uint64_t cum = 0;
+	size_t i = 0;
+	for (unsigned b = 0; b < VAD_LAT_BUCKETS; b += step) {
+		uint64_t in = 0;
+		for (unsigned k = b; k < b + step; k++)
+			in += h->counts[k];
+		if (!in)
+			continue;
+		cum += in;
+		below[i] = vad_latency_bucket_upper(b + step - 1);
+		count[i++] = cum;
+	}
+	o->bucket_below_ns = below;
+	o->bucket_count = count;
+	o->n_bucket_below_ns = o->n_bucket_count = n;
+	return true;
+}
+
+/* The per-operation and per-error-code counters into o, the histograms as fine as fit in
+ * budget bytes. Returns the bytes they take, or SIZE_MAX when out of memory. */
+static size_t fill_op_stats(struct vad_session *s, Vad__StatsReply *o, size_t budget)
+{
+	struct vad_op_stats_sum *sum = scratch_array(s, 1, sizeof(*sum));
+	Vad__OpStats *ops = scratch_array(s, VAD_OPI_COUNT, sizeof(*ops));
+	Vad__OpStats **op_ptrs = scratch_array(s, VAD_OPI_COUNT, sizeof(*op_ptrs));
+	Vad__ErrorCount *errs = scratch_array(s, VAD_ERROR_MAX + 1, sizeof(*errs));
+	Vad__ErrorCount **err_ptrs = scratch_array(s, VAD_ERROR_MAX + 1, sizeof(*err_ptrs));
+	if (!sum || !ops || !op_ptrs || !errs || !err_ptrs)
+		return SIZE_MAX;
+	vad_op_stats_sum(s->svc->ops, sum);
+	size_t bytes = 0;
+	size_t n_errs = 0;
+	for (int c = 1; c <= VAD_ERROR_MAX; c++) {
+		if (!sum->codes[c] || !vad_error_known(c))
+			continue;
+		Vad__ErrorCount *e = &errs[n_errs];
+		vad__error_count__init(e);
+		e->code = (char *)vad_error_name(c);
+		e->number = (uint32_t)c;
+		e->count = sum->codes[c];
+		bytes += vad__error_count__get_packed_size(e) + 3;
+		err_ptrs[n_errs++] = e;
+	}
+	static const unsigned steps[] = {1, 4, 0};
+	for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
+		size_t op_bytes = 0;
+		for (unsigned i = 0; i < VAD_OPI_COUNT; i++) {
+			Vad__OpStats *op = &ops[i];
+			vad__op_stats__init(op);
+			op->name = (char *)vad_op_index_name((enum vad_op_index)i);
+			op->count = sum->count[i];
+			op->errors = sum->errors[i];
+			if (!fill_op_histogram(s, op, &sum->lat[i], steps[k]))
+				return SIZE_MAX;
+			op_bytes += vad__op_stats__get_packed_size(op) + 3;
+			op_ptrs[i] = op;
+		}
+		if (bytes + op_bytes <= budget || !steps[k]) {
+			bytes += op_bytes;
+			break;
+		}
+	}
+	o->ops = op_ptrs;
+	o->n_ops = VAD_OPI_COUNT;
+	o->errors = err_ptrs;
+	o->n_errors = n_errs;
+	return bytes;
+}
+
 void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_reply *r)
 {
 	struct vad_service *svc = s->svc;
@@ -161,12 +250,19 @@ void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_
 	}
 	vad_session_pin_tenants(s);
 	struct vad_arena **pinned = scratch_array(s, svc->n_slots, sizeof(*pinned));
-	if (!pinned) {
+	Vad__StatsReply *o = &r->u.stats;
+	vad__stats_reply__init(o);
+	/* The operations' counters first: what they take (a quarter of the frame at most, their
+	 * histograms coarser if need be) leaves fewer arena rows. */
+	size_t ops_bytes = pinned ? fill_op_stats(s, o, vad_service_max_frame(svc) / 4) : 0;
+	if (!pinned || ops_bytes == SIZE_MAX) {
 		out_of_memory(r, "building stats");
 		return;
 	}
 	size_t n = pin_matching(s, &f, stats_visible, pinned);
-	size_t rows = n < stats_rows_max(svc) ? n : stats_rows_max(svc);
+	size_t rows_max = stats_rows_max(svc);
+	rows_max = rows_max > ops_bytes / 256 + 1 ? rows_max - ops_bytes / 256 - 1 : 1;
+	size_t rows = n < rows_max ? n : rows_max;
 	if (rows < n)
 		log_warn("stats: %zu arenas left out to stay within max_frame", n - rows);
 	Vad__ArenaStats *all = scratch_array(s, rows ? rows : 1, sizeof(*all));
@@ -185,8 +281,6 @@ void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_
 		no_such_arena(r, m->arena);
 		return;
 	}
-	Vad__StatsReply *o = &r->u.stats;
-	vad__stats_reply__init(o);
 	o->n_arenas = rows;
 	o->arenas = ptrs;
 	o->clients = __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED);

@@ -2,6 +2,7 @@
 #include "latency.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 static __thread int my_shard = -1;
@@ -28,8 +29,7 @@ static unsigned bucket_of(uint64_t v)
 	return e * 4 + (unsigned)((v >> (e - 2)) & 3);
 }
 
-/* A representative value of a bucket: the middle of its range. */
-static uint64_t bucket_value(unsigned b)
+uint64_t vad_latency_bucket_value(unsigned b)
 {
 	if (b < 8)
 		return b < 4 ? b : (uint64_t)(4 + (b - 4)); /* buckets 4..7 are never used */
@@ -39,11 +39,30 @@ static uint64_t bucket_value(unsigned b)
 	return low + width / 2;
 }
 
-void vad_latency_record(struct vad_latency *l, uint64_t ns)
+uint64_t vad_latency_bucket_upper(unsigned b)
+{
+	if (b < 4)
+		return b + 1;
+	if (b < 8)
+		return 4; /* buckets 4..7 are never used: empty ranges at 4 */
+	unsigned e = b / 4, sub = b % 4;
+	if (e >= 63)
+		return UINT64_MAX; /* (5 + sub) << 61 would not fit */
+	return (uint64_t)(5 + sub) << (e - 2);
+}
+
+unsigned vad_latency_shard(void)
 {
 	if (my_shard < 0)
 		my_shard =
 		    (int)(__atomic_fetch_add(&next_shard, 1, __ATOMIC_RELAXED) % VAD_LAT_SHARDS);
+	return (unsigned)my_shard;
+}
+
+void vad_latency_record(struct vad_latency *l, uint64_t ns)
+{
+	if (my_shard < 0)
+		vad_latency_shard();
 	__atomic_add_fetch(&l->shard[my_shard].counts[bucket_of(ns)], 1, __ATOMIC_RELAXED);
 }
 
@@ -76,7 +95,7 @@ uint64_t vad_latency_quantile(const struct vad_latency_sum *now,
 	for (unsigned b = 0; b < VAD_LAT_BUCKETS; b++) {
 		seen += now->counts[b] - (before ? before->counts[b] : 0);
 		if (seen >= rank)
-			return bucket_value(b);
+			return vad_latency_bucket_value(b);
 	}
-	return bucket_value(VAD_LAT_BUCKETS - 1);
+	return vad_latency_bucket_value(VAD_LAT_BUCKETS - 1);
 }

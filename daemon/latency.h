@@ -28,6 +28,16 @@ void vad_latency_set_shard(unsigned n);
 /* Nanoseconds on the monotonic clock. */
 uint64_t vad_now_ns(void);
 
+/* The calling thread's shard (assigned on first use). */
+unsigned vad_latency_shard(void);
+
+/* The exclusive upper bound in nanoseconds of bucket b: it counts values below it and at or
+ * above the previous bucket's bound (UINT64_MAX for the last). */
+uint64_t vad_latency_bucket_upper(unsigned b);
+
+/* A representative value of bucket b (the middle of its range), in nanoseconds. */
+uint64_t vad_latency_bucket_value(unsigned b);
+
 /* Count one operation that took ns nanoseconds. */
 void vad_latency_record(struct vad_latency *l, uint64_t ns);
 

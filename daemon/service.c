@@ -12,6 +12,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "op_stats.h"
 
 static uint64_t clock_ms(clockid_t id)
 {
@@ -66,12 +67,14 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	struct vad_service *svc = calloc(1, sizeof(*svc));
 	struct va_space **vs = calloc(n_slots, sizeof(*vs)); /* the registry keeps a copy */
 	struct vad_arena **slots = calloc(n_slots, sizeof(*slots));
-	if (!svc || !vs || !slots) {
+	struct vad_op_stats *ops = vad_op_stats_new();
+	if (!svc || !vs || !slots || !ops) {
 		snprintf(err, err_len, "out of memory creating the service");
 		goto fail;
 	}
 	memcpy(slots, arenas, n_arenas * sizeof(*slots));
 	svc->arenas = slots;
+	svc->ops = ops;
 	svc->n_arenas = n_arenas;
 	svc->n_slots = n_slots;
 	svc->default_arena = 0;
@@ -122,6 +125,7 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 fail:
 	free(vs);
 	free(slots);
+	vad_op_stats_free(ops);
 	free(svc);
 	return -1;
 }
@@ -167,6 +171,7 @@ void vad_service_destroy(struct vad_service *svc)
 	pthread_mutex_destroy(&svc->reload_lock);
 	vad_events_free(svc->events);
 	pthread_mutex_destroy(&svc->events_lock);
+	vad_op_stats_free(svc->ops);
 	free(svc);
 }
 

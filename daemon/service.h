@@ -21,6 +21,8 @@
 #include "tenants.h"
 #include "version.h"
 
+struct vad_op_stats;
+
 /* The daemon version reported by hello (proto/version.h). */
 #define VAD_DAEMON_VERSION VAD_VERSION
 
@@ -61,9 +63,10 @@ struct vad_service {
 	gid_t admin_gid;
 	char admin_group[64]; /* its name, for refusals */
 	char config_path[PATH_MAX];
-	char stop_reason[64]; /* why the daemon stops ("SIGTERM"), set when the stop begins */
+	char stop_reason[64];	  /* why the daemon stops ("SIGTERM"), set when the stop begins */
 	uint64_t start_ms;	  /* CLOCK_MONOTONIC */
 	uint64_t requests;	  /* atomic: requests handled */
+	struct vad_op_stats *ops; /* per operation and error code (op_stats.h) */
 	unsigned clients;	  /* atomic: connected sessions */
 	uint64_t next_session_id; /* atomic */
 	pthread_mutex_t reload_lock;

@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "handler.h"
 #include "log.h"
+#include "op_stats.h"
 
 #define IN_START (16u * 1024u) /* an idle session costs little */
 #define IN_BUSY	 (64u * 1024u) /* a pipelining client gets reads this large */
@@ -172,8 +173,12 @@ void vad_session_output_done(struct vad_session *s, size_t n)
 
 /* ---- frames ----------------------------------------------------------------------------- */
 
-static void handle_frame(struct vad_session *s, const uint8_t *payload, size_t len)
+/* Handle one frame; returns the operation's index in the per-operation counters, and the
+ * reply's error code in *error. */
+static enum vad_op_index handle_frame(struct vad_session *s, const uint8_t *payload, size_t len,
+				      int *error)
 {
+	enum vad_op_index op = VAD_OPI_OTHER;
 	struct vad_reply r;
 	vad_reply_init(&r, 0);
 	/* Plain Alloc and Free go through the hand-written codec; anything it declines (other
@@ -193,6 +198,7 @@ static void handle_frame(struct vad_session *s, const uint8_t *payload, size_t l
 				len, VAD_PROTOCOL_VERSION);
 	} else {
 		r.resp.id = req->id;
+		op = vad_op_index_of(req->op_case);
 		if (!s->hello_done && req->op_case != VAD__REQUEST__OP_HELLO)
 			vad_reply_error(&r, VAD__ERROR__ENOHELLO,
 					"the first request must be hello; send Hello{name, "
@@ -201,9 +207,11 @@ static void handle_frame(struct vad_session *s, const uint8_t *payload, size_t l
 		else
 			vad_handle_request(s, req, &r);
 	}
+	*error = (int)r.resp.error;
 	emit(s, &r);
 	vad_scratch_reset(&s->scratch);
 	s->requests++;
+	return op;
 }
 
 /* Answer a frame that breaks the stream, then let the connection close. */
@@ -228,6 +236,9 @@ void vad_session_process(struct vad_session *s)
 	size_t pos = 0;
 	if (!s->in)
 		return; /* nothing received yet */
+	/* A request's latency runs from the end of the one before it in this pass (or the pass's
+	 * start): one clock read per request. */
+	uint64_t t0 = 0;
 
 	while (!s->closing && !s->pause_ms && vad_session_output_pending(s) < high) {
 		size_t plen = 0;
@@ -249,7 +260,14 @@ void vad_session_process(struct vad_session *s)
 				       0, max);
 			break;
 		}
-		handle_frame(s, s->in + pos + VAD_FRAME_HEADER, plen);
+		if (!t0)
+			t0 = vad_now_ns();
+		int error;
+		enum vad_op_index op =
+		    handle_frame(s, s->in + pos + VAD_FRAME_HEADER, plen, &error);
+		uint64_t t1 = vad_now_ns();
+		vad_op_stats_record(s->svc->ops, op, t1 - t0, error);
+		t0 = t1;
 		pos += VAD_FRAME_HEADER + plen;
 	}
 	if (s->closing) {

@@ -77,16 +77,64 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 	if (err != VAD_OK)
 		return err;
 	Vad__StatsReply *s = r->stats;
-	size_t bytes = sizeof(**out) + s->n_arenas * sizeof(struct vad_arena_stats);
+	size_t n_buckets = 0;
+	for (size_t i = 0; i < s->n_ops; i++) {
+		Vad__OpStats *op = s->ops[i];
+		if (op->n_bucket_below_ns != op->n_bucket_count) {
+			vad__response__free_unpacked(r, NULL);
+			return libvad_failf(c, VAD_EPROTO,
+					    "the daemon's stats reply gives operation '%s' %zu "
+					    "latency bounds but %zu counts",
+					    op->name, op->n_bucket_below_ns, op->n_bucket_count);
+		}
+		n_buckets += op->n_bucket_count;
+	}
+	/* The block: the struct, the arrays (8-byte items first), then the strings. */
+	size_t bytes = sizeof(**out) + s->n_arenas * sizeof(struct vad_arena_stats) +
+		       s->n_ops * sizeof(struct vad_op_counts) +
+		       s->n_errors * sizeof(struct vad_error_count) +
+		       2 * n_buckets * sizeof(uint64_t);
 	for (size_t i = 0; i < s->n_arenas; i++)
 		bytes += strlen(s->arenas[i]->name) + 1;
+	for (size_t i = 0; i < s->n_ops; i++)
+		bytes += strlen(s->ops[i]->name) + 1;
+	for (size_t i = 0; i < s->n_errors; i++)
+		bytes += strlen(s->errors[i]->code) + 1;
 	struct vad_daemon_stats *d = malloc(bytes);
 	if (!d) {
 		vad__response__free_unpacked(r, NULL);
 		return libvad_fail(c, VAD_ENOMEM, NULL);
 	}
 	d->arenas = (struct vad_arena_stats *)(d + 1);
-	char *cursor = (char *)&d->arenas[s->n_arenas];
+	d->ops = (struct vad_op_counts *)&d->arenas[s->n_arenas];
+	d->errors = (struct vad_error_count *)&d->ops[s->n_ops];
+	uint64_t *bucket_area = (uint64_t *)&d->errors[s->n_errors];
+	char *cursor = (char *)&bucket_area[2 * n_buckets];
+	d->n_ops = s->n_ops;
+	for (size_t i = 0; i < s->n_ops; i++) {
+		Vad__OpStats *op = s->ops[i];
+		size_t nb = op->n_bucket_count;
+		if (nb) { /* an idle operation has no buckets: memcpy must not see NULL */
+			memcpy(bucket_area, op->bucket_below_ns, nb * sizeof(uint64_t));
+			memcpy(bucket_area + nb, op->bucket_count, nb * sizeof(uint64_t));
+		}
+		d->ops[i] = (struct vad_op_counts){
+		    .name = stash(&cursor, op->name),
+		    .count = op->count,
+		    .errors = op->errors,
+		    .n_buckets = nb,
+		    .bucket_below_ns = bucket_area,
+		    .bucket_count = bucket_area + nb,
+		};
+		bucket_area += 2 * nb;
+	}
+	d->n_errors = s->n_errors;
+	for (size_t i = 0; i < s->n_errors; i++)
+		d->errors[i] = (struct vad_error_count){
+		    .name = stash(&cursor, s->errors[i]->code),
+		    .code = -(int)s->errors[i]->number,
+		    .count = s->errors[i]->count,
+		};
 	d->clients = s->clients;
 	d->uptime_ms = s->uptime_ms;
 	d->requests = s->requests;
@@ -125,6 +173,23 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 	vad__response__free_unpacked(r, NULL);
 	*out = d;
 	return VAD_OK;
+}
+
+int vad_metrics(vad_client *c, char **text)
+{
+	if (!text)
+		return libvad_fail(c, VAD_EINVAL, "vad_metrics: text is NULL");
+	Vad__MetricsRequest mr = VAD__METRICS_REQUEST__INIT;
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.op_case = VAD__REQUEST__OP_METRICS;
+	req.metrics = &mr;
+	Vad__Response *r;
+	int err = simple_rpc(c, &req, VAD__RESPONSE__RESULT_METRICS, &r);
+	if (err != VAD_OK)
+		return err;
+	*text = strdup(r->metrics->text);
+	vad__response__free_unpacked(r, NULL);
+	return *text ? VAD_OK : libvad_fail(c, VAD_ENOMEM, NULL);
 }
 
 int vad_arenas(vad_client *c, struct vad_arena_info **out, size_t *n)

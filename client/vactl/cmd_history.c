@@ -70,17 +70,10 @@ static const char *fmt_time(int64_t ms, char *buf, size_t len)
 	return buf;
 }
 
+/* A latency column (a negative one reads as none). */
 static const char *fmt_ns(int64_t ns, char *buf, size_t len)
 {
-	if (ns <= 0)
-		snprintf(buf, len, "-");
-	else if (ns < 1000)
-		snprintf(buf, len, "%lldns", (long long)ns);
-	else if (ns < 1000000)
-		snprintf(buf, len, "%.1fus", (double)ns / 1e3);
-	else
-		snprintf(buf, len, "%.1fms", (double)ns / 1e6);
-	return buf;
+	return vactl_fmt_ns(ns > 0 ? (uint64_t)ns : 0, buf, len);
 }
 
 struct history {

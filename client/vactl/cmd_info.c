@@ -356,6 +356,82 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	       SZ(a->released_bytes), (unsigned long long)a->release_calls);
 }
 
+/* The p-th quantile of an operation's lifetime histogram: the bound below which it falls. */
+static uint64_t op_quantile(const struct vad_op_counts *op, double p)
+{
+	if (!op->n_buckets)
+		return 0;
+	uint64_t total = op->bucket_count[op->n_buckets - 1];
+	uint64_t rank = (uint64_t)(p * (double)total);
+	if (rank < 1)
+		rank = 1;
+	for (size_t i = 0; i < op->n_buckets; i++)
+		if (op->bucket_count[i] >= rank)
+			return op->bucket_below_ns[i];
+	return op->bucket_below_ns[op->n_buckets - 1];
+}
+
+static json_object *json_op_counts(const struct vad_daemon_stats *d)
+{
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < d->n_ops; i++) {
+		const struct vad_op_counts *op = &d->ops[i];
+		json_object *jo = json_object_new_object();
+		vactl_json_add_str(jo, "name", op->name);
+		vactl_json_add_u64(jo, "count", op->count);
+		vactl_json_add_u64(jo, "errors", op->errors);
+		json_object *b = json_object_new_array();
+		for (size_t k = 0; k < op->n_buckets; k++) {
+			json_object *pair = json_object_new_array();
+			json_object_array_add(pair, json_object_new_uint64(op->bucket_below_ns[k]));
+			json_object_array_add(pair, json_object_new_uint64(op->bucket_count[k]));
+			json_object_array_add(b, pair);
+		}
+		json_object_object_add(jo, "buckets", b);
+		json_object_array_add(arr, jo);
+	}
+	return arr;
+}
+
+static json_object *json_error_counts(const struct vad_daemon_stats *d)
+{
+	json_object *arr = json_object_new_array();
+	for (size_t i = 0; i < d->n_errors; i++) {
+		json_object *je = json_object_new_object();
+		vactl_json_add_str(je, "name", d->errors[i].name);
+		json_object_object_add(je, "code", json_object_new_int(d->errors[i].code));
+		vactl_json_add_u64(je, "count", d->errors[i].count);
+		json_object_array_add(arr, je);
+	}
+	return arr;
+}
+
+/* The operations asked for at least once, then the error codes replied. */
+static void print_op_counts(const struct vad_daemon_stats *d)
+{
+	static const char *const heads[] = {"OPERATION", "REQUESTS", "ERRORS", "P50", "P99"};
+	struct vactl_table *t = vactl_table_new(5, heads);
+	printf("requests by operation since start (latency: below this bound):\n");
+	for (size_t i = 0; i < d->n_ops; i++) {
+		const struct vad_op_counts *op = &d->ops[i];
+		if (!op->count)
+			continue;
+		char p50[32], p99[32];
+		vactl_table_row(t, op->name, N(op->count), N(op->errors),
+				vactl_fmt_ns(op_quantile(op, 0.5), p50, sizeof(p50)),
+				vactl_fmt_ns(op_quantile(op, 0.99), p99, sizeof(p99)));
+	}
+	vactl_table_print(t);
+	if (!d->n_errors) {
+		printf("errors by code: none\n");
+		return;
+	}
+	printf("errors by code since start:\n");
+	for (size_t i = 0; i < d->n_errors; i++)
+		printf("  %-14s %10llu  %s\n", d->errors[i].name,
+		       (unsigned long long)d->errors[i].count, vad_strerror(d->errors[i].code));
+}
+
 static int run_stats(struct vactl_opts *o, int argc, char **argv)
 {
 	int first, rc;
@@ -383,6 +459,8 @@ static int run_stats(struct vactl_opts *o, int argc, char **argv)
 		json_object_object_del(jt, "quantum");
 		json_object_object_del(jt, "fragmentation");
 		json_object_object_add(j, "totals", jt);
+		json_object_object_add(j, "ops", json_op_counts(d));
+		json_object_object_add(j, "errors", json_error_counts(d));
 		vactl_json_print(j);
 	} else {
 		char up[32];
@@ -395,6 +473,7 @@ static int run_stats(struct vactl_opts *o, int argc, char **argv)
 			print_arena_stats(&d->arenas[i], false);
 		if (d->n_arenas > 1)
 			print_arena_stats(&tot, true);
+		print_op_counts(d);
 	}
 	free(d);
 	vad_close(c);
@@ -415,6 +494,10 @@ const struct vactl_cmd vactl_cmd_stats = {
 	    "free_blocks, lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails,\n"
 	    "drains, released_bytes, release_calls, pool_hits, fragmentation}], totals: {the\n"
 	    "same summed (held at 2^64 - 1), without name and quantum; largest_free is the\n"
-	    "maximum}}\n",
+	    "maximum}, ops: [{name, count, errors, buckets: [[below_ns, cumulative count]]}],\n"
+	    "errors: [{name, code, count}]}\n"
+	    "Then requests per operation since start (errors, p50 and p99 latency: the bound\n"
+	    "of the histogram bucket the quantile falls in, 4 buckets per power of two) and\n"
+	    "replies per error code.\n",
     .run = run_stats,
 };

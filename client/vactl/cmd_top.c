@@ -38,6 +38,7 @@ static void draw(const struct vad_session *sess, const struct top_samples *s, bo
 	vactl_screen_init(&scr, cols, rows);
 	top_view(&scr, sess, s, keys);
 	vactl_screen_show(&scr, tty);
+	vactl_term_frame_open(tty);
 }
 
 /* Wait until ms have passed, redrawing on a resize. false when the view should end: q, the
@@ -86,14 +87,10 @@ static int run_top(struct vactl_opts *o, int argc, char **argv)
 	vactl_term_signals();
 	bool keys = vactl_term_enter(tty);
 	struct top_samples s = {0};
-	bool drawn = false;
 	for (uint64_t sample = 1;; sample++) {
 		int err = top_samples_take(&s, c);
 		if (err) {
-			if (drawn && tty)
-				putchar('\n'); /* the message goes below the last frame */
-			fflush(stdout);
-			vactl_term_leave();
+			vactl_term_leave(); /* the message goes below the last frame */
 			rc = vactl_report(o, c, err);
 			break;
 		}
@@ -101,7 +98,6 @@ static int run_top(struct vactl_opts *o, int argc, char **argv)
 			top_json(&sess, &s, sample);
 		else
 			draw(&sess, &s, tty, keys);
-		drawn = true;
 		if (a.count && sample >= a.count)
 			break;
 		vactl_deadline(o, false);
@@ -110,10 +106,7 @@ static int run_top(struct vactl_opts *o, int argc, char **argv)
 		if (!more)
 			break;
 	}
-	if (drawn && tty && !rc)
-		putchar('\n'); /* the prompt goes below the last frame */
-	fflush(stdout);
-	vactl_term_leave();
+	vactl_term_leave(); /* the prompt goes below the last frame */
 	top_samples_free(&s);
 	vad_close(c);
 	return rc;

@@ -17,6 +17,7 @@ static volatile sig_atomic_t taken;	    /* saved holds stdin's settings, ours ar
 static volatile sig_atomic_t cursor_hidden; /* stdout is a terminal and its cursor is hidden */
 
 static bool want_cursor_hidden;
+static volatile sig_atomic_t frame_open; /* the cursor is at the end of a frame's last row */
 static const char hide_cursor[] = "\033[?25l", show_cursor[] = "\033[?25h";
 
 static bool have_saved; /* stdin is a terminal: saved holds its settings */
@@ -54,7 +55,16 @@ void vactl_term_leave(void)
 		(void)!write(STDOUT_FILENO, show_cursor, sizeof(show_cursor) - 1);
 		cursor_hidden = 0;
 	}
+	if (frame_open) {
+		(void)!write(STDOUT_FILENO, "\n", 1);
+		frame_open = 0;
+	}
 	errno = e;
+}
+
+void vactl_term_frame_open(bool open)
+{
+	frame_open = open;
 }
 
 static void on_stop(int sig)

@@ -14,9 +14,13 @@
  * when stdin is not a terminal (then there are no keys to read; the view still runs). */
 bool vactl_term_enter(bool hide_cursor);
 
-/* Give the terminal back as vactl_term_enter found it and show the cursor; safe to call
- * twice, and from a signal handler (async-signal-safe). */
+/* Give the terminal back as vactl_term_enter found it, show the cursor and end the open
+ * frame's last line (so what is printed next starts on a line of its own); safe to call
+ * twice, and from a signal handler (async-signal-safe). stdout must be flushed before. */
 void vactl_term_leave(void);
+
+/* Say that stdout's cursor stands at the end of a drawn frame's last row (no newline). */
+void vactl_term_frame_open(bool open);
 
 /* Catch SIGINT, SIGTERM and SIGHUP into vactl_term_stop, SIGWINCH into vactl_term_resized,
  * and SIGTSTP (the terminal is restored while stopped and taken again on fg). */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lathist.h"
 #include "screen.h"
 #include "vactl.h"
 
@@ -54,7 +55,19 @@ double top_client_rate(const struct vad_client_info *ci, const struct top_sample
 void top_view(struct vactl_screen *scr, const struct vad_session *sess, const struct top_samples *s,
 	      bool keys);
 
-/* The latency pane (top_latency.c): *t a table of the main operations' requests and
+/* One operation's requests over the samples kept (top_latency.c). */
+struct top_lat_row {
+	const char *op;
+	uint64_t count, errors;
+	struct vactl_lat lat;
+};
+
+/* The main operations' rows over the samples kept, at most cap; *window_ms the time they
+ * span, 0 when they count since the daemon started (one sample so far). */
+size_t top_latency_rows(const struct top_samples *s, struct top_lat_row *out, size_t cap,
+			uint64_t *window_ms);
+
+/* The latency pane: *t a table of the main operations' requests and
  * quantiles over the samples kept, or NULL and a line of text in note. */
 void top_latency_pane(struct vactl_fit **t, char *note, size_t len, const struct top_samples *s);
 

@@ -64,5 +64,21 @@ void top_json(const struct vad_session *sess, const struct top_samples *s, uint6
 	/* null when the daemon lists sessions to admins only */
 	json_object_object_add(
 	    j, "sessions", now->clients_err ? NULL : clients_json(now, prev, ms, sess->session_id));
+	struct top_lat_row rows[64];
+	uint64_t window;
+	size_t n = top_latency_rows(s, rows, sizeof(rows) / sizeof(rows[0]), &window);
+	json_object *lat = json_object_new_array();
+	for (size_t i = 0; i < n; i++) {
+		json_object *jl = json_object_new_object();
+		vactl_json_add_str(jl, "op", rows[i].op);
+		vactl_json_add_u64(jl, "count", rows[i].count);
+		vactl_json_add_u64(jl, "errors", rows[i].errors);
+		vactl_json_add_u64(jl, "p50_ns", rows[i].lat.p50_ns);
+		vactl_json_add_u64(jl, "p99_ns", rows[i].lat.p99_ns);
+		vactl_json_add_u64(jl, "max_ns", rows[i].lat.max_ns);
+		json_object_array_add(lat, jl);
+	}
+	vactl_json_add_u64(j, "latency_window_ms", window);
+	json_object_object_add(j, "latency", lat);
 	vactl_json_line(j);
 }

@@ -35,3 +35,18 @@ const char *vactl_fmt_duration(uint64_t ms, char *buf, size_t len)
 		snprintf(buf, len, "%llud %02lluh", s / 86400, s / 3600 % 24);
 	return buf;
 }
+
+const char *vactl_fmt_ns(uint64_t ns, char *buf, size_t len)
+{
+	if (!ns)
+		snprintf(buf, len, "-");
+	else if (ns < 1000)
+		snprintf(buf, len, "%lluns", (unsigned long long)ns);
+	else if (ns < 1000000)
+		snprintf(buf, len, "%.1fus", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, len, "%.1fms", (double)ns / 1e6);
+	else
+		snprintf(buf, len, "%.2fs", (double)ns / 1e9);
+	return buf;
+}

@@ -46,7 +46,7 @@ struct vactl_cmd {
 extern const struct vactl_cmd vactl_cmd_status, vactl_cmd_arenas, vactl_cmd_clients,
     vactl_cmd_stats, vactl_cmd_purge, vactl_cmd_reload, vactl_cmd_check, vactl_cmd_alloc,
     vactl_cmd_free, vactl_cmd_session, vactl_cmd_top, vactl_cmd_history, vactl_cmd_map,
-    vactl_cmd_sessions;
+    vactl_cmd_sessions, vactl_cmd_latency;
 
 /* main.c */
 
@@ -106,6 +106,9 @@ const char *vactl_fmt_size(uint64_t bytes, char *buf, size_t len);
 
 /* "3d 04h", "2h 03m", "4m 12s", "812ms" into buf. */
 const char *vactl_fmt_duration(uint64_t ms, char *buf, size_t len);
+
+/* A latency: "-" for 0, "812ns", "4.2us", "1.3ms" into buf. */
+const char *vactl_fmt_ns(uint64_t ns, char *buf, size_t len);
 
 /* *total += v, held at UINT64_MAX rather than wrapping (totals over arenas). */
 static inline void vactl_sum_into(uint64_t *total, uint64_t v)

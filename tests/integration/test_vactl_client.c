@@ -41,7 +41,7 @@ static const char *jstr(struct json_object *j, const char *path)
 
 static const char *const commands[] = {
     "status", "top",   "arenas", "clients", "stats",   "purge", "reload",
-    "check",  "alloc", "free",	 "session", "history", "map",
+    "check",  "alloc", "free",	 "session", "history", "map",	"latency",
 };
 
 static void test_help_everywhere(void **state)
