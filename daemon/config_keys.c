@@ -134,6 +134,15 @@ int config_lookup_gid(const char *s, gid_t *out)
 
 int config_key_size(struct parse_state *ps, const char *key, const char *v, uint64_t *out)
 {
+	/* "4GB" reads as decimal to most people, but vad's sizes are binary: ask, never guess. */
+	size_t n = strlen(v);
+	if (n >= 3 && (v[n - 1] == 'b' || v[n - 1] == 'B') && strchr("kKmMgGtTpPeE", v[n - 2]) &&
+	    isdigit((unsigned char)v[0]))
+		return config_fail_at(ps, ps->lineno,
+				      "%s = %s: did you mean %.*s (%ciB)? sizes are binary "
+				      "(K = 1024), so write %.*s or %.*siB",
+				      key, v, (int)(n - 1), v, toupper((unsigned char)v[n - 2]),
+				      (int)(n - 1), v, (int)(n - 1), v);
 	if (vad_parse_size(v, out))
 		return config_fail_at(
 		    ps, ps->lineno,

@@ -431,6 +431,8 @@ static void test_errors_arena_section(void **state)
 	load_err("[arena a]\nsize = 0\n", 2, "between 1 byte");
 	load_err("[arena a]\nsize = 2E\n", 2, "between 1 byte");
 	load_err("[arena a]\nsize = huge\n", 2, "bad size");
+	load_err("[arena a]\nsize = 4GB\n", 2, "size = 4GB: did you mean 4G (GiB)?");
+	load_err("[vad]\nmax_frame = 64kb\n", 2, "did you mean 64k (KiB)?");
 	load_err("[arena a]\nsize = 12K\nquantum = 12K\n", 3, "not a power of two");
 	load_err("[arena a]\nsize = 12K\nquantum = 0\n", 3, "not a power of two");
 	if (page > 1024)
