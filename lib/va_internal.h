@@ -350,6 +350,11 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 /* Pop a block of q quanta (1..pool_classes) or NULL. */
 struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum);
 
+/* Pop a block of q quanta whose start is a multiple of align among the top POOL_ALIGN_LOOK
+ * of its class, or NULL. */
+#define POOL_ALIGN_LOOK 4
+struct va_block *pool_pop_aligned(struct va_node *n, unsigned q, uint64_t align, uint64_t quantum);
+
 /* Push b (size q quanta) if its class has room; false if full. */
 bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum);
 
