@@ -500,6 +500,53 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 	objcache_return_array(extras, nextra);
 }
 
+/* A freed item still to be released and placed in the tree (not pooled, not decaying). */
+static inline bool tree_bound(const struct lazy_item *it)
+{
+	return !(it->flags & (LI_RELEASED | LI_PLACED));
+}
+
+/*
+ * With cfg.zero: between two freed blocks bound for the tree, a gap that is one whole free block
+ * (the space between aligned pool blocks, say) leaves the tree and joins the first block, so the
+ * two are released as one run: one callback where there were two (a second punch of space released
+ * before is harmless). free.lock and inflight.lock are held for drain_chunk gaps at a time; the
+ * gap's bytes count as in flight (lazy) meanwhile, as a va_release_free chunk's do, so every byte
+ * is still in one place. Its object is spare.
+ */
+static void absorb_gaps(struct va_space *vs, struct va_bag *bag)
+{
+	struct va_inflight *in = &vs->inflight;
+	size_t n = in->n, k = 0;
+
+	while (k + 1 < n) {
+		va_lock(&vs->free.lock);
+		va_lock(&in->lock);
+		for (unsigned cnt = 0; k + 1 < n && cnt < vs->cfg.drain_chunk; k++) {
+			struct lazy_item *it = &in->items[k], *nx = &in->items[k + 1];
+			struct va_block *g;
+
+			if (!tree_bound(it) || !tree_bound(nx) || it->end >= nx->start)
+				continue;
+			cnt++;
+			g = ft_floor(&vs->free.tree, it->end);
+			if (!g || g->start != it->end || g->end != nx->start)
+				continue;
+			g = ft_carve(&vs->free.tree, g, g->start, blk_size(g), bag);
+			if (!g)
+				continue;
+			in->bytes += blk_size(g);
+			it->end = g->end;
+			it->b->end =
+			    g->end; /* a lazy object is in no tree: its range is only read */
+			bag_give(bag, g);
+		}
+		va_unlock(&in->lock);
+		va_unlock(&vs->free.lock);
+		drain_step(vs);
+	}
+}
+
 /* One drain pass; drain_lock held. */
 static void drain_pass(struct va_space *vs, enum drain_kind kind)
 {
@@ -516,6 +563,7 @@ static void drain_pass(struct va_space *vs, enum drain_kind kind)
 		choose_for_pools(vs);
 		zero_chosen(vs);
 		place_in_pools(vs);
+		absorb_gaps(vs, &bag);
 		release_batch(vs);
 	} else {
 		release_batch(vs);

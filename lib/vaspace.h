@@ -73,7 +73,9 @@ struct va_config {
 	/* May be NULL. If set, a freed block that a drain hands to a pool (to be reused
 	 * soon) is passed here, with release_ctx, to be made to read zeros in place (a
 	 * memset where release would punch a hole), and only what goes back to the free
-	 * tree is passed to release, in coalesced runs. Pooled memory then stays resident
+	 * tree is passed to release, in coalesced runs; a run also spans a gap between two
+	 * freed blocks that is one whole free block (released before, or never written), so
+	 * released_bytes counts such gaps too. Pooled memory then stays resident
 	 * until it decays to the tree; va_release_free (the idle pass) gives it back. Same
 	 * rules as release: outside all locks, before the block is reused. */
 	va_release_fn zero;
