@@ -8,7 +8,7 @@
 /* find_congruent gave up after its step budget (never returned to callers). */
 #define VA_EAGAIN_INTERNAL (-100)
 
-/* Blocks one pool miss carves for a class of q quanta, the caller's included: about 64
+/* Blocks one pool miss carves, the caller's included, one every q quanta: about 64
  * quanta, at most 16 blocks and pool_depth + 1, and all inside one zone. */
 static unsigned refill_count(const struct va_space *vs, unsigned q)
 {
@@ -42,8 +42,8 @@ static void pool_hit(struct va_node *hn, struct va_node *bn, struct va_block *b,
  * refill_pool), so this is one lock. Another node's lock is taken in ascending order or
  * tried; if a lower node is busy the block goes back and the caller takes the slow path.
  */
-static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void *owner,
-			    uint64_t *out)
+static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint64_t align,
+			    void *owner, uint64_t *out)
 {
 	struct va_node *hn = &vs->node[home], *bn;
 	struct va_block *b;
@@ -52,7 +52,8 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, void
 	va_lock(&hn->lock);
 	if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 		hn->pool[q - 1].wanted++;
-	b = pool_pop(hn, q, vs->quantum);
+	b = align > vs->quantum ? pool_pop_aligned(hn, q, align, vs->quantum)
+				: pool_pop(hn, q, vs->quantum);
 	if (!b) {
 		va_unlock(&hn->lock);
 		return false;
@@ -126,43 +127,66 @@ static struct va_block *refill_spot(struct va_space *vs, unsigned home, uint64_t
 	return b;
 }
 
+/* Make [a, a + size) of a carved run a pooled block of home's class q, or give it back
+ * to the tree if the class filled up meanwhile (hn->lock and free.lock held). */
+static void refill_push(struct va_space *vs, struct va_node *hn, unsigned home, uint64_t a,
+			uint64_t size, unsigned q, struct va_bag *bag)
+{
+	struct va_block *p = bag_take(bag);
+
+	p->start = a;
+	p->end = a + size;
+	p->owner = NULL;
+	p->home = home;
+	if (!pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum))
+		ft_insert(&vs->free.tree, p, bag);
+}
+
 /*
  * A pool miss: carve a run of blocks in one of the home node's zones; the caller gets the
- * first, the home pool the rest (free.lock held, bag holds count + 1 objects). Returns the
- * caller's block, or NULL when no zone of the node has room.
+ * first, the home pool the rest (free.lock held, bag holds 2 x count + 1 objects). With an
+ * alignment above the quantum the blocks start every stride (size rounded up to align)
+ * at aligned addresses and the gaps between them go back to the tree. Returns the caller's
+ * block, or NULL when no zone of the node has room.
  */
 static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t size,
-				    unsigned count, struct va_bag *bag)
+				    uint64_t align, unsigned count, struct va_bag *bag)
 {
 	struct va_node *hn = &vs->node[home];
-	unsigned q = (unsigned)(size >> vs->qshift), room;
+	uint64_t stride = (size + align - 1) & ~(align - 1), a, end;
+	unsigned q = (unsigned)(size >> vs->qshift);
 	struct va_block *b, *first;
-	uint64_t a;
 
-	b = refill_spot(vs, home, size, &count, &a);
+	b = refill_spot(vs, home, stride, &count, &a);
 	if (!b)
 		return NULL;
-	first = ft_carve(&vs->free.tree, b, a, count * size, bag);
+	if (a & (align - 1)) { /* the node's last refill ended unaligned: start further up */
+		uint64_t zone_end = (a / vs->zone + 1) * vs->zone, lim;
+
+		a = (a + align - 1) & ~(align - 1);
+		lim = b->end < zone_end ? b->end : zone_end;
+		while (count && (a >= lim || lim - a < count * stride))
+			count--;
+		if (!count)
+			return NULL;
+	}
+	end = a + (count - 1) * stride + size;
+	first = ft_carve(&vs->free.tree, b, a, end - a, bag);
 	if (!first)
 		return NULL;
 	first->end = a + size;
-	hn->refill_cursor = a + count * size;
+	hn->refill_cursor = a + count * stride;
 	va_lock(&hn->lock);
-	room = vs->cfg.pool_depth - hn->pool[q - 1].count;
-	for (unsigned i = count; i-- > 1;) {
-		struct va_block *p = bag_take(bag);
-
-		p->start = a + i * size;
-		p->end = p->start + size;
-		p->owner = NULL;
-		p->home = home;
-		if (!room || !pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum)) {
-			ft_insert(&vs->free.tree, p, bag); /* pool full meanwhile: give it back */
-			continue;
-		}
-		room--;
-	}
+	for (unsigned i = count; i-- > 1;)
+		refill_push(vs, hn, home, a + i * stride, size, q, bag);
 	va_unlock(&hn->lock);
+	for (unsigned i = 0; stride != size && i + 1 < count; i++) { /* the gaps: free again */
+		struct va_block *g = bag_take(bag);
+
+		g->start = a + i * stride + size;
+		g->end = a + (i + 1) * stride;
+		ft_insert(&vs->free.tree, g, bag);
+	}
 	return first;
 }
 
@@ -224,12 +248,12 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 	uint64_t a;
 	int rc;
 
-	rc = objcache_fill(&bag, refill > 1 ? refill + 1 : 2);
+	rc = objcache_fill(&bag, refill > 1 ? 2 * refill + 1 : 2);
 	if (rc)
 		return rc;
 	va_lock(&vs->free.lock);
 	if (refill > 1 && vs->affinity_span)
-		nb = refill_pool(vs, home, req->size, refill, &bag);
+		nb = refill_pool(vs, home, req->size, req->align, refill, &bag);
 	if (!nb) {
 		b = find_fit(vs, req, &a);
 		if (!b) {
@@ -239,7 +263,7 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 		}
 		nb = ft_carve(&vs->free.tree, b, a, req->size, &bag);
 		/* no zone of the home node has room (a small space): refill from what follows */
-		if (refill > 1 && nb != b && b->start == a + req->size)
+		if (refill > 1 && req->align == vs->quantum && nb != b && b->start == a + req->size)
 			refill_after(vs, b, req->size, refill - 1, home, &bag);
 	}
 	a = nb->start;
@@ -280,7 +304,7 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 			uint64_t vend, void *owner, uint64_t *out_addr)
 {
 	struct va_fit_req req;
-	unsigned home, q = 0;
+	unsigned home, q = 0, stride_q = 0;
 	uint64_t first;
 	bool poolable;
 	int rc;
@@ -302,22 +326,29 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 		va_sat_add_atomic(&vs->fails, 1);
 		return VA_ENOSPC;
 	}
-	poolable = vs->pool_classes && req.align == vs->quantum && req.vstart == vs->base &&
-		   req.vend == vs->end && (req.size >> vs->qshift) <= vs->pool_classes;
-	if (poolable)
+	/* an alignment up to the zone's can be pooled too: refills then carve aligned runs */
+	poolable = vs->pool_classes &&
+		   (req.align == vs->quantum ||
+		    (vs->affinity_span && vs->zone_pow2 && req.align <= vs->zone)) &&
+		   req.vstart == vs->base && req.vend == vs->end &&
+		   (req.size >> vs->qshift) <= vs->pool_classes;
+	if (poolable) {
 		q = (unsigned)(req.size >> vs->qshift);
+		stride_q =
+		    (unsigned)(((req.size + req.align - 1) & ~(req.align - 1)) >> vs->qshift);
+	}
 
 	/* the retry runs with drain_lock held, so no va_release_free chunk is out of the tree */
 	const struct va_space *outer = NULL;
 	bool held = false;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (poolable && alloc_from_pool(vs, home, q, owner, out_addr)) {
+		if (poolable && alloc_from_pool(vs, home, q, req.align, owner, out_addr)) {
 			rc = 0;
 			break;
 		}
-		rc = alloc_from_tree(vs, &req, home, poolable ? refill_count(vs, q) : 0, owner,
-				     out_addr);
+		rc = alloc_from_tree(vs, &req, home, poolable ? refill_count(vs, stride_q) : 0,
+				     owner, out_addr);
 		if (rc != VA_ENOSPC || attempt)
 			break;
 		held = lazy_drain_hold(vs, &outer);

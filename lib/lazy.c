@@ -294,13 +294,14 @@ static void release_batch(struct va_space *vs)
 	for (size_t k = 0; k < n;) {
 		uint64_t start, end;
 
-		if (it[k].flags & LI_RELEASED) {
+		if (it[k].flags & (LI_RELEASED | LI_PLACED)) {
 			k++;
 			continue;
 		}
 		start = it[k].start;
 		end = it[k].end;
-		for (k++; k < n && !(it[k].flags & LI_RELEASED) && it[k].start == end; k++)
+		for (k++; k < n && !(it[k].flags & (LI_RELEASED | LI_PLACED)) && it[k].start == end;
+		     k++)
 			end = it[k].end;
 		if (vs->cfg.release)
 			vs->cfg.release(vs->cfg.release_ctx, start, end - start);
@@ -310,8 +311,77 @@ static void release_batch(struct va_space *vs)
 	}
 }
 
-/* Released blocks of a pooled size go to their home pool while the class has room and is
- * in demand. */
+/* Does a released block of q quanta belong in node hn's pool (hn->lock held)? Only classes
+ * asked for since the drain before: a pool nobody allocates from would keep its blocks
+ * out of the tree, fragmenting it, until it decays. */
+static bool pool_wants(const struct va_space *vs, const struct va_node *hn, uint64_t q)
+{
+	const struct va_pool_class *c = &hn->pool[q - 1];
+
+	return (c->recent || c->wanted) && c->count + c->chosen < vs->cfg.pool_depth;
+}
+
+/* With cfg.zero: mark (LI_WANT) the freed blocks their home pool wants now, under each
+ * node's lock a chunk at a time, so only those are zeroed in place. */
+static void choose_for_pools(struct va_space *vs)
+{
+	struct va_inflight *in = &vs->inflight;
+	struct va_node *locked = NULL;
+	unsigned held = 0;
+
+	for (size_t k = 0; k < in->n; k++) {
+		struct lazy_item *it = &in->items[k];
+		uint64_t q = (it->end - it->start) >> vs->qshift;
+		struct va_node *hn;
+
+		if ((it->flags & (LI_TO_TREE | LI_RELEASED)) || q > vs->pool_classes)
+			continue;
+		hn = &vs->node[it->home % vs->nodes];
+		if (locked != hn || held >= vs->cfg.drain_chunk) {
+			if (locked) {
+				va_unlock(&in->lock);
+				va_unlock(&locked->lock);
+			}
+			locked = hn;
+			held = 0;
+			va_lock(&hn->lock);
+			va_lock(&in->lock); /* the checker reads the flags */
+		}
+		held++;
+		if (pool_wants(vs, hn, q)) {
+			it->flags |= LI_WANT;
+			hn->pool[q - 1].chosen++; /* room kept for it until place_in_pools */
+		}
+	}
+	if (locked) {
+		va_unlock(&in->lock);
+		va_unlock(&locked->lock);
+	}
+}
+
+/* With cfg.zero: every block chosen for a pool reads zeros in place, no lock held. */
+static void zero_chosen(struct va_space *vs)
+{
+	struct lazy_item *it = vs->inflight.items;
+	size_t n = vs->inflight.n;
+
+	for (size_t k = 0; k < n; k++) {
+		if (!(it[k].flags & LI_WANT))
+			continue;
+		vs->cfg.zero(vs->cfg.release_ctx, it[k].start, it[k].end - it[k].start);
+		va_sat_add_atomic(&vs->zeroed_bytes, it[k].end - it[k].start);
+		va_sat_add_atomic(&vs->zero_calls, 1);
+		drain_step(vs);
+	}
+	va_lock(&vs->inflight.lock); /* the checker reads the flags */
+	for (size_t k = 0; k < n; k++)
+		if (it[k].flags & LI_WANT)
+			it[k].flags |= LI_ZEROED;
+	va_unlock(&vs->inflight.lock);
+}
+
+/* Released (or, with cfg.zero, zeroed) blocks of a pooled size go to their home pool while
+ * the class has room and is in demand. */
 static void place_in_pools(struct va_space *vs)
 {
 	struct va_inflight *in = &vs->inflight;
@@ -340,9 +410,10 @@ static void place_in_pools(struct va_space *vs)
 			va_lock(&in->lock);
 		}
 		held++;
-		/* only classes asked for since the drain before: a pool nobody allocates from
-		 * would keep its blocks out of the tree, fragmenting it, until it decays */
-		if ((hn->pool[q - 1].recent || hn->pool[q - 1].wanted) &&
+		if (it->flags & LI_WANT)
+			hn->pool[q - 1].chosen--;
+		/* with cfg.zero only blocks zeroed for a pool: the rest is not released yet */
+		if ((vs->cfg.zero ? (it->flags & LI_ZEROED) != 0 : pool_wants(vs, hn, q)) &&
 		    pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum)) {
 			it->flags |= LI_PLACED;
 			in->bytes -= size;
@@ -429,6 +500,53 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 	objcache_return_array(extras, nextra);
 }
 
+/* A freed item still to be released and placed in the tree (not pooled, not decaying). */
+static inline bool tree_bound(const struct lazy_item *it)
+{
+	return !(it->flags & (LI_RELEASED | LI_PLACED));
+}
+
+/*
+ * With cfg.zero: between two freed blocks bound for the tree, a gap that is one whole free block
+ * (the space between aligned pool blocks, say) leaves the tree and joins the first block, so the
+ * two are released as one run: one callback where there were two (a second punch of space released
+ * before is harmless). free.lock and inflight.lock are held for drain_chunk gaps at a time; the
+ * gap's bytes count as in flight (lazy) meanwhile, as a va_release_free chunk's do, so every byte
+ * is still in one place. Its object is spare.
+ */
+static void absorb_gaps(struct va_space *vs, struct va_bag *bag)
+{
+	struct va_inflight *in = &vs->inflight;
+	size_t n = in->n, k = 0;
+
+	while (k + 1 < n) {
+		va_lock(&vs->free.lock);
+		va_lock(&in->lock);
+		for (unsigned cnt = 0; k + 1 < n && cnt < vs->cfg.drain_chunk; k++) {
+			struct lazy_item *it = &in->items[k], *nx = &in->items[k + 1];
+			struct va_block *g;
+
+			if (!tree_bound(it) || !tree_bound(nx) || it->end >= nx->start)
+				continue;
+			cnt++;
+			g = ft_floor(&vs->free.tree, it->end);
+			if (!g || g->start != it->end || g->end != nx->start)
+				continue;
+			g = ft_carve(&vs->free.tree, g, g->start, blk_size(g), bag);
+			if (!g)
+				continue;
+			in->bytes += blk_size(g);
+			it->end = g->end;
+			it->b->end =
+			    g->end; /* a lazy object is in no tree: its range is only read */
+			bag_give(bag, g);
+		}
+		va_unlock(&in->lock);
+		va_unlock(&vs->free.lock);
+		drain_step(vs);
+	}
+}
+
 /* One drain pass; drain_lock held. */
 static void drain_pass(struct va_space *vs, enum drain_kind kind)
 {
@@ -440,9 +558,18 @@ static void drain_pass(struct va_space *vs, enum drain_kind kind)
 	if (vs->pool_classes)
 		detach_decay(vs, kind);
 	sort_batch(vs);
-	release_batch(vs);
-	if (vs->pool_classes && kind == DRAIN_DECAY)
+	if (vs->cfg.zero && vs->pool_classes && kind == DRAIN_DECAY) {
+		/* pooled blocks read zeros in place; only the tree's part is released */
+		choose_for_pools(vs);
+		zero_chosen(vs);
 		place_in_pools(vs);
+		absorb_gaps(vs, &bag);
+		release_batch(vs);
+	} else {
+		release_batch(vs);
+		if (vs->pool_classes && kind == DRAIN_DECAY)
+			place_in_pools(vs);
+	}
 	place_in_tree(vs, &bag);
 	va_lock(&vs->inflight.lock);
 	vs->inflight.n = 0;

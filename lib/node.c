@@ -279,6 +279,24 @@ struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum)
 	return b;
 }
 
+struct va_block *pool_pop_aligned(struct va_node *n, unsigned q, uint64_t align, uint64_t quantum)
+{
+	struct va_pool_class *pc = &n->pool[q - 1];
+	struct va_block **at = &pc->head, *b;
+
+	/* a few from the top: aligned refills push aligned runs, so the top mostly fits */
+	for (unsigned k = 0; (b = *at) && k < POOL_ALIGN_LOOK; k++, at = &b->next) {
+		if (b->start & (align - 1))
+			continue;
+		*at = b->next;
+		pc->count--;
+		n->pool_bytes -= (uint64_t)q * quantum;
+		n->pool_blocks--;
+		return b;
+	}
+	return NULL;
+}
+
 bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum)
 {
 	struct va_pool_class *pc = &n->pool[q - 1];

@@ -138,12 +138,13 @@ struct va_pool_class {
 	uint32_t count;
 	uint32_t wanted; /* pool allocations asked for since the last drain */
 	uint32_t recent; /* ... before the last drain */
+	uint32_t chosen; /* blocks a drain chose for this class and has not placed yet */
 };
 
 /* A freed block waiting for release: on a node's lazy array, or in a drain's batch. The
  * range is copied here so a drain can sort, coalesce and release without touching the
  * block objects (one cache miss each) until it places them. */
-enum { LI_RELEASED = 1, LI_TO_TREE = 2, LI_PLACED = 4, LI_EXTRA = 8 };
+enum { LI_RELEASED = 1, LI_TO_TREE = 2, LI_PLACED = 4, LI_EXTRA = 8, LI_ZEROED = 16, LI_WANT = 32 };
 struct lazy_item {
 	uint64_t start, end;
 	struct va_block *b;
@@ -218,6 +219,7 @@ struct va_space {
 	struct lazy_item *scratch_tmp; /* radix sort buffer (drain_lock) */
 	size_t scratch_cap;	       /* capacity of inflight.items and scratch_tmp */
 	_Atomic uint64_t drains, released_bytes, release_calls, fails;
+	_Atomic uint64_t zeroed_bytes, zero_calls; /* cfg.zero's calls for pooled blocks */
 	/* va_release_free's passes over free space, apart from reclaim's releases above */
 	_Atomic uint64_t free_released_bytes, free_release_calls;
 	_Atomic uint64_t drain_yields; /* times the background thread stepped aside */
@@ -347,6 +349,11 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 
 /* Pop a block of q quanta (1..pool_classes) or NULL. */
 struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum);
+
+/* Pop a block of q quanta whose start is a multiple of align among the top POOL_ALIGN_LOOK
+ * of its class, or NULL. */
+#define POOL_ALIGN_LOOK 4
+struct va_block *pool_pop_aligned(struct va_node *n, unsigned q, uint64_t align, uint64_t quantum);
 
 /* Push b (size q quanta) if its class has room; false if full. */
 bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum);

@@ -491,6 +491,8 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->drains = ld(&vs->drains);
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
+	out->zeroed_bytes = ld(&vs->zeroed_bytes);
+	out->zero_calls = ld(&vs->zero_calls);
 	out->free_released_bytes = ld(&vs->free_released_bytes);
 	out->free_release_calls = ld(&vs->free_release_calls);
 	out->drain_yields = ld(&vs->drain_yields);

@@ -70,6 +70,15 @@ struct va_config {
 				   idle period (by default it does, after the idle drain) */
 	va_release_fn release;	/* may be NULL */
 	void *release_ctx;
+	/* May be NULL. If set, a freed block that a drain hands to a pool (to be reused
+	 * soon) is passed here, with release_ctx, to be made to read zeros in place (a
+	 * memset where release would punch a hole), and only what goes back to the free
+	 * tree is passed to release, in coalesced runs; a run also spans a gap between two
+	 * freed blocks that is one whole free block (released before, or never written), so
+	 * released_bytes counts such gaps too. Pooled memory then stays resident
+	 * until it decays to the tree; va_release_free (the idle pass) gives it back. Same
+	 * rules as release: outside all locks, before the block is reused. */
+	va_release_fn zero;
 };
 
 /* "Exact mode" (nodes = 1, no_pools, eager) behaves as a pure lowest-address
@@ -158,13 +167,15 @@ struct va_stats {
 	uint64_t drains;	 /* completed drain passes */
 	uint64_t released_bytes; /* bytes of freed ranges passed to the release callback */
 	uint64_t release_calls;	 /* release callback invocations for freed ranges */
-	uint64_t pool_hits;	 /* allocations served from a pool */
-	uint64_t drain_yields;	 /* times the background drain offered its CPU (every 20 us) */
-	uint64_t object_bytes;	 /* block objects the process holds, every space together: 64 B
-				    each, in 64 KiB slabs kept at their high-water mark */
-	uint64_t free_released_bytes; /* free blocks passed to release by va_release_free and
-					 the idle timer (not in released_bytes: nobody freed them) */
-	uint64_t free_release_calls;  /* its release callback invocations */
+	uint64_t zeroed_bytes, zero_calls; /* freed blocks passed to zero (pooled in place) */
+	uint64_t pool_hits;		   /* allocations served from a pool */
+	uint64_t drain_yields; /* times the background drain offered its CPU (every 20 us) */
+	uint64_t object_bytes; /* block objects the process holds, every space together: 64 B
+				  each, in 64 KiB slabs kept at their high-water mark */
+	uint64_t
+	    free_released_bytes;     /* free blocks passed to release by va_release_free and
+					the idle timer (not in released_bytes: nobody freed them) */
+	uint64_t free_release_calls; /* its release callback invocations */
 };
 
 /* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */

@@ -28,6 +28,7 @@ struct bench_space_cfg {
 struct bench_counters {
 	bool has_va;
 	uint64_t allocs, frees, fails, drains, release_calls, released_bytes, pool_hits;
+	uint64_t zero_calls; /* pooled blocks zeroed in place instead of released */
 };
 
 struct bench_impl_ops {

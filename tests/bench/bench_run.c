@@ -235,6 +235,7 @@ int bench_run(const struct bench_params *p, struct bench_result *r)
 	    .release_calls = after.release_calls - before.release_calls,
 	    .released_bytes = after.released_bytes - before.released_bytes,
 	    .pool_hits = after.pool_hits - before.pool_hits,
+	    .zero_calls = after.zero_calls - before.zero_calls,
 	};
 	if (!r->error) {
 		char msg[200] = "";

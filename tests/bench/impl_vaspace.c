@@ -16,6 +16,7 @@
 struct vs_handle {
 	struct va_space *vs;
 	atomic_uint_fast64_t release_calls; /* as seen by the callback */
+	atomic_uint_fast64_t zero_calls;
 };
 
 static void count_release(void *ctx, uint64_t start, uint64_t size)
@@ -27,6 +28,14 @@ static void count_release(void *ctx, uint64_t start, uint64_t size)
 
 enum vs_kind { VS_DEFAULT, VS_GLOBAL, VS_EXACT };
 
+/* Stands in for the daemon's in-place memset of a block going to a pool. */
+static void count_zero(void *ctx, uint64_t start, uint64_t size)
+{
+	struct vs_handle *vh = ctx;
+
+	atomic_fetch_add_explicit(&vh->zero_calls, 1, memory_order_relaxed);
+}
+
 static int create_with(const struct bench_space_cfg *cfg, enum vs_kind kind, void **out)
 {
 	struct vs_handle *vh = calloc(1, sizeof(*vh));
@@ -35,6 +44,7 @@ static int create_with(const struct bench_space_cfg *cfg, enum vs_kind kind, voi
 	    .size = cfg->size,
 	    .quantum = cfg->quantum,
 	    .release = count_release,
+	    .zero = count_zero,
 	};
 	int rc;
 
@@ -130,6 +140,7 @@ static void vs_counters(void *h, struct bench_counters *out)
 	    .release_calls = atomic_load_explicit(&vh->release_calls, memory_order_relaxed),
 	    .released_bytes = st.released_bytes,
 	    .pool_hits = st.pool_hits,
+	    .zero_calls = atomic_load_explicit(&vh->zero_calls, memory_order_relaxed),
 	};
 }
 

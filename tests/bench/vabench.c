@@ -294,18 +294,19 @@ static void print_json(FILE *f, const struct bench_params *p, const struct bench
 		repeat, (double)r->setup_ns / 1e9, (unsigned long long)p->quantum,
 		(unsigned long long)p->space_size);
 	if (r->delta.has_va)
-		fprintf(f,
-			",\"allocs\":%llu,\"frees\":%llu,\"release_calls\":%llu,"
-			"\"release_ratio\":%.4f,\"released_bytes\":%llu,\"pool_hits\":%llu,"
-			"\"pool_hit_ratio\":%.4f,\"drains\":%llu",
-			(unsigned long long)r->delta.allocs, (unsigned long long)r->delta.frees,
-			(unsigned long long)r->delta.release_calls,
-			r->delta.frees ? (double)r->delta.release_calls / (double)r->delta.frees
-				       : 0,
-			(unsigned long long)r->delta.released_bytes,
-			(unsigned long long)r->delta.pool_hits,
-			r->delta.allocs ? (double)r->delta.pool_hits / (double)r->delta.allocs : 0,
-			(unsigned long long)r->delta.drains);
+		fprintf(
+		    f,
+		    ",\"allocs\":%llu,\"frees\":%llu,\"zero_calls\":%llu,\"release_calls\":%llu,"
+		    "\"release_ratio\":%.4f,\"released_bytes\":%llu,\"pool_hits\":%llu,"
+		    "\"pool_hit_ratio\":%.4f,\"drains\":%llu",
+		    (unsigned long long)r->delta.allocs, (unsigned long long)r->delta.frees,
+		    (unsigned long long)r->delta.zero_calls,
+		    (unsigned long long)r->delta.release_calls,
+		    r->delta.frees ? (double)r->delta.release_calls / (double)r->delta.frees : 0,
+		    (unsigned long long)r->delta.released_bytes,
+		    (unsigned long long)r->delta.pool_hits,
+		    r->delta.allocs ? (double)r->delta.pool_hits / (double)r->delta.allocs : 0,
+		    (unsigned long long)r->delta.drains);
 	if (r->error) {
 		fputs(",\"error\":", f);
 		bench_put_json_string(f, r->errmsg); /* may quote the library's sentences */
@@ -331,9 +332,11 @@ static void print_row(FILE *f, const struct bench_params *p, const struct bench_
 		snprintf(notes, sizeof(notes), "ERROR: %s", r->errmsg);
 	else if (r->delta.has_va)
 		snprintf(
-		    notes, sizeof(notes), "%srelease/free %.3f pool %.0f%% drains %llu",
+		    notes, sizeof(notes),
+		    "%srelease/free %.3f zero/free %.3f pool %.0f%% drains %llu",
 		    r->capped ? "capped " : "",
 		    r->delta.frees ? (double)r->delta.release_calls / (double)r->delta.frees : 0,
+		    r->delta.frees ? (double)r->delta.zero_calls / (double)r->delta.frees : 0,
 		    r->delta.allocs ? 100.0 * (double)r->delta.pool_hits / (double)r->delta.allocs
 				    : 0,
 		    (unsigned long long)r->delta.drains);

@@ -2,7 +2,8 @@
  * test_va_release.c - va_release_free: the callback sees exactly the free tree's blocks,
  * coalesced; nothing allocated (or being allocated) is ever passed to release; va_check and
  * busy + free + lazy + pooled == size hold from other threads while it runs beside
- * allocations and frees; the idle timer runs it once the space is idle.
+ * allocations and frees; the idle timer runs it once the space is idle; with a zero callback
+ * pooled blocks are zeroed in place and every reused range reads zeros.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -445,6 +446,96 @@ static void test_idle_timer_releases_free_space(void **state)
 	va_destroy(vs);
 }
 
+/* ---- pooled blocks zeroed in place ---------------------------------------------------- */
+
+#define ZQ 4096 /* quanta in the space */
+
+struct dirt {
+	uint8_t dirty[ZQ]; /* a quantum written by its holder, not yet released or zeroed */
+	uint64_t releases, zeros, zeroed_quanta;
+};
+
+static void dirt_clean(struct dirt *d, uint64_t start, uint64_t size)
+{
+	for (uint64_t q = start / Q; q < (start + size) / Q; q++)
+		d->dirty[q] = 0;
+}
+
+static void dirt_release(void *ctx, uint64_t start, uint64_t size)
+{
+	struct dirt *d = ctx;
+
+	d->releases++;
+	dirt_clean(d, start, size);
+}
+
+static void dirt_zero(void *ctx, uint64_t start, uint64_t size)
+{
+	struct dirt *d = ctx;
+
+	d->zeros++;
+	d->zeroed_quanta += size / Q;
+	dirt_clean(d, start, size);
+}
+
+/* With a zero callback, blocks a drain pools are zeroed instead of released, only the
+ * tree's share is released, and every range handed out reads zeros (no holder's writes). */
+static void test_zero_pooled_in_place(void **state)
+{
+	static struct dirt d;
+	struct va_config cfg = {
+	    .size = ZQ * Q,
+	    .nodes = 1,
+	    .lazy_max = 64 * Q,
+	    .no_thread = true,
+	    .release = dirt_release,
+	    .zero = dirt_zero,
+	    .release_ctx = &d,
+	};
+	uint64_t live[200], sizes[200], frees = 0, rng = 12345;
+	unsigned n = 0;
+	struct va_space *vs;
+	struct va_stats st;
+
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	for (unsigned step = 0; step < scaled(40000); step++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		if (n < 200 && (n == 0 || (rng >> 33) % 2)) {
+			uint64_t q = (rng >> 40) % 8 + 1, a;
+
+			if (va_alloc(vs, q * Q, 0, NULL, &a))
+				continue;
+			for (uint64_t k = a / Q; k < a / Q + q; k++) {
+				if (d.dirty[k])
+					fail_msg("step %u: quantum %llu handed out unzeroed", step,
+						 ULL(k));
+				d.dirty[k] = 1; /* the holder writes into every quantum */
+			}
+			live[n] = a;
+			sizes[n++] = q;
+		} else {
+			unsigned i = (unsigned)((rng >> 40) % n);
+
+			assert_int_equal(va_free(vs, live[i], NULL), 0);
+			frees++;
+			live[i] = live[--n];
+			sizes[i] = sizes[n];
+		}
+		if (step % 1000 == 0)
+			CHECK(vs);
+	}
+	va_get_stats(vs, &st);
+	assert_true(d.zeros > 0);
+	assert_int_equal(st.zero_calls, d.zeros);
+	assert_int_equal(st.zeroed_bytes, d.zeroed_quanta * Q);
+	/* the pooled share is zeroed, not released: fewer release calls than zero calls */
+	assert_true(d.releases < d.zeros);
+	assert_true(st.release_calls + st.zero_calls <= frees);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -452,6 +543,7 @@ int main(void)
 	    cmocka_unit_test(test_release_free_cuts_big_blocks),
 	    cmocka_unit_test(test_release_free_beside_allocations),
 	    cmocka_unit_test(test_idle_timer_releases_free_space),
+	    cmocka_unit_test(test_zero_pooled_in_place),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
