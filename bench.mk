@@ -21,3 +21,15 @@ $(REGISTRY_BENCH): tests/bench/registry/registry_bench.c $(LIBTEST) $(LIBDAEMON)
 bench-registry: $(VAD) $(REGISTRY_BENCH)
 	VAD_BUILD_DIR=$(O) $(REGISTRY_BENCH) teardown $(REGISTRY_BENCH_ARGS)
 	VAD_BUILD_DIR=$(O) $(REGISTRY_BENCH) memory
+
+# `make bench-commit`: what commit = reserve costs per range (4 KiB, 64 KiB, 1 MiB memfd; 2 MiB
+# hugetlb as root) against commit = touch, with and without writing the range
+# (tests/bench/commit/commit_bench.c). COMMIT_BENCH_ARGS: the number of rounds.
+COMMIT_BENCH := $(O)/bench/commit_bench
+$(COMMIT_BENCH): tests/bench/commit/commit_bench.c $(LIBTEST) $(LIBDAEMON) $(LIBVAD_A) $(LIBPROTO) $(LIBVASPACE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/common $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_LINK)
+
+.PHONY: bench-commit
+bench-commit: $(VAD) $(COMMIT_BENCH)
+	VAD_BUILD_DIR=$(O) $(COMMIT_BENCH) $(COMMIT_BENCH_ARGS)

@@ -77,7 +77,10 @@ static int zero_by_mapping(int fd, uint64_t start, uint64_t size)
 static void arena_release(void *ctx, uint64_t start, uint64_t size)
 {
 	struct vad_arena *a = ctx;
-	off_t data = lseek(a->fd, (off_t)start, SEEK_DATA);
+	/* Pages the daemon committed (commit = reserve) and nobody wrote read as holes to
+	 * SEEK_DATA on shmem, yet hold memory: such an arena always punches. */
+	off_t data = a->conf.commit == VAD_COMMIT_RESERVE ? (off_t)start
+							  : lseek(a->fd, (off_t)start, SEEK_DATA);
 	if (data < 0 && errno == ENXIO)
 		return; /* no data from start to the end of the file */
 	if (data >= 0 && (uint64_t)data > start) {

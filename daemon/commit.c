@@ -3,7 +3,9 @@
  * A range of a commit = reserve arena is backed when it is granted and given back (punched)
  * when it is freed, so its holder never meets a missing page. The page a client writes is the
  * page the daemon allocated: nothing is copied. Failure undoes what this batch committed at
- * once (the allocator's lazy release would get to it only later).
+ * once (the allocator's lazy release would get to it only later). Memory runs short also
+ * because freed ranges wait on the allocator's lazy list with their pages still backed, so a
+ * commit that fails drains the allocator (every freed range punched) and tries again, once.
  */
 #include "commit.h"
 
@@ -53,8 +55,16 @@ static int commit_one(struct vad_arena *a, uint64_t off, uint64_t size)
 int vad_commit_ranges(struct vad_arena *a, size_t n, const uint64_t *offsets, const uint64_t *sizes,
 		      size_t *failed, int *err)
 {
+	bool drained = false;
 	for (size_t i = 0; i < n; i++) {
 		int e = commit_one(a, offsets[i], sizes[i]);
+		if (e && !drained && (e == ENOSPC || e == ENOMEM)) {
+			/* Freed ranges keep their memory until the allocator's lazy release punches
+			 * them: give that back first, then try once more. */
+			va_drain(a->vs);
+			drained = true;
+			e = commit_one(a, offsets[i], sizes[i]);
+		}
 		if (e == 0)
 			continue;
 		for (size_t j = 0; j <= i; j++) /* range i may be partly backed */
