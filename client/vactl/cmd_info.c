@@ -305,6 +305,8 @@ const struct vactl_cmd vactl_cmd_clients = {
 	X(lazy_bytes)                                                                              \
 	X(pooled_bytes)                                                                            \
 	X(resident_bytes)                                                                          \
+	X(committed_bytes)                                                                         \
+	X(commit_failures)                                                                         \
 	X(busy_blocks)                                                                             \
 	X(free_blocks)                                                                             \
 	X(lazy_blocks)                                                                             \
@@ -344,6 +346,11 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	printf("  resident        %12s  %llu (memory behind the file, free space written to "
 	       "included)\n",
 	       SZ(a->resident_bytes), (unsigned long long)a->resident_bytes);
+	if (a->committed_bytes || a->commit_failures)
+		printf("  committed       %12s  %llu (commit = reserve: backed before granted; "
+		       "%llu allocs refused for want of memory)\n",
+		       SZ(a->committed_bytes), (unsigned long long)a->committed_bytes,
+		       (unsigned long long)a->commit_failures);
 	if (total)
 		printf("  largest free    %12s  (of any arena)\n", SZ(a->largest_free));
 	else
@@ -490,7 +497,8 @@ const struct vactl_cmd vactl_cmd_stats = {
 	    "to, until a purge or the idle drain gives it back), largest free block, allocs,\n"
 	    "frees, fails, drains, released bytes, release calls, pool hits.\n"
 	    "JSON: {uptime_ms, clients, requests, shares, arenas: [{name, size, quantum,\n"
-	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, resident_bytes, busy_blocks,\n"
+	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, resident_bytes, committed_bytes,\n"
+	    "commit_failures, busy_blocks,\n"
 	    "free_blocks, lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails,\n"
 	    "drains, released_bytes, release_calls, pool_hits, fragmentation}], totals: {the\n"
 	    "same summed (held at 2^64 - 1), without name and quantum; largest_free is the\n"

@@ -164,6 +164,8 @@ json_object *vactl_json_arena_stats(const struct vad_arena_stats *a)
 	vactl_json_add_u64(o, "lazy_bytes", a->lazy_bytes);
 	vactl_json_add_u64(o, "pooled_bytes", a->pooled_bytes);
 	vactl_json_add_u64(o, "resident_bytes", a->resident_bytes);
+	vactl_json_add_u64(o, "committed_bytes", a->committed_bytes);
+	vactl_json_add_u64(o, "commit_failures", a->commit_failures);
 	vactl_json_add_u64(o, "busy_blocks", a->busy_blocks);
 	vactl_json_add_u64(o, "free_blocks", a->free_blocks);
 	vactl_json_add_u64(o, "lazy_blocks", a->lazy_blocks);
