@@ -13,51 +13,16 @@
 
 /* ---- decoding ----------------------------------------------------------------------------- */
 
-struct cursor {
-	const uint8_t *p, *end;
-};
-
-/* One varint of at most max bytes; false when truncated or longer. protobuf-c reads values
- * of up to 10 bytes, but tags and length prefixes of at most 5. */
-static bool get_varint_max(struct cursor *c, uint64_t *out, unsigned max)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0, i = 0; i < max; i++, shift += 7) {
-		if (c->p >= c->end)
-			return false;
-		uint8_t b = *c->p++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* A varint value (up to 10 bytes). */
-static bool get_varint(struct cursor *c, uint64_t *out)
+static bool get_varint(struct vad_wire_cursor *c, uint64_t *out)
 {
-	return get_varint_max(c, out, 10);
+	return vad_wire_get_varint(c, out, 10);
 }
 
 /* A field's tag and wire type (up to 5 bytes, as protobuf-c's parse_tag_and_wiretype). */
-static bool get_key(struct cursor *c, uint64_t *out)
+static bool get_key(struct vad_wire_cursor *c, uint64_t *out)
 {
-	return get_varint_max(c, out, 5);
-}
-
-/* A length-delimited field's bytes. */
-static bool get_bytes(struct cursor *c, struct cursor *out)
-{
-	uint64_t len;
-	/* protobuf-c's scan_length_prefix: at most 5 bytes, at most INT_MAX. */
-	if (!get_varint_max(c, &len, 5) || len > INT_MAX || len > (uint64_t)(c->end - c->p))
-		return false;
-	out->p = c->p;
-	out->end = c->p + len;
-	c->p += len;
-	return true;
+	return vad_wire_get_varint(c, out, 5);
 }
 
 static void *get_mem(ProtobufCAllocator *a, size_t len)
@@ -66,7 +31,7 @@ static void *get_mem(ProtobufCAllocator *a, size_t len)
 }
 
 /* A string field as protobuf-c returns it: a NUL-terminated copy. */
-static char *get_string(ProtobufCAllocator *a, const struct cursor *s)
+static char *get_string(ProtobufCAllocator *a, const struct vad_wire_cursor *s)
 {
 	size_t len = (size_t)(s->end - s->p);
 	char *str = get_mem(a, len + 1);
@@ -78,7 +43,8 @@ static char *get_string(ProtobufCAllocator *a, const struct cursor *s)
 }
 
 /* A packed repeated uint64 field; false when malformed or out of memory. */
-static bool get_packed(ProtobufCAllocator *a, const struct cursor *s, size_t *n, uint64_t **vals)
+static bool get_packed(ProtobufCAllocator *a, const struct vad_wire_cursor *s, size_t *n,
+		       uint64_t **vals)
 {
 	size_t count = 0;
 	for (const uint8_t *q = s->p; q < s->end; q++)
@@ -105,7 +71,7 @@ static bool get_packed(ProtobufCAllocator *a, const struct cursor *s, size_t *n,
 	return true;
 }
 
-static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct cursor c)
+static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct vad_wire_cursor c)
 {
 	Vad__Alloc *m = get_mem(a, sizeof(*m));
 	if (!m)
@@ -114,7 +80,7 @@ static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct cursor c)
 	bool have_sizes = false;
 	while (c.p < c.end) {
 		uint64_t key, v;
-		struct cursor s;
+		struct vad_wire_cursor s;
 		if (!get_key(&c, &key))
 			return NULL;
 		switch (key) {
@@ -127,7 +93,7 @@ static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct cursor c)
 				return NULL;
 			break;
 		case 3 << 3 | WT_LEN:
-			if (!get_bytes(&c, &s) || !(m->arena = get_string(a, &s)))
+			if (!vad_wire_get_bytes(&c, &s) || !(m->arena = get_string(a, &s)))
 				return NULL;
 			break;
 		case 4 << 3 | WT_VARINT:
@@ -136,7 +102,7 @@ static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct cursor c)
 			m->count = (uint32_t)v;
 			break;
 		case 5 << 3 | WT_LEN:
-			if (have_sizes || !get_bytes(&c, &s) ||
+			if (have_sizes || !vad_wire_get_bytes(&c, &s) ||
 			    !get_packed(a, &s, &m->n_sizes, &m->sizes))
 				return NULL;
 			have_sizes = true;
@@ -148,7 +114,7 @@ static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct cursor c)
 	return m;
 }
 
-static Vad__Free *get_free(ProtobufCAllocator *a, struct cursor c)
+static Vad__Free *get_free(ProtobufCAllocator *a, struct vad_wire_cursor c)
 {
 	Vad__Free *m = get_mem(a, sizeof(*m));
 	if (!m)
@@ -157,16 +123,16 @@ static Vad__Free *get_free(ProtobufCAllocator *a, struct cursor c)
 	bool have_offsets = false;
 	while (c.p < c.end) {
 		uint64_t key;
-		struct cursor s;
+		struct vad_wire_cursor s;
 		if (!get_key(&c, &key))
 			return NULL;
 		switch (key) {
 		case 1 << 3 | WT_LEN:
-			if (!get_bytes(&c, &s) || !(m->arena = get_string(a, &s)))
+			if (!vad_wire_get_bytes(&c, &s) || !(m->arena = get_string(a, &s)))
 				return NULL;
 			break;
 		case 2 << 3 | WT_LEN:
-			if (have_offsets || !get_bytes(&c, &s) ||
+			if (have_offsets || !vad_wire_get_bytes(&c, &s) ||
 			    !get_packed(a, &s, &m->n_offsets, &m->offsets))
 				return NULL;
 			have_offsets = true;
@@ -180,14 +146,14 @@ static Vad__Free *get_free(ProtobufCAllocator *a, struct cursor c)
 
 Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, const uint8_t *data)
 {
-	struct cursor c = {data, data + len};
+	struct vad_wire_cursor c = {data, data + len};
 	Vad__Request *req = get_mem(alloc, sizeof(*req));
 	if (!req)
 		return NULL;
 	vad__request__init(req);
 	while (c.p < c.end) {
 		uint64_t key;
-		struct cursor s;
+		struct vad_wire_cursor s;
 		if (!get_key(&c, &key))
 			return NULL;
 		if (key == (1 << 3 | WT_VARINT)) {
@@ -196,7 +162,7 @@ Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, con
 			continue;
 		}
 		/* One operation, once: anything else (merging, other ops) is protobuf-c's. */
-		if (req->op_case != VAD__REQUEST__OP__NOT_SET || !get_bytes(&c, &s))
+		if (req->op_case != VAD__REQUEST__OP__NOT_SET || !vad_wire_get_bytes(&c, &s))
 			return NULL;
 		if (key == (3 << 3 | WT_LEN)) {
 			if (!(req->alloc = get_alloc(alloc, s)))
@@ -214,16 +180,6 @@ Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, con
 }
 
 /* ---- encoding ----------------------------------------------------------------------------- */
-
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
 
 static size_t packed_body(size_t n, const uint64_t *v)
 {
@@ -289,9 +245,9 @@ size_t vad_fast_response_size(const Vad__Response *r)
 static uint8_t *put_packed(uint8_t *p, unsigned field, size_t body, size_t n, const uint64_t *v)
 {
 	*p++ = (uint8_t)(field << 3 | WT_LEN);
-	p = put_varint(p, body);
+	p = vad_wire_put_varint(p, body);
 	for (size_t i = 0; i < n; i++)
-		p = put_varint(p, v[i]);
+		p = vad_wire_put_varint(p, v[i]);
 	return p;
 }
 
@@ -301,16 +257,16 @@ void vad_fast_pack_response(const Vad__Response *r, uint8_t *out, size_t size)
 	(void)size;
 	if (r->id) {
 		*p++ = 1 << 3 | WT_VARINT;
-		p = put_varint(p, r->id);
+		p = vad_wire_put_varint(p, r->id);
 	}
 	if (r->result_case == VAD__RESPONSE__RESULT_ALLOC) {
 		const Vad__AllocReply *a = r->alloc;
 		size_t offs, sizes, alen = a->arena ? strlen(a->arena) : 0;
 		*p++ = 5 << 3 | WT_LEN;
-		p = put_varint(p, alloc_reply_body(a, &offs, &sizes));
+		p = vad_wire_put_varint(p, alloc_reply_body(a, &offs, &sizes));
 		if (alen) {
 			*p++ = 1 << 3 | WT_LEN;
-			p = put_varint(p, alen);
+			p = vad_wire_put_varint(p, alen);
 			memcpy(p, a->arena, alen);
 			p += alen;
 		}
@@ -320,10 +276,10 @@ void vad_fast_pack_response(const Vad__Response *r, uint8_t *out, size_t size)
 			p = put_packed(p, 3, sizes, a->n_sizes, a->sizes);
 	} else {
 		*p++ = 6 << 3 | WT_LEN;
-		p = put_varint(p, free_reply_body(r->free));
+		p = vad_wire_put_varint(p, free_reply_body(r->free));
 		if (r->free->freed) {
 			*p++ = 1 << 3 | WT_VARINT;
-			p = put_varint(p, r->free->freed);
+			p = vad_wire_put_varint(p, r->free->freed);
 		}
 	}
 }

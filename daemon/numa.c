@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "map_aligned.h"
 
 #define NODEMASK_BITS (VAD_NUMA_NODE_MAX + 1)
 
@@ -47,37 +48,13 @@ static void nodes_with_memory(unsigned long *mask)
 		mask[0] = 1;
 }
 
-/* The file mapped shared at an address aligned to align (a huge page fits only an aligned
- * address): reserve size + align of address space, map over the aligned part, trim both ends. */
-static void *map_aligned(int fd, size_t size, size_t align)
-{
-	size_t span = size + align;
-	char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (res == MAP_FAILED)
-		return MAP_FAILED;
-	char *base = (char *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
-	/* MAP_NORESERVE: a hugetlb mapping would otherwise reserve the whole arena's pages. */
-	if (mmap(base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd,
-		 0) == MAP_FAILED) {
-		int e = errno;
-		munmap(res, span);
-		errno = e;
-		return MAP_FAILED;
-	}
-	if (base > res)
-		munmap(res, (size_t)(base - res));
-	if (res + span > base + size)
-		munmap(base + size, (size_t)(res + span - (base + size)));
-	return base;
-}
-
 int vad_numa_apply(struct vad_arena *a, char *err, size_t err_len)
 {
 	const struct vad_arena_conf *c = &a->conf;
 	if (c->numa == VAD_NUMA_NONE && !c->thp)
 		return 0;
 	size_t align = c->hugetlb_page > (2u << 20) ? c->hugetlb_page : (2u << 20);
-	void *p = map_aligned(a->fd, c->size, align);
+	void *p = vad_map_aligned(a->fd, c->size, align, PROT_READ | PROT_WRITE);
 	if (p == MAP_FAILED) {
 		snprintf(err, err_len, "arena %s: cannot map its file to set its %s: %s", c->name,
 			 c->thp ? "huge page advice" : "NUMA policy", strerror(errno));

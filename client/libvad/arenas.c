@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "map_aligned.h"
 #include "transport.h"
 
 static struct libvad_arena *lookup_locked(vad_client *c, const char *name)
@@ -47,31 +48,6 @@ static uint64_t max_align_of(uint64_t size)
 	while (a < size && a < VAD_MAX_ALIGN)
 		a <<= 1;
 	return a;
-}
-
-/* Map size bytes of fd shared with prot at an address aligned to align: reserve size + align
- * bytes of address space, map the file over the aligned part of it, give back both ends.
- * MAP_NORESERVE: a hugetlb arena's mapping would otherwise reserve huge pages for the whole
- * arena (the daemon commits per range where the arena says commit = reserve). */
-static void *map_aligned(int fd, size_t size, size_t align, int prot)
-{
-	size_t span = size + align;
-	uint8_t *res =
-	    mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (res == MAP_FAILED)
-		return MAP_FAILED;
-	uint8_t *base = (uint8_t *)(((uintptr_t)res + align - 1) & ~(uintptr_t)(align - 1));
-	if (mmap(base, size, prot, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0) == MAP_FAILED) {
-		int e = errno;
-		munmap(res, span);
-		errno = e;
-		return MAP_FAILED;
-	}
-	if (base > res)
-		munmap(res, (size_t)(base - res));
-	if (res + span > base + size)
-		munmap(base + size, (size_t)(res + span - (base + size)));
-	return base;
 }
 
 /* What is wrong with a map reply for arena name carrying fd, or NULL if nothing is. */
@@ -151,7 +127,7 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 	vad__response__free_unpacked(r, NULL);
 	/* A reader's fd is read-only: a writable shared mapping of it is refused (EACCES). */
 	int prot = a->read_only ? PROT_READ : PROT_READ | PROT_WRITE;
-	void *base = map_aligned(fd, (size_t)a->size, (size_t)a->max_align, prot);
+	void *base = vad_map_aligned(fd, (size_t)a->size, (size_t)a->max_align, prot);
 	if (base == MAP_FAILED) {
 		int e = errno;
 		uint64_t size = a->size, align = a->max_align;

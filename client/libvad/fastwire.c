@@ -13,16 +13,6 @@
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
 /* Bytes of a length-delimited field (key, length, body) of len body bytes. */
 static size_t len_field(size_t len)
 {
@@ -47,28 +37,28 @@ size_t libvad_fast_alloc_frame(uint8_t *out, size_t cap, uint64_t id, const char
 	vad_frame_put_header(out, (uint32_t)payload);
 	uint8_t *p = out + VAD_FRAME_HEADER;
 	*p++ = KEY(1, WT_VARINT);
-	p = put_varint(p, id);
+	p = vad_wire_put_varint(p, id);
 	*p++ = KEY(3, WT_LEN);
-	p = put_varint(p, body);
+	p = vad_wire_put_varint(p, body);
 	if (n == 1 && sizes[0]) {
 		*p++ = KEY(1, WT_VARINT);
-		p = put_varint(p, sizes[0]);
+		p = vad_wire_put_varint(p, sizes[0]);
 	}
 	if (align) {
 		*p++ = KEY(2, WT_VARINT);
-		p = put_varint(p, align);
+		p = vad_wire_put_varint(p, align);
 	}
 	if (name) {
 		*p++ = KEY(3, WT_LEN);
-		p = put_varint(p, name);
+		p = vad_wire_put_varint(p, name);
 		memcpy(p, arena, name);
 		p += name;
 	}
 	if (n != 1) {
 		*p++ = KEY(5, WT_LEN);
-		p = put_varint(p, packed);
+		p = vad_wire_put_varint(p, packed);
 		for (size_t i = 0; i < n; i++)
-			p = put_varint(p, sizes[i]);
+			p = vad_wire_put_varint(p, sizes[i]);
 	}
 	return (size_t)(p - out);
 }
@@ -86,63 +76,32 @@ size_t libvad_fast_free_frame(uint8_t *out, size_t cap, uint64_t id, const char 
 	vad_frame_put_header(out, (uint32_t)payload);
 	uint8_t *p = out + VAD_FRAME_HEADER;
 	*p++ = KEY(1, WT_VARINT);
-	p = put_varint(p, id);
+	p = vad_wire_put_varint(p, id);
 	*p++ = KEY(4, WT_LEN);
-	p = put_varint(p, body);
+	p = vad_wire_put_varint(p, body);
 	if (name) {
 		*p++ = KEY(1, WT_LEN);
-		p = put_varint(p, name);
+		p = vad_wire_put_varint(p, name);
 		memcpy(p, arena, name);
 		p += name;
 	}
 	if (n) {
 		*p++ = KEY(2, WT_LEN);
-		p = put_varint(p, packed);
+		p = vad_wire_put_varint(p, packed);
 		for (size_t i = 0; i < n; i++)
-			p = put_varint(p, offsets[i]);
+			p = vad_wire_put_varint(p, offsets[i]);
 	}
 	return (size_t)(p - out);
 }
 
 /* ---- decoding ----------------------------------------------------------------------------- */
 
-struct cursor {
-	const uint8_t *p, *end;
-};
-
-/* A varint of at most max bytes (values 10, keys and lengths 5, as protobuf-c reads). */
-static bool get_varint(struct cursor *c, uint64_t *out, unsigned max)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0, i = 0; i < max; i++, shift += 7) {
-		if (c->p >= c->end)
-			return false;
-		uint8_t b = *c->p++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool get_bytes(struct cursor *c, struct cursor *out)
-{
-	uint64_t len;
-	if (!get_varint(c, &len, 5) || len > INT_MAX || len > (uint64_t)(c->end - c->p))
-		return false;
-	*out = (struct cursor){c->p, c->p + len};
-	c->p += len;
-	return true;
-}
-
 /* A repeated uint64 field, packed or not, appended to list (NULL: counted only). */
-static bool get_list(struct cursor *c, uint64_t wt, uint64_t *list, size_t cap, size_t *n)
+static bool get_list(struct vad_wire_cursor *c, uint64_t wt, uint64_t *list, size_t cap, size_t *n)
 {
-	struct cursor s = *c;
+	struct vad_wire_cursor s = *c;
 	if (wt == WT_LEN) {
-		if (!get_bytes(c, &s))
+		if (!vad_wire_get_bytes(c, &s))
 			return false;
 	} else if (wt == WT_VARINT) {
 		s.end = c->end;
@@ -151,7 +110,7 @@ static bool get_list(struct cursor *c, uint64_t wt, uint64_t *list, size_t cap, 
 	}
 	do {
 		uint64_t v;
-		if (!get_varint(&s, &v, 10))
+		if (!vad_wire_get_varint(&s, &v, 10))
 			return false;
 		if (list) {
 			if (*n >= cap)
@@ -165,18 +124,18 @@ static bool get_list(struct cursor *c, uint64_t wt, uint64_t *list, size_t cap, 
 	return true;
 }
 
-static bool parse_alloc(struct cursor c, struct libvad_fast_reply *f, size_t *n_list)
+static bool parse_alloc(struct vad_wire_cursor c, struct libvad_fast_reply *f, size_t *n_list)
 {
 	size_t no = 0, ns = 0;
 	bool named = false;
 	while (c.p < c.end) {
 		uint64_t key;
-		struct cursor s;
-		if (!get_varint(&c, &key, 5))
+		struct vad_wire_cursor s;
+		if (!vad_wire_get_varint(&c, &key, 5))
 			return false;
 		switch (key >> 3) {
 		case 1:
-			if ((key & 7) != WT_LEN || !get_bytes(&c, &s) ||
+			if ((key & 7) != WT_LEN || !vad_wire_get_bytes(&c, &s) ||
 			    (size_t)(s.end - s.p) > LIBVAD_FAST_ARENA_MAX)
 				return false;
 			if (f) {
@@ -213,13 +172,13 @@ static bool parse_alloc(struct cursor c, struct libvad_fast_reply *f, size_t *n_
 	return true;
 }
 
-static bool parse_free(struct cursor c, struct libvad_fast_reply *f)
+static bool parse_free(struct vad_wire_cursor c, struct libvad_fast_reply *f)
 {
 	uint64_t freed = 0;
 	while (c.p < c.end) {
 		uint64_t key;
-		if (!get_varint(&c, &key, 5) || key != KEY(1, WT_VARINT) ||
-		    !get_varint(&c, &freed, 10))
+		if (!vad_wire_get_varint(&c, &key, 5) || key != KEY(1, WT_VARINT) ||
+		    !vad_wire_get_varint(&c, &freed, 10))
 			return false;
 	}
 	if (f) {
@@ -235,29 +194,29 @@ static bool parse_free(struct cursor c, struct libvad_fast_reply *f)
 static bool parse_reply(const uint8_t *data, size_t len, uint64_t *id_out,
 			struct libvad_fast_reply *f, size_t *n_list)
 {
-	struct cursor c = {data, data + len}, body = {NULL, NULL};
+	struct vad_wire_cursor c = {data, data + len}, body = {NULL, NULL};
 	uint64_t id = 0, result = 0;
 	while (c.p < c.end) {
 		uint64_t key, v;
-		struct cursor s;
-		if (!get_varint(&c, &key, 5))
+		struct vad_wire_cursor s;
+		if (!vad_wire_get_varint(&c, &key, 5))
 			return false;
 		switch (key) {
 		case KEY(1, WT_VARINT):
-			if (!get_varint(&c, &id, 10))
+			if (!vad_wire_get_varint(&c, &id, 10))
 				return false;
 			break;
 		case KEY(2, WT_VARINT): /* an error: protobuf-c's path with its sentence */
-			if (!get_varint(&c, &v, 10) || v != 0)
+			if (!vad_wire_get_varint(&c, &v, 10) || v != 0)
 				return false;
 			break;
 		case KEY(3, WT_LEN):
-			if (!get_bytes(&c, &s) || s.p != s.end)
+			if (!vad_wire_get_bytes(&c, &s) || s.p != s.end)
 				return false;
 			break;
 		case KEY(5, WT_LEN):
 		case KEY(6, WT_LEN):
-			if (result || !get_bytes(&c, &body))
+			if (result || !vad_wire_get_bytes(&c, &body))
 				return false;
 			result = key >> 3;
 			break;
