@@ -64,7 +64,9 @@ tests: $(UNIT_BIN) $(INTEG_BIN)
 deps deps-quiet:
 	@scripts/install-deps
 
-$(O)/proto/vad.pb-c.c $(O)/proto/vad.pb-c.h &: proto/vad.proto
+# Order-only on deps-quiet: with -j, everything waits for the packages (protoc-c, headers)
+# instead of racing the install on a fresh machine.
+$(O)/proto/vad.pb-c.c $(O)/proto/vad.pb-c.h &: proto/vad.proto | deps-quiet
 	@mkdir -p $(O)/proto
 	protoc-c --proto_path=proto --c_out=$(O)/proto proto/vad.proto
 
