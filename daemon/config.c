@@ -4,8 +4,9 @@
  * INI_HANDLER_LINENO, so the file is fed to ini_parse_stream through our own reader: it counts
  * lines, left-trims them (so inih never treats an indented line as a continuation of the
  * previous value), notices section headers itself (inih drops empty sections and truncates
- * long section names) and stops the parse at the first error. Every error is reported as
- * "FILE:LINE: reason".
+ * long section names) and finds syntax errors itself (inih would only name the first). The
+ * parse goes on after an error so that every error of a file is reported at once, each as
+ * "FILE:LINE: reason", then their count; only running out of memory stops it.
  *
  * This file reads the file, its sections and the [arena] keys; the [vad] keys are one table
  * row each (VAD_KEYS in config_parse.h), parsed, defaulted and shown by config_keys.c.
@@ -30,6 +31,13 @@
 #define MAX_ARENAS	       256
 #define MAX_ARENA_SIZE	       (1ull << 60)
 #define MAX_QUANTUM	       (1ull << 30)
+
+/* Out of memory: report it and stop reading the file. */
+static int fail_oom(struct parse_state *ps)
+{
+	ps->aborted = true;
+	return config_fail_at(ps, ps->lineno, "out of memory");
+}
 
 static bool is_power_of_two(uint64_t v)
 {
@@ -77,7 +85,7 @@ static int key_id_list(struct parse_state *ps, const char *key, const char *v, b
 	if (!copy || !ids) {
 		free(copy);
 		free(ids);
-		return config_fail_at(ps, ps->lineno, "out of memory");
+		return fail_oom(ps);
 	}
 	size_t n = 0;
 	char *save = NULL;
@@ -335,8 +343,8 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
 {
 	struct parse_state *ps = user;
 	(void)section; /* sections are tracked by the reader (see the top of the file) */
-	if (ps->failed)
-		return 0;
+	if (ps->aborted || ps->section == SEC_SKIP)
+		return 1; /* a refused header's keys: that error was reported */
 
 	char buf[PATH_MAX];
 	const char *v = unquote(value ? value : "", buf, sizeof(buf));
@@ -362,8 +370,10 @@ static int ini_handler_fn(void *user, const char *section, const char *name, con
 					      name, current_arena(ps)->name);
 		return note_key_line(ps, &ps->arena_key_line[k], name) &&
 		       apply_arena_key(ps, (enum arena_key)k, v);
+	case SEC_SKIP:
+		break;
 	}
-	return 0;
+	return 1;
 }
 
 /* ---- sections ----------------------------------------------------------------------- */
@@ -441,6 +451,10 @@ static int finish_arena(struct parse_state *ps)
 	if (!ps->arena_key_line[A_SIZE])
 		return config_fail_at(ps, header, "[arena %s] has no size (e.g. size = 4G)",
 				      a->name);
+	/* The checks below combine the section's values: after an error in the section one
+	 * of them may be missing or half-parsed, and that error was reported already. */
+	if (ps->errors > ps->section_errors)
+		return 0;
 	if (!ps->arena_key_line[A_QUANTUM])
 		a->quantum = ps->hugetlb_page ? ps->hugetlb_page : (uint64_t)config_page_size();
 	else if (ps->hugetlb_page && a->quantum < ps->hugetlb_page)
@@ -496,11 +510,11 @@ static int add_arena(struct parse_state *ps, const char *name)
 		size_t cap = ps->arenas_cap ? ps->arenas_cap * 2 : 4;
 		struct vad_arena_conf *arenas = realloc(cfg->arenas, cap * sizeof(*arenas));
 		if (!arenas)
-			return config_fail_at(ps, ps->lineno, "out of memory");
+			return fail_oom(ps);
 		cfg->arenas = arenas;
 		int *lines = realloc(ps->arena_lines, cap * sizeof(*lines));
 		if (!lines)
-			return config_fail_at(ps, ps->lineno, "out of memory");
+			return fail_oom(ps);
 		ps->arena_lines = lines;
 		ps->arenas_cap = cap;
 	}
@@ -511,6 +525,7 @@ static int add_arena(struct parse_state *ps, const char *name)
 	a->tenant_idle_ms = VAD_TENANT_IDLE_DEFAULT_MS;
 	a->max_tenants = VAD_MAX_TENANTS_DEFAULT;
 	a->line = ps->lineno;
+	ps->section_errors = ps->errors;
 	ps->arena_lines[cfg->n_arenas] = ps->lineno;
 	cfg->n_arenas++;
 	memset(ps->arena_key_line, 0, sizeof(ps->arena_key_line));
@@ -518,10 +533,12 @@ static int add_arena(struct parse_state *ps, const char *name)
 	return 1;
 }
 
-/* A "[...]" line: close the previous section and open the new one. */
+/* A "[...]" line: close the previous section and open the new one (SEC_SKIP if refused). */
 static void start_section(struct parse_state *ps, const char *inner, size_t len)
 {
 	char name[VAD_NAME_MAX + 64];
+	finish_arena(ps);
+	ps->section = SEC_SKIP;
 	while (len && isspace((unsigned char)*inner)) {
 		inner++;
 		len--;
@@ -535,8 +552,6 @@ static void start_section(struct parse_state *ps, const char *inner, size_t len)
 	memcpy(name, inner, len);
 	name[len] = '\0';
 
-	if (!finish_arena(ps))
-		return;
 	if (strcasecmp(name, "vad") == 0) {
 		if (ps->vad_section_line) {
 			config_fail_at(ps, ps->lineno, "duplicate section [vad] (first at line %d)",
@@ -564,7 +579,6 @@ static void start_section(struct parse_state *ps, const char *inner, size_t len)
 		       name);
 }
 
-/* ini_reader: hand inih one left-trimmed physical line at a time, counting lines. */
 /* The length of line[0, len) before a '#' comment that follows whitespace outside double
  * quotes ("workers = auto   # one per CPU"); inih itself ends a line only at such a ';'. */
 static size_t without_trailing_comment(const char *line, size_t len)
@@ -580,10 +594,27 @@ static size_t without_trailing_comment(const char *line, size_t len)
 	return len;
 }
 
+/* Whether inih would refuse line[0, len) (comments stripped, not blank, not a comment) as it
+ * refuses one: a "[" without "]", or no "=" or ":" before a "; comment". */
+static bool is_syntax_error(const char *line, size_t len)
+{
+	if (line[0] == '[')
+		return !memchr(line, ']', len);
+	for (size_t i = 0; i < len; i++) {
+		if (line[i] == '=' || line[i] == ':')
+			return false;
+		if (line[i] == ';' && i > 0 && (line[i - 1] == ' ' || line[i - 1] == '\t'))
+			return true;
+	}
+	return true;
+}
+
+/* ini_reader: hand inih one left-trimmed physical line at a time, counting lines; a line
+ * with an error of its own (too long, a syntax error, a refused header) goes as a blank. */
 static char *line_reader(char *str, int num, void *stream)
 {
 	struct parse_state *ps = stream;
-	if (ps->failed)
+	if (ps->aborted)
 		return NULL;
 	ssize_t n = getline(&ps->line, &ps->line_cap, ps->file);
 	if (n < 0)
@@ -599,20 +630,31 @@ static char *line_reader(char *str, int num, void *stream)
 	size_t body = len;
 	while (body && (p[body - 1] == '\n' || p[body - 1] == '\r'))
 		body--;
-	/* inih needs room for the line, its newline and the terminator */
-	if (num < 3 || body + 2 > (size_t)num) {
-		config_fail_at(ps, ps->lineno, "line too long (at most %d characters)", num - 3);
+	if (num < 3)
 		return NULL;
+	/* inih needs room for the line, its newline and the terminator */
+	if (body + 2 > (size_t)num) {
+		config_fail_at(ps, ps->lineno, "line too long (at most %d characters)", num - 3);
+		body = 0;
 	}
-	if (p[0] == '[') {
-		const char *close = memchr(p, ']', body);
-		if (close)
-			start_section(ps, p + 1, (size_t)(close - p - 1));
-		if (ps->failed)
-			return NULL;
-	}
-	if (p[0] != '#' && p[0] != ';')
+	if (body && p[0] != '#' && p[0] != ';') {
 		body = without_trailing_comment(p, body);
+		while (body && (p[body - 1] == ' ' || p[body - 1] == '\t'))
+			body--;
+	}
+	if (body && p[0] != '#' && p[0] != ';' && is_syntax_error(p, body)) {
+		config_fail_at(ps, ps->lineno,
+			       p[0] == '[' ? "syntax error: a section header needs its ']' "
+					     "([vad] or [arena NAME])"
+					   : "syntax error (expected [section], key = value or a "
+					     "comment starting with # or ;)");
+		body = 0;
+	} else if (body && p[0] == '[') {
+		int before = ps->errors;
+		start_section(ps, p + 1, (size_t)((const char *)memchr(p, ']', body) - p - 1));
+		if (ps->errors > before)
+			body = 0;
+	}
 	memcpy(str, p, body);
 	str[body] = '\n';
 	str[body + 1] = '\0';
@@ -648,32 +690,91 @@ static FILE *open_config_file(const char *path)
 	return f;
 }
 
-/* Turn inih's result (rc) and a read error into the file's first error, if ours is not. */
+/* Report inih's own failures and a read error; the lines inih refuses are found (and
+ * reported, all of them) by line_reader, so inih's error line is ours already. */
 static void note_parse_result(struct parse_state *ps, int rc, int read_errno)
 {
-	if (rc > 0 && (!ps->failed || rc < ps->error_line)) {
-		ps->failed = false; /* inih found a syntax error before any of ours: report it */
+	if (rc > 0 && !ps->failed)
 		config_fail_at(ps, rc,
 			       "syntax error (expected [section], key = value or a comment)");
-	} else if (rc < 0 && !ps->failed) {
+	else if (rc < 0)
 		config_fail_at(ps, ps->lineno, "inih failed (%d)", rc);
-	} else if (read_errno && !ps->failed) {
+	if (read_errno)
 		config_fail_at(ps, ps->lineno + 1, "read error: %s", strerror(read_errno));
-	}
 }
 
 /* The checks that need the whole file, and the default arena if it named none. */
 static void finish_file(struct parse_state *ps)
 {
 	struct vad_config *cfg = ps->cfg;
-	if (!ps->failed)
+	if (!ps->aborted)
 		finish_arena(ps);
 	if (!ps->failed && ps->vad_key_line[K_STATS_RETENTION] &&
 	    cfg->stats_retention_ms < cfg->stats_interval_ms)
 		config_fail_at(ps, ps->vad_key_line[K_STATS_RETENTION],
 			       "stats_retention is shorter than stats_interval");
 	if (!ps->failed && cfg->n_arenas == 0 && add_default_arena(cfg) != 0)
-		config_fail_at(ps, ps->lineno, "out of memory");
+		fail_oom(ps);
+}
+
+/* The line number of an error line "PATH:LINE: reason". */
+static long error_line_number(const struct parse_state *ps, const char *line)
+{
+	return strtol(line + strlen(ps->path) + 1, NULL, 10);
+}
+
+/* Put the shown error lines in file order (the checks of a whole section find theirs at its
+ * end) with insertion sort: there are at most a few dozen. */
+static void sort_error_lines(struct parse_state *ps)
+{
+	char *copy = strndup(ps->err, ps->err_used);
+	char *lines[256];
+	size_t n = 0;
+	if (!copy)
+		return; /* discovery order then */
+	char *save = NULL;
+	for (char *l = strtok_r(copy, "\n", &save); l && n < 256; l = strtok_r(NULL, "\n", &save)) {
+		size_t j = n++;
+		for (; j > 0 && error_line_number(ps, lines[j - 1]) > error_line_number(ps, l); j--)
+			lines[j] = lines[j - 1];
+		lines[j] = l;
+	}
+	size_t used = 0;
+	for (size_t i = 0; i < n; i++)
+		used += (size_t)snprintf(ps->err + used, ps->err_len - used, "%s%s", i ? "\n" : "",
+					 lines[i]);
+	ps->err_used = used;
+	free(copy);
+}
+
+/* After more than one error: the lines in file order, then one that counts them (and the ones
+ * err had no room for). */
+static void finish_errors(struct parse_state *ps)
+{
+	if (ps->errors < 2 || !ps->err || !ps->err_len)
+		return;
+	sort_error_lines(ps);
+	char line[PATH_MAX + 128];
+	size_t n;
+	/* the count shows, in the place of the last lines if it must, but not of the first */
+	for (;;) {
+		int hidden = ps->errors - ps->errors_shown;
+		if (hidden)
+			snprintf(line, sizeof(line), "\n%s: %d errors (%d more not shown)",
+				 ps->path, ps->errors, hidden);
+		else
+			snprintf(line, sizeof(line), "\n%s: %d errors", ps->path, ps->errors);
+		n = strlen(line);
+		char *nl = memrchr(ps->err, '\n', ps->err_used);
+		if (ps->err_used + n < ps->err_len || !nl)
+			break; /* it fits, or only the first error is left: that one stays */
+		ps->err_used = (size_t)(nl - ps->err);
+		ps->errors_shown--;
+	}
+	if (n < ps->err_len - ps->err_used)
+		memcpy(ps->err + ps->err_used, line, n + 1);
+	else
+		ps->err[ps->err_used] = '\0';
 }
 
 int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t err_len)
@@ -716,6 +817,7 @@ int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t 
 	finish_file(&ps);
 	free(ps.arena_lines);
 	if (ps.failed) {
+		finish_errors(&ps);
 		vad_config_free(cfg);
 		return -1;
 	}

@@ -36,17 +36,32 @@ long config_page_size(void)
 
 int config_fail_at(struct parse_state *ps, int line, const char *fmt, ...)
 {
-	if (ps->failed)
+	if (ps->failed && line == ps->last_error_line)
 		return 0;
 	ps->failed = true;
-	ps->error_line = line;
+	ps->last_error_line = line;
+	if (!ps->errors++)
+		ps->error_line = line;
 	char reason[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	if (ps->err && ps->err_len)
-		snprintf(ps->err, ps->err_len, "%s:%d: %s", ps->path, line, reason);
+	if (!ps->err || !ps->err_len)
+		return 0;
+	/* Whole lines only: the ones that do not fit are counted in the summary. */
+	size_t room = ps->err_len - ps->err_used;
+	int n = snprintf(ps->err + ps->err_used, room, "%s%s:%d: %s", ps->err_used ? "\n" : "",
+			 ps->path, line, reason);
+	if (n > 0 && (size_t)n < room) {
+		ps->err_used += (size_t)n;
+		ps->errors_shown++;
+	} else if (!ps->err_used) {
+		ps->err_used = room - 1; /* the first error is shown, cut if it must be */
+		ps->errors_shown++;
+	} else {
+		ps->err[ps->err_used] = '\0';
+	}
 	return 0;
 }
 /* ---- value parsers ------------------------------------------------------------------ */

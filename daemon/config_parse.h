@@ -80,7 +80,9 @@ enum vad_key { VAD_KEYS(KEY_ENUM) N_VAD_KEYS };
 enum arena_key { ARENA_KEYS(KEY_ENUM) N_ARENA_KEYS };
 #undef KEY_ENUM
 
-enum section_kind { SEC_NONE, SEC_VAD, SEC_ARENA };
+/* SEC_SKIP: the lines after a header that was refused, ignored up to the next header (so one
+ * bad header does not turn each of its keys into another error). */
+enum section_kind { SEC_NONE, SEC_VAD, SEC_ARENA, SEC_SKIP };
 
 /* One parse of one file. */
 struct parse_state {
@@ -90,10 +92,16 @@ struct parse_state {
 	char *line;
 	size_t line_cap;
 	int lineno;
-	bool failed;
-	int error_line;
+	bool failed;	     /* at least one error */
+	bool aborted;	     /* out of memory: stop reading */
+	int errors;	     /* errors found so far; every one is counted */
+	int errors_shown;    /* of them, the ones that fit into err */
+	int error_line;	     /* line of the first error */
+	int last_error_line; /* a line gets one error, not its consequences too */
+	int section_errors;  /* errors before the current [arena] section began */
 	char *err;
 	size_t err_len;
+	size_t err_used;
 
 	enum section_kind section;
 	int vad_section_line;		  /* first [vad] header, 0 if none yet */
@@ -104,7 +112,8 @@ struct parse_state {
 	uint64_t hugetlb_page; /* page size of the current arena's hugetlbfs backing, 0 if none */
 };
 
-/* Record the first error as "FILE:LINE: reason"; returns 0 so parsers can return it. */
+/* Record an error as a "FILE:LINE: reason" line of err (one per line: a second one for the
+ * same line is a consequence of the first and dropped); returns 0 so parsers can return it. */
 int config_fail_at(struct parse_state *ps, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

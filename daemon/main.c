@@ -305,9 +305,10 @@ static int load_config(const struct options *opt, struct vad_config *cfg)
 	struct stat st;
 	if (!config_path && stat(DEFAULT_CONFIG, &st) == 0)
 		config_path = DEFAULT_CONFIG;
-	char err[1024];
+	char err[8192]; /* every error of the file, one per line, then their count */
 	if (vad_config_load(config_path, cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "vad: %s\n", err);
+		for (char *line = strtok(err, "\n"); line; line = strtok(NULL, "\n"))
+			fprintf(stderr, "vad: %s\n", line);
 		return EXIT_CONFIG;
 	}
 	int rc = -1;
@@ -327,7 +328,10 @@ static int load_config(const struct options *opt, struct vad_config *cfg)
 			  ? 0
 			  : vad_socket_default(VAD_SOCKET_DAEMON, &env, &dflt, err, sizeof(err));
 	if (opt->check_config) {
-		printf("%s: ok\n", config_path ? config_path : "built-in defaults");
+		char real[PATH_MAX]; /* the file itself, as a path an operator can open */
+		printf("%s: ok\n", !config_path			 ? "built-in defaults"
+				   : realpath(config_path, real) ? real
+								 : config_path);
 		print_summary(cfg, &dflt);
 		rc = EXIT_OK;
 	} else if (dflt_rc != 0) {

@@ -288,7 +288,7 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 		return -1;
 	}
 	struct vad_config cfg;
-	char err[512];
+	char err[1024]; /* the errors, one per line, and their count */
 	pthread_mutex_lock(&svc->reload_lock);
 	if (vad_config_load(svc->config_path, &cfg, err, sizeof(err)) < 0) {
 		pthread_mutex_unlock(&svc->reload_lock);

@@ -500,6 +500,92 @@ static void test_trailing_comments(void **state)
 	load_err("[vad]\nworkers = 3#no space\n", 2, "workers");
 }
 
+/* Every error of a file is reported, in order, one line each, then their count; a refused
+ * header's keys and a refused key's consequences are not errors of their own. */
+static void test_every_error_reported(void **state)
+{
+	(void)state;
+	struct vad_config cfg;
+	char err[2048] = "";
+	const char *path = write_conf("[vad]\n"
+				      "workers = auto   # one per CPU\n" /* fine */
+				      "max_clients = 0\n"		 /* 3 */
+				      "socket = /tmp/vad#1/vad.sock\n"	 /* fine: '#' in a value */
+				      "log_level = loud\n"		 /* 5 */
+				      "no equals sign here\n"		 /* 6 */
+				      "[arena a]\n"
+				      "size = 4GB\n"  /* 8; no "has no size" after it */
+				      "[bad name!]\n" /* 9; its keys are skipped */
+				      "size = 1\n"
+				      "bogus = 2\n"
+				      "[arena b\n"	/* 12 */
+				      "[arena c]\n"	/* 13: no size */
+				      "quantum = 3\n"); /* 14; no size-multiple check */
+	int rc = vad_config_load(path, &cfg, err, sizeof(err));
+	assert_int_equal(rc, -1);
+	assert_null(cfg.arenas);
+	static const struct {
+		int line;
+		const char *want;
+	} want[] = {
+	    {3, "max_clients = 0"},	   {5, "log_level = loud"},
+	    {6, "syntax error"},	   {8, "did you mean 4G"},
+	    {9, "unknown section"},	   {12, "needs its ']'"},
+	    {13, "[arena c] has no size"}, {14, "quantum = 3: not a power of two"},
+	};
+	char *save = NULL, *line = strtok_r(err, "\n", &save);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		char prefix[128];
+		snprintf(prefix, sizeof(prefix), "%s:%d: ", path, want[i].line);
+		if (!line || strncmp(line, prefix, strlen(prefix)) != 0 ||
+		    !strstr(line, want[i].want))
+			fail_msg("error %zu: got \"%s\", expected \"%s%s\"", i,
+				 line ? line : "(none)", prefix, want[i].want);
+		line = strtok_r(NULL, "\n", &save);
+	}
+	char count[128];
+	snprintf(count, sizeof(count), "%s: 8 errors", path);
+	assert_non_null(line);
+	assert_string_equal(line, count);
+	assert_null(strtok_r(NULL, "\n", &save));
+	unlink(path);
+}
+
+/* A file of many errors: the message stays within its buffer, whole lines, and the count
+ * (with how many did not fit) is always its last line. */
+static void test_many_errors_bounded(void **state)
+{
+	(void)state;
+	size_t n = 2000, cap = 16 + n * 16;
+	char *text = malloc(cap);
+	assert_non_null(text);
+	size_t len = (size_t)snprintf(text, cap, "[vad]\n");
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(text + len, cap - len, "workers = x%zu\n", i);
+	const char *path = write_conf(text);
+	free(text);
+	struct vad_config cfg;
+	char err[512];
+	memset(err, 'z', sizeof(err));
+	assert_int_equal(vad_config_load(path, &cfg, err, sizeof(err)), -1);
+	assert_non_null(memchr(err, '\0', sizeof(err)));
+	const char *last = strrchr(err, '\n');
+	assert_non_null(last);
+	char count[128];
+	snprintf(count, sizeof(count), "\n%s: %zu errors (", path, n);
+	assert_int_equal(strncmp(last, count, strlen(count)), 0);
+	assert_non_null(strstr(last, "more not shown)"));
+	/* the first error stays, and the cut lines are whole */
+	char first[128];
+	snprintf(first, sizeof(first), "%s:2: workers = x0", path);
+	assert_int_equal(strncmp(err, first, strlen(first)), 0);
+	/* with no room for a second line, the first is still there, cut */
+	char tiny[24];
+	assert_int_equal(vad_config_load(path, &cfg, tiny, sizeof(tiny)), -1);
+	assert_int_equal(strlen(tiny), sizeof(tiny) - 1);
+	unlink(path);
+}
+
 /* tenancy, tenant_idle, max_tenants: values, defaults, and the rules that tie them. */
 static void test_tenancy(void **state)
 {
@@ -918,6 +1004,8 @@ int main(void)
 	    cmocka_unit_test(test_range_limits),
 	    cmocka_unit_test(test_every_key_parses_its_default),
 	    cmocka_unit_test(test_reloadable_text),
+	    cmocka_unit_test(test_every_error_reported),
+	    cmocka_unit_test(test_many_errors_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
