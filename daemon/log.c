@@ -1,9 +1,11 @@
 /* log.c - leveled logging to stderr; see log.h.
  *
- * Under systemd (JOURNAL_STREAM set) or whenever stderr is not a terminal, each line starts
- * with a "<N>" priority prefix that journald turns into the message priority. On a terminal
- * the level is spelled out instead. Each line is formatted into one buffer and written with
- * one write(2), so lines from different threads never interleave.
+ * When stderr is the journal (systemd names its stream in JOURNAL_STREAM as DEVICE:INODE, and
+ * stderr's fstat is that one), each line starts with a "<N>" priority prefix that journald
+ * turns into the message priority. Anywhere else (a terminal, a file, a pipe, also a child
+ * of a service that inherited the variable but writes elsewhere) the level is spelled out. Each
+ * line is formatted into one buffer and written with one write(2), so lines from different threads
+ * never interleave.
  */
 #include "log.h"
 
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define LOG_LINE_MAX 4096
@@ -23,10 +26,27 @@ static int log_level = VAD_LOG_INFO;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static bool log_prefix_priority; /* "<6>" style, decided once */
 
-static void log_detect_style(void)
+bool vad_log_stderr_is_journal(void)
 {
 	const char *js = getenv("JOURNAL_STREAM");
-	log_prefix_priority = (js && *js) || !isatty(STDERR_FILENO);
+	unsigned long long dev, ino;
+	int end = 0;
+	struct stat st;
+	if (!js || sscanf(js, "%llu:%llu%n", &dev, &ino, &end) != 2 || js[end] ||
+	    fstat(STDERR_FILENO, &st) != 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+bool vad_log_under_systemd(void)
+{
+	const char *id = getenv("INVOCATION_ID"); /* set for every unit's processes */
+	return (id && *id) || vad_log_stderr_is_journal();
+}
+
+static void log_detect_style(void)
+{
+	log_prefix_priority = vad_log_stderr_is_journal();
 }
 
 void vad_log_set_level(int level)

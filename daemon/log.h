@@ -1,7 +1,9 @@
-/* log.h - leveled logging to stderr with journald-friendly "<N>" priority prefixes. */
+/* log.h - leveled logging to stderr: "<N>" priority prefixes for the journal, the level in
+ * words anywhere else. */
 #ifndef VAD_LOG_H
 #define VAD_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum vad_log_level {
@@ -11,6 +13,12 @@ enum vad_log_level {
 	VAD_LOG_INFO = 6,
 	VAD_LOG_DEBUG = 7
 };
+
+/* Is stderr the journal's stream ($JOURNAL_STREAM names stderr's device and inode)? */
+bool vad_log_stderr_is_journal(void);
+
+/* Does systemd run this process ($INVOCATION_ID set, or stderr is the journal)? */
+bool vad_log_under_systemd(void);
 
 /* Messages above this level are dropped; default VAD_LOG_INFO. */
 void vad_log_set_level(int level);

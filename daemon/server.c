@@ -468,13 +468,22 @@ static void raise_fd_limit(unsigned max_clients, uint64_t arena_fds)
 			rl.rlim_cur = was;
 	}
 	uint64_t need = (uint64_t)max_clients * (VAD_FDS_UNREAD_MAX + 1) + 64 + arena_fds;
-	if (max_clients && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
-		log_warn("the open file limit %llu is low for max_clients %u and %llu tenant "
-			 "arena fds: clients that do not read their arena fds could use it up; "
-			 "raise it to %llu (LimitNOFILE= under systemd, ulimit -Hn in a shell) or "
-			 "lower max_clients",
-			 (unsigned long long)rl.rlim_cur, max_clients,
-			 (unsigned long long)arena_fds, (unsigned long long)need);
+	if (!max_clients || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+		return;
+	/* The way to raise it is the one that fits how vad was started. */
+	char how[128];
+	if (vad_log_under_systemd())
+		snprintf(how, sizeof(how), "LimitNOFILE=%llu in the unit",
+			 (unsigned long long)need);
+	else
+		snprintf(how, sizeof(how),
+			 "ulimit -n %llu in the shell that starts vad, as root if above ulimit -Hn",
+			 (unsigned long long)need);
+	log_warn("the open file limit %llu is low for max_clients %u and %llu tenant arena "
+		 "fds: clients that do not read their arena fds could use it up; raise it to "
+		 "%llu (%s) or lower max_clients",
+		 (unsigned long long)rl.rlim_cur, max_clients, (unsigned long long)arena_fds,
+		 (unsigned long long)need, how);
 }
 
 static pthread_once_t evthread_once = PTHREAD_ONCE_INIT;

@@ -146,6 +146,22 @@ static void test_check_config_bad(void **state)
 	assert_true(vt_contains(o.err, "/nonexistent/vad.conf"));
 	vt_output_free(&o);
 
+	/* Every error of a file, each at its line, then their count; none is started. */
+	write_file(d->conf_path, "[vad]\nworkers = many   # comment\nmax_batch = 0\n"
+				 "[arena a]\nsize = 4GB\n");
+	run_vad(&o, "-c", d->conf_path, "--check-config", NULL);
+	VT_ASSERT_EXIT(&o, 1, "vad --check-config with three errors");
+	char want[PATH_MAX + 64];
+	static const int lines[] = {2, 3, 5};
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		snprintf(want, sizeof(want), "vad: %s:%d: ", d->conf_path, lines[i]);
+		if (!vt_contains(o.err, want))
+			fail_msg("no \"%s\" in:\n%s", want, o.err);
+	}
+	snprintf(want, sizeof(want), "vad: %s: 3 errors\n", d->conf_path);
+	assert_true(vt_contains(o.err, want));
+	vt_output_free(&o);
+
 	/* Starting (not just checking) with a bad config fails the same way. */
 	write_file(d->conf_path, bad_configs[1].text);
 	run_vad(&o, "-c", d->conf_path, "--foreground", NULL);
@@ -832,6 +848,41 @@ static void test_admin_group_activated_socket(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 }
 
+/* The daemon's log on a file (not the journal) spells levels out, and a low open file limit
+ * is explained in the terms of how vad was started: ulimit in a shell, LimitNOFILE= under
+ * systemd (INVOCATION_ID set). */
+static void test_fd_limit_hint(void **state)
+{
+	struct vt_daemon *d = *state;
+	unsetenv("INVOCATION_ID");
+	unsetenv("JOURNAL_STREAM");
+	assert_int_equal(0, vt_daemon_init(d));
+	assert_int_equal(0, vt_daemon_write_config(d, "max_clients = 64\n", NULL));
+	static const char *const systemd_env[] = {"INVOCATION_ID=0123456789abcdef", NULL};
+	for (int under_systemd = 0; under_systemd < 2; under_systemd++) {
+		struct vt_start_opts opts = {
+		    .listen_fd = -1, .nofile = 256, .env = under_systemd ? systemd_env : NULL};
+		assert_int_equal(0, vt_daemon_start_opts(d, &opts));
+		assert_int_equal(0, vt_daemon_stop(d));
+		/* 64 clients x 33 fds + 64 = 2176 */
+		bool hint =
+		    vt_daemon_log_contains(d, "vad: warning: the open file limit 256 is low");
+		bool right =
+		    vt_daemon_log_contains(d, under_systemd ? "(LimitNOFILE=2176 in the unit)"
+							    : "(ulimit -n 2176 in the shell");
+		bool wrong = vt_daemon_log_contains(d, under_systemd ? "ulimit" : "LimitNOFILE");
+		bool prefixed =
+		    vt_daemon_log_contains(d, "<4>") || vt_daemon_log_contains(d, "<6>");
+		if (!hint || !right || wrong || prefixed) {
+			vt_daemon_print_log(d, 20);
+			fail_msg("%s: hint %d, right form %d, wrong form %d, journal prefixes %d",
+				 under_systemd ? "INVOCATION_ID set" : "a shell", hint, right,
+				 wrong, prefixed);
+		}
+		assert_int_equal(0, truncate(d->log_path, 0));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -853,6 +904,7 @@ int main(void)
 	    VT_OWN_DAEMON_TEST(test_admin_group_is_socket_group),
 	    VT_OWN_DAEMON_TEST(test_admin_group_of_its_own),
 	    VT_OWN_DAEMON_TEST(test_admin_group_activated_socket),
+	    VT_OWN_DAEMON_TEST(test_fd_limit_hint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

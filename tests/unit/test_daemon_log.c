@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,8 +23,11 @@
 
 #define OUT_MAX (1 << 20)
 
-/* Run fn in a child with stderr on a pipe (or a pty) and the given JOURNAL_STREAM; return
- * everything it wrote, NUL-terminated (caller frees). */
+/* journal: JOURNAL_STREAM naming the child's own stderr, as systemd sets it. */
+#define JOURNAL_SELF "self"
+
+/* Run fn in a child with stderr on a pipe (or a pty) and the given JOURNAL_STREAM (NULL:
+ * unset); return everything it wrote, NUL-terminated (caller frees). */
 static char *capture(void (*fn)(void), bool tty, const char *journal)
 {
 	int rfd, wfd;
@@ -41,7 +45,14 @@ static char *capture(void (*fn)(void), bool tty, const char *journal)
 		dup2(wfd, STDERR_FILENO);
 		close(wfd);
 		close(rfd);
-		if (journal)
+		struct stat st;
+		char self[64];
+		if (journal && strcmp(journal, JOURNAL_SELF) == 0 &&
+		    fstat(STDERR_FILENO, &st) == 0) {
+			snprintf(self, sizeof(self), "%llu:%llu", (unsigned long long)st.st_dev,
+				 (unsigned long long)st.st_ino);
+			setenv("JOURNAL_STREAM", self, 1);
+		} else if (journal)
 			setenv("JOURNAL_STREAM", journal, 1);
 		else
 			unsetenv("JOURNAL_STREAM");
@@ -83,10 +94,11 @@ static void log_some(void)
 	log_err("still shown");
 }
 
+/* stderr is the journal's stream: priorities as "<N>" prefixes. */
 static void test_journal_prefix_on_pipe(void **state)
 {
 	(void)state;
-	char *out = capture(log_some, false, NULL);
+	char *out = capture(log_some, false, JOURNAL_SELF);
 	assert_string_equal(out, "<3>vad: disk gone\n"
 				 "<4>vad: warned\n"
 				 "<5>vad: noticed\n"
@@ -110,14 +122,62 @@ static void test_terminal_words(void **state)
 	free(out);
 }
 
-/* Under systemd stderr may be a terminal-less stream but JOURNAL_STREAM decides. */
-static void test_journal_stream_wins_over_tty(void **state)
+/* A pipe or file that is not the journal (make run | tee, vad 2>log): words, no "<N>". */
+static void test_words_on_plain_pipe(void **state)
 {
 	(void)state;
-	char *out = capture(log_some, true, "8:12345");
-	assert_non_null(strstr(out, "<6>vad: informed 42\r\n"));
-	assert_null(strstr(out, "info:"));
+	char *out = capture(log_some, false, NULL);
+	assert_string_equal(out, "vad: error: disk gone\n"
+				 "vad: warning: warned\n"
+				 "vad: notice: noticed\n"
+				 "vad: info: informed 42\n"
+				 "vad: debug: shown at debug\n"
+				 "vad: error: still shown\n");
 	free(out);
+}
+
+/* JOURNAL_STREAM inherited from a service (a shell started from one, a script that redirects
+ * stderr) names another stream than stderr: words, on a terminal and on a pipe; and a value
+ * that is not DEVICE:INODE is no journal either. */
+static void test_journal_stream_of_another_stream(void **state)
+{
+	(void)state;
+	static const char *const others[] = {"8:12345", "0:0", "garbage", "", "1:2:3"};
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		for (int tty = 0; tty < 2; tty++) {
+			char *out = capture(log_some, tty, others[i]);
+			if (!strstr(out, "vad: info: informed 42") || strchr(out, '<'))
+				fail_msg("JOURNAL_STREAM=%s, %s: %s", others[i],
+					 tty ? "pty" : "pipe", out);
+			free(out);
+		}
+	}
+}
+
+static void report_systemd(void)
+{
+	fprintf(stderr, "%s", vad_log_under_systemd() ? "systemd" : "shell");
+}
+
+/* Under systemd: INVOCATION_ID set (any unit), or stderr is the journal. */
+static void test_under_systemd(void **state)
+{
+	(void)state;
+	unsetenv("INVOCATION_ID");
+	char *out = capture(report_systemd, false, NULL);
+	assert_string_equal(out, "shell");
+	free(out);
+	out = capture(report_systemd, false, "8:12345");
+	assert_string_equal(out, "shell");
+	free(out);
+	out = capture(report_systemd, false, JOURNAL_SELF);
+	assert_string_equal(out, "systemd");
+	free(out);
+	setenv("INVOCATION_ID", "0123456789abcdef0123456789abcdef", 1);
+	out = capture(report_systemd, true, NULL);
+	assert_string_equal(out, "systemd");
+	free(out);
+	unsetenv("INVOCATION_ID");
 }
 
 static void log_awkward(void)
@@ -136,7 +196,7 @@ static void log_awkward(void)
 static void test_one_line_and_truncation(void **state)
 {
 	(void)state;
-	char *out = capture(log_awkward, false, NULL);
+	char *out = capture(log_awkward, false, JOURNAL_SELF);
 	char *nl = strchr(out, '\n');
 	assert_non_null(nl);
 	*nl = '\0';
@@ -152,7 +212,7 @@ static void test_one_line_and_truncation(void **state)
 }
 
 #define THREADS 8
-#define LINES 500
+#define LINES	500
 
 static void *log_thread(void *arg)
 {
@@ -174,8 +234,8 @@ static void log_concurrently(void)
 static void test_lines_never_interleave(void **state)
 {
 	(void)state;
-	char *out = capture(log_concurrently, false, NULL);
-	int next[THREADS] = { 0 };
+	char *out = capture(log_concurrently, false, JOURNAL_SELF);
+	int next[THREADS] = {0};
 	int lines = 0;
 	char *save = NULL;
 	for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -205,8 +265,7 @@ static void test_escape(void **state)
 	assert_string_equal(vad_escape("\x1b[31m\x7f", buf, sizeof(buf)), "\\x1b[31m\\x7f");
 	assert_string_equal(vad_escape("\xff\xfe\xc3\xa9", buf, sizeof(buf)),
 			    "\\xff\\xfe\\xc3\\xa9");
-	assert_string_equal(vad_escape("it's \"q\" \\", buf, sizeof(buf)),
-			    "it\\'s \\\"q\\\" \\\\");
+	assert_string_equal(vad_escape("it's \"q\" \\", buf, sizeof(buf)), "it\\'s \\\"q\\\" \\\\");
 
 	/* At most VAD_ESCAPE_SHOWN bytes are shown, then "...". */
 	char longer[3 * VAD_ESCAPE_SHOWN];
@@ -228,7 +287,10 @@ static void test_escape(void **state)
 	char small[8];
 	assert_string_equal(vad_escape("abcdefg", small, sizeof(small)), "abcdefg");
 	assert_string_equal(vad_escape("abcdefgh", small, sizeof(small)), "abcd...");
-	assert_string_equal(vad_escape("ab\x01" "cdefgh", small, sizeof(small)), "ab...");
+	assert_string_equal(vad_escape("ab\x01"
+				       "cdefgh",
+				       small, sizeof(small)),
+			    "ab...");
 	for (size_t cap = 1; cap < sizeof(small); cap++) {
 		vad_escape("\x01\x02\x03", small, cap);
 		assert_true(strlen(small) < cap);
@@ -242,7 +304,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_journal_prefix_on_pipe),
 		cmocka_unit_test(test_terminal_words),
-		cmocka_unit_test(test_journal_stream_wins_over_tty),
+		cmocka_unit_test(test_words_on_plain_pipe),
+		cmocka_unit_test(test_journal_stream_of_another_stream),
+		cmocka_unit_test(test_under_systemd),
 		cmocka_unit_test(test_one_line_and_truncation),
 		cmocka_unit_test(test_lines_never_interleave),
 		cmocka_unit_test(test_escape),
