@@ -14,6 +14,7 @@
 #include "op_stats.h"
 #include "saturate.h"
 #include "session.h"
+#include "units.h"
 
 /* May this session run admin operation op? Otherwise an EPERM reply that says who may. */
 static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
@@ -264,7 +265,8 @@ void handle_stats(struct vad_session *s, const Vad__StatsRequest *m, struct vad_
 	rows_max = rows_max > ops_bytes / 256 + 1 ? rows_max - ops_bytes / 256 - 1 : 1;
 	size_t rows = n < rows_max ? n : rows_max;
 	if (rows < n)
-		log_warn("stats: %zu arenas left out to stay within max_frame", n - rows);
+		log_warn("stats: %zu arena%s left out to stay within max_frame", n - rows,
+			 vad_plural(n - rows));
 	Vad__ArenaStats *all = scratch_array(s, rows ? rows : 1, sizeof(*all));
 	Vad__ArenaStats **ptrs = scratch_array(s, rows ? rows : 1, sizeof(*ptrs));
 	if (!all || !ptrs) {
@@ -424,8 +426,8 @@ void handle_clients(struct vad_session *s, struct vad_reply *r)
 		return;
 	}
 	if (c.dropped)
-		log_warn("clients listing: %zu sessions left out to stay within max_frame",
-			 c.dropped);
+		log_warn("clients listing: %zu session%s left out to stay within max_frame",
+			 c.dropped, vad_plural(c.dropped));
 	vad__clients_reply__init(&r->u.clients);
 	r->u.clients.n_clients = c.n;
 	r->u.clients.clients = c.list;
@@ -546,8 +548,8 @@ void handle_check(struct vad_session *s, struct vad_reply *r)
 		snprintf(r->text, sizeof(r->text),
 			 "%zu arena%s and the registry are consistent (%u session%s, %" PRIu64
 			 " share token%s)",
-			 n_checked, n_checked == 1 ? "" : "s", sessions, sessions == 1 ? "" : "s",
-			 tokens, tokens == 1 ? "" : "s");
+			 n_checked, vad_plural(n_checked), sessions, vad_plural(sessions), tokens,
+			 vad_plural(tokens));
 	else
 		log_err("check requested by '%s' found a problem: %s", s->name, r->text);
 	vad__check_reply__init(&r->u.check);

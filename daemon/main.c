@@ -21,6 +21,7 @@
 #include "server.h"
 #include "socket_path.h"
 #include "version.h"
+#include "units.h"
 
 #define DEFAULT_CONFIG "/etc/vad/vad.conf"
 
@@ -210,7 +211,7 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 	       format_duration(cfg->stats_retention_ms, b, sizeof(b)));
 	if (cfg->log_level >= VAD_LOG_ERR && cfg->log_level <= VAD_LOG_DEBUG)
 		printf("  log_level     %s\n", vad_log_level_name(cfg->log_level));
-	printf("  %zu arena%s:\n", cfg->n_arenas, cfg->n_arenas == 1 ? "" : "s");
+	printf("  %zu arena%s:\n", cfg->n_arenas, vad_plural(cfg->n_arenas));
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
 		const struct vad_arena_conf *ac = &cfg->arenas[i];
 		printf("    %-16s %s, quantum %s, %s, ", ac->name,
@@ -415,7 +416,7 @@ static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_f
 	long workers = cfg->workers ? (long)cfg->workers : sysconf(_SC_NPROCESSORS_ONLN);
 	log_notice("vad %s listening on %s%s (%zu arena%s, %ld worker%s)", VAD_VERSION,
 		   cfg->socket_path, activated ? " (socket activation)" : "", n_arenas,
-		   n_arenas == 1 ? "" : "s", workers, workers == 1 ? "" : "s");
+		   vad_plural(n_arenas), workers, vad_plural(workers));
 
 	int rc = vad_server_run(server);
 	vad_server_destroy(server); /* frees the arenas and their array */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "units.h"
+
 /* What one check carries from step to step (every lock held). */
 struct check {
 	struct vad_registry *reg;
@@ -145,16 +147,17 @@ static int check_holders(struct check *c)
 			return -1;
 	}
 	if (holders != __atomic_load_n(&reg->n_holders, __ATOMIC_RELAXED)) {
-		snprintf(c->msg, c->msg_len, "%u sessions are listed but the count says %u",
-			 holders, reg->n_holders);
+		snprintf(c->msg, c->msg_len, "%u session%s listed but the count says %u", holders,
+			 holders == 1 ? " is" : "s are", reg->n_holders);
 		return -1;
 	}
 	if (dying != __atomic_load_n(&reg->n_dying, __ATOMIC_RELAXED) ||
 	    dying_refs != load64(&reg->dying_refs)) {
 		snprintf(c->msg, c->msg_len,
-			 "%u sessions being torn down hold %" PRIu64
-			 " references but the counts say %u / %" PRIu64,
-			 dying, dying_refs, reg->n_dying, load64(&reg->dying_refs));
+			 "%u session%s being torn down hold%s %" PRIu64
+			 " reference%s but the counts say %u / %" PRIu64,
+			 dying, vad_plural(dying), dying == 1 ? "s" : "", dying_refs,
+			 vad_plural(dying_refs), reg->n_dying, load64(&reg->dying_refs));
 		return -1;
 	}
 	return 0;

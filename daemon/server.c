@@ -38,6 +38,7 @@
 #include "session.h"
 #include "stats.h"
 #include "worker.h"
+#include "units.h"
 
 #define ACCEPT_BURST	64  /* accepts per listener wake-up, so signals are not starved */
 #define ACCEPT_PAUSE_MS 100 /* back-off when out of fds */
@@ -104,8 +105,8 @@ static int sample_cpu(struct vad_server *s, struct balance_worker_sample *ws)
 		if (worker_cpu_ns(w, &run, &busy) < 0) {
 			log_info("worker balance: no scheduler statistics for worker %u "
 				 "(/proc/self/task/TID/schedstat); spreading connections over "
-				 "all %u workers",
-				 i, s->n_workers);
+				 "all %u worker%s",
+				 i, s->n_workers, vad_plural(s->n_workers));
 			s->adaptive = false;
 			balance_use_all(&s->balance);
 			return -1;
@@ -161,22 +162,26 @@ static void balance_log(const struct vad_server *s, const struct balance_action 
 	const char *why = a->pipelined ? "busy with pipelined clients" : "saturated";
 	switch (a->verdict) {
 	case BALANCE_UNDO:
-		log_debug("worker balance: %u workers served %.0f requests/s, %u served %.0f; back "
-			  "to %u for %u ms",
-			  a->from, a->rate_after, a->to, a->rate_before, a->to, a->backoff_ms);
+		log_debug("worker balance: %u worker%s served %.0f requests/s, %u served %.0f; "
+			  "back to %u for %u ms",
+			  a->from, vad_plural(a->from), a->rate_after, a->to, a->rate_before, a->to,
+			  a->backoff_ms);
 		break;
 	case BALANCE_NO_IDLE_CPU:
 		if (a->first_no_idle)
-			log_debug("worker balance: %u workers %s, but the machine has %.2f CPUs "
+			log_debug("worker balance: %u worker%s %s, but the machine has %.2f CPUs "
 				  "idle (worker_spread_idle %.2f); not spreading",
-				  a->from, why, a->idle_min, s->balance.spread_idle);
+				  a->from, vad_plural(a->from), why, a->idle_min,
+				  s->balance.spread_idle);
 		break;
 	case BALANCE_SPREAD:
-		log_debug("worker balance: %u workers %s; spreading over %u", a->from, why, a->to);
+		log_debug("worker balance: %u worker%s %s; spreading over %u", a->from,
+			  vad_plural(a->from), why, a->to);
 		break;
 	case BALANCE_GATHER:
-		log_debug("worker balance: %u workers busy %.2f of a CPU together; gathering on %u",
-			  a->from, a->busy, a->to);
+		log_debug("worker balance: %u worker%s busy %.2f of a CPU together; gathering on "
+			  "%u",
+			  a->from, vad_plural(a->from), a->busy, a->to);
 		break;
 	default:
 		break;
@@ -289,23 +294,26 @@ static void refuse_admission(struct vad_server *s, int fd, const struct vad_peer
 	case VAD_ADMIT_UID:
 		kind = VAD_NOTE_UID;
 		snprintf(msg, sizeof(msg),
-			 "uid %u already has %u connections to the daemon (max_clients_uid %u); "
+			 "uid %u already has %u connection%s to the daemon (max_clients_uid %u); "
 			 "close some of them or raise max_clients_uid in vad.conf",
-			 (unsigned)peer->uid, uid_conns, lim->max_clients_uid);
+			 (unsigned)peer->uid, uid_conns, vad_plural(uid_conns),
+			 lim->max_clients_uid);
 		break;
 	case VAD_ADMIT_RESERVED:
 		kind = VAD_NOTE_RESERVED;
 		snprintf(msg, sizeof(msg),
-			 "the daemon serves %u clients and keeps the last %u of max_clients %u for "
-			 "admins (admin_slots); try again later or raise max_clients in vad.conf",
-			 clients, vad_admission_reserved(lim->max_clients, lim->admin_slots),
+			 "the daemon serves %u client%s and keeps the last %u of max_clients %u "
+			 "for admins (admin_slots); try again later or raise max_clients in "
+			 "vad.conf",
+			 clients, vad_plural(clients),
+			 vad_admission_reserved(lim->max_clients, lim->admin_slots),
 			 lim->max_clients);
 		break;
 	default:
 		kind = VAD_NOTE_FULL;
 		snprintf(msg, sizeof(msg),
-			 "the daemon already serves max_clients %u clients; try again later or "
-			 "raise max_clients in vad.conf",
+			 "the daemon already serves max_clients (%u); try again later or raise "
+			 "max_clients in vad.conf",
 			 lim->max_clients);
 		break;
 	}
@@ -439,10 +447,11 @@ static void on_tenants(evutil_socket_t fd, short what, void *arg)
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_server *s = arg;
-	sd_notifyf(0, "%sSTATUS=%u clients, %llu requests handled",
-		   s->watchdog ? "WATCHDOG=1\n" : "",
-		   __atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED),
-		   (unsigned long long)__atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED));
+	unsigned clients = __atomic_load_n(&s->svc->clients, __ATOMIC_RELAXED);
+	unsigned long long requests = __atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED);
+	sd_notifyf(0, "%sSTATUS=%u client%s, %llu request%s handled",
+		   s->watchdog ? "WATCHDOG=1\n" : "", clients, vad_plural(clients), requests,
+		   vad_plural(requests));
 }
 
 /* ---- life cycle ------------------------------------------------------------------------- */
@@ -667,7 +676,8 @@ static int listen_until_stop(struct vad_server *s)
 		if (!s->ev_tenants || event_add(s->ev_tenants, &sweep) < 0)
 			log_warn("cannot schedule closing idle tenant arenas: they stay open");
 	}
-	sd_notifyf(0, "READY=1\nSTATUS=listening with %u workers%s", s->n_workers,
+	sd_notifyf(0, "READY=1\nSTATUS=listening with %u worker%s%s", s->n_workers,
+		   vad_plural(s->n_workers),
 		   s->adaptive ? " (adaptive: as many as the load needs)" : "");
 	if (!__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED) &&
 	    event_base_dispatch(s->base) < 0) {
@@ -716,10 +726,11 @@ int vad_server_run(struct vad_server *s)
 	/* What was counted but not yet summarised still gets its line. */
 	event_del(s->gate.ev_notes);
 	on_notes_summary(-1, 0, s);
-	log_notice("stopped: %llu requests handled; connections refused: %llu at max_clients, "
+	log_notice("stopped: %llu request%s handled; connections refused: %llu at max_clients, "
 		   "%llu for the admin slots, %llu at max_clients_uid; %llu closed at "
 		   "hello_timeout",
 		   (unsigned long long)__atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED),
+		   vad_plural(__atomic_load_n(&s->svc->requests, __ATOMIC_RELAXED)),
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_FULL),
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_RESERVED),
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_UID),

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "gate.h"
 #include "vaspace.h"
+#include "units.h"
 
 void worker_hand_over(struct conn *c, struct worker *to)
 {
@@ -53,8 +54,8 @@ static void worker_give(struct worker *w, unsigned count, unsigned first, unsign
 		c = after;
 	}
 	if (moved)
-		log_debug("worker %u handed %u connections to workers %u-%u", w->index, moved,
-			  first, first + span - 1);
+		log_debug("worker %u handed %u connection%s to workers %u-%u", w->index, moved,
+			  vad_plural(moved), first, first + span - 1);
 }
 
 /* Something for w (event_active from another thread): connections handed over, sockets

@@ -29,7 +29,13 @@ static int on_alloc_opt(int opt, const char *arg, void *ctx)
 		return VACTL_EXIT_OK;
 	case OPT_ALIGN:
 		if (vactl_parse_size(arg, &a->align) < 0)
-			return vactl_usage_error(&vactl_cmd_alloc, "bad alignment '%s'", arg);
+			return vactl_usage_error(
+			    &vactl_cmd_alloc, "bad alignment '%s' (a power of two: 4K, 2M)", arg);
+		if (!vactl_is_power_of_two(a->align))
+			return vactl_usage_error(&vactl_cmd_alloc,
+						 "--align %s: an alignment is a power of two (4K, "
+						 "64K, 2M)",
+						 arg);
 		return VACTL_EXIT_OK;
 	case OPT_SHARE:
 		a->share = true;
@@ -93,6 +99,10 @@ static int parse_sizes(char **args, size_t n, size_t *sizes)
 {
 	for (size_t i = 0; i < n; i++) {
 		uint64_t v;
+		if (args[i][0] == '-' || (vactl_parse_size(args[i], &v) == 0 && v == 0))
+			return vactl_usage_error(
+			    &vactl_cmd_alloc, "size %s: a size must be positive (try 4096, 4K, 1M)",
+			    args[i]);
 		if (vactl_parse_size(args[i], &v) < 0 || v > SIZE_MAX)
 			return vactl_usage_error(&vactl_cmd_alloc,
 						 "bad size '%s' (try 4096, 4K, 1M)", args[i]);
@@ -155,7 +165,7 @@ static void finish_output_and_hold(struct vactl_opts *o, struct alloc_args *a, s
 	fprintf(stderr,
 		"vactl: holding %zu range%s %s; then vactl frees them and exits (the daemon "
 		"also drops a session's ranges when it disconnects)\n",
-		n, n == 1 ? "" : "s", how);
+		n, vad_plural(n), how);
 	vactl_deadline(o, false);
 	hold(a, hold_set);
 	vactl_deadline(o, true);
@@ -204,7 +214,7 @@ static int run_alloc(struct vactl_opts *o, int argc, char **argv)
 	if (err)
 		rc = vactl_report(o, c, err);
 	else if (!o->json)
-		printf("freed %zu range%s\n", n, n == 1 ? "" : "s");
+		printf("freed %zu range%s\n", n, vad_plural(n));
 	vad_close(c);
 out:
 	free(sizes);
@@ -222,6 +232,9 @@ const struct vactl_cmd vactl_cmd_alloc = {
 	    "range that another process can attach to (vactl session: attach TOKEN).\n"
 	    "  --arena A      allocate in arena A (default: the daemon's default arena)\n"
 	    "  --align N      alignment, a power of two (default: the arena's quantum)\n"
+	    "A size of 0, a negative size or an alignment that is not a power of two is a\n"
+	    "usage error (exit 2); a size or alignment the arena cannot grant is refused by\n"
+	    "the daemon (exit 1).\n"
 	    "  --share        print a share token per range\n"
 	    "  --hold D       keep the ranges for D (10s, 5m, 2h) or 'forever' (until Ctrl-C,\n"
 	    "                 SIGTERM or SIGHUP) before freeing them\n"

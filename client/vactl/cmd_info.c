@@ -76,8 +76,8 @@ static int run_status(struct vactl_opts *o, int argc, char **argv)
 		printf("%s at %s: up %s, %u client%s (this one included), %llu requests, "
 		       "%llu share token%s\n",
 		       s.server, s.socket_path, vactl_fmt_duration(d->uptime_ms, up, sizeof(up)),
-		       d->clients, d->clients == 1 ? "" : "s", (unsigned long long)d->requests,
-		       (unsigned long long)d->shares, d->shares == 1 ? "" : "s");
+		       d->clients, vad_plural(d->clients), (unsigned long long)d->requests,
+		       (unsigned long long)d->shares, vad_plural(d->shares));
 		printf("this session: id %llu%s; default arena '%s'\n",
 		       (unsigned long long)s.session_id, s.admin ? ", admin" : "", s.default_arena);
 		for (size_t i = 0; i < d->n_arenas; i++) {
@@ -335,14 +335,16 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	else
 		printf("arena %s (quantum %s):\n", a->name, SZ(a->quantum));
 	printf("  size            %12s  %llu\n", SZ(a->size), (unsigned long long)a->size);
-	printf("  busy            %12s  in %llu blocks (%s)\n", SZ(a->busy_bytes),
-	       (unsigned long long)a->busy_blocks, PCT(a->busy_bytes, a->size));
-	printf("  free            %12s  in %llu blocks\n", SZ(a->free_bytes),
-	       (unsigned long long)a->free_blocks);
-	printf("  lazy            %12s  in %llu blocks (freed, waiting for reclaim)\n",
-	       SZ(a->lazy_bytes), (unsigned long long)a->lazy_blocks);
-	printf("  pooled          %12s  in %llu blocks (reclaimed, kept in node pools)\n",
-	       SZ(a->pooled_bytes), (unsigned long long)a->pooled_blocks);
+	printf("  busy            %12s  in %llu block%s (%s)\n", SZ(a->busy_bytes),
+	       (unsigned long long)a->busy_blocks, vad_plural(a->busy_blocks),
+	       PCT(a->busy_bytes, a->size));
+	printf("  free            %12s  in %llu block%s\n", SZ(a->free_bytes),
+	       (unsigned long long)a->free_blocks, vad_plural(a->free_blocks));
+	printf("  lazy            %12s  in %llu block%s (freed, waiting for reclaim)\n",
+	       SZ(a->lazy_bytes), (unsigned long long)a->lazy_blocks, vad_plural(a->lazy_blocks));
+	printf("  pooled          %12s  in %llu block%s (reclaimed, kept in node pools)\n",
+	       SZ(a->pooled_bytes), (unsigned long long)a->pooled_blocks,
+	       vad_plural(a->pooled_blocks));
 	printf("  resident        %12s  %llu (memory behind the file, free space written to "
 	       "included)\n",
 	       SZ(a->resident_bytes), (unsigned long long)a->resident_bytes);
@@ -359,8 +361,9 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	printf("  allocs %llu  frees %llu  fails %llu  pool hits %llu\n",
 	       (unsigned long long)a->allocs, (unsigned long long)a->frees,
 	       (unsigned long long)a->fails, (unsigned long long)a->pool_hits);
-	printf("  drains %llu  released %s in %llu release calls\n", (unsigned long long)a->drains,
-	       SZ(a->released_bytes), (unsigned long long)a->release_calls);
+	printf("  drains %llu  released %s in %llu release call%s\n", (unsigned long long)a->drains,
+	       SZ(a->released_bytes), (unsigned long long)a->release_calls,
+	       vad_plural(a->release_calls));
 }
 
 /* The p-th quantile of an operation's lifetime histogram: the bound below which it falls. */
@@ -473,9 +476,9 @@ static int run_stats(struct vactl_opts *o, int argc, char **argv)
 		char up[32];
 		printf("up %s, %u client%s, %llu request%s, %llu share token%s\n",
 		       vactl_fmt_duration(d->uptime_ms, up, sizeof(up)), d->clients,
-		       d->clients == 1 ? "" : "s", (unsigned long long)d->requests,
-		       d->requests == 1 ? "" : "s", (unsigned long long)d->shares,
-		       d->shares == 1 ? "" : "s");
+		       vad_plural(d->clients), (unsigned long long)d->requests,
+		       vad_plural(d->requests), (unsigned long long)d->shares,
+		       vad_plural(d->shares));
 		for (size_t i = 0; i < d->n_arenas; i++)
 			print_arena_stats(&d->arenas[i], false);
 		if (d->n_arenas > 1)

@@ -116,7 +116,7 @@ static int write_svg(const struct vad_arena_map *m, const char *path, uint64_t c
 		"font-family=\"monospace\" font-size=\"12\">\n",
 		(unsigned long long)(cols * cw), (unsigned long long)(rows * ch + top + 20));
 	fprintf(f, "<text x=\"0\" y=\"14\">arena %s, %s, %zu block%s</text>\n", m->arena,
-		vactl_fmt_size(m->size, sz, sizeof(sz)), m->n_blocks, m->n_blocks == 1 ? "" : "s");
+		vactl_fmt_size(m->size, sz, sizeof(sz)), m->n_blocks, vad_plural(m->n_blocks));
 	uint64_t cells = cols * rows;
 	size_t cursor = 0;
 	for (uint64_t r = 0; r < rows; r++) {
@@ -289,16 +289,16 @@ static void print_map_text(const struct vad_arena_map *m, const struct map_summa
 {
 	char b1[32], b2[32], b3[32];
 	printf("arena %s: %s in %zu block%s%s, quantum %s; each cell is %s\n", m->arena,
-	       vactl_fmt_size(m->size, b1, sizeof(b1)), m->n_blocks, m->n_blocks == 1 ? "" : "s",
+	       vactl_fmt_size(m->size, b1, sizeof(b1)), m->n_blocks, vad_plural(m->n_blocks),
 	       m->truncated ? " (truncated: --max-blocks)" : "",
 	       vactl_fmt_size(m->quantum, b2, sizeof(b2)),
 	       vactl_fmt_size(m->size / (a->width * a->rows), b3, sizeof(b3)));
 	print_map_grid(m, a);
 	printf("  # busy  . free  l lazy  p pooled  + mostly busy  - mostly free\n");
 	for (int k = 0; k < 4; k++)
-		printf("  %-7s %12s in %llu blocks\n", kind_names[k],
+		printf("  %-7s %12s in %llu block%s\n", kind_names[k],
 		       vactl_fmt_size(sum->bytes[k], b1, sizeof(b1)),
-		       (unsigned long long)sum->blocks[k]);
+		       (unsigned long long)sum->blocks[k], vad_plural(sum->blocks[k]));
 	printf("  largest free block %s, fragmentation %.1f%%\n",
 	       vactl_fmt_size(sum->largest_free, b1, sizeof(b1)), 100.0 * sum->fragmentation);
 	if (a->blocks)

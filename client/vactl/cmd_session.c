@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vactl.h"
+
+#define SESSION_PROMPT "vad> "
 
 /* A range this session got by alloc or attach; #N is its 1-based index. */
 struct entry {
@@ -209,10 +212,13 @@ static void cmd_alloc(struct session *s, char **args, int n)
 	if (n < 1 || n > 2)
 		return say_usage(s, "alloc", "alloc SIZE [ALIGN]");
 	uint64_t size, align = 0;
+	if (args[0][0] == '-' || (vactl_parse_size(args[0], &size) == 0 && size == 0))
+		return say_usage(s, "alloc", "size %s: a size must be positive", args[0]);
 	if (vactl_parse_size(args[0], &size) < 0 || size > SIZE_MAX)
 		return say_usage(s, "alloc", "bad size '%s'", args[0]);
-	if (n == 2 && vactl_parse_size(args[1], &align) < 0)
-		return say_usage(s, "alloc", "bad alignment '%s'", args[1]);
+	if (n == 2 && (vactl_parse_size(args[1], &align) < 0 || !vactl_is_power_of_two(align)))
+		return say_usage(s, "alloc",
+				 "alignment %s: an alignment is a power of two (4K, 2M)", args[1]);
 	void *p;
 	int err = vad_alloc_in(s->c, s->arena, (size_t)size, (size_t)align, &p);
 	if (err)
@@ -393,8 +399,9 @@ static void cmd_read(struct session *s, char **args, int n)
 	free(text);
 }
 
-static void cmd_stats(struct session *s, int n)
+static void cmd_stats(struct session *s, char **args, int n)
 {
+	(void)args;
 	if (n != 0)
 		return say_usage(s, "stats", "stats takes no arguments");
 	struct vad_stats st;
@@ -439,6 +446,64 @@ static void cmd_sleep(struct session *s, char **args, int n)
 
 #define MAX_ARGS 8
 
+static void cmd_help(struct session *s, char **args, int n);
+static void cmd_quit(struct session *s, char **args, int n)
+{
+	(void)args;
+	(void)n;
+	s->quit = true;
+	say_ok(s, result("quit"), "bye");
+}
+
+/* The commands a session reads, one row each: what runs them, what `help` and the unknown
+ * command's message list. write takes the raw line (its TEXT keeps its spaces). */
+#define SESSION_COMMANDS(X)                                                                        \
+	X("alloc", cmd_alloc, "alloc SIZE [ALIGN]",                                                \
+	  "allocate (in --arena A, else the default arena)")                                       \
+	X("free", cmd_free, "free OFFSET|#N", "free a range (#N: the Nth range this session got)") \
+	X("share", cmd_share, "share OFFSET|#N [once] [ttl D]", "make a share token for a range")  \
+	X("unshare", cmd_unshare, "unshare OFFSET|#N", "revoke the range's token")                 \
+	X("attach", cmd_attach, "attach TOKEN", "take a reference to a shared range (a new #N)")   \
+	X("write", NULL, "write #N TEXT", "copy TEXT to the range's start")                        \
+	X("read", cmd_read, "read #N [LEN]", "show the range's first LEN bytes (default 256)")     \
+	X("stats", cmd_stats, "stats", "totals over the arenas and this session's holdings")       \
+	X("sleep", cmd_sleep, "sleep SECONDS", "wait (also 250ms, 2m)")                            \
+	X("help", cmd_help, "help", "this list")                                                   \
+	X("quit", cmd_quit, "quit", "end the session (so do exit and end of input)")
+
+static const struct session_cmd {
+	const char *name;
+	void (*run)(struct session *s, char **args, int n);
+	const char *synopsis;
+	const char *what;
+} session_cmds[] = {
+#define SESSION_CMD_ROW(name, fn, synopsis, what) {name, fn, synopsis, what},
+    SESSION_COMMANDS(SESSION_CMD_ROW)
+#undef SESSION_CMD_ROW
+};
+#define N_SESSION_CMDS (sizeof(session_cmds) / sizeof(session_cmds[0]))
+
+static void cmd_help(struct session *s, char **args, int n)
+{
+	(void)args;
+	if (n > 0)
+		return say_usage(s, "help", "help takes no arguments");
+	if (s->o->json) {
+		json_object *j = result("help");
+		json_object *names = json_object_new_array();
+		for (size_t i = 0; i < N_SESSION_CMDS; i++)
+			json_object_array_add(names,
+					      json_object_new_string(session_cmds[i].synopsis));
+		json_object_object_add(j, "commands", names);
+		return say_ok(s, j, "%s", "");
+	}
+	for (size_t i = 0; i < N_SESSION_CMDS; i++)
+		printf("  %-32s %s\n", session_cmds[i].synopsis, session_cmds[i].what);
+	printf("Blank lines and lines starting with '#' are ignored; 'vactl session --help' "
+	       "says more.\n");
+	fflush(stdout);
+}
+
 static void run_line(struct session *s, char *line)
 {
 	char *copy = strdup(line);
@@ -455,34 +520,22 @@ static void run_line(struct session *s, char *line)
 		return;
 	}
 	const char *cmd = args[0];
-	int na = n - 1;
-	char **a = args + 1;
-	if (strcmp(cmd, "alloc") == 0)
-		cmd_alloc(s, a, na);
-	else if (strcmp(cmd, "free") == 0)
-		cmd_free(s, a, na);
-	else if (strcmp(cmd, "share") == 0)
-		cmd_share(s, a, na);
-	else if (strcmp(cmd, "unshare") == 0)
-		cmd_unshare(s, a, na);
-	else if (strcmp(cmd, "attach") == 0)
-		cmd_attach(s, a, na);
-	else if (strcmp(cmd, "write") == 0)
+	size_t i = 0;
+	while (i < N_SESSION_CMDS && strcmp(cmd, session_cmds[i].name) != 0)
+		i++;
+	if (strcmp(cmd, "exit") == 0)
+		cmd_quit(s, args + 1, n - 1);
+	else if (i == N_SESSION_CMDS) {
+		char names[256];
+		size_t used = 0;
+		for (size_t k = 0; k < N_SESSION_CMDS; k++)
+			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+						 k ? ", " : "", session_cmds[k].name);
+		say_usage(s, cmd, "unknown command (%s)", names);
+	} else if (!session_cmds[i].run)
 		cmd_write(s, line);
-	else if (strcmp(cmd, "read") == 0)
-		cmd_read(s, a, na);
-	else if (strcmp(cmd, "stats") == 0)
-		cmd_stats(s, na);
-	else if (strcmp(cmd, "sleep") == 0)
-		cmd_sleep(s, a, na);
-	else if (strcmp(cmd, "quit") == 0 || strcmp(cmd, "exit") == 0) {
-		s->quit = true;
-		say_ok(s, result("quit"), "bye");
-	} else
-		say_usage(
-		    s, cmd,
-		    "unknown command (alloc, free, share, unshare, attach, write, read, stats, "
-		    "sleep, quit)");
+	else
+		session_cmds[i].run(s, args + 1, n - 1);
 	free(copy);
 }
 
@@ -518,9 +571,17 @@ static int run_session(struct vactl_opts *o, int argc, char **argv)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
+	/* A person at a terminal gets a greeting and a prompt, on stderr (as Python's REPL):
+	 * piped input stays a script whose stdout holds only the result lines. */
+	bool interactive = isatty(STDIN_FILENO);
+	if (interactive)
+		fprintf(stderr, "vactl session: one command per line; 'help' lists them, 'quit' or "
+				"Ctrl-D ends the session\n");
 	for (;;) {
 		/* Waiting for the next command is no daemon delay. */
 		vactl_deadline(o, false);
+		if (!s.quit && interactive)
+			fputs(SESSION_PROMPT, stderr);
 		if (s.quit || (len = getline(&line, &cap, stdin)) < 0)
 			break;
 		vactl_deadline(o, true);
@@ -555,16 +616,19 @@ const struct vactl_cmd vactl_cmd_session = {
 	    "                         up to the first NUL, and whether they are all zero\n"
 	    "  stats                  totals over the arenas and this session's holdings\n"
 	    "  sleep SECONDS          wait (also 250ms, 2m)\n"
-	    "  quit                   end the session (so does end of input)\n"
+	    "  help                   list the commands\n"
+	    "  quit                   end the session (so do exit and end of input)\n"
 	    "Blank lines and lines starting with '#' are ignored. Errors do not stop the\n"
 	    "session; they print 'error: CMD: LABEL: SENTENCE'. Everything this session holds\n"
-	    "is freed by the daemon when the session ends.\n"
+	    "is freed by the daemon when the session ends. When stdin is a terminal, a\n"
+	    "prompt 'vad> ' and a greeting go to stderr; piped input gets neither.\n"
 	    "Human output: '#1 arena=default offset=0 size=4096', 'freed #1 ...',\n"
 	    "'#1 token=...', '#1 unshared', 'wrote 5 bytes to #1', '#1 text=\"hello\" zero=no', "
 	    "'busy_bytes=...'.\n"
 	    "JSON lines: {cmd, ok: true, ...} with index, arena, offset, size (alloc, attach,\n"
 	    "free), token (share), bytes (write), length, text, zero (read), the vad_stats\n"
-	    "fields (stats), ms (sleep); or {cmd, ok: false, error: NAME|\"usage\", code,\n"
+	    "fields (stats), ms (sleep), commands (help); or {cmd, ok: false, error: "
+	    "NAME|\"usage\", code,\n"
 	    "message}.\n"
 	    "Exit status: the worst failure seen: 3 (daemon unreachable, stops the session) >\n"
 	    "2 (a malformed command) > 1 (a refused command) > 0.\n",

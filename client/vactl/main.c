@@ -1,4 +1,5 @@
 /* main.c - vactl: global options, command dispatch, help and version. */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,14 @@ int vactl_parse_cmd(const struct vactl_cmd *cmd, struct vactl_opts *o, int argc,
 			print_cmd_help(cmd);
 			return -1;
 		case '?':
+			/* "-5" is a negative number, not a mistyped option: say what is wrong */
+			if (isdigit(optopt))
+				return vactl_usage_error(
+				    cmd,
+				    "%s: must be positive (sizes, counts and durations cannot be "
+				    "negative)",
+				    argv[optind - 1][0] == '-' ? argv[optind - 1]
+							       : "a negative number");
 			return vactl_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
 		case ':':
 			return vactl_usage_error(cmd, "option '%s' needs a value",

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "top.h"
+#include "units.h"
 
 #define SZ(v, buf) vactl_fmt_size((v), (buf), sizeof(buf))
 
@@ -160,7 +161,7 @@ void top_view(struct vactl_screen *scr, const struct vad_session *sess, const st
 	char up[32];
 	vactl_screen_line(scr, "%s - up %s, %u client%s, %.0f req/s%s - %s", sess->server,
 			  vactl_fmt_duration(d->uptime_ms, up, sizeof(up)), d->clients,
-			  d->clients == 1 ? "" : "s",
+			  vad_plural(d->clients),
 			  top_rate(d->requests, prev ? prev->stats->requests : d->requests, ms),
 			  keys ? " - q quits" : "", sess->socket_path);
 	struct pane p[3];

@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "output.h"
+#include "units.h"
 #include "vad.h"
 
 /* Exit codes scripts can rely on. */
@@ -109,6 +110,12 @@ const char *vactl_fmt_duration(uint64_t ms, char *buf, size_t len);
 
 /* A latency: "-" for 0, "812ns", "4.2us", "1.3ms" into buf. */
 const char *vactl_fmt_ns(uint64_t ns, char *buf, size_t len);
+
+/* Is v a power of two (0 is not)? */
+static inline bool vactl_is_power_of_two(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
 
 /* *total += v, held at UINT64_MAX rather than wrapping (totals over arenas). */
 static inline void vactl_sum_into(uint64_t *total, uint64_t v)

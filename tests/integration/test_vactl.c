@@ -1,9 +1,12 @@
 /*
  * test_vactl.c - the admin CLI against a real daemon: status/arenas/stats/clients with
- * --json, exit codes (0 ok, 1 refused, 2 usage, 3 unreachable), scripted sessions,
+ * --json, exit codes (0 ok, 1 refused, 2 usage, 3 unreachable), counts agreeing with their
+ * nouns, scripted sessions and one at a terminal (prompt, help),
  * ranges handed between vactl and libvad, purge/check/reload as root and as nobody.
  */
+#include <poll.h>
 #include <pthread.h>
+#include <pty.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -276,8 +279,42 @@ static void test_usage_errors(void **state)
 		assert_true(o.err[0] != '\0');
 		vt_output_free(&o);
 	}
-	/* Refusals are 1: an arena that does not exist. */
+	/* Values no request could carry are usage errors too (2), each with its sentence,
+	 * and never reach the daemon. */
+	static const struct {
+		const char *args[4];
+		const char *says;
+	} values[] = {
+	    {{"alloc", "0"}, "vactl: size 0: a size must be positive"},
+	    {{"alloc", "--", "-5"}, "vactl: size -5: a size must be positive"},
+	    {{"alloc", "-5"}, "vactl: -5: must be positive"},
+	    {{"alloc", "4K", "-5"}, "vactl: -5: must be positive"},
+	    {{"alloc", "--align", "3", "4K"}, "vactl: --align 3: an alignment is a power of two"},
+	    {{"alloc", "--align", "0", "4K"}, "vactl: --align 0: an alignment is a power of two"},
+	};
 	struct vt_output o;
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		char *argv[8] = {"--socket", d->socket_path};
+		int n = 2;
+		for (int k = 0; k < 4 && values[i].args[k]; k++)
+			argv[n++] = (char *)values[i].args[k];
+		argv[n] = NULL;
+		assert_int_equal(0, vt_vactl_argv(argv, NULL, &o));
+		VT_ASSERT_EXIT(&o, 2, values[i].says);
+		if (strncmp(o.err, values[i].says, strlen(values[i].says)) != 0 ||
+		    !vt_contains(o.err, "\nUsage: vactl alloc ") || o.out[0])
+			fail_msg("expected \"%s\" and the usage line, got stderr \"%s\", stdout "
+				 "\"%s\"",
+				 values[i].says, o.err, o.out);
+		vt_output_free(&o);
+	}
+	/* An alignment the arena cannot grant is the daemon's refusal (1). */
+	assert_int_equal(0,
+			 vt_vactl(d->socket_path, NULL, &o, "alloc", "--align", "1T", "4K", NULL));
+	VT_ASSERT_EXIT(&o, 1, "vactl alloc --align 1T 4K");
+	vt_output_free(&o);
+
+	/* Refusals are 1: an arena that does not exist. */
 	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "stats", "nosuch", NULL));
 	VT_ASSERT_EXIT(&o, 1, "vactl stats nosuch");
 	assert_true(vt_contains(o.err, "nosuch"));
@@ -286,6 +323,41 @@ static void test_usage_errors(void **state)
 	VT_ASSERT_EXIT(&o, 0, "vactl --version");
 	assert_true(vt_contains(o.out, VAD_VERSION_STRING));
 	vt_output_free(&o);
+}
+
+/* Counts agree with their nouns: "in 1 block", "in 0 blocks", "1 client", never "1 blocks". */
+static void test_plurals(void **state)
+{
+	struct vt_daemon *d = *state;
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "plurals", &c));
+	void *p;
+	VT_ASSERT_OK(c, vad_alloc_in(c, "small", 64 * 1024, 0, &p)); /* one busy block */
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "stats", "small", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl stats small");
+	int checked = 0;
+	bool singular = vt_contains(o.out, " in 1 block");
+	char *save = NULL;
+	for (char *line = strtok_r(o.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		const char *in = strstr(line, " in ");
+		unsigned long long n;
+		char noun[16], second[16] = "";
+		if (!in || sscanf(in, " in %llu %15[a-z] %15[a-z]", &n, noun, second) < 2)
+			continue;
+		checked++;
+		/* "in 1 block", "in 3 blocks", "in 1 release call", "in 0 release calls" */
+		const char *word = strcmp(noun, "release") == 0 ? second : noun;
+		bool plural = word[0] && word[strlen(word) - 1] == 's';
+		if (plural != (n != 1))
+			fail_msg("a count and its noun disagree: \"%s\"", line);
+	}
+	VT_ASSERT_OK(c, vad_free(c, p));
+	/* busy, free, lazy, pooled, release calls; the one busy block is singular */
+	if (checked < 5 || !singular)
+		fail_msg("%d counted lines, singular %d", checked, singular);
+	vt_output_free(&o);
+	vad_close(c);
 }
 
 /* ---- alloc and session ---------------------------------------------------------- */
@@ -356,7 +428,79 @@ static void test_session_script(void **state)
 	assert_string_equal("quit", jstr(lines[10], "cmd"));
 	for (int i = 0; i < n; i++)
 		json_object_put(lines[i]);
+	/* piped input: no prompt, no greeting, so scripts read only result lines */
+	assert_string_equal(o.err, "");
 	vt_output_free(&o);
+
+	/* help lists every command, as text and as JSON */
+	assert_int_equal(0, vt_vactl(d->socket_path, "help\n", &o, "session", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl session: help");
+	static const char *const cmds[] = {"alloc SIZE",   "free OFFSET", "share ",  "unshare ",
+					   "attach TOKEN", "write #N",	  "read #N", "stats",
+					   "sleep ",	   "help",	  "quit"};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!vt_contains(o.out, cmds[i]))
+			fail_msg("help does not list \"%s\":\n%s", cmds[i], o.out);
+	vt_output_free(&o);
+	assert_int_equal(0, vt_vactl(d->socket_path, "help\n", &o, "--json", "session", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json session: help");
+	struct json_object *h = NULL;
+	assert_int_equal(1, vt_json_lines(o.out, &h, 1));
+	assert_true(jbool(h, "ok"));
+	assert_int_equal(sizeof(cmds) / sizeof(cmds[0]),
+			 json_object_array_length(vt_json_path(h, "commands")));
+	json_object_put(h);
+	vt_output_free(&o);
+}
+
+/* At a terminal (a pseudo-terminal here) the session greets, prompts before each command
+ * on stderr, and its help answers. */
+static void test_session_prompt_on_terminal(void **state)
+{
+	struct vt_daemon *d = *state;
+	int master, slave;
+	assert_int_equal(0, openpty(&master, &slave, NULL, NULL, NULL));
+	char bin[PATH_MAX];
+	snprintf(bin, sizeof(bin), "%s/vactl", vt_build_dir());
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setsid();
+		dup2(slave, STDIN_FILENO);
+		dup2(slave, STDOUT_FILENO);
+		dup2(slave, STDERR_FILENO);
+		close(master);
+		close(slave);
+		execl(bin, "vactl", "--socket", d->socket_path, "session", (char *)NULL);
+		_exit(127);
+	}
+	close(slave);
+	static const char input[] = "help\nalloc 4K\nquit\n";
+	assert_int_equal((ssize_t)strlen(input), write(master, input, strlen(input)));
+	char out[16384];
+	size_t len = 0;
+	for (;;) { /* until vactl exits and the pty reports EIO (bounded by the harness) */
+		struct pollfd pfd = {.fd = master, .events = POLLIN};
+		if (poll(&pfd, 1, READ_TIMEOUT) <= 0)
+			break;
+		ssize_t n = read(master, out + len, sizeof(out) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	out[len] = '\0';
+	close(master);
+	int status;
+	assert_int_equal(pid, waitpid(pid, &status, 0));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("vactl session on a terminal: status %d:\n%s", status, out);
+	/* three prompts were answered: help, alloc and quit */
+	int prompts = 0;
+	for (const char *p = out; (p = strstr(p, "vad> ")); p++)
+		prompts++;
+	if (prompts < 3 || !vt_contains(out, "'help' lists them") ||
+	    !vt_contains(out, "alloc SIZE [ALIGN]") || !vt_contains(out, "#1 arena=default"))
+		fail_msg("%d prompts; the terminal shows:\n%s", prompts, out);
 }
 
 static void test_session_errors_continue(void **state)
@@ -908,7 +1052,9 @@ int main(void)
 	    cmocka_unit_test(test_unreachable_socket),
 	    cmocka_unit_test(test_usage_errors),
 	    cmocka_unit_test(test_alloc_command),
+	    cmocka_unit_test(test_plurals),
 	    cmocka_unit_test(test_session_script),
+	    cmocka_unit_test(test_session_prompt_on_terminal),
 	    cmocka_unit_test(test_session_errors_continue),
 	    cmocka_unit_test(test_session_attaches_libvad_range),
 	    cmocka_unit_test(test_libvad_attaches_vactl_range),
