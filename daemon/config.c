@@ -727,11 +727,13 @@ static long error_line_number(const struct parse_state *ps, const char *line)
  * end) with insertion sort: there are at most a few dozen. */
 static void sort_error_lines(struct parse_state *ps)
 {
-	char *copy = strndup(ps->err, ps->err_used);
 	char *lines[256];
+	if ((size_t)ps->errors_shown > sizeof(lines) / sizeof(lines[0]))
+		return; /* discovery order then */
+	char *copy = strndup(ps->err, ps->err_used);
 	size_t n = 0;
 	if (!copy)
-		return; /* discovery order then */
+		return;
 	char *save = NULL;
 	for (char *l = strtok_r(copy, "\n", &save); l && n < 256; l = strtok_r(NULL, "\n", &save)) {
 		size_t j = n++;

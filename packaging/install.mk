@@ -26,7 +26,7 @@ LIBDIR          ?= $(PREFIX)/lib$(if $(DEB_HOST_MULTIARCH),/$(DEB_HOST_MULTIARCH
 INCLUDEDIR      ?= $(PREFIX)/include
 PKGCONFIGDIR    ?= $(LIBDIR)/pkgconfig
 MANDIR          ?= $(PREFIX)/share/man
-SYSTEM_PREFIX   := $(filter /usr /usr/local,$(PREFIX))
+SYSTEM_PREFIX   := $(filter /usr /usr/local,$(patsubst %/,%,$(PREFIX)))
 SYSCONFDIR      ?= $(if $(SYSTEM_PREFIX),/etc,$(PREFIX)/etc)
 LOCALSTATEDIR   ?= $(if $(SYSTEM_PREFIX),/var,$(PREFIX)/var)
 # Debian 12 keeps units under /lib (systemd.pc: systemdsystemunitdir); other prefixes
