@@ -720,7 +720,8 @@ static void finish_file(struct parse_state *ps)
 /* The line number of an error line "PATH:LINE: reason". */
 static long error_line_number(const struct parse_state *ps, const char *line)
 {
-	return strtol(line + strlen(ps->path) + 1, NULL, 10);
+	size_t skip = strlen(ps->path) + 1;
+	return strlen(line) > skip ? strtol(line + skip, NULL, 10) : 0; /* 0: a cut first line */
 }
 
 /* Put the shown error lines in file order (the checks of a whole section find theirs at its
