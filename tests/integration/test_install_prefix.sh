@@ -42,6 +42,7 @@ prefix=$tmp/prefix
 guarded() {
 	if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
 		echo "(in a mount namespace with /etc and /usr read-only)"
+		# shellcheck disable=SC2016 # "$@" and "$d" are the inner shell's
 		unshare -m sh -c 'mount --make-rprivate / &&
 			for d in /etc /usr; do
 				mount --bind "$d" "$d" && mount -o remount,bind,ro "$d" || exit 99
@@ -177,9 +178,10 @@ system_paths() {
 		grep -q "systemd-tmpfiles --create /usr/local/lib/tmpfiles.d/vad.conf" \
 			"$tmp/system-steps" &&
 		grep -q "/usr/local/sbin/vad -c /etc/vad/vad.conf --foreground" "$tmp/system-steps" &&
-		for f in $(grep -o '/[a-z/.-]*vad[a-z.]*' "$tmp/system-steps" | sort -u); do
+		grep -o '/[a-z/.-]*vad[a-z.]*' "$tmp/system-steps" | sort -u >"$tmp/printed" &&
+		while read -r f; do
 			[ -e "$dest$f" ] || { echo "printed, not installed: $f"; return 1; }
-		done
+		done <"$tmp/printed"
 }
 check "for /usr/local the printed sysusers, tmpfiles, vad and config paths are installed files" \
 	system_paths
