@@ -251,7 +251,7 @@ static void print_trends(const char *arena, size_t n, double *const series[N_TRE
 		printf("\ntrends (oldest to newest, each scaled to its maximum):\n");
 		*header = true;
 	}
-	printf("  %s (%zu snapshots)\n", arena, n);
+	printf("  %s (%zu snapshot%s)\n", arena, n, vad_plural(n));
 	for (int k = 0; k < N_TRENDS; k++) {
 		char line[60 * 4 + 1];
 		double max = 0;

@@ -73,11 +73,12 @@ static int run_status(struct vactl_opts *o, int argc, char **argv)
 		vactl_json_print(j);
 	} else {
 		char up[32];
-		printf("%s at %s: up %s, %u client%s (this one included), %llu requests, "
+		printf("%s at %s: up %s, %u client%s (this one included), %llu request%s, "
 		       "%llu share token%s\n",
 		       s.server, s.socket_path, vactl_fmt_duration(d->uptime_ms, up, sizeof(up)),
 		       d->clients, vad_plural(d->clients), (unsigned long long)d->requests,
-		       (unsigned long long)d->shares, vad_plural(d->shares));
+		       vad_plural(d->requests), (unsigned long long)d->shares,
+		       vad_plural(d->shares));
 		printf("this session: id %llu%s; default arena '%s'\n",
 		       (unsigned long long)s.session_id, s.admin ? ", admin" : "", s.default_arena);
 		for (size_t i = 0; i < d->n_arenas; i++) {

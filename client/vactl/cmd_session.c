@@ -351,14 +351,14 @@ static void cmd_write(struct session *s, const char *line)
 	size_t len = strlen(p);
 	if (len > e->size)
 		return say_usage(s, "write", "%zu bytes do not fit in #%d (%zu bytes)", len, idx,
-				 e->size);
+				 e->size); /* more than a range: never 1 */
 	memcpy(e->ptr, p, len);
 	if (len < e->size)
 		((char *)e->ptr)[len] = '\0';
 	json_object *j = result("write");
 	json_object_object_add(j, "index", json_object_new_int(idx));
 	vactl_json_add_u64(j, "bytes", len);
-	say_ok(s, j, "wrote %zu bytes to #%d", len, idx);
+	say_ok(s, j, "wrote %zu byte%s to #%d", len, vad_plural(len), idx);
 }
 
 static void cmd_read(struct session *s, char **args, int n)
