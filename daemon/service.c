@@ -288,11 +288,16 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 		return -1;
 	}
 	struct vad_config cfg;
+	static const char failed[] = "reload failed, the old limits stay: ";
 	char err[1024]; /* the errors, one per line, and their count */
+	/* as much as detail holds after the prefix, so the count at the end is never cut */
+	size_t err_len = detail_len > sizeof(failed) + 64 ? detail_len - sizeof(failed) : 64;
+	if (err_len > sizeof(err))
+		err_len = sizeof(err);
 	pthread_mutex_lock(&svc->reload_lock);
-	if (vad_config_load(svc->config_path, &cfg, err, sizeof(err)) < 0) {
+	if (vad_config_load(svc->config_path, &cfg, err, err_len) < 0) {
 		pthread_mutex_unlock(&svc->reload_lock);
-		snprintf(detail, detail_len, "reload failed, the old limits stay: %s", err);
+		snprintf(detail, detail_len, "%s%s", failed, err);
 		return -1;
 	}
 	set_limits(svc, &cfg);

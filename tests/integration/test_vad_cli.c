@@ -211,6 +211,21 @@ static void test_sighup_reloads_quota(void **state)
 	VT_ASSERT_OK(c, vad_free(c, p3));
 	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc(c, 1024 * 1024, 0, &p3));
 
+	/* A reload request on a file with three errors refuses it naming each, and the count. */
+	write_file(d->conf_path, "[vad]\nquota_client = lots\nworkers = x\n[arena a]\n");
+	VT_ASSERT_ERR(c, VAD_EINVAL, vad_reload(c));
+	const char *why = vad_last_error(c);
+	char want[PATH_MAX + 32];
+	static const int lines[] = {2, 3, 4};
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		snprintf(want, sizeof(want), "%s:%d: ", d->conf_path, lines[i]);
+		if (!strstr(why, want))
+			fail_msg("no \"%s\" in the refusal: %s", want, why);
+	}
+	snprintf(want, sizeof(want), "%s: 3 errors", d->conf_path);
+	if (!strstr(why, want))
+		fail_msg("no \"%s\" in the refusal: %s", want, why);
+
 	/* vad_reload (the admin request) applies a lower quota at once; what is held stays. */
 	assert_int_equal(0, vt_daemon_write_config(d, "quota_client = 512K\n", small_arena));
 	char *detail = NULL;
