@@ -1,6 +1,7 @@
 /*
  * test_vactl_map.c - vactl map's picture against a real daemon: the SVG parsed (python3's XML
- * parser) has the offset axis, the totals, a <title> naming each of two sessions, their
+ * parser) has the offset axis, the totals, a <title> naming each of three sessions (one named
+ * with XML markup), their
  * adjacent ranges as separate bars in different shades and a free colour that prints; --png
  * renders a PNG of the SVG's size; thousands of tiny ranges stay a bounded file; the walk's
  * JSON names each busy block's owner.
@@ -55,11 +56,12 @@ static const char svg_check_py[] =
     "assert any(r.get('class') == 'largest-hole' for r in root.iter(NS + 'rect')), 'no hole'\n"
     "print('ok %d bars' % len(list(root.iter(NS + 'rect'))))\n";
 
-static void check_svg(const char *svg, const char *name_a, const char *name_b)
+/* The names of sessions that each hold two adjacent 1 MiB ranges. */
+static void check_svg(const char *svg, const char *name_a, const char *name_b, const char *name_c)
 {
 	struct vt_output o;
-	char *argv[] = {"/usr/bin/python3", "-c", (char *)svg_check_py, (char *)svg, (char *)name_a,
-			(char *)name_b,	    NULL};
+	char *argv[] = {"/usr/bin/python3", "-c",	    (char *)svg_check_py, (char *)svg,
+			(char *)name_a,	    (char *)name_b, (char *)name_c,	  NULL};
 	assert_int_equal(0, vt_run(argv, NULL, vt_timeout_ms(30000), &o));
 	if (o.exit_code != 0 || !vt_contains(o.out, "ok")) {
 		vt_output_print("the SVG check", &o);
@@ -119,6 +121,10 @@ static void test_map_picture(void **state)
 	void *pa[2], *pb[2];
 	vad_client *a = holder(d, "map-alpha", 2, 1u << 20, pa);
 	vad_client *b = holder(d, "map-beta", 2, 1u << 20, pb);
+	/* a client names itself: markup in its name must not break the file */
+	void *pc[2];
+	const char *hostile = "x<y>&z"; /* the daemon escapes quotes itself */
+	vad_client *c = holder(d, hostile, 2, 1u << 20, pc);
 	char svg[PATH_MAX], png[PATH_MAX];
 	snprintf(svg, sizeof(svg), "%s/pic.svg", d->dir);
 	snprintf(png, sizeof(png), "%s/pic.png", d->dir);
@@ -142,7 +148,7 @@ static void test_map_picture(void **state)
 	json_object_put(j);
 	vt_output_free(&o);
 
-	check_svg(svg, "map-alpha", "map-beta");
+	check_svg(svg, "map-alpha", "map-beta", hostile);
 	unsigned sw, sh, pw, ph;
 	svg_size(svg, &sw, &sh);
 	if (png_size(png, &pw, &ph) < 0)
@@ -160,9 +166,11 @@ static void test_map_picture(void **state)
 	for (int i = 0; i < 2; i++) {
 		VT_ASSERT_OK(a, vad_free(a, pa[i]));
 		VT_ASSERT_OK(b, vad_free(b, pb[i]));
+		VT_ASSERT_OK(c, vad_free(c, pc[i]));
 	}
 	vad_close(a);
 	vad_close(b);
+	vad_close(c);
 }
 
 /* Without rsvg-convert on PATH, --png says what to install and exits 1. */
