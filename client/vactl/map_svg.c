@@ -156,12 +156,10 @@ static void bar_title(struct svg *s, const struct bar *b)
 	} else {
 		fprintf(f, "%zu blocks merged at this scale, %s (0x%" PRIx64 ") to 0x%" PRIx64 ":",
 			b->n, vactl_axis_label(b->start, off, sizeof(off)), b->start, b->end);
+		static const char *const what[4] = {"busy", "free between them", "lazy", "pooled"};
 		for (int k = 0; k < 4; k++)
-			if (k != VAD_BLOCK_FREE && b->bytes[k])
-				fprintf(f, " %s %s",
-					k == 0	 ? "busy"
-					: k == 2 ? "lazy"
-						 : "pooled",
+			if (b->bytes[k])
+				fprintf(f, " %s %s", what[k],
 					vactl_fmt_size(b->bytes[k], sz, sizeof(sz)));
 		if (b->n_owners) {
 			fputs("; owners ", f);
@@ -183,10 +181,15 @@ static void bar_flush(struct svg *s)
 		return;
 	s->open = false;
 	struct bar *b = &s->bar;
-	int top = 0;
-	for (int k = 1; k < 4; k++)
+	int top = 0; /* the kind of most of its blocks' bytes */
+	for (int k = 2; k < 4; k++)
 		if (b->bytes[k] > b->bytes[top])
 			top = k;
+	/* A merged bar is as opaque as it is full: free space between its blocks shows. */
+	uint64_t span = b->end - b->start, gaps = b->bytes[VAD_BLOCK_FREE];
+	double opacity = span && gaps ? (double)(span - gaps) / (double)span : 1.0;
+	if (opacity < 0.25)
+		opacity = 0.25;
 	const char *fill = kind_fill[top];
 	if (top == VAD_BLOCK_BUSY)
 		fill = busy_fill[b->shade & 1];
@@ -195,11 +198,11 @@ static void bar_flush(struct svg *s)
 		s->merged++;
 	fprintf(s->f,
 		"<rect class=\"%s%s\" x=\"%.2f\" y=\"%u\" width=\"%.2f\" height=\"%u\" "
-		"fill=\"%s\">",
+		"fill=\"%s\" fill-opacity=\"%.2f\">",
 		top == 0   ? "busy"
 		: top == 2 ? "lazy"
 			   : "pooled",
-		b->n > 1 ? " merged" : "", LEFT + b->x0, row_y(b->row), w, ROW_H, fill);
+		b->n > 1 ? " merged" : "", LEFT + b->x0, row_y(b->row), w, ROW_H, fill, opacity);
 	bar_title(s, b);
 	fputs("</rect>\n", s->f);
 	/* The owner's name on the bar itself when it fits, so a printout shows it too. */
@@ -250,6 +253,8 @@ static void add_segment(struct svg *s, size_t i, uint64_t row, uint64_t start, u
 		b->shade = s->busy_seen;
 		s->open = true;
 	}
+	if (merge && start > b->end)
+		b->bytes[VAD_BLOCK_FREE] += start - b->end; /* free space merged in between */
 	b->n++; /* a block has one segment per row, and merging stays within a row */
 	b->x1 = x1;
 	b->end = end;
@@ -472,15 +477,16 @@ static void draw_legend(struct svg *s, unsigned y)
 	fprintf(s->f,
 		"<text class=\"note\" x=\"8\" y=\"%u\">Hover a bar for its offset, size and "
 		"owner. %" PRIu64 " bar%s stand%s for several blocks narrower than a pixel "
-		"(merged at this scale).</text>\n",
-		y + 20, s->merged, s->merged == 1 ? "" : "s", s->merged == 1 ? "s" : "");
+		"(merged at this scale),</text>\n<text class=\"note\" x=\"8\" y=\"%u\">paler "
+		"the more free space lies between them.</text>\n",
+		y + 20, s->merged, s->merged == 1 ? "" : "s", s->merged == 1 ? "s" : "", y + 38);
 }
 
 int vactl_map_svg(const struct vad_arena_map *m, const struct vactl_map_summary *sum, FILE *f)
 {
 	struct svg s = {.f = f, .m = m, .l = layout_of(m)};
 	unsigned legend_y = row_y(s.l.rows) + 14;
-	unsigned height = legend_y + 30;
+	unsigned height = legend_y + 48;
 	fprintf(f,
 		"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%u\" "
