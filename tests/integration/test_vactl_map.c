@@ -6,6 +6,7 @@
  * renders a PNG of the SVG's size; thousands of tiny ranges stay a bounded file; the walk's
  * JSON names each busy block's owner.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -237,6 +238,53 @@ static void test_many_ranges_bounded(void **state)
 	vad_close(c);
 }
 
+struct churn {
+	const struct vt_daemon *d;
+	int stop; /* atomic */
+	unsigned long rounds;
+};
+
+/* Sessions come and go and allocate and free while the walk names owners. */
+static void *churn_main(void *arg)
+{
+	struct churn *ch = arg;
+	while (!__atomic_load_n(&ch->stop, __ATOMIC_RELAXED)) {
+		vad_client *c;
+		if (vt_connect(ch->d, "map-churn", &c) != 0)
+			break;
+		void *p[16];
+		size_t sizes[16];
+		for (int i = 0; i < 16; i++)
+			sizes[i] = PAGE * (size_t)(1 + i % 3);
+		for (int k = 0; k < 8 && vad_alloc_batch_in(c, "pic", 16, sizes, 0, p) == 0; k++)
+			vad_free_batch(c, 16, p);
+		vad_close(c); /* some holds go with the session */
+		ch->rounds++;
+	}
+	return NULL;
+}
+
+/* Walks with owners while others allocate, free, connect and go: every walk succeeds and
+ * the daemon stays consistent (under TSan: no race on the sessions' names and holds). */
+static void test_map_while_others_churn(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct churn ch = {.d = d};
+	pthread_t t;
+	assert_int_equal(0, pthread_create(&t, NULL, churn_main, &ch));
+	for (int i = 0; i < 5; i++) {
+		struct vt_output o;
+		assert_int_equal(0,
+				 vt_vactl(d->socket_path, NULL, &o, "--json", "map", "pic", NULL));
+		VT_ASSERT_EXIT(&o, 0, "vactl map pic while others churn");
+		vt_output_free(&o);
+	}
+	__atomic_store_n(&ch.stop, 1, __ATOMIC_RELAXED);
+	assert_int_equal(0, pthread_join(t, NULL));
+	assert_true(ch.rounds > 0);
+	assert_int_equal(0, vt_check_invariants(d));
+}
+
 static void test_stop(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -250,6 +298,7 @@ int main(void)
 	    cmocka_unit_test(test_map_picture),
 	    cmocka_unit_test(test_png_without_rsvg),
 	    cmocka_unit_test(test_many_ranges_bounded),
+	    cmocka_unit_test(test_map_while_others_churn),
 	    cmocka_unit_test(test_stop),
 	};
 	return cmocka_run_group_tests_name("vactl map picture", tests, group_setup,
