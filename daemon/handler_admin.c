@@ -626,18 +626,24 @@ static Vad__BlockKind block_kind(unsigned k)
 	}
 }
 
+/* A session that holds blocks of the page: its name goes with the first of them only. */
+struct walk_session {
+	const char *name; /* in the asker's scratch */
+	uint64_t id;
+	bool named; /* its name is in the reply already */
+};
+
 /* Who holds each busy block of a page: one session named, and how many hold it. */
 struct walk_owner {
-	const char *name; /* in the asker's scratch; NULL: none listed */
-	uint64_t session;
+	struct walk_session *who; /* NULL: none listed */
 	uint32_t holders;
 };
 
 struct walk_owners {
 	struct vad_session *asker;
 	struct walk_owner *o;	  /* per busy block of the page */
-	struct vad_session *last; /* the holder whose name was copied last, and the copy */
-	char *last_name;
+	struct vad_session *last; /* the holder seen last, and its record */
+	struct walk_session *last_who;
 };
 
 /* Called with the registry's holders_lock and owner's holder lock held. */
@@ -647,14 +653,18 @@ static void walk_owner_seen(void *arg, size_t i, struct vad_session *owner)
 	struct walk_owner *o = &wo->o[i];
 	if (o->holders < UINT32_MAX)
 		o->holders++;
-	if (o->name)
+	if (o->who)
 		return;
-	if (owner != wo->last) { /* holds come holder by holder: one copy per holder */
+	if (owner != wo->last) { /* holds come holder by holder: one record per holder */
 		wo->last = owner;
-		wo->last_name = scratch_strdup(wo->asker, owner->name);
+		wo->last_who = scratch_array(wo->asker, 1, sizeof(*wo->last_who));
+		if (wo->last_who)
+			*wo->last_who = (struct walk_session){
+			    .name = scratch_strdup(wo->asker, owner->name), .id = owner->id};
+		if (wo->last_who && !wo->last_who->name)
+			wo->last_who = NULL;
 	}
-	o->name = wo->last_name;
-	o->session = owner->id;
+	o->who = wo->last_who;
 }
 
 /* The owners of the page's busy blocks (heap sorted by offset); NULL when out of scratch
@@ -726,11 +736,15 @@ static void walk_arena(struct vad_session *s, const Vad__Walk *m, struct vad_are
 		b->size = w.heap[taken].size;
 		b->kind = block_kind(w.heap[taken].kind);
 		b->node = w.heap[taken].kind == VA_BLOCK_FREE ? 0 : w.heap[taken].node;
-		if (owners && busy_of[taken] != SIZE_MAX && owners[busy_of[taken]].name) {
+		if (owners && busy_of[taken] != SIZE_MAX && owners[busy_of[taken]].who) {
+			/* The name once per session and page, its id on every block: a page of
+			 * one session's ranges costs 3 bytes a block more, not its name each. */
 			const struct walk_owner *ow = &owners[busy_of[taken]];
-			b->owner = (char *)ow->name;
-			b->owner_session = ow->session;
-			b->holders = ow->holders;
+			if (!ow->who->named)
+				b->owner = (char *)ow->who->name;
+			ow->who->named = true;
+			b->owner_session = ow->who->id;
+			b->other_holders = ow->holders - 1;
 		}
 		size_t len = vad__block__get_packed_size(b) + 3; /* tag and length */
 		if (used + len > budget)

@@ -24,6 +24,12 @@ struct acc_owner {
 	uint32_t holders;
 };
 
+/* A session the walk named: the daemon sends a name once per page, then only the id. */
+struct acc_session {
+	uint64_t id;
+	size_t name; /* offset + 1 in walk_acc.pool */
+};
+
 /* The blocks gathered so far over the pages of one walk. */
 struct walk_acc {
 	struct vad_block *v;
@@ -36,6 +42,8 @@ struct walk_acc {
 	size_t pool_len, pool_cap;
 	size_t *names; /* hash set of pool offsets + 1 (0: empty), names_cap slots */
 	size_t n_names, names_cap;
+	struct acc_session *ids; /* session id -> its name, ids_cap slots (id 0: empty) */
+	size_t n_ids, ids_cap;
 };
 
 /* Longest owner name taken from a daemon (its names are at most 63 bytes). */
@@ -69,6 +77,51 @@ static int names_grow(vad_client *c, struct walk_acc *acc)
 	acc->names = nt;
 	acc->names_cap = ncap;
 	return VAD_OK;
+}
+
+static size_t id_slot(uint64_t id, size_t cap)
+{
+	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 7) & (cap - 1);
+}
+
+/* Remember session id's name (pool offset + 1); VAD_OK or VAD_ENOMEM on c. */
+static int ids_put(vad_client *c, struct walk_acc *acc, uint64_t id, size_t name)
+{
+	if ((acc->n_ids + 1) * 2 > acc->ids_cap) {
+		size_t ncap = acc->ids_cap ? acc->ids_cap * 2 : 64;
+		struct acc_session *nt = calloc(ncap, sizeof(*nt));
+		if (!nt)
+			return libvad_fail(c, VAD_ENOMEM, NULL);
+		for (size_t i = 0; i < acc->ids_cap; i++) {
+			if (!acc->ids[i].id)
+				continue;
+			size_t j = id_slot(acc->ids[i].id, ncap);
+			while (nt[j].id)
+				j = (j + 1) & (ncap - 1);
+			nt[j] = acc->ids[i];
+		}
+		free(acc->ids);
+		acc->ids = nt;
+		acc->ids_cap = ncap;
+	}
+	size_t j = id_slot(id, acc->ids_cap);
+	while (acc->ids[j].id && acc->ids[j].id != id)
+		j = (j + 1) & (acc->ids_cap - 1);
+	if (!acc->ids[j].id)
+		acc->n_ids++;
+	acc->ids[j] = (struct acc_session){id, name};
+	return VAD_OK;
+}
+
+/* The name (pool offset + 1) the walk gave session id, 0 if none. */
+static size_t ids_get(const struct walk_acc *acc, uint64_t id)
+{
+	if (!acc->ids_cap)
+		return 0;
+	for (size_t j = id_slot(id, acc->ids_cap); acc->ids[j].id; j = (j + 1) & (acc->ids_cap - 1))
+		if (acc->ids[j].id == id)
+			return acc->ids[j].name;
+	return 0;
 }
 
 /* The pool offset + 1 of name, added once however many blocks it owns. */
@@ -155,11 +208,18 @@ static int acc_take_page(vad_client *c, struct walk_acc *acc, const Vad__WalkRep
 	for (size_t i = 0; i < take; i++) {
 		const Vad__Block *b = w->blocks[i];
 		struct acc_owner o = {0};
-		if (b->kind == VAD__BLOCK_KIND__BUSY && b->owner && b->owner[0]) {
-			if ((err = acc_name(c, acc, b->owner, &o.name)) != VAD_OK)
-				return err;
+		if (b->kind == VAD__BLOCK_KIND__BUSY && b->owner_session) {
+			/* The name comes with a session's first block of a page, then the id. */
+			if (b->owner && b->owner[0]) {
+				if ((err = acc_name(c, acc, b->owner, &o.name)) != VAD_OK ||
+				    (err = ids_put(c, acc, b->owner_session, o.name)) != VAD_OK)
+					return err;
+			} else {
+				o.name = ids_get(acc, b->owner_session);
+			}
 			o.session = b->owner_session;
-			o.holders = b->holders;
+			o.holders =
+			    b->other_holders < UINT32_MAX ? b->other_holders + 1 : UINT32_MAX;
 		}
 		acc->ow[acc->n] = o;
 		acc->v[acc->n++] = (struct vad_block){b->offset, b->size, (int)b->kind, b->node};
@@ -230,6 +290,7 @@ int vad_walk(vad_client *c, const char *arena, size_t max_blocks, struct vad_are
 	free(acc.ow);
 	free(acc.pool);
 	free(acc.names);
+	free(acc.ids);
 	free(acc.name);
 	return err;
 }

@@ -497,7 +497,7 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 			s->block.kind = VAD__BLOCK_KIND__BUSY;
 			s->block.owner = t == TRICK_WALK_OWNER ? "fake-owner" : long_name;
 			s->block.owner_session = 7;
-			s->block.holders = 2;
+			s->block.other_holders = 1;
 			s->walk.more = 0;
 			s->walk.next = 0;
 		}
