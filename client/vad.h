@@ -289,13 +289,22 @@ struct vad_block {
 	uint32_t node; /* owning allocator node (busy, lazy, pooled) */
 };
 
+/* Who holds a busy block (the walk is for admins, who see every session). */
+struct vad_block_owner {
+	const char *name; /* a holding session's name; NULL: none listed (not busy, or its
+			     holder is going away) */
+	uint64_t session; /* that session's id */
+	uint32_t holders; /* sessions holding the range (attaches included) */
+};
+
 /* An arena's layout: its blocks in address order. */
 struct vad_arena_map {
 	const char *arena;
 	uint64_t size, quantum;
 	size_t n_blocks;
-	int truncated;		  /* nonzero: more blocks exist than max_blocks allowed */
-	struct vad_block *blocks; /* n_blocks entries, in the same block */
+	int truncated;			/* nonzero: more blocks exist than max_blocks allowed */
+	struct vad_block *blocks;	/* n_blocks entries, in the same block */
+	struct vad_block_owner *owners; /* n_blocks entries, blocks[i]'s owner; same block */
 };
 
 /* Fill *out with the daemon's hello reply; no round trip. Strings live until vad_close. */

@@ -628,6 +628,74 @@ static Vad__BlockKind block_kind(unsigned k)
 	}
 }
 
+/* A session that holds blocks of the page: its name goes with the first of them only. */
+struct walk_session {
+	const char *name; /* in the asker's scratch */
+	uint64_t id;
+	bool named; /* its name is in the reply already */
+};
+
+/* Who holds each busy block of a page: one session named, and how many hold it. */
+struct walk_owner {
+	struct walk_session *who; /* NULL: none listed */
+	uint32_t holders;
+};
+
+struct walk_owners {
+	struct vad_session *asker;
+	struct walk_owner *o;	  /* per busy block of the page */
+	struct vad_session *last; /* the holder seen last, and its record */
+	struct walk_session *last_who;
+};
+
+/* Called with the registry's holders_lock and owner's holder lock held. */
+static void walk_owner_seen(void *arg, size_t i, struct vad_session *owner)
+{
+	struct walk_owners *wo = arg;
+	struct walk_owner *o = &wo->o[i];
+	if (o->holders < UINT32_MAX)
+		o->holders++;
+	if (o->who)
+		return;
+	if (owner != wo->last) { /* holds come holder by holder: one record per holder */
+		wo->last = owner;
+		wo->last_who = scratch_array(wo->asker, 1, sizeof(*wo->last_who));
+		if (wo->last_who)
+			*wo->last_who = (struct walk_session){
+			    .name = scratch_strdup(wo->asker, owner->name), .id = owner->id};
+		if (wo->last_who && !wo->last_who->name)
+			wo->last_who = NULL;
+	}
+	o->who = wo->last_who;
+}
+
+/* The owners of the page's busy blocks (heap sorted by offset); NULL when out of scratch
+ * (the page goes without owners). */
+static struct walk_owner *walk_owners(struct vad_session *s, struct vad_arena *a,
+				      const struct walk_ctx *w, size_t **busy_of)
+{
+	size_t n_busy = 0;
+	for (size_t i = 0; i < w->n; i++)
+		n_busy += w->heap[i].kind == VA_BLOCK_BUSY;
+	uint64_t *offsets = scratch_array(s, n_busy ? n_busy : 1, sizeof(*offsets));
+	size_t *busy = scratch_array(s, w->n ? w->n : 1, sizeof(*busy));
+	struct walk_owner *o = scratch_array(s, n_busy ? n_busy : 1, sizeof(*o));
+	if (!offsets || !busy || !o)
+		return NULL;
+	memset(o, 0, (n_busy ? n_busy : 1) * sizeof(*o));
+	for (size_t i = 0, k = 0; i < w->n; i++) {
+		busy[i] = SIZE_MAX;
+		if (w->heap[i].kind == VA_BLOCK_BUSY) {
+			busy[i] = k;
+			offsets[k++] = w->heap[i].offset;
+		}
+	}
+	struct walk_owners wo = {.asker = s, .o = o};
+	vad_registry_holders_of(s->svc->reg, a->index, offsets, n_busy, walk_owner_seen, &wo);
+	*busy_of = busy;
+	return o;
+}
+
 /* The walk of one arena, pinned by the caller. */
 static void walk_arena(struct vad_session *s, const Vad__Walk *m, struct vad_arena *a,
 		       struct vad_reply *r)
@@ -654,6 +722,8 @@ static void walk_arena(struct vad_session *s, const Vad__Walk *m, struct vad_are
 		w.heap[end - 1] = t;
 		heap_sift_down(w.heap, end - 1, 0);
 	}
+	size_t *busy_of = NULL;
+	const struct walk_owner *owners = walk_owners(s, a, &w, &busy_of);
 	Vad__Block *blocks = scratch_array(s, w.n ? w.n : 1, sizeof(*blocks));
 	Vad__Block **ptrs = scratch_array(s, w.n ? w.n : 1, sizeof(*ptrs));
 	if (!blocks || !ptrs) {
@@ -668,6 +738,16 @@ static void walk_arena(struct vad_session *s, const Vad__Walk *m, struct vad_are
 		b->size = w.heap[taken].size;
 		b->kind = block_kind(w.heap[taken].kind);
 		b->node = w.heap[taken].kind == VA_BLOCK_FREE ? 0 : w.heap[taken].node;
+		if (owners && busy_of[taken] != SIZE_MAX && owners[busy_of[taken]].who) {
+			/* The name once per session and page, its id on every block: a page of
+			 * one session's ranges costs 3 bytes a block more, not its name each. */
+			const struct walk_owner *ow = &owners[busy_of[taken]];
+			if (!ow->who->named)
+				b->owner = (char *)ow->who->name;
+			ow->who->named = true;
+			b->owner_session = ow->who->id;
+			b->other_holders = ow->holders - 1;
+		}
 		size_t len = vad__block__get_packed_size(b) + 3; /* tag and length */
 		if (used + len > budget)
 			break;

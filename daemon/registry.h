@@ -181,6 +181,15 @@ uint64_t vad_registry_tokens(struct vad_registry *reg);
 void vad_registry_for_each_holder(struct vad_registry *reg,
 				  void (*fn)(void *ctx, struct vad_holder *h), void *ctx);
 
+/* Call fn(ctx, i, session) for each registered session that holds the range at offsets[i] of
+ * arena (offsets ascending, n of them; dying holders are not listed), with holders_lock and
+ * that session's holder lock held (fn must take neither). Bounded by the holders times
+ * min(their holds, n), one holder lock at a time: for a page of vactl map's walk. */
+void vad_registry_holders_of(struct vad_registry *reg, unsigned arena, const uint64_t *offsets,
+			     size_t n,
+			     void (*fn)(void *ctx, size_t index, struct vad_session *owner),
+			     void *ctx);
+
 /* Check the registry against itself and the allocators with every lock held: each holder's
  * totals equal its holds, each range's refs equal the holds on it, arena totals match, each
  * token points at a held range (or one being freed), the memory of dead tokens is sound, each

@@ -1,6 +1,7 @@
 /*
  * registry_internal.h - what the registry's own files share (registry.c, range_cache.c,
- * holds.c, quotas.c, reaper.c, tokens.c, registry_check.c); nothing else includes it.
+ * holds.c, quotas.c, reaper.c, tokens.c, registry_check.c, registry_owners.c); nothing else
+ * includes it.
  * The lock order and the rules on who writes what are in registry.h.
  */
 #ifndef VAD_REGISTRY_INTERNAL_H

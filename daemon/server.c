@@ -421,7 +421,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		sd_notify(0, "READY=1");
 		return;
 	}
-	begin_stop(s, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	begin_stop(s, sig == SIGTERM ? "SIGTERM (systemctl stop, or kill)" : "SIGINT (Ctrl-C)");
 }
 
 static void on_stop(evutil_socket_t fd, short what, void *arg)
@@ -719,6 +719,10 @@ int vad_server_run(struct vad_server *s)
 		event_del(s->ev_tenants);
 	s->balance_armed = false;
 
+	/* The stop event says why, even when no signal or request began the stop. */
+	if (!s->svc->stop_reason[0])
+		snprintf(s->svc->stop_reason, sizeof(s->svc->stop_reason), "%s",
+			 rc ? "a runtime failure (the log says which)" : "the listener ended");
 	/* The final snapshot still sees the sessions of this moment. */
 	vad_stats_stop(s->stats);
 	s->stats = NULL;

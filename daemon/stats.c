@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -548,6 +549,22 @@ static void close_database(struct vad_stats_writer *w)
 	w->db = NULL;
 }
 
+/* The pid the start event of the last run recorded (", pid N" in its detail), 0 if none. */
+static long last_start_pid(struct vad_stats_writer *w)
+{
+	sqlite3_stmt *st = prepare(w, "SELECT detail FROM event WHERE kind = 'start'"
+				      " ORDER BY id DESC LIMIT 1");
+	long pid = 0;
+	if (st && sqlite3_step(st) == SQLITE_ROW) {
+		const char *d = (const char *)sqlite3_column_text(st, 0);
+		const char *at = d ? strstr(d, ", pid ") : NULL;
+		if (at)
+			pid = strtol(at + 6, NULL, 10);
+	}
+	sqlite3_finalize(st);
+	return pid > 0 ? pid : 0;
+}
+
 /* A previous vad whose last snapshot is not a final one never stopped cleanly (killed,
  * crashed, the machine lost power): say so with an "unclean-stop" event dated at that
  * snapshot, the last moment it was seen, so the history does not read "start, start". */
@@ -568,11 +585,20 @@ static void record_unclean_stop(struct vad_stats_writer *w)
 	sqlite3_finalize(last);
 	if (!unclean)
 		return;
-	char detail[192];
-	snprintf(detail, sizeof(detail),
-		 "the previous vad ended without stopping (killed or crashed); last seen %" PRIu64
-		 " s after its start, at %" PRIu64 " requests",
-		 uptime / 1000, requests);
+	char pid[32] = "pid unknown", seen[32] = "?";
+	long p = last_start_pid(w);
+	if (p)
+		snprintf(pid, sizeof(pid), "pid %ld", p);
+	time_t t = (time_t)(ts / 1000);
+	struct tm tm;
+	if (gmtime_r(&t, &tm))
+		strftime(seen, sizeof(seen), "%Y-%m-%d %H:%M:%S UTC", &tm);
+	char detail[256];
+	snprintf(
+	    detail, sizeof(detail),
+	    "no stop recorded: the daemon was killed or crashed (%s; last snapshot %s, %" PRIu64
+	    " s after its start, at %" PRIu64 " requests)",
+	    pid, seen, uptime / 1000, requests);
 	sqlite3_stmt *ins = prepare(w, "INSERT INTO event(ts_ms, kind, detail)"
 				       " VALUES (:ts_ms, 'unclean-stop', :detail)");
 	if (!ins)
@@ -580,7 +606,7 @@ static void record_unclean_stop(struct vad_stats_writer *w)
 	bind_INTEGER(ins, ":ts_ms", ts);
 	bind_TEXT(ins, ":detail", detail);
 	if (run(w, ins) == 0)
-		log_notice("stats: %s", detail);
+		log_notice("stats: the previous vad ended uncleanly: %s", detail);
 	sqlite3_finalize(ins);
 }
 
@@ -619,9 +645,9 @@ static int open_database(struct vad_stats_writer *w, char *err, size_t err_len)
 	load_lifetime(w);
 	for (size_t i = 0; i < w->svc->n_slots; i++)
 		w->slots[i].generation = 0; /* read again from this database at the first sight */
-	char detail[64];
-	snprintf(detail, sizeof(detail), "vad %s, start %llu", VAD_DAEMON_VERSION,
-		 (unsigned long long)vad_sat_add(w->vad_base.starts, 1));
+	char detail[96];
+	snprintf(detail, sizeof(detail), "vad %s, start %llu, pid %ld", VAD_DAEMON_VERSION,
+		 (unsigned long long)vad_sat_add(w->vad_base.starts, 1), (long)getpid());
 	vad_service_event(w->svc, "start", detail);
 	write_snapshot(w); /* the start is on disk at once */
 

@@ -18,9 +18,10 @@ struct history_args {
 	const char *arena;
 	uint64_t since_ms; /* 0: everything */
 	uint64_t limit;	   /* most recent snapshots shown */
+	bool oldest_first; /* snapshots and events in time order; newest first by default */
 };
 
-enum { OPT_DB = 0x5000, OPT_SINCE, OPT_ARENA, OPT_LIMIT };
+enum { OPT_DB = 0x5000, OPT_SINCE, OPT_ARENA, OPT_LIMIT, OPT_OLDEST_FIRST };
 
 static int on_history_opt(int opt, const char *arg, void *ctx)
 {
@@ -32,6 +33,9 @@ static int on_history_opt(int opt, const char *arg, void *ctx)
 		return VACTL_EXIT_OK;
 	case OPT_ARENA:
 		h->arena = arg;
+		return VACTL_EXIT_OK;
+	case OPT_OLDEST_FIRST:
+		h->oldest_first = true;
 		return VACTL_EXIT_OK;
 	case OPT_SINCE:
 		if (strcmp(arg, "all") == 0)
@@ -193,13 +197,18 @@ static int arena_rows(const struct history *h, int64_t snapshot_id, int64_t ts_m
 
 static int show_snapshots(const struct history *h, json_object *out)
 {
-	/* The most recent `limit` snapshots, shown oldest first. */
+	/* The most recent `limit` snapshots, newest first unless asked otherwise. */
 	static const char sql[] =
+	    "SELECT * FROM (SELECT id, ts_ms, uptime_ms, clients, requests, shares, final"
+	    " FROM snapshot WHERE ts_ms >= ?1 ORDER BY ts_ms DESC, id DESC LIMIT ?2)"
+	    " ORDER BY ts_ms DESC, id DESC";
+	static const char sql_oldest_first[] =
 	    "SELECT * FROM (SELECT id, ts_ms, uptime_ms, clients, requests, shares, final"
 	    " FROM snapshot WHERE ts_ms >= ?1 ORDER BY ts_ms DESC, id DESC LIMIT ?2)"
 	    " ORDER BY ts_ms, id";
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(h->db, sql, -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(h->db, h->a->oldest_first ? sql_oldest_first : sql, -1, &st, NULL) !=
+	    SQLITE_OK)
 		return db_fail(h, "reading snapshots");
 	sqlite3_bind_int64(st, 1, h->since_ts);
 	sqlite3_bind_int64(st, 2, (sqlite3_int64)h->a->limit);
@@ -348,15 +357,17 @@ out:
 static int show_events(const struct history *h, json_object *out)
 {
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(h->db,
-			       "SELECT ts_ms, kind, detail FROM event WHERE ts_ms >= ?1 ORDER BY "
-			       "ts_ms DESC, id DESC",
-			       -1, &st, NULL) != SQLITE_OK)
+	static const char sql[] = "SELECT ts_ms, kind, detail FROM event WHERE ts_ms >= ?1"
+				  " ORDER BY ts_ms DESC, id DESC";
+	static const char sql_oldest_first[] = "SELECT ts_ms, kind, detail FROM event"
+					       " WHERE ts_ms >= ?1 ORDER BY ts_ms, id";
+	if (sqlite3_prepare_v2(h->db, h->a->oldest_first ? sql_oldest_first : sql, -1, &st, NULL) !=
+	    SQLITE_OK)
 		return db_fail(h, "reading events");
 	sqlite3_bind_int64(st, 1, h->since_ts);
 	json_object *arr = out ? json_object_new_array() : NULL;
 	if (!out)
-		printf("\nevents:\n");
+		printf("\nevents (%s first):\n", h->a->oldest_first ? "oldest" : "newest");
 	int step, rows = 0;
 	while ((step = sqlite3_step(st)) == SQLITE_ROW) {
 		rows++;
@@ -368,7 +379,7 @@ static int show_events(const struct history *h, json_object *out)
 			json_object_array_add(arr, je);
 		} else {
 			char when[32];
-			printf("  %s  %-8s %s\n", fmt_time(col(st, 0), when, sizeof(when)),
+			printf("  %s  %-12s %s\n", fmt_time(col(st, 0), when, sizeof(when)),
 			       col_text(st, 1), col_text(st, 2));
 		}
 	}
@@ -447,6 +458,7 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 	    {"since", required_argument, NULL, OPT_SINCE},
 	    {"arena", required_argument, NULL, OPT_ARENA},
 	    {"limit", required_argument, NULL, OPT_LIMIT},
+	    {"oldest-first", no_argument, NULL, OPT_OLDEST_FIRST},
 	    {0},
 	};
 	struct history_args a = {.since_ms = 3600 * 1000, .limit = 20};
@@ -486,15 +498,17 @@ static int run_history(struct vactl_opts *o, int argc, char **argv)
 
 const struct vactl_cmd vactl_cmd_history = {
     .name = "history",
-    .args = "[--db PATH] [--since D|all] [--arena A] [--limit N]",
+    .args = "[--db PATH] [--since D|all] [--arena A] [--limit N] [--oldest-first]",
     .summary = "stats snapshots, events and lifetime counters from the SQLite file",
     .help =
 	"Reads the daemon's stats database directly (the daemon need not run): the most\n"
 	"recent snapshots (default 20, --limit) of the last hour (--since 10m, 7d, all),\n"
 	"per arena (or only --arena A), with resident bytes ('-' in rows older than\n"
-	"schema 3) and allocation latency percentiles; the events of that period, newest\n"
-	"first (start, stop with its reason, unclean-stop when a vad was killed or crashed,\n"
-	"reload, ...); and the lifetime counters summed over every run. The\n"
+	"schema 3) and allocation latency percentiles (812ns, 4.2us, 1.3ms); the events\n"
+	"of that period (start with its pid, stop with its reason, unclean-stop when a\n"
+	"vad was killed or crashed, reload, ...); and the lifetime counters summed over\n"
+	"every run. Snapshots and events are listed newest first; --oldest-first lists\n"
+	"them in time order (JSON too; the trends always run oldest to newest). The\n"
 	"database is --db PATH, else vad-stats.db beside the socket named by --socket or\n"
 	"$VAD_SOCKET, else /var/lib/vad/stats.db. Exits 1 if it cannot be read.\n"
 	"JSON: {db, schema_version, since_ts_ms (0: all), snapshots: [{ts_ms, uptime_ms, clients,\n"

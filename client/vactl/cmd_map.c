@@ -4,16 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "map_svg.h"
 #include "vactl.h"
 
 struct map_args {
 	uint64_t width, rows; /* cells of the text picture */
 	const char *svg;      /* write an SVG picture to this file */
+	const char *png;      /* and render it to this PNG (rsvg-convert) */
 	bool blocks;	      /* list every block */
 	uint64_t max_blocks;
 };
 
-enum { OPT_WIDTH = 0x6000, OPT_ROWS, OPT_SVG, OPT_BLOCKS, OPT_MAX_BLOCKS };
+enum { OPT_WIDTH = 0x6000, OPT_ROWS, OPT_SVG, OPT_BLOCKS, OPT_MAX_BLOCKS, OPT_PNG };
 
 static int parse_count(const char *arg, uint64_t max, uint64_t *out)
 {
@@ -40,6 +44,9 @@ static int on_map_opt(int opt, const char *arg, void *ctx)
 		return VACTL_EXIT_OK;
 	case OPT_SVG:
 		m->svg = arg;
+		return VACTL_EXIT_OK;
+	case OPT_PNG:
+		m->png = arg;
 		return VACTL_EXIT_OK;
 	case OPT_BLOCKS:
 		m->blocks = true;
@@ -100,79 +107,8 @@ static char cell_char(const uint64_t bytes[4])
 	return "#.lp"[top];
 }
 
-static const char *const svg_colors[] = {"#d9534f", "#e8f0e8", "#f0ad4e", "#5bc0de"};
-
-static int write_svg(const struct vad_arena_map *m, const char *path, uint64_t cols, uint64_t rows)
-{
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		fprintf(stderr, "vactl: cannot write %s: %s\n", path, strerror(errno));
-		return VACTL_EXIT_USAGE;
-	}
-	const unsigned cw = 4, ch = 12, top = 28;
-	char sz[32];
-	fprintf(f,
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%llu\" height=\"%llu\" "
-		"font-family=\"monospace\" font-size=\"12\">\n",
-		(unsigned long long)(cols * cw), (unsigned long long)(rows * ch + top + 20));
-	fprintf(f, "<text x=\"0\" y=\"14\">arena %s, %s, %zu block%s</text>\n", m->arena,
-		vactl_fmt_size(m->size, sz, sizeof(sz)), m->n_blocks, vad_plural(m->n_blocks));
-	uint64_t cells = cols * rows;
-	size_t cursor = 0;
-	for (uint64_t r = 0; r < rows; r++) {
-		/* Runs of cells with the same dominant kind become one rectangle. */
-		int run_kind = -1;
-		uint64_t run_start = 0;
-		for (uint64_t col = 0; col <= cols; col++) {
-			int kind = -1;
-			if (col < cols) {
-				uint64_t cell = r * cols + col;
-				uint64_t lo = (uint64_t)((long double)m->size * cell / cells);
-				uint64_t hi = (uint64_t)((long double)m->size * (cell + 1) / cells);
-				uint64_t bytes[4];
-				cell_bytes(m, lo, hi, &cursor, bytes);
-				kind = 0;
-				for (int k = 1; k < 4; k++)
-					if (bytes[k] > bytes[kind])
-						kind = k;
-			}
-			if (kind != run_kind) {
-				if (run_kind >= 0)
-					fprintf(f,
-						"<rect x=\"%llu\" y=\"%llu\" width=\"%llu\" "
-						"height=\"%u\" "
-						"fill=\"%s\"/>\n",
-						(unsigned long long)(run_start * cw),
-						(unsigned long long)(top + r * ch),
-						(unsigned long long)((col - run_start) * cw),
-						ch - 1, svg_colors[run_kind]);
-				run_kind = kind;
-				run_start = col;
-			}
-		}
-	}
-	unsigned y = (unsigned)(top + rows * ch + 14), x = 0;
-	for (int k = 0; k < 4; k++, x += 90)
-		fprintf(f,
-			"<rect x=\"%u\" y=\"%u\" width=\"10\" height=\"10\" fill=\"%s\"/>"
-			"<text x=\"%u\" y=\"%u\">%s</text>\n",
-			x, y - 9, svg_colors[k], x + 14, y, kind_names[k]);
-	fprintf(f, "</svg>\n");
-	if (fclose(f) != 0) {
-		fprintf(stderr, "vactl: cannot write %s: %s\n", path, strerror(errno));
-		return VACTL_EXIT_USAGE;
-	}
-	return VACTL_EXIT_OK;
-}
-
-/* What the blocks of a map add up to, by kind. */
-struct map_summary {
-	uint64_t bytes[4], blocks[4];
-	uint64_t largest_free;
-	double fragmentation;
-};
-
-static void summarize(const struct vad_arena_map *m, struct map_summary *sum)
+/* What the blocks of m add up to, by kind; the largest hole and where it starts. */
+static void summarize(const struct vad_arena_map *m, struct vactl_map_summary *sum)
 {
 	memset(sum, 0, sizeof(*sum));
 	for (size_t i = 0; i < m->n_blocks; i++) {
@@ -181,8 +117,10 @@ static void summarize(const struct vad_arena_map *m, struct map_summary *sum)
 			continue;
 		sum->bytes[b->kind] += b->size;
 		sum->blocks[b->kind]++;
-		if (b->kind == VAD_BLOCK_FREE && b->size > sum->largest_free)
+		if (b->kind == VAD_BLOCK_FREE && b->size > sum->largest_free) {
 			sum->largest_free = b->size;
+			sum->largest_free_offset = b->offset;
+		}
 	}
 	sum->fragmentation = vactl_fragmentation(sum->bytes[VAD_BLOCK_FREE], sum->largest_free);
 }
@@ -196,6 +134,7 @@ static int fetch_map(struct vactl_opts *o, int argc, char **argv, struct map_arg
 	    {"width", required_argument, NULL, OPT_WIDTH},
 	    {"rows", required_argument, NULL, OPT_ROWS},
 	    {"svg", required_argument, NULL, OPT_SVG},
+	    {"png", required_argument, NULL, OPT_PNG},
 	    {"blocks", no_argument, NULL, OPT_BLOCKS},
 	    {"max-blocks", required_argument, NULL, OPT_MAX_BLOCKS},
 	    {0},
@@ -217,8 +156,8 @@ static int fetch_map(struct vactl_opts *o, int argc, char **argv, struct map_arg
 	return VACTL_EXIT_OK;
 }
 
-static void print_map_json(const struct vad_arena_map *m, const struct map_summary *sum,
-			   const char *svg)
+static void print_map_json(const struct vad_arena_map *m, const struct vactl_map_summary *sum,
+			   const struct map_args *a)
 {
 	json_object *j = json_object_new_object();
 	vactl_json_add_str(j, "arena", m->arena);
@@ -235,7 +174,9 @@ static void print_map_json(const struct vad_arena_map *m, const struct map_summa
 	}
 	vactl_json_add_u64(j, "largest_free", sum->largest_free);
 	json_object_object_add(j, "fragmentation", json_object_new_double(sum->fragmentation));
-	vactl_json_add_str(j, "svg", svg);
+	vactl_json_add_u64(j, "largest_free_offset", sum->largest_free_offset);
+	vactl_json_add_str(j, "svg", a->svg);
+	vactl_json_add_str(j, "png", a->png);
 	json_object *arr = json_object_new_array();
 	for (size_t i = 0; i < m->n_blocks; i++) {
 		json_object *jb = json_object_new_object();
@@ -243,6 +184,12 @@ static void print_map_json(const struct vad_arena_map *m, const struct map_summa
 		vactl_json_add_u64(jb, "size", m->blocks[i].size);
 		vactl_json_add_str(jb, "kind", kind_name(m->blocks[i].kind));
 		vactl_json_add_u64(jb, "node", m->blocks[i].node);
+		const struct vad_block_owner *ow = &m->owners[i];
+		if (ow->name) {
+			vactl_json_add_str(jb, "owner", ow->name);
+			vactl_json_add_u64(jb, "owner_session", ow->session);
+			vactl_json_add_u64(jb, "holders", ow->holders);
+		}
 		json_object_array_add(arr, jb);
 	}
 	json_object_object_add(j, "blocks", arr);
@@ -272,19 +219,24 @@ static void print_map_grid(const struct vad_arena_map *m, const struct map_args 
 
 static void print_map_blocks(const struct vad_arena_map *m)
 {
-	static const char *const heads[] = {"OFFSET", "SIZE", "KIND", "NODE"};
-	struct vactl_table *t = vactl_table_new(4, heads);
+	static const char *const heads[] = {"OFFSET", "SIZE", "KIND", "NODE", "OWNER"};
+	struct vactl_table *t = vactl_table_new(5, heads);
 	for (size_t i = 0; i < m->n_blocks; i++) {
-		char off[32], node[16], size[32];
+		char off[32], node[16], size[32], owner[96] = "-";
 		snprintf(off, sizeof(off), "0x%llx", (unsigned long long)m->blocks[i].offset);
 		snprintf(node, sizeof(node), "%u", m->blocks[i].node);
+		const struct vad_block_owner *ow = &m->owners[i];
+		if (ow->name)
+			snprintf(owner, sizeof(owner), "%s (session %llu)%s", ow->name,
+				 (unsigned long long)ow->session,
+				 ow->holders > 1 ? " +shared" : "");
 		vactl_table_row(t, off, vactl_fmt_size(m->blocks[i].size, size, sizeof(size)),
-				kind_name(m->blocks[i].kind), node);
+				kind_name(m->blocks[i].kind), node, owner);
 	}
 	vactl_table_print(t);
 }
 
-static void print_map_text(const struct vad_arena_map *m, const struct map_summary *sum,
+static void print_map_text(const struct vad_arena_map *m, const struct vactl_map_summary *sum,
 			   const struct map_args *a)
 {
 	char b1[32], b2[32], b3[32];
@@ -305,6 +257,51 @@ static void print_map_text(const struct vad_arena_map *m, const struct map_summa
 		print_map_blocks(m);
 	if (a->svg)
 		printf("wrote %s\n", a->svg);
+	if (a->png)
+		printf("wrote %s\n", a->png);
+}
+
+/* Write the SVG picture to path. */
+static int write_svg(const struct vad_arena_map *m, const struct vactl_map_summary *sum,
+		     const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "vactl: cannot write %s: %s\n", path, strerror(errno));
+		return VACTL_EXIT_REFUSED;
+	}
+	int w = vactl_map_svg(m, sum, f);
+	int e = errno;
+	if (fclose(f) != 0 || w < 0) {
+		fprintf(stderr, "vactl: cannot write %s: %s\n", path, strerror(w < 0 ? e : errno));
+		return VACTL_EXIT_REFUSED;
+	}
+	return VACTL_EXIT_OK;
+}
+
+/* The pictures asked for: the SVG (to --svg, or a temporary file for --png alone) and the
+ * PNG rendered from it. */
+static int write_pictures(const struct vad_arena_map *m, const struct vactl_map_summary *sum,
+			  const struct map_args *a)
+{
+	char tmp[] = "/tmp/vactl-map-XXXXXX.svg";
+	const char *svg = a->svg;
+	if (!svg) {
+		int fd = mkstemps(tmp, 4);
+		if (fd < 0) {
+			fprintf(stderr, "vactl: cannot make a temporary SVG file: %s\n",
+				strerror(errno));
+			return VACTL_EXIT_REFUSED;
+		}
+		close(fd);
+		svg = tmp;
+	}
+	int rc = write_svg(m, sum, svg);
+	if (rc == VACTL_EXIT_OK && a->png && vactl_svg_to_png(svg, a->png) < 0)
+		rc = VACTL_EXIT_REFUSED;
+	if (!a->svg)
+		unlink(tmp);
+	return rc;
 }
 
 static int run_map(struct vactl_opts *o, int argc, char **argv)
@@ -314,14 +311,14 @@ static int run_map(struct vactl_opts *o, int argc, char **argv)
 	int rc = fetch_map(o, argc, argv, &a, &m);
 	if (rc)
 		return rc < 0 ? VACTL_EXIT_OK : rc;
-	struct map_summary sum;
+	struct vactl_map_summary sum;
 	summarize(m, &sum);
-	if (a.svg && (rc = write_svg(m, a.svg, 256, 64)) != VACTL_EXIT_OK) {
+	if ((a.svg || a.png) && (rc = write_pictures(m, &sum, &a)) != VACTL_EXIT_OK) {
 		free(m);
 		return rc;
 	}
 	if (o->json)
-		print_map_json(m, &sum, a.svg);
+		print_map_json(m, &sum, &a);
 	else
 		print_map_text(m, &sum, &a);
 	free(m);
@@ -330,18 +327,24 @@ static int run_map(struct vactl_opts *o, int argc, char **argv)
 
 const struct vactl_cmd vactl_cmd_map = {
     .name = "map",
-    .args = "[ARENA] [--width N] [--rows N] [--svg FILE] [--blocks] [--max-blocks N]",
+    .args = "[ARENA] [--width N] [--rows N] [--svg FILE] [--png FILE] [--blocks] [--max-blocks N]",
     .summary = "fragmentation picture of an arena, in the terminal or as SVG (admin)",
     .help =
 	"Walks the arena's blocks in address order (admin) and draws them: each character\n"
 	"stands for an equal share of the arena ('#' busy, '.' free, 'l' lazy, 'p' pooled,\n"
 	"'+' mostly busy, '-' mostly free), --width columns by --rows rows (64 x 16).\n"
-	"  --svg FILE       also draw it as an SVG picture (256 x 64 cells) into FILE\n"
-	"  --blocks         list every block (offset, size, kind, node)\n"
+	"  --svg FILE       also draw it as an SVG picture into FILE: rows at round\n"
+	"                   offsets, totals, owners, the largest hole marked, each range\n"
+	"                   a bar (neighbours in alternating shades, those under a pixel\n"
+	"                   merged) whose tooltip names its owner session, offset, size\n"
+	"  --png FILE       also render that picture to a PNG (needs rsvg-convert,\n"
+	"                   Debian package librsvg2-bin)\n"
+	"  --blocks         list every block (offset, size, kind, node, owner)\n"
 	"  --max-blocks N   fetch at most N blocks (default 1000000)\n"
 	"The walk is fetched a page at a time, so under load it is not one instant.\n"
 	"JSON: {arena, size, quantum, n_blocks, truncated, busy_bytes, busy_blocks, free_bytes,\n"
 	"free_blocks, lazy_bytes, lazy_blocks, pooled_bytes, pooled_blocks, largest_free,\n"
-	"fragmentation, svg, blocks: [{offset, size, kind, node}]}\n",
+	"largest_free_offset, fragmentation, svg, png, blocks: [{offset, size, kind, node,\n"
+	"owner, owner_session, holders (busy blocks whose session is listed)}]}\n",
     .run = run_map,
 };

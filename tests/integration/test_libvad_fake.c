@@ -70,6 +70,8 @@ enum trick {
 	TRICK_DIE_MID_REPLY,	/* any: half the reply, then hang up */
 	TRICK_DIE_MID_FD,	/* map: the first byte of the reply with its fd, then hang up */
 	TRICK_DIE_AFTER_HEADER, /* any: the frame's length only, then hang up */
+	TRICK_WALK_OWNER,	/* walk: one busy block filling the arena, owner "fake-owner" */
+	TRICK_WALK_LONG_OWNER,	/* walk: the same with an owner name of 300 bytes */
 };
 
 #define FLOOD_FDS 64
@@ -488,6 +490,17 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		s->walk.blocks = s->blockp;
 		s->walk.more = 1;
 		s->walk.next = q->walk->from + QUANTUM;
+		if (t == TRICK_WALK_OWNER || t == TRICK_WALK_LONG_OWNER) {
+			static char long_name[301];
+			memset(long_name, 'n', sizeof(long_name) - 1);
+			s->block.size = 2 * QUANTUM;
+			s->block.kind = VAD__BLOCK_KIND__BUSY;
+			s->block.owner = t == TRICK_WALK_OWNER ? "fake-owner" : long_name;
+			s->block.owner_session = 7;
+			s->block.other_holders = 1;
+			s->walk.more = 0;
+			s->walk.next = 0;
+		}
 		r->result_case = VAD__RESPONSE__RESULT_WALK;
 		r->walk = &s->walk;
 		break;
@@ -1324,6 +1337,27 @@ static void test_refuses_an_endless_walk(void **state)
 	finish(f, c, fds0);
 }
 
+/* A walk's owners are taken as named; a name longer than any daemon sends is refused. */
+static void test_walk_owners(void **state)
+{
+	int fds0;
+	vad_client *c;
+	struct fake *f = start(&c, &fds0);
+	struct vad_arena_map *m = NULL;
+	set_trick(f, TRICK_WALK_OWNER, VAD__REQUEST__OP_WALK);
+	assert_int_equal(VAD_OK, vad_walk(c, NULL, 0, &m));
+	assert_int_equal(1, m->n_blocks);
+	assert_string_equal("fake-owner", m->owners[0].name);
+	assert_int_equal(7, m->owners[0].session);
+	assert_int_equal(2, m->owners[0].holders);
+	free(m);
+	m = NULL;
+	set_trick(f, TRICK_WALK_LONG_OWNER, VAD__REQUEST__OP_WALK);
+	assert_refused(c, vad_walk(c, NULL, 0, &m), "names an owner of over 255 bytes");
+	assert_null(m);
+	finish(f, c, fds0);
+}
+
 /* ---- the daemon dying in every state ------------------------------------------------------ */
 
 static void test_dies_in_every_state(void **state)
@@ -1463,6 +1497,7 @@ int main(void)
 	    cmocka_unit_test(test_refuses_unknown_ids),
 	    cmocka_unit_test(test_refuses_stray_fds),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
+	    cmocka_unit_test(test_walk_owners),
 	    cmocka_unit_test(test_dies_in_every_state),
 	    cmocka_unit_test(test_dies_under_threads),
 	};

@@ -796,23 +796,36 @@ static void test_timeout_on_silent_daemon(void **state)
 	unlink(path);
 }
 
-/* The kinds of the events vactl history lists (newest first), joined by spaces. */
-static void history_kinds(const struct vt_daemon *d, char *out, size_t len)
+/* The kinds of the events vactl history lists (newest first, or oldest first), joined by
+ * spaces; the detail of the first event of kind want_detail into detail (if not NULL). */
+static void history_events(const struct vt_daemon *d, bool oldest_first, char *out, size_t len,
+			   const char *want_detail, char *detail, size_t detail_len)
 {
 	struct vt_output o;
-	assert_int_equal(0, vt_vactl(NULL, NULL, &o, "--json", "history", "--db", d->stats_db,
-				     "--since", "all", NULL));
+	assert_int_equal(0,
+			 vt_vactl(NULL, NULL, &o, "--json", "history", "--db", d->stats_db,
+				  "--since", "all", oldest_first ? "--oldest-first" : NULL, NULL));
 	out[0] = '\0';
+	if (detail)
+		detail[0] = '\0';
 	struct json_object *j = o.exit_code == 0 ? vt_json_parse(o.out) : NULL;
 	struct json_object *events = j ? vt_json_path(j, "events") : NULL;
 	for (size_t i = 0; events && i < json_object_array_length(events); i++) {
-		const char *kind = jstr(json_object_array_get_idx(events, i), "kind");
+		struct json_object *e = json_object_array_get_idx(events, i);
+		const char *kind = jstr(e, "kind");
 		size_t used = strlen(out);
 		snprintf(out + used, len - used, "%s%s", used ? " " : "", kind);
+		if (detail && !detail[0] && want_detail && strcmp(kind, want_detail) == 0)
+			snprintf(detail, detail_len, "%s", jstr(e, "detail"));
 	}
 	if (j)
 		json_object_put(j);
 	vt_output_free(&o);
+}
+
+static void history_kinds(const struct vt_daemon *d, char *out, size_t len)
+{
+	history_events(d, false, out, len, NULL, NULL, 0);
 }
 
 /* A vad killed with SIGKILL never writes its stop: the next start says it ended uncleanly,
@@ -829,6 +842,7 @@ static void test_history_unclean_stop(void **state)
 			vt_sleep_ms(20);
 	} while (!vt_contains(kinds, "start") && vt_now_ns() < deadline);
 	assert_string_equal("start", kinds);
+	pid_t killed = d->pid;
 	assert_int_equal(0, vt_daemon_signal(d, SIGKILL));
 	while (vt_daemon_alive(d))
 		assert_true(vt_now_ns() < deadline);
@@ -841,6 +855,17 @@ static void test_history_unclean_stop(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 	history_kinds(d, kinds, sizeof(kinds));
 	assert_string_equal("stop start unclean-stop start", kinds);
+	/* the unclean stop names the killed pid and says what it means; the stop its signal */
+	char detail[512], want[64];
+	history_events(d, true, kinds, sizeof(kinds), "unclean-stop", detail, sizeof(detail));
+	assert_string_equal("start unclean-stop start stop", kinds);
+	snprintf(want, sizeof(want), "pid %ld;", (long)killed);
+	if (!vt_contains(detail, "no stop recorded: the daemon was killed or crashed") ||
+	    !vt_contains(detail, want) || !vt_contains(detail, "last snapshot 2"))
+		fail_msg("the unclean-stop event says \"%s\"", detail);
+	history_events(d, false, kinds, sizeof(kinds), "stop", detail, sizeof(detail));
+	if (!vt_contains(detail, "SIGTERM"))
+		fail_msg("the stop event says \"%s\", not SIGTERM", detail);
 }
 
 static void test_history(void **state)
@@ -901,7 +926,7 @@ static void test_history(void **state)
 	for (size_t i = 0; i < json_object_array_length(events); i++) {
 		struct json_object *e = json_object_array_get_idx(events, i);
 		if (strcmp(jstr(e, "kind"), "stop") == 0 &&
-		    !vt_contains(jstr(e, "detail"), "SIGTERM after"))
+		    !vt_contains(jstr(e, "detail"), "SIGTERM (systemctl stop, or kill) after"))
 			fail_msg("the stop event says \"%s\", not why", jstr(e, "detail"));
 	}
 	struct json_object *lifetime = vt_json_path(j, "lifetime");
@@ -915,7 +940,39 @@ static void test_history(void **state)
 		}
 	}
 	assert_true(seen);
+	/* snapshots newest first too; --oldest-first turns both lists around */
+	for (size_t i = 1; i < n; i++)
+		assert_true(ju64(json_object_array_get_idx(snaps, i - 1), "ts_ms") >=
+			    ju64(json_object_array_get_idx(snaps, i), "ts_ms"));
 	json_object_put(j);
+	vt_output_free(&o);
+	assert_int_equal(0, vt_vactl(NULL, NULL, &o, "--json", "history", "--db", d->stats_db,
+				     "--since", "all", "--oldest-first", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json history --oldest-first");
+	j = vt_json_parse(o.out);
+	assert_non_null(j);
+	snaps = vt_json_path(j, "snapshots");
+	events = vt_json_path(j, "events");
+	assert_true(json_object_array_length(snaps) >= 2 && json_object_array_length(events) >= 2);
+	for (size_t i = 1; i < json_object_array_length(snaps); i++)
+		assert_true(ju64(json_object_array_get_idx(snaps, i - 1), "ts_ms") <=
+			    ju64(json_object_array_get_idx(snaps, i), "ts_ms"));
+	assert_string_equal("start", jstr(json_object_array_get_idx(events, 0), "kind"));
+	assert_string_equal(
+	    "stop",
+	    jstr(json_object_array_get_idx(events, json_object_array_length(events) - 1), "kind"));
+	json_object_put(j);
+	vt_output_free(&o);
+
+	/* the text table has the column, and latencies in people's units: never 4+ digits of ns */
+	assert_int_equal(
+	    0, vt_vactl(NULL, NULL, &o, "history", "--db", d->stats_db, "--since", "all", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl history");
+	for (const char *at = strstr(o.out, "ns"); at; at = strstr(at + 1, "ns"))
+		if (at - o.out >= 4 && strspn(at - 4, "0123456789") >= 4)
+			fail_msg("vactl history printed raw nanoseconds:\n%s", o.out);
+	assert_true(vt_contains(o.out, "us") || vt_contains(o.out, "ms"));
+	assert_true(vt_contains(o.out, "events (newest first)"));
 	vt_output_free(&o);
 
 	/* the text table has the column */

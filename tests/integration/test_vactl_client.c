@@ -369,10 +369,12 @@ static void test_map(void **state)
 	vt_output_free(&o);
 	FILE *f = fopen(svg, "r");
 	assert_non_null(f);
-	char head[8] = "";
-	assert_non_null(fgets(head, sizeof(head), f));
+	char head[256] = ""; /* an XML declaration, then the root */
+	size_t got = fread(head, 1, sizeof(head) - 1, f);
 	fclose(f);
-	assert_memory_equal("<svg", head, 4);
+	head[got] = '\0';
+	assert_memory_equal("<?xml", head, 5);
+	assert_true(vt_contains(head, "<svg"));
 	unlink(svg);
 
 	assert_int_equal(0, vt_vactl(d->socket_path, NULL, &o, "map", "nosuch", NULL));

@@ -73,7 +73,9 @@ def test_purge_reload_check_walk(client):
     assert m["arena"] == "default" and m["size"] == DEFAULT_ARENA and m["quantum"] == 4096
     kinds = {b["kind"] for b in m["blocks"]}
     assert "busy" in kinds and kinds <= {"busy", "free", "lazy", "pooled"}
-    assert any(b["offset"] == keep.offset and b["kind"] == "busy" for b in m["blocks"])
+    mine = [b for b in m["blocks"] if b["offset"] == keep.offset and b["kind"] == "busy"]
+    assert len(mine) == 1 and mine[0]["owner"] == "pytest" and mine[0]["holders"] == 1
+    assert all("owner" not in b for b in m["blocks"] if b["kind"] != "busy")
     assert sum(b["size"] for b in m["blocks"]) == DEFAULT_ARENA
     short = client.walk("default", max_blocks=1)
     assert len(short["blocks"]) == 1

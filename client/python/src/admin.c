@@ -204,6 +204,24 @@ static PyObject *admin_walk(vadpy_client *cl, PyObject *args, PyObject *kw)
 	if (err != VAD_OK)
 		return vadpy_raise(cl->c, err);
 	PyObject *blocks = list_of(m->blocks, m->n_blocks, sizeof(*m->blocks), block_dict);
+	/* A busy block's owner session, where the daemon named one. */
+	for (size_t i = 0; blocks && i < m->n_blocks; i++) {
+		const struct vad_block_owner *o = &m->owners[i];
+		if (!o->name)
+			continue;
+		PyObject *d = PyList_GET_ITEM(blocks, (Py_ssize_t)i);
+		PyObject *name =
+		    PyUnicode_DecodeUTF8(o->name, (Py_ssize_t)strlen(o->name), "replace");
+		PyObject *sid = PyLong_FromUnsignedLongLong(ULL(o->session));
+		PyObject *holders = PyLong_FromUnsignedLong(o->holders);
+		if (!name || !sid || !holders || PyDict_SetItemString(d, "owner", name) < 0 ||
+		    PyDict_SetItemString(d, "owner_session", sid) < 0 ||
+		    PyDict_SetItemString(d, "holders", holders) < 0)
+			Py_CLEAR(blocks);
+		Py_XDECREF(name);
+		Py_XDECREF(sid);
+		Py_XDECREF(holders);
+	}
 	PyObject *out = blocks
 			    ? Py_BuildValue("{s:s,s:K,s:K,s:O,s:N}", "arena", m->arena, "size",
 					    ULL(m->size), "quantum", ULL(m->quantum), "truncated",
@@ -251,7 +269,9 @@ PyMethodDef vadpy_admin_methods[] = {
      "The layout of arena (None: the default) in address order, at most max_blocks\n"
      "blocks (0: all) (vactl map; admin): a dict with arena, size, quantum, truncated\n"
      "and blocks, a list of dicts with offset, size, kind ('busy', 'free', 'lazy',\n"
-     "'pooled') and node. Pages are fetched one at a time: not one atomic picture\n"
+     "'pooled') and node; a busy block also has owner (a session holding it, by name),\n"
+     "owner_session and holders where the daemon names one. Pages are fetched one at a\n"
+     "time: not one atomic picture\n"
      "while others allocate."},
     {NULL, NULL, 0, NULL},
 };
