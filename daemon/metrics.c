@@ -187,7 +187,7 @@ static void render_arenas(struct text *t, const struct arena_fig *figs, size_t n
 /* Seconds of a nanosecond figure, as the text writes them. */
 static void put_seconds(struct text *t, uint64_t ns)
 {
-	put(t, "%.9g", (double)ns / 1e9);
+	put(t, "%.10g", (double)ns / 1e9);
 }
 
 static void render_ops(struct text *t, const struct vad_op_stats_sum *sum)
