@@ -323,8 +323,14 @@ struct vad_metrics_http *vad_metrics_http_start(struct vad_service *svc, const c
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
 	    METRICS_HTTP_MAX_CONNS, (struct sockaddr *)&ss, (int)len);
 	if (!h->listener) {
-		snprintf(err, err_len, "metrics_listen = %s: cannot listen there: %s", addr,
-			 strerror(errno));
+		int e = errno;
+		/* vad.service allows only AF_UNIX and has no network of its own. */
+		bool sandboxed = e == EAFNOSUPPORT || e == EPERM || e == EACCES;
+		snprintf(err, err_len, "metrics_listen = %s: cannot listen there: %s%s", addr,
+			 strerror(e),
+			 sandboxed ? " (under systemd, vad.service allows only Unix sockets: add "
+				     "the drop-in of vad.conf(5), metrics_listen)"
+				   : "");
 		metrics_free(h);
 		return NULL;
 	}
