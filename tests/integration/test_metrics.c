@@ -12,6 +12,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -416,6 +417,68 @@ static void test_http_hostile(void **state)
 	       (double)(vt_now_ns() - t0) / 1e9);
 }
 
+struct churn {
+	const struct vt_daemon *d;
+	int stop; /* atomic */
+	int allocs, failures;
+};
+
+/* Allocate and free until told to stop. */
+static void *churn_main(void *arg)
+{
+	struct churn *ch = arg;
+	vad_client *c;
+	if (vt_connect(ch->d, "churn", &c) != 0) {
+		ch->failures++;
+		return NULL;
+	}
+	while (!__atomic_load_n(&ch->stop, __ATOMIC_RELAXED)) {
+		void *p[8];
+		size_t sizes[8] = {4096, 8192, 4096, 65536, 4096, 4096, 12288, 4096};
+		if (vad_alloc_batch(c, 8, sizes, 0, p) != 0 || vad_free_batch(c, 8, p) != 0) {
+			ch->failures++;
+			break;
+		}
+		ch->allocs += 8;
+	}
+	vad_close(c);
+	return NULL;
+}
+
+/* Renderings (through the socket and over HTTP) while another client allocates and frees:
+ * every text is well formed and the alloc count never goes back (TSan watches the threads). */
+static void test_render_under_load(void **state)
+{
+	struct fixture *f = *state;
+	struct churn ch = {.d = &f->d};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, churn_main, &ch), 0);
+	vad_client *c;
+	assert_int_equal(vt_connect(&f->d, "scraper", &c), 0);
+	double last = 0;
+	int renders = vt_scale(40);
+	for (int i = 0; i < renders; i++) {
+		char *text = NULL;
+		VT_ASSERT_OK(c, vad_metrics(c, &text));
+		check_text(text);
+		double allocs = sample(text, "vad_allocs_total{arena=\"default\"}");
+		assert_true(allocs >= last);
+		last = allocs;
+		free(text);
+		if (i % 8 == 0) {
+			char *r = http(f->port, "GET /metrics HTTP/1.1\r\n\r\n");
+			assert_non_null(r);
+			check_text(body_of(r));
+			free(r);
+		}
+	}
+	__atomic_store_n(&ch.stop, 1, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	vad_close(c);
+	assert_int_equal(ch.failures, 0);
+	printf("%d renderings beside %d allocations\n", renders, ch.allocs);
+}
+
 /* A max_frame too small for the text: vad_metrics says so (ETOOBIG) and what to do; a
  * metrics_listen address already taken leaves the daemon serving, with a log line. */
 static void test_small_frame_and_taken_port(void **state)
@@ -454,6 +517,7 @@ int main(void)
 	    cmocka_unit_test(test_text_through_socket),
 	    cmocka_unit_test(test_http_answers),
 	    cmocka_unit_test(test_http_hostile),
+	    cmocka_unit_test(test_render_under_load),
 	};
 	const struct CMUnitTest alone[] = {
 	    cmocka_unit_test(test_small_frame_and_taken_port),
