@@ -3,7 +3,8 @@
 # prometheus package):
 #   - vad starts with metrics_listen on a free localhost port; vactl makes some load;
 #   - `promtool check metrics` accepts what /metrics serves;
-#   - `promtool check rules` accepts packaging/prometheus/vad-rules.yml;
+#   - `promtool check rules` accepts packaging/prometheus/vad-rules.yml, and `promtool test
+#     rules` fires its alerts on made-up series as expected (tests/fixtures/vad-rules-test.yml);
 #   - packaging/grafana/vad-dashboard.json parses and every vad_* name its queries use is a
 #     sample the endpoint serves;
 #   - a real prometheus (temporary config and storage, its own free port) scrapes the daemon
@@ -102,6 +103,8 @@ same_families() {
 check "vactl metrics prints the same families" same_families
 check "promtool check rules accepts packaging/prometheus/vad-rules.yml" \
 	promtool check rules packaging/prometheus/vad-rules.yml
+check "promtool test rules: the alerts fire on made-up series (tests/fixtures/vad-rules-test.yml)" \
+	sh -c "cd tests/fixtures && promtool test rules vad-rules-test.yml"
 
 dashboard_names_exist() {
 	python3 - "$1" "$2" <<'PY'
