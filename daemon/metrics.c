@@ -184,12 +184,6 @@ static void render_arenas(struct text *t, const struct arena_fig *figs, size_t n
 #undef ARENA_FAMILY
 }
 
-/* Seconds of a nanosecond figure, as the text writes them. */
-static void put_seconds(struct text *t, uint64_t ns)
-{
-	put(t, "%.10g", (double)ns / 1e9);
-}
-
 static void render_ops(struct text *t, const struct vad_op_stats_sum *sum)
 {
 	family(t, "vad_requests_total", "counter", "Requests handled, by operation.");
@@ -209,6 +203,10 @@ static void render_ops(struct text *t, const struct vad_op_stats_sum *sum)
 	family(t, "vad_request_duration_seconds", "histogram",
 	       "Time the daemon took to handle a request, by operation (the sum is estimated from "
 	       "the buckets' middles).");
+	/* The bounds' text once per rendering, not once per line. */
+	char le[VAD_METRICS_LE_HIGH + 1][24];
+	for (unsigned k = VAD_METRICS_LE_LOW; k <= VAD_METRICS_LE_HIGH; k++)
+		snprintf(le[k], sizeof(le[k]), "%.10g", (double)((uint64_t)1 << k) / 1e9);
 	for (unsigned i = 0; i < VAD_OPI_COUNT; i++) {
 		const char *op = vad_op_index_name((enum vad_op_index)i);
 		const struct vad_latency_sum *h = &sum->lat[i];
@@ -219,9 +217,10 @@ static void render_ops(struct text *t, const struct vad_op_stats_sum *sum)
 			/* 2^k ns is the upper bound of latency.h's bucket 4(k-1)+3. */
 			for (; b <= 4 * (k - 1) + 3; b++)
 				cum += h->counts[b];
-			put(t, "vad_request_duration_seconds_bucket{op=\"%s\",le=\"", op);
-			put_seconds(t, (uint64_t)1 << k);
-			put(t, "\"} %" PRIu64 "\n", cum);
+			put(t,
+			    "vad_request_duration_seconds_bucket{op=\"%s\",le=\"%s\"} %" PRIu64
+			    "\n",
+			    op, le[k], cum);
 		}
 		for (b = 0; b < VAD_LAT_BUCKETS; b++) {
 			total += h->counts[b];
