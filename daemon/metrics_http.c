@@ -35,7 +35,9 @@ struct vad_metrics_http {
 	char addr[VAD_LISTEN_ADDR_MAX];
 	struct event_base *base;
 	struct evconnlistener *listener;
-	struct event *ev_stop; /* made active by vad_metrics_http_stop from another thread */
+	struct event *ev_stop;	  /* made active by vad_metrics_http_stop from another thread */
+	struct event *ev_resume;  /* accepting again after a failed accept */
+	uint64_t accept_noted_ns; /* when a failed accept was last logged */
 	pthread_t thread;
 	struct http_conn *oldest, *newest;
 	unsigned n_conns;
@@ -276,6 +278,31 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
+/* A failed accept (EMFILE, ENFILE, ENOBUFS, ENOMEM) leaves the socket readable: pause for
+ * METRICS_HTTP_ACCEPT_PAUSE_MS rather than spin, and log it at most every 10 s. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+	struct vad_metrics_http *h = arg;
+	int e = EVUTIL_SOCKET_ERROR();
+	uint64_t now = vad_now_ns();
+	if (!h->accept_noted_ns || now - h->accept_noted_ns >= 10000000000ull) {
+		log_warn("metrics %s: accept failed: %s; pausing /metrics for %d ms", h->addr,
+			 evutil_socket_error_to_string(e), METRICS_HTTP_ACCEPT_PAUSE_MS);
+		h->accept_noted_ns = now;
+	}
+	evconnlistener_disable(l);
+	struct timeval tv = {.tv_sec = 0, .tv_usec = METRICS_HTTP_ACCEPT_PAUSE_MS * 1000};
+	event_add(h->ev_resume, &tv);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct vad_metrics_http *h = arg;
+	evconnlistener_enable(h->listener);
+}
+
 static void *metrics_main(void *arg)
 {
 	struct vad_metrics_http *h = arg;
@@ -293,6 +320,8 @@ static void metrics_free(struct vad_metrics_http *h)
 		evconnlistener_free(h->listener);
 	if (h->ev_stop)
 		event_free(h->ev_stop);
+	if (h->ev_resume)
+		event_free(h->ev_resume);
 	if (h->base)
 		event_base_free(h->base);
 	free(h->text);
@@ -335,7 +364,9 @@ struct vad_metrics_http *vad_metrics_http_start(struct vad_service *svc, const c
 		return NULL;
 	}
 	h->ev_stop = event_new(h->base, -1, 0, on_stop, h->base);
-	if (!h->ev_stop) {
+	h->ev_resume = event_new(h->base, -1, 0, on_resume, h);
+	evconnlistener_set_error_cb(h->listener, on_accept_error);
+	if (!h->ev_stop || !h->ev_resume) {
 		snprintf(err, err_len, "metrics_listen = %s: out of memory", addr);
 		metrics_free(h);
 		return NULL;

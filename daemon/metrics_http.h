@@ -15,11 +15,12 @@
 struct vad_service;
 struct vad_metrics_http;
 
-#define METRICS_HTTP_MAX_CONNS	  16
-#define METRICS_HTTP_MAX_HEAD	  8192
-#define METRICS_HTTP_HEAD_MS	  2000
-#define METRICS_HTTP_REPLY_MS	  10000
-#define METRICS_HTTP_RENDER_EVERY 1000 /* ms a rendered text is served again */
+#define METRICS_HTTP_MAX_CONNS	     16
+#define METRICS_HTTP_MAX_HEAD	     8192
+#define METRICS_HTTP_HEAD_MS	     2000
+#define METRICS_HTTP_REPLY_MS	     10000
+#define METRICS_HTTP_RENDER_EVERY    1000 /* ms a rendered text is served again */
+#define METRICS_HTTP_ACCEPT_PAUSE_MS 100  /* after a failed accept (out of fds) */
 
 /* Bind addr ("127.0.0.1:9477", "[::1]:9477") and serve /metrics of svc on a thread of its own;
  * NULL with a sentence in err when it cannot (the daemon then serves on without it). */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "vtassert.h"
 
@@ -511,6 +512,73 @@ static void test_small_frame_and_taken_port(void **state)
 	close(holder);
 }
 
+/* Out of descriptors (RLIMIT_NOFILE 128, filled by Unix connections): the metrics listener's
+ * accept fails, it pauses and says so (no spinning, no libevent warning per attempt), and
+ * once descriptors are free again a scrape is answered. */
+static void test_out_of_fds(void **state)
+{
+	(void)state;
+	int port = free_port();
+	assert_true(port > 0);
+	char extra[128];
+	snprintf(extra, sizeof(extra), "stats_interval = 1h\nmetrics_listen = 127.0.0.1:%d\n",
+		 port);
+	struct vt_daemon d;
+	assert_int_equal(vt_daemon_init(&d), 0);
+	assert_int_equal(vt_daemon_write_config(&d, extra, NULL), 0);
+	struct vt_start_opts opts = {.listen_fd = -1, .nofile = 128};
+	if (vt_daemon_start_opts(&d, &opts) != 0) {
+		vt_daemon_destroy(&d);
+		fail_msg("the daemon did not start with RLIMIT_NOFILE 128");
+	}
+	enum { FLOOD = 200 };
+	int fds[FLOOD];
+	for (int i = 0; i < FLOOD; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(fds[i] >= 0);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		memcpy(sa.sun_path, d.socket_path, strlen(d.socket_path) + 1);
+		(void)!connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)); /* queued or refused */
+	}
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
+	while (!vt_daemon_log_contains(&d, "accept failed") && vt_now_ns() < deadline)
+		vt_sleep_ms(20);
+	assert_true(vt_daemon_log_contains(&d, "accept failed")); /* the Unix listener's */
+	int probe = http_connect(port); /* the kernel completes it; the daemon cannot accept */
+	assert_true(probe >= 0);
+	const char *get = "GET /metrics HTTP/1.1\r\n\r\n";
+	(void)!write(probe, get, strlen(get));
+	while (!vt_daemon_log_contains(&d, "metrics 127.0.0.1") && vt_now_ns() < deadline)
+		vt_sleep_ms(20);
+	if (!vt_daemon_log_contains(&d, "pausing /metrics")) {
+		vt_daemon_print_log(&d, 20);
+		fail_msg("the metrics listener did not report its failed accept");
+	}
+	for (int i = 0; i < FLOOD; i++)
+		close(fds[i]);
+	/* The connection made meanwhile is answered (or closed) once descriptors are back, and
+	 * a new scrape is answered. */
+	char *r = read_all(probe, vt_timeout_ms(15000));
+	free(r);
+	close(probe);
+	char *ok = NULL;
+	deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
+	while (vt_now_ns() < deadline) {
+		ok = http(port, "GET /metrics HTTP/1.1\r\n\r\n");
+		if (ok && strncmp(ok, "HTTP/1.1 200", 12) == 0)
+			break;
+		free(ok);
+		ok = NULL;
+		vt_sleep_ms(50);
+	}
+	assert_non_null(ok);
+	free(ok);
+	assert_false(vt_daemon_log_contains(&d, "Error from accept"));
+	int stopped = vt_daemon_stop(&d);
+	vt_daemon_destroy(&d);
+	assert_int_equal(stopped, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest group[] = {
@@ -521,6 +589,7 @@ int main(void)
 	};
 	const struct CMUnitTest alone[] = {
 	    cmocka_unit_test(test_small_frame_and_taken_port),
+	    cmocka_unit_test(test_out_of_fds),
 	};
 	int failed =
 	    cmocka_run_group_tests_name("metrics", group, group_setup, vt_group_daemon_stop);
