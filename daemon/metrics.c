@@ -157,7 +157,7 @@ static void render_daemon(struct text *t, struct vad_service *svc, size_t n_aren
 {
 	family(t, "vad_build_info", "gauge", "The daemon's version (the value is always 1).");
 	put(t, "vad_build_info{version=\"%s\"} 1\n", VAD_DAEMON_VERSION);
-	uint64_t start_ms = vad_realtime_ms() - vad_service_uptime_ms(svc);
+	uint64_t start_ms = svc->start_realtime_ms;
 	family(t, "vad_start_time_seconds", "gauge", "When the daemon started, since the epoch.");
 	put(t, "vad_start_time_seconds %" PRIu64 ".%03u\n", start_ms / 1000,
 	    (unsigned)(start_ms % 1000));

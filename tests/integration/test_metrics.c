@@ -447,7 +447,8 @@ static void *churn_main(void *arg)
 }
 
 /* Renderings (through the socket and over HTTP) while another client allocates and frees:
- * every text is well formed and the alloc count never goes back (TSan watches the threads). */
+ * every text is well formed, the alloc count never goes back and the start time never moves
+ * (TSan watches the threads). */
 static void test_render_under_load(void **state)
 {
 	struct fixture *f = *state;
@@ -456,7 +457,7 @@ static void test_render_under_load(void **state)
 	assert_int_equal(pthread_create(&t, NULL, churn_main, &ch), 0);
 	vad_client *c;
 	assert_int_equal(vt_connect(&f->d, "scraper", &c), 0);
-	double last = 0;
+	double last = 0, start0 = 0;
 	int renders = vt_scale(40);
 	for (int i = 0; i < renders; i++) {
 		char *text = NULL;
@@ -464,6 +465,11 @@ static void test_render_under_load(void **state)
 		check_text(text);
 		double allocs = sample(text, "vad_allocs_total{arena=\"default\"}");
 		assert_true(allocs >= last);
+		/* Fixed: only a restart may change it (VadRestarted watches changes()). */
+		double start = sample(text, "vad_start_time_seconds");
+		if (i == 0)
+			start0 = start;
+		assert_true(start == start0);
 		last = allocs;
 		free(text);
 		if (i % 8 == 0) {
