@@ -15,7 +15,8 @@ static bool session_visible(void *ctx, const struct vad_arena *a)
 	return stats_visible(ctx, a);
 }
 
-/* Room a MetricsReply frame needs besides the text: the header, id, tags and lengths. */
+/* Room a Response with a MetricsReply needs besides the text: the id (11 bytes at most), the
+ * result's tag and length (2 + 5) and the text's (1 + 5) make 24; rounded up. */
 #define METRICS_REPLY_OVERHEAD 32
 
 void handle_metrics(struct vad_session *s, struct vad_reply *r)
