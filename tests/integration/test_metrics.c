@@ -4,7 +4,9 @@
  * samples, which are together; histograms are cumulative with +Inf equal to _count; the figures
  * agree with the stats operation; the HTTP listener answers only GET/HEAD /metrics, refuses a
  * huge head, closes a slow client, and idle connections past its limit neither stop a scrape
- * nor a libvad client nor take more of the daemon's fds than the limit.
+ * nor a libvad client nor take more of the daemon's fds than the limit; out of fds it pauses
+ * and comes back; renderings beside a client's allocations (TSan); a tenant's text shows its
+ * own arena only, an admin's and HTTP's every one; a small max_frame gives ETOOBIG.
  * (test_metrics_prometheus.sh has a real Prometheus scrape it.)
  */
 #include <arpa/inet.h>
@@ -18,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "uid_peers.h"
 #include "vtassert.h"
 
 #define MAX_HTTP_CONNS 16 /* METRICS_HTTP_MAX_CONNS */
@@ -585,6 +588,96 @@ static void test_out_of_fds(void **state)
 	assert_int_equal(stopped, 0);
 }
 
+/* What a tenant peer needs: the daemon and the other tenant's uid. */
+struct tenant_args {
+	const struct vt_daemon *d;
+	unsigned other;
+};
+
+/* A tenant (another uid): allocates in its own arena, then its metrics through the socket
+ * show that arena and not the other tenant's, like its stats. */
+static void tenant_main(void *ctx, int in, int out)
+{
+	const struct tenant_args *args = ctx;
+	vad_client *c = vt_child_connect(args->d, "tenant");
+	void *p;
+	int rc = vad_alloc(c, 4 * 4096, 0, &p);
+	VT_CHILD_CHECK(rc == 0, "alloc: %s", vad_last_error(c));
+	char line[64];
+	vt_child_send(out, "allocated");
+	vt_child_expect(in, "look", line, sizeof(line));
+	char *text = NULL;
+	rc = vad_metrics(c, &text);
+	VT_CHILD_CHECK(rc == 0, "vad_metrics: %s", vad_last_error(c));
+	char mine[96], theirs[96];
+	snprintf(mine, sizeof(mine), "vad_arena_busy_bytes{arena=\"default@%u\"} 16384",
+		 (unsigned)getuid());
+	snprintf(theirs, sizeof(theirs), "default@%u", args->other);
+	VT_CHILD_CHECK(strstr(text, mine), "its own arena missing: %s", mine);
+	VT_CHILD_CHECK(!strstr(text, theirs), "the other tenant's arena %s is shown", theirs);
+	VT_CHILD_CHECK(strstr(text, "vad_requests_total{op=\"alloc\"}"), "no daemon-wide counters");
+	free(text);
+	vt_child_send(out, "ok");
+	vt_child_expect(in, "bye", line, sizeof(line));
+	vad_close(c);
+}
+
+/* tenancy = uid: a tenant's vad_metrics shows its own arena only (the stats gate); an admin's
+ * and the HTTP endpoint's show every tenant arena. */
+static void test_tenants_see_their_own(void **state)
+{
+	(void)state;
+	if (!vt_is_root()) {
+		print_message("skipped: the tenants run as other uids, which needs root\n");
+		skip();
+	}
+	unsigned ids[2];
+	if (vt_pick_unused_ids(62100, ids, 2) != 0)
+		fail_msg("no unused uids from 62100");
+	int port = free_port();
+	char extra[96];
+	snprintf(extra, sizeof(extra), "metrics_listen = 127.0.0.1:%d\n", port);
+	struct vt_daemon d;
+	assert_int_equal(vt_daemon_setup(&d, extra, "[arena default]\nsize = 64M\ntenancy = uid\n"),
+			 0);
+	struct tenant_args a_args = {.d = &d, .other = ids[1]}, b_args = {.d = &d, .other = ids[0]};
+	struct vt_peer a, b;
+	char line[64];
+	vt_peer_start(ids[0], NULL, 0, tenant_main, &a_args, &a);
+	vt_peer_start(ids[1], NULL, 0, tenant_main, &b_args, &b);
+	vt_peer_expect(&a, "allocated", line, sizeof(line));
+	vt_peer_expect(&b, "allocated", line, sizeof(line));
+	vt_peer_send(&a, "look");
+	vt_peer_send(&b, "look");
+	vt_peer_expect(&a, "ok", line, sizeof(line));
+	vt_peer_expect(&b, "ok", line, sizeof(line));
+
+	char name_a[64], name_b[64];
+	snprintf(name_a, sizeof(name_a), "arena=\"default@%u\"", ids[0]);
+	snprintf(name_b, sizeof(name_b), "arena=\"default@%u\"", ids[1]);
+	vad_client *c;
+	assert_int_equal(vt_connect(&d, "admin", &c), 0);
+	char *text = NULL;
+	VT_ASSERT_OK(c, vad_metrics(c, &text));
+	assert_non_null(strstr(text, name_a));
+	assert_non_null(strstr(text, name_b));
+	free(text);
+	vad_close(c);
+	char *r = http(port, "GET /metrics HTTP/1.1\r\n\r\n");
+	assert_non_null(r);
+	assert_non_null(strstr(r, name_a));
+	assert_non_null(strstr(r, name_b));
+	free(r);
+
+	vt_peer_send(&a, "bye");
+	vt_peer_send(&b, "bye");
+	vt_peer_finish(&a, "tenant A");
+	vt_peer_finish(&b, "tenant B");
+	int stopped = vt_daemon_stop(&d);
+	vt_daemon_destroy(&d);
+	assert_int_equal(stopped, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest group[] = {
@@ -596,6 +689,7 @@ int main(void)
 	const struct CMUnitTest alone[] = {
 	    cmocka_unit_test(test_small_frame_and_taken_port),
 	    cmocka_unit_test(test_out_of_fds),
+	    cmocka_unit_test(test_tenants_see_their_own),
 	};
 	int failed =
 	    cmocka_run_group_tests_name("metrics", group, group_setup, vt_group_daemon_stop);
