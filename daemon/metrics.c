@@ -165,7 +165,8 @@ static void render_daemon(struct text *t, struct vad_service *svc, size_t n_aren
 	put(t, "vad_sessions %u\n", __atomic_load_n(&svc->reg->n_holders, __ATOMIC_RELAXED));
 	family(t, "vad_share_tokens", "gauge", "Live share tokens.");
 	put(t, "vad_share_tokens %" PRIu64 "\n", vad_registry_tokens(svc->reg));
-	family(t, "vad_arenas", "gauge", "Arenas open (and shown here), tenant arenas included.");
+	family(t, "vad_arenas", "gauge",
+	       "Open arenas this text covers (tenant arenas included), shown or left out.");
 	put(t, "vad_arenas %zu\n", n_arenas + omitted);
 	family(t, "vad_metrics_arenas_omitted", "gauge",
 	       "Arenas left out of this text (at most 256 are shown).");
