@@ -137,10 +137,11 @@ static void reply_text(struct http_conn *c, const char *status, const char *extr
 /* The request head is in: answer it. */
 static void answer(struct http_conn *c, char *line)
 {
-	char *method = strtok(line, " ");
-	char *target = method ? strtok(NULL, " ") : NULL;
-	char *version = target ? strtok(NULL, " ") : NULL;
-	if (!version || strncmp(version, "HTTP/1.", 7) != 0 || strtok(NULL, " ")) {
+	char *save = NULL; /* strtok_r: other threads of the daemon may tokenize too */
+	char *method = strtok_r(line, " ", &save);
+	char *target = method ? strtok_r(NULL, " ", &save) : NULL;
+	char *version = target ? strtok_r(NULL, " ", &save) : NULL;
+	if (!version || strncmp(version, "HTTP/1.", 7) != 0 || strtok_r(NULL, " ", &save)) {
 		reply_text(c, "400 Bad Request", NULL,
 			   "expected a request line: GET /metrics HTTP/1.1\n", false);
 		return;
