@@ -129,6 +129,20 @@ static const char *body_of(const char *answer)
 	return b ? b + 4 : NULL;
 }
 
+/* Lines of the daemon's log that contain needle. */
+static int log_lines_with(const struct vt_daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->log_path, "r");
+	if (!f)
+		return -1;
+	char line[1024];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
 /* ---- checking the text ------------------------------------------------------------------ */
 
 /* The family a sample belongs to: its name, less a histogram's suffix when the family is a
@@ -387,6 +401,10 @@ static void test_http_hostile(void **state)
 	printf("daemon fds: %d before, %d with %d idle HTTP connections open\n", fds_before, fds,
 	       IDLE);
 	assert_true(fds <= fds_before + MAX_HTTP_CONNS + 2);
+	/* 32 connections pushed out: one line in the log, not one each. */
+	int lines = log_lines_with(&f->d, "pushed out before sending a request");
+	printf("log lines about pushed-out connections: %d\n", lines);
+	assert_true(lines >= 1 && lines <= 2);
 
 	/* Every idle connection ends: pushed out, or closed at its 2 s deadline. */
 	for (int i = 0; i < IDLE; i++) {
