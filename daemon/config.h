@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "listen_addr.h"
 #include "units.h" /* vad_parse_size, vad_parse_duration_ms, vad_format_size */
 
 #define VAD_NAME_MAX 63
@@ -112,6 +113,7 @@ struct vad_config {
 	size_t n_arenas;
 	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
 	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
+	char metrics_listen[VAD_LISTEN_ADDR_MAX]; /* HTTP /metrics on "HOST:PORT"; "" = off */
 };
 
 /* Fill cfg with defaults (each [vad] key's default text, parsed) and no arenas. */

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "listen_addr.h"
 #include "log.h"
 
 #define MAX_THREADS	       1024
@@ -500,6 +501,29 @@ static void format_range_limit(const struct vad_config *cfg, const void *in, cha
 		snprintf(buf, len, "unlimited");
 }
 
+/* A TCP address to listen on, "HOST:PORT"; empty: none. */
+static int parse_listen_addr(struct parse_state *ps, const struct vad_key_def *d, const char *v,
+			     void *out)
+{
+	char *text = out;
+	text[0] = '\0';
+	if (!*v)
+		return 1;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char why[160];
+	if (vad_listen_addr_parse(v, &ss, &len, why, sizeof(why)) != 0)
+		return config_fail_at(ps, ps->lineno, "%s = %s: %s", d->name, v, why);
+	snprintf(text, VAD_LISTEN_ADDR_MAX, "%s", v);
+	return 1;
+}
+
+static void format_listen_addr(const struct vad_config *cfg, const void *in, char *buf, size_t len)
+{
+	(void)cfg;
+	snprintf(buf, len, "%s", *(const char *)in ? (const char *)in : "off");
+}
+
 /* Kinds of [vad] value: the C type of the field, parser, formatter, whether "" means unset. */
 /* clang-format off */
 #define VALUE_KINDS(X)                                                                             \
@@ -518,7 +542,8 @@ static void format_range_limit(const struct vad_config *cfg, const void *in, cha
 	X(GROUP, gid_t, parse_group, format_group, false)                                          \
 	X(DURATION, uint64_t, parse_duration, format_duration, false)                              \
 	X(LOG_LEVEL, int, parse_log_level, format_log_level, false)                                \
-	X(RANGE_LIMIT, uint64_t, parse_range_limit, format_range_limit, false)
+	X(RANGE_LIMIT, uint64_t, parse_range_limit, format_range_limit, false)                     \
+	X(LISTEN_ADDR, char[VAD_LISTEN_ADDR_MAX], parse_listen_addr, format_listen_addr, true)
 /* clang-format on */
 
 #define KIND_ENUM(kind, ...) KIND_##kind,

@@ -54,7 +54,8 @@
 	X(K_MAX_RANGES_CLIENT, "max_ranges_client", RANGE_LIMIT, max_ranges_client, "1048576",     \
 	  1, MAX_RANGES_MAX, RELOAD, "")                                                           \
 	X(K_MAX_RANGES_UID, "max_ranges_uid", RANGE_LIMIT, max_ranges_uid, "4194304",              \
-	  1, MAX_RANGES_MAX, RELOAD, "")
+	  1, MAX_RANGES_MAX, RELOAD, "")                                                           \
+	X(K_METRICS_LISTEN, "metrics_listen", LISTEN_ADDR, metrics_listen, "", 0, 0, RESTART, "")
 /* clang-format on */
 
 #define KEY_ENUM(id, ...) id,

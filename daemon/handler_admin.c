@@ -111,9 +111,7 @@ static bool arena_filter_match(const struct arena_filter *f, const struct vad_ar
 	return a->section == f->sec;
 }
 
-/* May the session see arena a in its stats: one it may use, and every tenant arena for an
- * admin. */
-static bool stats_visible(struct vad_session *s, const struct vad_arena *a)
+bool stats_visible(struct vad_session *s, const struct vad_arena *a)
 {
 	return s->allowed[a->index] || (a->tenant && s->admin);
 }

@@ -71,5 +71,11 @@ void handle_arenas(struct vad_session *s, struct vad_reply *r);
 void handle_clients(struct vad_session *s, struct vad_reply *r);
 void handle_reload(struct vad_session *s, struct vad_reply *r);
 void handle_check(struct vad_session *s, struct vad_reply *r);
+/* ---- handler_metrics.c ---- */
+void handle_metrics(struct vad_session *s, struct vad_reply *r);
+
+/* May the session see arena a in its stats and metrics: one it may use, and every tenant
+ * arena for an admin (handler_admin.c). */
+bool stats_visible(struct vad_session *s, const struct vad_arena *a);
 
 #endif

@@ -209,6 +209,9 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 	       cfg->stats_db[0] ? "" : ", the default for that socket",
 	       format_duration(cfg->stats_interval_ms, a, sizeof(a)),
 	       format_duration(cfg->stats_retention_ms, b, sizeof(b)));
+	printf("  metrics       %s\n", cfg->metrics_listen[0]
+					   ? cfg->metrics_listen
+					   : "off (set metrics_listen for HTTP /metrics)");
 	if (cfg->log_level >= VAD_LOG_ERR && cfg->log_level <= VAD_LOG_DEBUG)
 		printf("  log_level     %s\n", vad_log_level_name(cfg->log_level));
 	printf("  %zu arena%s:\n", cfg->n_arenas, vad_plural(cfg->n_arenas));

@@ -36,6 +36,7 @@
 #include "server_internal.h"
 #include "service.h"
 #include "session.h"
+#include "metrics_http.h"
 #include "stats.h"
 #include "worker.h"
 #include "units.h"
@@ -624,6 +625,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	snprintf(s->stats_db, sizeof(s->stats_db), "%s", cfg->stats_db);
 	s->stats_interval_ms = cfg->stats_interval_ms;
 	s->stats_retention_ms = cfg->stats_retention_ms;
+	snprintf(s->metrics_listen, sizeof(s->metrics_listen), "%s", cfg->metrics_listen);
 	*out = s;
 	return 0;
 nomem:
@@ -632,7 +634,8 @@ nomem:
 	return -1;
 }
 
-/* Start the worker threads, then the stats thread; -1 when a worker could not start. */
+/* Start the worker threads, then the stats thread and the metrics listener; -1 when a worker
+ * could not start. */
 static int start_threads(struct vad_server *s)
 {
 	for (unsigned i = 0; i < s->n_workers; i++) {
@@ -648,6 +651,12 @@ static int start_threads(struct vad_server *s)
 		if (vad_stats_start(s->svc, s->stats_db, s->stats_interval_ms,
 				    s->stats_retention_ms, &s->stats, err, sizeof(err)) < 0)
 			log_warn("running without stats: %s", err);
+	}
+	if (s->metrics_listen[0]) {
+		char err[256];
+		s->metrics = vad_metrics_http_start(s->svc, s->metrics_listen, err, sizeof(err));
+		if (!s->metrics)
+			log_warn("running without HTTP /metrics: %s", err);
 	}
 	return 0;
 }
@@ -723,6 +732,8 @@ int vad_server_run(struct vad_server *s)
 	if (!s->svc->stop_reason[0])
 		snprintf(s->svc->stop_reason, sizeof(s->svc->stop_reason), "%s",
 			 rc ? "a runtime failure (the log says which)" : "the listener ended");
+	vad_metrics_http_stop(s->metrics);
+	s->metrics = NULL;
 	/* The final snapshot still sees the sessions of this moment. */
 	vad_stats_stop(s->stats);
 	s->stats = NULL;

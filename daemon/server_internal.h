@@ -15,10 +15,12 @@
 #include "balance.h"
 #include "cpu_idle.h"
 #include "gate.h"
+#include "listen_addr.h"
 
 struct event;
 struct event_base;
 struct vad_service;
+struct vad_metrics_http;
 struct vad_stats_writer;
 struct worker;
 
@@ -46,6 +48,8 @@ struct vad_server {
 	char stats_db[PATH_MAX];
 	uint64_t stats_interval_ms, stats_retention_ms;
 	struct vad_stats_writer *stats;
+	char metrics_listen[VAD_LISTEN_ADDR_MAX]; /* "" = no HTTP /metrics */
+	struct vad_metrics_http *metrics;
 };
 
 #endif

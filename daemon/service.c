@@ -112,6 +112,7 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	}
 	snprintf(svc->config_path, sizeof(svc->config_path), "%s", cfg->path);
 	svc->start_ms = clock_ms(CLOCK_MONOTONIC);
+	svc->start_realtime_ms = clock_ms(CLOCK_REALTIME);
 	svc->next_session_id = 1;
 	pthread_mutex_init(&svc->reload_lock, NULL);
 	pthread_mutex_init(&svc->events_lock, NULL);

@@ -79,6 +79,9 @@ struct vad_service {
 	pthread_mutex_t log_rate_lock;
 	struct vad_rate log_rate; /* log lines of all client sessions together */
 	int log_suppressed_level; /* the most severe level among those it suppressed */
+	/* start_ms's moment since the epoch: the start time metrics report, fixed (reading the
+	 * clocks again at each rendering would jitter, and changes() would see restarts) */
+	uint64_t start_realtime_ms;
 };
 
 /* Build the service over opened arenas; on success it owns the array and each arena, on

@@ -55,6 +55,10 @@ INSTALLED_FILES := $(SBINDIR)/vad $(BINDIR)/vactl \
 		   $(addprefix $(UNITDIR)/,$(notdir $(UNITS))) \
 		   $(SYSUSERSDIR)/vad.conf $(TMPFILESDIR)/vad.conf \
 		   $(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
+# Prometheus alert rules and a Grafana dashboard for the daemon's /metrics (metrics_listen).
+SHAREDIR        ?= $(PREFIX)/share/vad
+MONITORING      := packaging/prometheus/vad-rules.yml packaging/grafana/vad-dashboard.json
+INSTALLED_FILES += $(SHAREDIR)/prometheus/vad-rules.yml $(SHAREDIR)/grafana/vad-dashboard.json
 
 .PHONY: install uninstall deb
 
@@ -111,6 +115,9 @@ install: $(VAD) $(VACTL) $(LIBVAD_A) $(LIBVAD_SO) $(O)/libvad.pc $(O)/vad.conf
 	for m in $(MAN_PAGES); do \
 		s=$${m##*.}; $(INSTALL) -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/$${m##*/} || exit 1; \
 	done
+	$(INSTALL) -d $(DESTDIR)$(SHAREDIR)/prometheus $(DESTDIR)$(SHAREDIR)/grafana
+	$(INSTALL) -m 0644 packaging/prometheus/vad-rules.yml $(DESTDIR)$(SHAREDIR)/prometheus/
+	$(INSTALL) -m 0644 packaging/grafana/vad-dashboard.json $(DESTDIR)$(SHAREDIR)/grafana/
 	@# A real install as root in a system prefix refreshes the dynamic linker's cache (for
 	@# lib/ under /usr/local); other prefixes never touch /etc/ld.so.cache.
 	@if [ -n "$(SYSTEM_PREFIX)" ] && [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && \
@@ -132,6 +139,8 @@ uninstall: $(O)/vad.conf
 		echo "uninstall: keeping edited $$c"; \
 	fi
 	@# Directories install may have created, only while empty (shared ones never are).
+	@for d in $(SHAREDIR)/prometheus $(SHAREDIR)/grafana $(SHAREDIR); do \
+		rmdir $(DESTDIR)$$d 2>/dev/null || true; done
 	@for d in $(SYSCONFDIR)/vad $(UNITDIR) $(patsubst %/,%,$(dir $(UNITDIR))) $(SYSUSERSDIR) \
 		$(TMPFILESDIR) $(if $(SYSTEM_PREFIX),,$(LOCALSTATEDIR)/lib/vad); do \
 		rmdir $(DESTDIR)$$d 2>/dev/null || true; done

@@ -80,6 +80,8 @@ share/man/man3/libvad.3
 share/man/man5/vad.conf.5
 share/man/man8/vactl.8
 share/man/man8/vad.8
+share/vad/grafana/vad-dashboard.json
+share/vad/prometheus/vad-rules.yml
 var/lib/vad/
 EOF
 tree_is() { # files, links and empty directories (with a trailing /) below the prefix

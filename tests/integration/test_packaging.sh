@@ -61,6 +61,8 @@ usr/local/share/man/man3/libvad.3
 usr/local/share/man/man5/vad.conf.5
 usr/local/share/man/man8/vactl.8
 usr/local/share/man/man8/vad.8
+usr/local/share/vad/grafana/vad-dashboard.json
+usr/local/share/vad/prometheus/vad-rules.yml
 EOF
 tree_is() { # tree_is DIR EXPECTED: the files and links under DIR are exactly EXPECTED
 	(cd "$1" && find . \( -type f -o -type l \) | sed 's|^\./||' | LC_ALL=C sort) >"$tmp/got"
@@ -370,6 +372,8 @@ usr/share/man/man3/libvad.3
 usr/share/man/man5/vad.conf.5
 usr/share/man/man8/vactl.8
 usr/share/man/man8/vad.8
+usr/share/vad/grafana/vad-dashboard.json
+usr/share/vad/prometheus/vad-rules.yml
 EOF
 check "PREFIX=/usr tree: units in /lib/systemd/system, library in lib/$triplet" \
 	tree_is "$dest2" "$tmp/expected2"
