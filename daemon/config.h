@@ -112,6 +112,8 @@ struct vad_config {
 	size_t n_arenas;
 	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
 	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
+	unsigned max_waiters_client; /* alloc requests one session may have waiting; 0: none */
+	unsigned max_waiters;	     /* alloc requests waiting in the whole daemon; 0: none */
 };
 
 /* Fill cfg with defaults (each [vad] key's default text, parsed) and no arenas. */

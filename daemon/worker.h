@@ -36,6 +36,8 @@ struct worker {
 	bool started;
 	struct event_base *base;
 	struct event *ev_notify;
+	struct event *ev_waits; /* a free made room where one of our waiters heads a queue */
+	int waits_kicked;	/* (atomic) ev_waits is active and its callback not yet run */
 	pthread_mutex_t lock; /* queue and stopping */
 	struct pending_conn *queue_head, *queue_tail;
 	bool stopping;
@@ -74,6 +76,12 @@ void worker_hand_over(struct conn *c, struct worker *to);
 /* The balancer's order (listener thread): w hands count of its connections to workers
  * first..first+span-1, round-robin, between its callbacks. */
 void worker_order_give(struct worker *w, unsigned count, unsigned first, unsigned span);
+
+/* Have w retry the waiting allocations it heads (waitq.h), from its loop (any thread). */
+void worker_kick_waits(struct worker *w);
+
+/* w's event base (for timers of its connections' waiters). */
+struct event_base *worker_base(struct worker *w);
 
 /* Tell w to close every connection and leave its loop (any thread). */
 void worker_stop(struct worker *w);
