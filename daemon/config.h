@@ -110,8 +110,8 @@ struct vad_config {
 	unsigned admin_slots;	   /* of max_clients kept for admins (half at most) */
 	struct vad_arena_conf *arenas;
 	size_t n_arenas;
-	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
-	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
+	uint64_t max_ranges_client;  /* references one session may hold; 0 = unlimited */
+	uint64_t max_ranges_uid;     /* references all sessions of a uid may hold; 0 = unlimited */
 	unsigned max_waiters_client; /* alloc requests one session may have waiting; 0: none */
 	unsigned max_waiters;	     /* alloc requests waiting in the whole daemon; 0: none */
 };

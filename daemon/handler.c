@@ -407,10 +407,11 @@ static void wait_for_room(struct vad_session *s, struct vad_reply *r, struct vad
 		return;
 	}
 	if (all >= l.max_waiters) {
-		vad_reply_error(r, VAD__ERROR__EBUSY,
-				"arena '%s' has no room for %s now and %u allocations are waiting in "
-				"the daemon, its limit (max_waiters %u); try again later",
-				a->conf.name, b, all, l.max_waiters);
+		vad_reply_error(
+		    r, VAD__ERROR__EBUSY,
+		    "arena '%s' has no room for %s now and %u allocations are waiting in "
+		    "the daemon, its limit (max_waiters %u); try again later",
+		    a->conf.name, b, all, l.max_waiters);
 		vad_session_event(s, "wait-refused", r->text);
 		return;
 	}

@@ -36,8 +36,8 @@ struct vad_limits {
 	uint64_t hello_timeout_ms;
 	unsigned max_clients_uid; /* 0 = unlimited */
 	unsigned admin_slots;
-	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
-	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
+	uint64_t max_ranges_client;  /* references one session may hold; 0 = unlimited */
+	uint64_t max_ranges_uid;     /* references all sessions of a uid may hold; 0 = unlimited */
 	unsigned max_waiters_client; /* alloc requests one session may have waiting (waitq.h) */
 	unsigned max_waiters;	     /* alloc requests waiting in the whole daemon */
 };

@@ -25,16 +25,16 @@ struct worker;
 struct vad_waiter {
 	struct vad_waitq *q;
 	struct vad_session *s;
-	struct worker *w;     /* s's worker: the timer, retries and the reply run there */
-	struct event *timer;  /* the wait's deadline, on w's base */
-	unsigned ai;	      /* the arena slot */
-	uint64_t id;	      /* the request's id, which the reply echoes */
-	const char *arena;    /* the name the reply gives the arena (stored after sizes) */
-	size_t n;	      /* ranges asked for */
-	uint64_t *sizes;      /* [n], rounded to the arena's quantum */
+	struct worker *w;    /* s's worker: the timer, retries and the reply run there */
+	struct event *timer; /* the wait's deadline, on w's base */
+	unsigned ai;	     /* the arena slot */
+	uint64_t id;	     /* the request's id, which the reply echoes */
+	const char *arena;   /* the name the reply gives the arena (stored after sizes) */
+	size_t n;	     /* ranges asked for */
+	uint64_t *sizes;     /* [n], rounded to the arena's quantum */
 	uint64_t align, total;
-	uint64_t since_ns;		  /* vad_now_ns() when it was queued */
-	TAILQ_ENTRY(vad_waiter) link;	  /* in q (q->lock) */
+	uint64_t since_ns;		     /* vad_now_ns() when it was queued */
+	TAILQ_ENTRY(vad_waiter) link;	     /* in q (q->lock) */
 	LIST_ENTRY(vad_waiter) session_link; /* the session's waiters (its worker only) */
 };
 

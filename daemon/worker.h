@@ -38,7 +38,7 @@ struct worker {
 	struct event *ev_notify;
 	struct event *ev_waits; /* a free made room where one of our waiters heads a queue */
 	int waits_kicked;	/* (atomic) ev_waits is active and its callback not yet run */
-	pthread_mutex_t lock; /* queue and stopping */
+	pthread_mutex_t lock;	/* queue and stopping */
 	struct pending_conn *queue_head, *queue_tail;
 	bool stopping;
 	struct conn *moved;		/* (lock) connections handed over by another worker */

@@ -44,7 +44,7 @@
 	  "read-only")                                                                             \
 	X(ECOMMIT, 26,                                                                             \
 	  "the arena's memory could not be committed for the range (commit = reserve)",            \
-	  "cannot commit")                                                                       \
+	  "cannot commit")                                                                         \
 	X(ETIMEDOUT, 27,                                                                           \
 	  "the allocation waited for room until its timeout and none was freed in time",           \
 	  "wait timed out")
