@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "rawclient.h"
 #include "vtassert.h"
 
@@ -319,6 +321,23 @@ static void test_disconnect_and_no_stall(void **state)
 		_exit(1);
 	}
 	wait_waiters(h, "w", 1, NULL);
+	/* vactl shows the queue, in text and JSON. */
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(D(state)->socket_path, NULL, &o, "stats", "w", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl stats w");
+	assert_true(vt_contains(o.out, "waiting                    1  allocs (oldest for"));
+	vt_output_free(&o);
+	assert_int_equal(0,
+			 vt_vactl(D(state)->socket_path, NULL, &o, "--json", "stats", "w", NULL));
+	VT_ASSERT_EXIT(&o, 0, "vactl --json stats w");
+	struct json_object *j = vt_json_parse(o.out);
+	uint64_t v = 0;
+	assert_int_equal(0, vt_json_u64(j, "arenas.0.waiters", &v));
+	assert_int_equal(1, v);
+	assert_int_equal(0, vt_json_u64(j, "totals.waiters", &v));
+	assert_int_equal(1, v);
+	json_object_put(j);
+	vt_output_free(&o);
 	kill(pid, SIGKILL);
 	assert_int_equal(0, vt_wait_child(pid, vt_timeout_ms(10000)) < 0);
 	wait_waiters(h, "w", 0, NULL);
