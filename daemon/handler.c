@@ -396,7 +396,6 @@ static void wait_for_room(struct vad_session *s, struct vad_reply *r, struct vad
 	struct vad_limits l = vad_service_limits(s->svc);
 	char b[EXACT_BUF];
 	exact_size(total, b, sizeof(b));
-	unsigned all = __atomic_load_n(&s->svc->n_waiters, __ATOMIC_RELAXED);
 	if (s->n_waiting >= l.max_waiters_client) {
 		vad_reply_error(r, VAD__ERROR__EBUSY,
 				"arena '%s' has no room for %s now and this client already has %u "
@@ -406,17 +405,21 @@ static void wait_for_room(struct vad_session *s, struct vad_reply *r, struct vad
 		vad_session_event(s, "wait-refused", r->text);
 		return;
 	}
-	if (all >= l.max_waiters) {
+	/* Taken before it is checked, so workers queueing at once never pass the limit. */
+	unsigned all = __atomic_add_fetch(&s->svc->n_waiters, 1, __ATOMIC_RELAXED);
+	if (all > l.max_waiters) {
+		__atomic_sub_fetch(&s->svc->n_waiters, 1, __ATOMIC_RELAXED);
 		vad_reply_error(
 		    r, VAD__ERROR__EBUSY,
 		    "arena '%s' has no room for %s now and %u allocations are waiting in "
 		    "the daemon, its limit (max_waiters %u); try again later",
-		    a->conf.name, b, all, l.max_waiters);
+		    a->conf.name, b, all - 1, l.max_waiters);
 		vad_session_event(s, "wait-refused", r->text);
 		return;
 	}
 	if (vad_waitq_push(s, ai, r->resp.id, reply_arena_name(a, m->arena), n, sizes, m->align,
 			   total, m->wait_ms) < 0) {
+		__atomic_sub_fetch(&s->svc->n_waiters, 1, __ATOMIC_RELAXED);
 		out_of_memory(r, "queueing an alloc to wait for room");
 		return;
 	}

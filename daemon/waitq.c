@@ -150,8 +150,7 @@ int vad_waitq_push(struct vad_session *s, unsigned ai, uint64_t id, const char *
 		return -1;
 	}
 	LIST_INSERT_HEAD(&s->waiters, wt, session_link);
-	s->n_waiting++;
-	__atomic_add_fetch(&s->svc->n_waiters, 1, __ATOMIC_RELAXED);
+	s->n_waiting++; /* svc->n_waiters was taken by the caller */
 	struct vad_waitq *q = wt->q;
 	pthread_mutex_lock(&q->lock);
 	TAILQ_INSERT_TAIL(&q->waiters, wt, link);

@@ -59,7 +59,8 @@ void vad_waitq_buried(void *ctx, unsigned arena);
 
 /* Queue session s's alloc request id for n ranges of sizes (rounded; copied) in slot ai,
  * replied under the arena name reply_name, for at most wait_ms; on s's worker thread.
- * 0, or -1 out of memory (nothing queued). The caller has checked the waiter limits. */
+ * 0, or -1 out of memory (nothing queued). The caller has checked the waiter limits and
+ * counted it in svc->n_waiters (the waiter gives that back when it goes). */
 int vad_waitq_push(struct vad_session *s, unsigned ai, uint64_t id, const char *reply_name,
 		   size_t n, const uint64_t *sizes, uint64_t align, uint64_t total,
 		   uint32_t wait_ms);

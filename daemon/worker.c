@@ -184,7 +184,7 @@ int worker_init(struct worker *w, struct vad_gate *gate, struct worker *pool, un
 	return w->ev_notify && w->ev_waits ? 0 : -1;
 }
 
-void worker_fini(struct worker *w)
+void worker_close_all(struct worker *w)
 {
 	while (w->conns)
 		conn_close(w->conns, "the daemon is shutting down");
@@ -193,6 +193,11 @@ void worker_fini(struct worker *w)
 		w->moved = c->next;
 		conn_drop_detached(w->gate, c);
 	}
+}
+
+void worker_fini(struct worker *w)
+{
+	worker_close_all(w);
 	if (w->schedstat_fd >= 0)
 		close(w->schedstat_fd);
 	while (w->queue_head) {

@@ -60,6 +60,10 @@ struct worker {
  * still cleans up). */
 int worker_init(struct worker *w, struct vad_gate *gate, struct worker *pool, unsigned index);
 
+/* Close w's connections (and handed-over ones); its thread is not running. Done for every
+ * worker before any is freed: a closing session's waiters kick other workers (waitq.h). */
+void worker_close_all(struct worker *w);
+
 /* Close whatever w still has (connections, handed-over ones, queued sockets) and free it;
  * its thread is not running. */
 void worker_fini(struct worker *w);

@@ -131,7 +131,7 @@ static void test_fcfs(void **state)
 	pthread_t t[3];
 	size_t sizes[3] = {256 * KiB, 4 * KiB, 4 * KiB};
 	for (int i = 0; i < 3; i++) {
-		char name[16];
+		char name[24];
 		snprintf(name, sizeof(name), "waiter%d", i);
 		start_waiter(&w[i], &t[i], D(state), name, sizes[i]);
 		wait_waiters(h, "w", (uint32_t)i + 1, NULL);
@@ -464,7 +464,7 @@ static void test_thousand(void **state)
 	uint64_t total_asked = 0;
 	for (int i = 0; i < CONNS; i++) {
 		assert_int_equal(0, vt_raw_connect(&raw[i], d->socket_path));
-		char name[16];
+		char name[24];
 		snprintf(name, sizeof(name), "raw%d", i);
 		assert_int_equal(0, vt_raw_hello(&raw[i], name));
 		got[i] = 0;
@@ -530,6 +530,23 @@ static void test_thousand(void **state)
 	vad_close(h);
 	assert_int_equal(0, vt_wait_busy(d, 0, UINT32_MAX, vt_timeout_ms(20000), NULL));
 	assert_int_equal(0, vt_check_invariants(d));
+
+	/* The daemon stops (the group's teardown, which wants a clean exit) with waiters queued
+	 * on both workers. */
+	static vad_client *last;
+	static struct vt_raw left[2];
+	void *all;
+	assert_int_equal(0, vt_connect(d, "last", &last));
+	VT_ASSERT_OK(last, vad_alloc_in(last, "w", 1 * MiB, 0, &all));
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(0, vt_raw_connect(&left[i], d->socket_path));
+		assert_int_equal(0, vt_raw_hello(&left[i], "left"));
+		struct vt_req q;
+		Vad__Request *req = vt_req_alloc(&q, "w", 4096, 0, 0);
+		q.op.alloc.wait_ms = 600000;
+		assert_true(vt_raw_send_request(&left[i], req) != 0);
+	}
+	wait_waiters(last, "w", 2, NULL);
 }
 
 int main(void)
