@@ -11,6 +11,7 @@
 #include "waitq.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,8 +170,9 @@ static void retry_queue(struct vad_waitq *q, struct worker *w)
 	for (;;) {
 		pthread_mutex_lock(&q->lock);
 		struct vad_waiter *wt = TAILQ_FIRST(&q->waiters);
+		bool mine = wt && wt->w == w; /* another's head may go as soon as we unlock */
 		pthread_mutex_unlock(&q->lock);
-		if (!wt || wt->w != w)
+		if (!mine)
 			return; /* the head's own worker was kicked when it became the head */
 		struct vad_reply r;
 		vad_reply_init(&r, wt->id);

@@ -523,6 +523,23 @@ static void test_thousand(void **state)
 	print_message("%u waited, %llu granted, %llu cancelled with their connection\n",
 		      (unsigned)waits, (unsigned long long)(a.wait_grants - before.wait_grants),
 		      (unsigned long long)(a.wait_cancels - before.wait_cancels));
+	/* The registry check takes every session's lock at once, and ThreadSanitizer's deadlock
+	 * detector aborts past 64 locks held: under TSan, check with 40 of them left. */
+	if (vt_mode() == VT_MODE_TSAN) {
+		for (int i = 0, alive = CONNS - GONE; i < CONNS && alive > 40; i++) {
+			if (raw[i].fd < 0)
+				continue;
+			vt_raw_close(&raw[i]);
+			held_by_clients -= got[i];
+			alive--;
+		}
+		uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(20000) * 1000000u;
+		while (stats_of(h, "big").busy_bytes != held_by_clients) {
+			if (vt_now_ns() > deadline)
+				fail_msg("busy bytes never came down to what the clients hold");
+			vt_sleep_ms(1);
+		}
+	}
 	assert_int_equal(0, vt_check_invariants(d));
 	for (int i = 0; i < CONNS; i++)
 		if (raw[i].fd >= 0)
