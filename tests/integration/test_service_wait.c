@@ -9,6 +9,7 @@
  * - a waiting client that dies leaves the queue; one client's other calls go on while two of
  *   its threads wait (replies out of order by id);
  * - max_waiters_client and max_waiters refuse at once with EBUSY; a quota still refuses at once;
+ * - waiting works in a tenant arena (tenancy = uid) and in a commit = reserve arena;
  * - 1,000 waiters from 100 connections (raw protocol, 10 pipelined each), 20 connections
  *   closed mid-wait: every other waiter granted, busy bytes exactly what the clients hold,
  *   the counters add up and the registry check is clean.
@@ -73,8 +74,10 @@ static void wait_waiters(vad_client *c, const char *arena, uint32_t want,
 #define CONF_VAD_MAX(max)                                                                          \
 	"workers = 2\nworker_balance = even\nmax_waiters_client = 10\nmax_waiters = " max          \
 	"\nquota_client = 20M\n"
-#define CONF_VAD    CONF_VAD_MAX("1100")
-#define CONF_ARENAS "[arena w]\nsize = 1M\n[arena big]\nsize = 16M\n[arena q]\nsize = 64M\n"
+#define CONF_VAD CONF_VAD_MAX("1100")
+#define CONF_ARENAS                                                                                \
+	"[arena w]\nsize = 1M\n[arena big]\nsize = 16M\n[arena q]\nsize = 64M\n"                   \
+	"[arena t]\nsize = 1M\ntenancy = uid\n[arena r]\nsize = 1M\ncommit = reserve\n"
 VT_DAEMON_GROUP(setup, CONF_VAD, CONF_ARENAS)
 
 static struct vt_daemon *D(void **state)
@@ -369,6 +372,43 @@ static void test_disconnect_and_no_stall(void **state)
 	assert_int_equal(0, vt_check_invariants(D(state)));
 }
 
+/* ---- tenant arenas and commit = reserve ------------------------------------------------- */
+
+/* In arena (a section with tenancy: this uid's own arena), a waiter is granted when the
+ * holder frees, and the accounting is exact afterwards. */
+static void wait_in(const struct vt_daemon *d, const char *arena)
+{
+	vad_client *h;
+	assert_int_equal(0, vt_connect(d, "holder", &h));
+	void *all, *none;
+	VT_ASSERT_OK(h, vad_alloc_in(h, arena, 1 * MiB, 0, &all));
+	VT_ASSERT_ERR(h, VAD_ENOSPC, vad_alloc_in(h, arena, 4096, 0, &none));
+	struct waiter w;
+	pthread_t t;
+	w = (struct waiter){.arena = arena, .size = 64 * KiB, .timeout_ms = 30000};
+	assert_int_equal(0, vt_connect(d, "waiter", &w.c));
+	assert_int_equal(0, pthread_create(&t, NULL, wait_thread, &w));
+	wait_waiters(h, arena, 1, NULL);
+	VT_ASSERT_OK(h, vad_free(h, all));
+	pthread_join(t, NULL);
+	VT_ASSERT_OK(w.c, w.rc);
+	memset(w.p, 0xab, 64 * KiB); /* backed: commit = reserve committed it before granting */
+	struct vad_arena_stats a = stats_of(h, arena);
+	assert_int_equal(64 * KiB, a.busy_bytes);
+	assert_int_equal(0, a.waiters);
+	assert_int_equal(1, a.wait_grants);
+	VT_ASSERT_OK(w.c, vad_free(w.c, w.p));
+	vad_close(w.c);
+	vad_close(h);
+	assert_int_equal(0, vt_check_invariants(d));
+}
+
+static void test_tenant_and_reserve(void **state)
+{
+	wait_in(D(state), "t");
+	wait_in(D(state), "r");
+}
+
 /* ---- limits ----------------------------------------------------------------------------- */
 
 static void test_limits(void **state)
@@ -573,6 +613,7 @@ int main(void)
 	    cmocka_unit_test(test_timeout),
 	    cmocka_unit_test(test_disconnect_and_no_stall),
 	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_tenant_and_reserve),
 	    cmocka_unit_test(test_latency),
 	    cmocka_unit_test(test_thousand),
 	};
