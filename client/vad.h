@@ -234,6 +234,7 @@ struct vad_arena_stats {
 	uint64_t waits, wait_grants;  /* allocations that waited; of those, granted */
 	uint64_t wait_timeouts;	      /* of those, VAD_ETIMEDOUT */
 	uint64_t wait_cancels;	      /* of those, gone with their connection */
+	uint64_t wait_refusals;	      /* of those, refused when room came (a quota) */
 };
 
 /* Requests of one operation since the daemon started (vad.OpStats). */

@@ -12,7 +12,6 @@
 
 #include <inttypes.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +19,6 @@
 
 #include "handler.h"
 #include "latency.h"
-#include "op_stats.h"
 #include "session.h"
 #include "worker.h"
 
@@ -153,6 +151,7 @@ int vad_waitq_push(struct vad_session *s, unsigned ai, uint64_t id, const char *
 	LIST_INSERT_HEAD(&s->waiters, wt, session_link);
 	s->n_waiting++; /* svc->n_waiters was taken by the caller */
 	struct vad_waitq *q = wt->q;
+	__atomic_add_fetch(&q->waits, 1, __ATOMIC_RELAXED); /* before it can end */
 	pthread_mutex_lock(&q->lock);
 	TAILQ_INSERT_TAIL(&q->waiters, wt, link);
 	__atomic_store_n(&q->n, q->n + 1, __ATOMIC_RELEASE);
@@ -160,7 +159,6 @@ int vad_waitq_push(struct vad_session *s, unsigned ai, uint64_t id, const char *
 	if (TAILQ_FIRST(&q->waiters) == wt)
 		worker_kick_waits(wt->w);
 	pthread_mutex_unlock(&q->lock);
-	__atomic_add_fetch(&q->waits, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -180,8 +178,8 @@ static void retry_queue(struct vad_waitq *q, struct worker *w)
 			vad_session_scratch_reset(wt->s);
 			return; /* still no room: the next free kicks us again */
 		}
-		if (r.resp.error == VAD__ERROR__OK)
-			__atomic_add_fetch(&q->grants, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(r.resp.error == VAD__ERROR__OK ? &q->grants : &q->refusals, 1,
+				   __ATOMIC_RELAXED);
 		unqueue(wt); /* kicks the next head's worker if it is another's */
 		answer(wt, &r);
 	}
@@ -216,4 +214,5 @@ void vad_waitq_fill_stats(Vad__ArenaStats *o, struct vad_service *svc, unsigned 
 	o->wait_grants = __atomic_load_n(&q->grants, __ATOMIC_RELAXED);
 	o->wait_timeouts = __atomic_load_n(&q->timeouts, __ATOMIC_RELAXED);
 	o->wait_cancels = __atomic_load_n(&q->cancels, __ATOMIC_RELAXED);
+	o->wait_refusals = __atomic_load_n(&q->refusals, __ATOMIC_RELAXED);
 }

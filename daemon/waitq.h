@@ -45,7 +45,7 @@ struct vad_waitq {
 	pthread_mutex_t lock;
 	struct vad_waiter_list waiters; /* oldest first */
 	unsigned n;			/* waiters queued (atomic: read without the lock) */
-	uint64_t waits, grants, timeouts, cancels; /* atomic, since the daemon started */
+	uint64_t waits, grants, timeouts, cancels, refusals; /* atomic, since the start */
 };
 
 /* n zeroed queues (one per arena slot), or NULL when out of memory. */

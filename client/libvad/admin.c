@@ -174,6 +174,7 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 		    .wait_grants = a->wait_grants,
 		    .wait_timeouts = a->wait_timeouts,
 		    .wait_cancels = a->wait_cancels,
+		    .wait_refusals = a->wait_refusals,
 		};
 	}
 	vad__response__free_unpacked(r, NULL);

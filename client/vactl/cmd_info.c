@@ -321,7 +321,8 @@ const struct vactl_cmd vactl_cmd_clients = {
 	X(waits)                                                                                   \
 	X(wait_grants)                                                                             \
 	X(wait_timeouts)                                                                           \
-	X(wait_cancels)
+	X(wait_cancels)                                                                            \
+	X(wait_refusals)
 
 static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *a)
 {
@@ -373,9 +374,10 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 		vactl_fmt_duration(a->oldest_wait_ms, oldest, sizeof(oldest));
 		printf("  waiting         %12u  allocs (oldest for %s)\n", a->waiters,
 		       a->waiters ? oldest : "-");
-		printf("  waits %llu  granted %llu  timed out %llu  cancelled %llu\n",
+		printf("  waits %llu  granted %llu  timed out %llu  cancelled %llu  refused %llu\n",
 		       (unsigned long long)a->waits, (unsigned long long)a->wait_grants,
-		       (unsigned long long)a->wait_timeouts, (unsigned long long)a->wait_cancels);
+		       (unsigned long long)a->wait_timeouts, (unsigned long long)a->wait_cancels,
+		       (unsigned long long)a->wait_refusals);
 	}
 }
 
@@ -518,6 +520,7 @@ const struct vactl_cmd vactl_cmd_stats = {
 	    "free_blocks, lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails,\n"
 	    "drains, released_bytes, release_calls, pool_hits, waiters (allocs waiting for\n"
 	    "room now), oldest_wait_ms, waits, wait_grants, wait_timeouts, wait_cancels,\n"
+	    "wait_refusals,\n"
 	    "fragmentation}], totals: {the\n"
 	    "same summed (held at 2^64 - 1), without name and quantum; largest_free and\n"
 	    "oldest_wait_ms are the maximum}, ops: [{name, count, errors, buckets: [[below_ns, "

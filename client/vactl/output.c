@@ -172,6 +172,7 @@ json_object *vactl_json_arena_stats(const struct vad_arena_stats *a)
 	vactl_json_add_u64(o, "wait_grants", a->wait_grants);
 	vactl_json_add_u64(o, "wait_timeouts", a->wait_timeouts);
 	vactl_json_add_u64(o, "wait_cancels", a->wait_cancels);
+	vactl_json_add_u64(o, "wait_refusals", a->wait_refusals);
 	vactl_json_add_u64(o, "busy_blocks", a->busy_blocks);
 	vactl_json_add_u64(o, "free_blocks", a->free_blocks);
 	vactl_json_add_u64(o, "lazy_blocks", a->lazy_blocks);

@@ -8,7 +8,8 @@
  * - a timeout gives VAD_ETIMEDOUT with its sentence, and the counters say so;
  * - a waiting client that dies leaves the queue; one client's other calls go on while two of
  *   its threads wait (replies out of order by id);
- * - max_waiters_client and max_waiters refuse at once with EBUSY; a quota still refuses at once;
+ * - max_waiters_client and max_waiters refuse at once with EBUSY; a quota still refuses at once,
+ *   and again when room comes for a client that reached it meanwhile;
  * - waiting works in a tenant arena (tenancy = uid) and in a commit = reserve arena;
  * - 1,000 waiters from 100 connections (raw protocol, 10 pipelined each), 20 connections
  *   closed mid-wait: every other waiter granted, busy bytes exactly what the clients hold,
@@ -372,6 +373,36 @@ static void test_disconnect_and_no_stall(void **state)
 	assert_int_equal(0, vt_check_invariants(D(state)));
 }
 
+/* A waiting request holds no quota: its client reaches the quota meanwhile, so when room
+ * comes it is refused (EQUOTA, counted as refused), never granted past the quota. */
+static void test_quota_when_granted(void **state)
+{
+	struct vt_daemon *d = D(state);
+	vad_client *h;
+	void *all, *mine, *more;
+	assert_int_equal(0, vt_connect(d, "holder", &h));
+	wait_empty(h, "w");
+	VT_ASSERT_OK(h, vad_alloc_in(h, "w", 1 * MiB, 0, &all));
+	struct vad_arena_stats before = stats_of(h, "w");
+	struct waiter w = {.arena = "w", .size = 4096, .timeout_ms = 30000};
+	pthread_t t;
+	assert_int_equal(0, vt_connect(d, "spender", &w.c));
+	VT_ASSERT_OK(w.c, vad_alloc_in(w.c, "q", 16 * MiB, 0, &mine));
+	assert_int_equal(0, pthread_create(&t, NULL, wait_thread, &w));
+	wait_waiters(h, "w", 1, NULL);
+	VT_ASSERT_OK(w.c, vad_alloc_in(w.c, "big", 4 * MiB, 0, &more)); /* 20 MiB: its quota */
+	VT_ASSERT_OK(h, vad_free(h, all));
+	pthread_join(t, NULL);
+	VT_ASSERT_ERR(w.c, VAD_EQUOTA, w.rc);
+	struct vad_arena_stats a = stats_of(h, "w");
+	assert_int_equal(before.wait_refusals + 1, a.wait_refusals);
+	assert_int_equal(before.wait_grants, a.wait_grants);
+	assert_int_equal(0, a.busy_bytes);
+	vad_close(w.c);
+	vad_close(h);
+	assert_int_equal(0, vt_check_invariants(d));
+}
+
 /* ---- tenant arenas and commit = reserve ------------------------------------------------- */
 
 /* In arena (a section with tenancy: this uid's own arena), a waiter is granted when the
@@ -558,7 +589,9 @@ static void test_thousand(void **state)
 	assert_int_equal(CONNS * PER, waits);
 	assert_int_equal(waits, (a.wait_grants - before.wait_grants) +
 				    (a.wait_timeouts - before.wait_timeouts) +
-				    (a.wait_cancels - before.wait_cancels));
+				    (a.wait_cancels - before.wait_cancels) +
+				    (a.wait_refusals - before.wait_refusals));
+	assert_int_equal(a.wait_refusals, before.wait_refusals);
 	assert_true(a.wait_grants - before.wait_grants >= (uint64_t)granted);
 	print_message("%u waited, %llu granted, %llu cancelled with their connection\n",
 		      (unsigned)waits, (unsigned long long)(a.wait_grants - before.wait_grants),
@@ -613,6 +646,7 @@ int main(void)
 	    cmocka_unit_test(test_timeout),
 	    cmocka_unit_test(test_disconnect_and_no_stall),
 	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_quota_when_granted),
 	    cmocka_unit_test(test_tenant_and_reserve),
 	    cmocka_unit_test(test_latency),
 	    cmocka_unit_test(test_thousand),
