@@ -16,7 +16,7 @@ FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-
 FUZZ_CFLAGS := -std=gnu11 -O1 -g -pthread -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow \
 	       -Wno-unused-parameter $(FUZZ_SAN)
 FUZZ_CPPFLAGS := -Ilib -Iproto -I$(FUZZ_O)/proto -Idaemon -Itests/fuzz
-FUZZ_LIBS   := -linih -lprotobuf-c -lpthread -lm
+FUZZ_LIBS   := -linih -lprotobuf-c -levent_core -lpthread -lm
 
 FUZZ_LIB_SRC := $(wildcard lib/*.c) $(wildcard proto/*.c) \
 		$(filter-out daemon/main.c,$(wildcard daemon/*.c))
@@ -42,7 +42,8 @@ $(FUZZ_O)/obj/gen/vad.pb-c.o: $(FUZZ_O)/proto/vad.pb-c.c
 	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(filter-out -Wshadow,$(FUZZ_CFLAGS)) \
 		-fsanitize=fuzzer-no-link -c $< -o $@
 
-# An archive, so each target links only what it calls (no libevent, SQLite or systemd).
+# An archive, so each target links only what it calls (no SQLite or systemd; libevent because
+# a session may queue waiting allocations, which only a session on a worker ever does).
 $(FUZZ_DEPS_A): $(FUZZ_LIB_OBJ)
 	@rm -f $@; ar rcs $@ $^
 

@@ -62,6 +62,7 @@ enum vad_error {
 	VAD_ETOKENUSED = -23,	/* the single-use share token was already used */
 	VAD_EREADONLY = -24,	/* this client may only read that arena: allocation refused */
 	VAD_ECOMMIT = -26,	/* commit = reserve: the range's memory could not be committed */
+	VAD_ETIMEDOUT = -27,	/* vad_alloc_wait: no room was freed before the timeout */
 };
 
 typedef struct vad_client vad_client;
@@ -115,6 +116,18 @@ int vad_alloc_flags(vad_client *c, const char *arena, size_t size, size_t align,
 /* vad_alloc_batch_in with flags (VAD_POPULATE or 0); all or nothing. */
 int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size_t *sizes,
 			  size_t align, unsigned flags, void **out);
+
+/* vad_alloc, but when the default arena has no room, wait up to timeout_ms (1 ms to about
+ * 49 days; 0: do not wait, as vad_alloc) for other clients' frees to make room, first come
+ * first served per arena: VAD_ETIMEDOUT when none came in time. Quotas and the daemon's
+ * waiter limits (max_waiters_client, max_waiters) still refuse at once. Other threads'
+ * calls on c go on meanwhile. */
+int vad_alloc_wait(vad_client *c, size_t size, size_t align, uint32_t timeout_ms, void **out);
+
+/* vad_alloc_batch_flags that waits as vad_alloc_wait, all or nothing: the batch is granted
+ * whole when room for all of it is free, never a part before. */
+int vad_alloc_batch_wait(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			 size_t align, unsigned flags, uint32_t timeout_ms, void **out);
 
 /* Free the range starting at ptr (this client's reference to it). */
 int vad_free(vad_client *c, void *ptr);
@@ -216,6 +229,12 @@ struct vad_arena_stats {
 	uint64_t committed_bytes;     /* commit = reserve: committed for live ranges */
 	uint64_t commit_failures;     /* allocations refused because memory could not be
 				       * committed (VAD_ECOMMIT) */
+	uint32_t waiters;	      /* allocations waiting for room now (vad_alloc_wait) */
+	uint64_t oldest_wait_ms;      /* how long the oldest of them has waited */
+	uint64_t waits, wait_grants;  /* allocations that waited; of those, granted */
+	uint64_t wait_timeouts;	      /* of those, VAD_ETIMEDOUT */
+	uint64_t wait_cancels;	      /* of those, gone with their connection */
+	uint64_t wait_refusals;	      /* of those, refused when room came (a quota) */
 };
 
 /* Requests of one operation since the daemon started (vad.OpStats). */

@@ -114,6 +114,8 @@ struct vad_config {
 	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
 	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
 	char metrics_listen[VAD_LISTEN_ADDR_MAX]; /* HTTP /metrics on "HOST:PORT"; "" = off */
+	unsigned max_waiters_client; /* alloc requests one session may have waiting; 0: none */
+	unsigned max_waiters;	     /* alloc requests waiting in the whole daemon; 0: none */
 };
 
 /* Fill cfg with defaults (each [vad] key's default text, parsed) and no arenas. */

@@ -21,6 +21,7 @@
 #define MAX_FRAME_MAX	       (16u * 1024u * 1024u)
 #define MAX_CLIENTS_MAX	       1000000u
 #define MAX_BATCH_MAX	       (1u << 20)
+#define MAX_WAITERS_MAX	       (1u << 20)
 #define STATS_INTERVAL_MIN_MS  100ull
 #define STATS_INTERVAL_MAX_MS  (86400ull * 1000)
 #define STATS_RETENTION_MIN_MS (60ull * 1000)

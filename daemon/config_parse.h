@@ -18,6 +18,10 @@
  * reload applies it (RELOAD) or it needs a restart (RESTART), and the end of the sentence that
  * refuses a value out of bounds.
  *
+ * max_waiters*: a waiting alloc costs the daemon about 200 bytes plus 8 per range of its
+ * batch (its sizes are kept), so the default total of 4096 costs at most 1 MB with batches of
+ * 32 and 33 MB at max_batch 1024 (docs/SERVICE.md, Waiting for memory).
+ *
  * max_ranges_*: the daemon keeps at most 200 bytes per live range (163 measured), so a client
  * at its default limit costs the daemon at most 200 MB, a uid 800 MB (docs/SERVICE.md).
  */
@@ -55,7 +59,11 @@
 	  1, MAX_RANGES_MAX, RELOAD, "")                                                           \
 	X(K_MAX_RANGES_UID, "max_ranges_uid", RANGE_LIMIT, max_ranges_uid, "4194304",              \
 	  1, MAX_RANGES_MAX, RELOAD, "")                                                           \
-	X(K_METRICS_LISTEN, "metrics_listen", LISTEN_ADDR, metrics_listen, "", 0, 0, RESTART, "")
+	X(K_METRICS_LISTEN, "metrics_listen", LISTEN_ADDR, metrics_listen, "", 0, 0, RESTART, "")  \
+	X(K_MAX_WAITERS_CLIENT, "max_waiters_client", UINT, max_waiters_client, "64",              \
+	  0, MAX_WAITERS_MAX, RELOAD, " (0: no waiting)")                                          \
+	X(K_MAX_WAITERS, "max_waiters", UINT, max_waiters, "4096", 0, MAX_WAITERS_MAX, RELOAD,     \
+	  " (0: no waiting)")
 /* clang-format on */
 
 #define KEY_ENUM(id, ...) id,

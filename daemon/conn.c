@@ -395,6 +395,15 @@ static bool conn_peer_read_all(void *ctx)
 	return ioctl(c->fd, SIOCOUTQ, &unread) == 0 && unread == 0;
 }
 
+/* A waiting alloc was answered (from the worker's waits callback): send it after this pass,
+ * like on_read's replies, unless a write is already waiting for the socket. */
+static void conn_replied(void *ctx)
+{
+	struct conn *c = ctx;
+	if (!c->writing)
+		flush_queue(c->w, c);
+}
+
 static void conn_link(struct worker *w, struct conn *c)
 {
 	c->prev = NULL;
@@ -424,6 +433,8 @@ void conn_open(struct worker *w, struct pending_conn *p)
 	c->accepted_ns = p->accepted_ns;
 	s->peer_read_all = conn_peer_read_all;
 	s->io_ctx = c;
+	s->worker = w;
+	s->replied = conn_replied;
 	c->ev_read = event_new(w->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
 	c->ev_write = event_new(w->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
 	conn_link(w, c);
@@ -458,7 +469,9 @@ void conn_adopt(struct worker *w, struct conn *c)
 
 bool conn_movable(const struct conn *c)
 {
-	return !c->lingering && !c->eof && !vad_session_closing(c->sess);
+	/* A session with waiting allocations stays: their timers are on this worker's base and
+	 * the queues kick this worker. */
+	return !c->lingering && !c->eof && !vad_session_closing(c->sess) && !c->sess->n_waiting;
 }
 
 void conn_detach(struct conn *c)

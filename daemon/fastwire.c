@@ -107,6 +107,11 @@ static Vad__Alloc *get_alloc(ProtobufCAllocator *a, struct vad_wire_cursor c)
 				return NULL;
 			have_sizes = true;
 			break;
+		case 40 << 3 | WT_VARINT:
+			if (!get_varint(&c, &v))
+				return NULL;
+			m->wait_ms = (uint32_t)v; /* protobuf-c keeps the low 32 bits too */
+			break;
 		default:
 			return NULL; /* unpacked lists, unknown fields: protobuf-c decides */
 		}

@@ -15,6 +15,7 @@
 #include "handler_internal.h"
 #include "ranges.h"
 #include "session.h"
+#include "waitq.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -350,6 +351,81 @@ static bool refused_to_reader(struct vad_session *s, unsigned ai, const struct v
 	return true;
 }
 
+/* Did an alloc fail only for want of room (the case a request may wait out)? */
+static bool no_room(const struct vad_alloc_refusal *why)
+{
+	return why->quota == VAD_QUOTA_OK && !why->commit_errno && why->rc == VA_ENOSPC;
+}
+
+/* r: the refusal of an alloc of n ranges of sizes (total bytes) that vad_ranges_alloc
+ * refused for why. */
+static void alloc_refused(struct vad_session *s, struct vad_reply *r, struct vad_arena *a,
+			  const struct vad_alloc_refusal *why, const uint64_t *sizes,
+			  uint64_t total, uint64_t align, size_t n)
+{
+	if (why->quota != VAD_QUOTA_OK)
+		quota_error(s, r, why->quota, why->held, total, n);
+	else if (why->commit_errno)
+		vad_commit_refusal(r, a, sizes[why->failed], why->commit_errno, why->failed, n);
+	else
+		alloc_failed(s, r, a, why->rc, why->failed < n ? sizes[why->failed] : total, align,
+			     why->failed, n);
+}
+
+/* r: the grant of n ranges at offsets of sizes, in the arena named name. */
+static void alloc_granted(struct vad_reply *r, const struct vad_arena *a, const char *name,
+			  size_t n, uint64_t *offsets, uint64_t *sizes)
+{
+	Vad__AllocReply *ar = &r->u.alloc;
+	vad__alloc_reply__init(ar);
+	ar->arena = (char *)name;
+	ar->n_offsets = n;
+	ar->offsets = offsets;
+	ar->n_sizes = n;
+	ar->sizes = sizes;
+	r->resp.result_case = VAD__RESPONSE__RESULT_ALLOC;
+	r->resp.alloc = ar;
+}
+
+/* Queue the alloc m (n ranges of sizes, total bytes, in arena a at slot ai) to wait for room,
+ * its reply deferred; or r the refusal when the waiter limits are reached or memory is out. */
+static void wait_for_room(struct vad_session *s, struct vad_reply *r, struct vad_arena *a,
+			  unsigned ai, const Vad__Alloc *m, size_t n, const uint64_t *sizes,
+			  uint64_t total)
+{
+	struct vad_limits l = vad_service_limits(s->svc);
+	char b[EXACT_BUF];
+	exact_size(total, b, sizeof(b));
+	if (s->n_waiting >= l.max_waiters_client) {
+		vad_reply_error(r, VAD__ERROR__EBUSY,
+				"arena '%s' has no room for %s now and this client already has %u "
+				"allocations waiting, its limit (max_waiters_client %u); wait for "
+				"their replies before asking for more",
+				a->conf.name, b, s->n_waiting, l.max_waiters_client);
+		vad_session_event(s, "wait-refused", r->text);
+		return;
+	}
+	/* Taken before it is checked, so workers queueing at once never pass the limit. */
+	unsigned all = __atomic_add_fetch(&s->svc->n_waiters, 1, __ATOMIC_RELAXED);
+	if (all > l.max_waiters) {
+		__atomic_sub_fetch(&s->svc->n_waiters, 1, __ATOMIC_RELAXED);
+		vad_reply_error(
+		    r, VAD__ERROR__EBUSY,
+		    "arena '%s' has no room for %s now and %u allocations are waiting in "
+		    "the daemon, its limit (max_waiters %u); try again later",
+		    a->conf.name, b, all - 1, l.max_waiters);
+		vad_session_event(s, "wait-refused", r->text);
+		return;
+	}
+	if (vad_waitq_push(s, ai, r->resp.id, reply_arena_name(a, m->arena), n, sizes, m->align,
+			   total, m->wait_ms) < 0) {
+		__atomic_sub_fetch(&s->svc->n_waiters, 1, __ATOMIC_RELAXED);
+		out_of_memory(r, "queueing an alloc to wait for room");
+		return;
+	}
+	r->deferred = true;
+}
+
 void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *r)
 {
 	unsigned ai;
@@ -373,27 +449,46 @@ void handle_alloc(struct vad_session *s, const Vad__Alloc *m, struct vad_reply *
 	if (!alloc_sizes(a, m, n, sizes, &total, &size_bytes, r) ||
 	    !alloc_reply_fits(a, n, size_bytes, &l, r))
 		return;
+	uint32_t wait_ms = s->worker ? m->wait_ms : 0; /* no event loop: nothing waits */
 	struct vad_alloc_refusal why;
-	if (vad_ranges_alloc(s, ai, n, sizes, m->align, total, offsets, &why) < 0) {
-		if (why.quota != VAD_QUOTA_OK)
+	/* First come first served: while others wait in this arena, a request that may wait
+	 * goes behind them untried, however small (strict FCFS: the head may block it). */
+	if (wait_ms && __atomic_load_n(&s->svc->waitqs[ai].n, __ATOMIC_ACQUIRE)) {
+		if (vad_ranges_quota_check(s, total, n, &why) < 0) {
 			quota_error(s, r, why.quota, why.held, total, n);
-		else if (why.commit_errno)
-			vad_commit_refusal(r, a, sizes[why.failed], why.commit_errno, why.failed,
-					   n);
-		else
-			alloc_failed(s, r, a, why.rc, why.failed < n ? sizes[why.failed] : total,
-				     m->align, why.failed, n);
+			return;
+		}
+		wait_for_room(s, r, a, ai, m, n, sizes, total);
 		return;
 	}
-	Vad__AllocReply *ar = &r->u.alloc;
-	vad__alloc_reply__init(ar);
-	ar->arena = (char *)reply_arena_name(a, m->arena);
-	ar->n_offsets = n;
-	ar->offsets = offsets;
-	ar->n_sizes = n;
-	ar->sizes = sizes;
-	r->resp.result_case = VAD__RESPONSE__RESULT_ALLOC;
-	r->resp.alloc = ar;
+	if (vad_ranges_alloc(s, ai, n, sizes, m->align, total, offsets, &why) < 0) {
+		if (wait_ms && no_room(&why))
+			wait_for_room(s, r, a, ai, m, n, sizes, total);
+		else
+			alloc_refused(s, r, a, &why, sizes, total, m->align, n);
+		return;
+	}
+	alloc_granted(r, a, reply_arena_name(a, m->arena), n, offsets, sizes);
+}
+
+bool vad_alloc_retry(struct vad_session *s, const struct vad_waiter *wt, struct vad_reply *r)
+{
+	struct vad_arena *a = s->svc->arenas[wt->ai]; /* pinned by the session */
+	uint64_t *offsets = scratch_array(s, wt->n, sizeof(uint64_t));
+	if (!offsets) {
+		out_of_memory(r, "granting a waiting alloc");
+		return true;
+	}
+	struct vad_alloc_refusal why;
+	if (vad_ranges_alloc(s, wt->ai, wt->n, wt->sizes, wt->align, wt->total, offsets, &why) <
+	    0) {
+		if (no_room(&why))
+			return false;
+		alloc_refused(s, r, a, &why, wt->sizes, wt->total, wt->align, wt->n);
+		return true;
+	}
+	alloc_granted(r, a, wt->arena, wt->n, offsets, wt->sizes);
+	return true;
 }
 
 void handle_free(struct vad_session *s, const Vad__Free *m, struct vad_reply *r)

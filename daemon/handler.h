@@ -7,6 +7,8 @@
 #ifndef VAD_HANDLER_H
 #define VAD_HANDLER_H
 
+#include <stdbool.h>
+
 #include "reply.h"
 #include "vad.pb-c.h"
 
@@ -14,6 +16,13 @@ struct vad_session;
 
 /* Handle one decoded request of a session (hello checked by the caller). */
 void vad_handle_request(struct vad_session *s, const Vad__Request *req, struct vad_reply *r);
+
+struct vad_waiter;
+
+/* Try a waiting alloc (waitq.h) again, on its session's worker: false while the arena still
+ * has no room (r unused); true with r its final reply (granted, or refused for another
+ * reason, a quota say). */
+bool vad_alloc_retry(struct vad_session *s, const struct vad_waiter *wt, struct vad_reply *r);
 
 /* The protocol name of an operation ("alloc", "purge", ...), for messages. */
 const char *vad_op_name(Vad__Request__OpCase op);

@@ -15,6 +15,7 @@
 #include "saturate.h"
 #include "session.h"
 #include "units.h"
+#include "waitq.h"
 
 /* May this session run admin operation op? Otherwise an EPERM reply that says who may. */
 static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
@@ -70,6 +71,7 @@ static void fill_stats(struct vad_session *s, Vad__ArenaStats *o, const struct v
 	o->pooled_blocks = st.pooled_blocks;
 	o->resident_bytes = vad_arena_resident_bytes(a);
 	vad_commit_fill_stats(o, a, &st);
+	vad_waitq_fill_stats(o, s->svc, a->index);
 }
 
 /* Which arenas a stats, purge or check request means: every one (no name), a configured

@@ -192,6 +192,8 @@ static void print_summary(const struct vad_config *cfg, const struct vad_socket_
 	printf("  ranges        client %s, uid %s\n",
 	       count_or_unlimited(cfg->max_ranges_client, a, sizeof(a)),
 	       count_or_unlimited(cfg->max_ranges_uid, b, sizeof(b)));
+	printf("  waiters       client %u, daemon %u (allocations waiting for room)\n",
+	       cfg->max_waiters_client, cfg->max_waiters);
 	printf("  admission     hello_timeout %s, max_clients_uid %s, admin_slots %u\n",
 	       format_duration(cfg->hello_timeout_ms, a, sizeof(a)),
 	       count_or_unlimited(cfg->max_clients_uid, b, sizeof(b)), cfg->admin_slots);

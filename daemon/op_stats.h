@@ -65,6 +65,15 @@ static inline void vad_op_stats_record(struct vad_op_stats *o, enum vad_op_index
 	}
 }
 
+/* Count an error of operation i whose request was counted already (a waiting alloc's). */
+static inline void vad_op_stats_error(struct vad_op_stats *o, enum vad_op_index i, int error)
+{
+	unsigned sh = vad_latency_shard();
+	__atomic_add_fetch(&o->err[sh].op_errors[i], 1, __ATOMIC_RELAXED);
+	if (error > 0 && error <= VAD_ERROR_MAX)
+		__atomic_add_fetch(&o->err[sh].codes[error], 1, __ATOMIC_RELAXED);
+}
+
 /* Sum every shard into out. */
 void vad_op_stats_sum(const struct vad_op_stats *o, struct vad_op_stats_sum *out);
 

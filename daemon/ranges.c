@@ -112,6 +112,19 @@ int vad_ranges_alloc(struct vad_session *s, unsigned ai, size_t n, const uint64_
 	return 0;
 }
 
+int vad_ranges_quota_check(struct vad_session *s, uint64_t total, size_t n,
+			   struct vad_alloc_refusal *why)
+{
+	*why = (struct vad_alloc_refusal){.quota = VAD_QUOTA_OK, .failed = n};
+	struct vad_limits l = vad_service_limits(s->svc);
+	struct vad_quota quota = vad_limits_quota(&l);
+	why->quota = vad_registry_reserve(&s->holder, total, n, &quota, &why->held);
+	if (why->quota != VAD_QUOTA_OK)
+		return -1;
+	vad_registry_unreserve(&s->holder, total, n);
+	return 0;
+}
+
 size_t vad_ranges_release(struct vad_session *s, unsigned ai, const uint64_t *offsets, size_t n)
 {
 	size_t done = vad_registry_release_batch(s->svc->reg, &s->holder, ai, offsets, n);

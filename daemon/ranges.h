@@ -32,6 +32,12 @@ int vad_ranges_alloc(struct vad_session *s, unsigned ai, size_t n, const uint64_
 		     uint64_t align, uint64_t total, uint64_t *offsets,
 		     struct vad_alloc_refusal *why);
 
+/* Would session s's quotas admit total more bytes in n more ranges now? 0, or -1 with
+ * why->quota and why->held (nothing is kept reserved: a waiting alloc is checked again when
+ * it is granted). */
+int vad_ranges_quota_check(struct vad_session *s, uint64_t total, size_t n,
+			   struct vad_alloc_refusal *why);
+
 /* Drop session s's reference to each range at offsets[] of arena ai in turn, stopping at the
  * first it holds none of; returns how many were dropped. */
 size_t vad_ranges_release(struct vad_session *s, unsigned ai, const uint64_t *offsets, size_t n);

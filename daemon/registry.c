@@ -231,6 +231,8 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 	}
 	for (size_t i = 0; i < n; i++)
 		vad_range_put(dead[i]);
+	if (reg->buried)
+		reg->buried(reg->buried_ctx, arena);
 }
 
 /* Drop count of h's references held through o; frees the range if they were the last. */

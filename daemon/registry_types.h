@@ -149,6 +149,11 @@ struct vad_registry {
 	pthread_cond_t reaper_idle;	       /* with holders_lock: the dying list emptied */
 	pthread_t reaper;
 	bool reaper_started, reaper_stop; /* holders_lock */
+	/* Called (no lock held) after ranges of an arena went back to its allocator, from any
+	 * thread: the service wakes allocations waiting there (waitq.h). Set once, before any
+	 * session exists; NULL: nobody waits. */
+	void (*buried)(void *ctx, unsigned arena);
+	void *buried_ctx;
 };
 
 /* The limits a charge is checked against; 0 means unlimited. */

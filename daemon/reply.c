@@ -16,6 +16,7 @@ void vad_reply_init(struct vad_reply *r, uint64_t id)
 	vad__response__init(&r->resp);
 	r->resp.id = id;
 	r->fd = -1;
+	r->deferred = false;
 	r->text[0] = '\0';
 }
 

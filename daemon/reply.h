@@ -2,6 +2,7 @@
 #ifndef VAD_REPLY_H
 #define VAD_REPLY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -37,6 +38,7 @@ struct vad_reply {
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */
+	bool deferred;	     /* no reply now: the request waits (waitq.h), answered later */
 	char token[VAD_TOKEN_CHARS + 1];
 	char text[1024]; /* message or detail sentence */
 };

@@ -507,6 +507,8 @@ static void evthread_setup(void)
 static void free_server(struct vad_server *s)
 {
 	for (unsigned i = 0; s->workers && i < s->n_workers; i++)
+		worker_close_all(&s->workers[i]);
+	for (unsigned i = 0; s->workers && i < s->n_workers; i++)
 		worker_fini(&s->workers[i]);
 	free(s->workers);
 	struct event *evs[] = {s->ev_listen,	 s->ev_resume, s->ev_stop,   s->ev_tick,

@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "log.h"
 #include "op_stats.h"
+#include "waitq.h"
 
 static uint64_t clock_ms(clockid_t id)
 {
@@ -45,6 +46,9 @@ static void set_limits(struct vad_service *svc, const struct vad_config *cfg)
 	__atomic_store_n(&svc->limits.admin_slots, cfg->admin_slots, __ATOMIC_RELAXED);
 	__atomic_store_n(&svc->limits.max_ranges_client, cfg->max_ranges_client, __ATOMIC_RELAXED);
 	__atomic_store_n(&svc->limits.max_ranges_uid, cfg->max_ranges_uid, __ATOMIC_RELAXED);
+	__atomic_store_n(&svc->limits.max_waiters_client, cfg->max_waiters_client,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n(&svc->limits.max_waiters, cfg->max_waiters, __ATOMIC_RELAXED);
 }
 
 static void close_arenas(struct vad_arena **arenas, size_t n)
@@ -68,13 +72,15 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	struct va_space **vs = calloc(n_slots, sizeof(*vs)); /* the registry keeps a copy */
 	struct vad_arena **slots = calloc(n_slots, sizeof(*slots));
 	struct vad_op_stats *ops = vad_op_stats_new();
-	if (!svc || !vs || !slots || !ops) {
+	struct vad_waitq *waitqs = vad_waitqs_new(n_slots);
+	if (!svc || !vs || !slots || !ops || !waitqs) {
 		snprintf(err, err_len, "out of memory creating the service");
 		goto fail;
 	}
 	memcpy(slots, arenas, n_arenas * sizeof(*slots));
 	svc->arenas = slots;
 	svc->ops = ops;
+	svc->waitqs = waitqs;
 	svc->n_arenas = n_arenas;
 	svc->n_slots = n_slots;
 	svc->default_arena = 0;
@@ -91,6 +97,8 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 		snprintf(err, err_len, "out of memory creating the registry");
 		goto fail;
 	}
+	svc->reg->buried = vad_waitq_buried;
+	svc->reg->buried_ctx = svc;
 	if (vad_tenants_create(&svc->tenants, cfg, slots, n_arenas, n_slots, svc->default_arena,
 			       svc->reg, err, err_len) != 0) {
 		vad_registry_free(svc->reg);
@@ -127,6 +135,7 @@ fail:
 	free(vs);
 	free(slots);
 	vad_op_stats_free(ops);
+	vad_waitqs_free(waitqs, n_slots);
 	free(svc);
 	return -1;
 }
@@ -173,6 +182,7 @@ void vad_service_destroy(struct vad_service *svc)
 	vad_events_free(svc->events);
 	pthread_mutex_destroy(&svc->events_lock);
 	vad_op_stats_free(svc->ops);
+	vad_waitqs_free(svc->waitqs, svc->n_slots);
 	free(svc);
 }
 

@@ -36,8 +36,10 @@ struct vad_limits {
 	uint64_t hello_timeout_ms;
 	unsigned max_clients_uid; /* 0 = unlimited */
 	unsigned admin_slots;
-	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
-	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
+	uint64_t max_ranges_client;  /* references one session may hold; 0 = unlimited */
+	uint64_t max_ranges_uid;     /* references all sessions of a uid may hold; 0 = unlimited */
+	unsigned max_waiters_client; /* alloc requests one session may have waiting (waitq.h) */
+	unsigned max_waiters;	     /* alloc requests waiting in the whole daemon */
 };
 
 /* Something worth a row in the stats database's event table. */
@@ -67,6 +69,8 @@ struct vad_service {
 	uint64_t start_ms;	  /* CLOCK_MONOTONIC */
 	uint64_t requests;	  /* atomic: requests handled */
 	struct vad_op_stats *ops; /* per operation and error code (op_stats.h) */
+	struct vad_waitq *waitqs; /* [n_slots]: allocations waiting for room (waitq.h) */
+	unsigned n_waiters;	  /* atomic: waiting in every queue */
 	unsigned clients;	  /* atomic: connected sessions */
 	uint64_t next_session_id; /* atomic */
 	pthread_mutex_t reload_lock;
@@ -137,6 +141,8 @@ static inline struct vad_limits vad_service_limits(const struct vad_service *svc
 	l.admin_slots = __atomic_load_n(&svc->limits.admin_slots, __ATOMIC_RELAXED);
 	l.max_ranges_client = __atomic_load_n(&svc->limits.max_ranges_client, __ATOMIC_RELAXED);
 	l.max_ranges_uid = __atomic_load_n(&svc->limits.max_ranges_uid, __ATOMIC_RELAXED);
+	l.max_waiters_client = __atomic_load_n(&svc->limits.max_waiters_client, __ATOMIC_RELAXED);
+	l.max_waiters = __atomic_load_n(&svc->limits.max_waiters, __ATOMIC_RELAXED);
 	return l;
 }
 

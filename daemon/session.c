@@ -35,6 +35,7 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 	s->connected_ms = vad_realtime_ms();
 	s->suppressed_level = VAD_LOG_DEBUG;
 	vad_scratch_init(&s->scratch);
+	LIST_INIT(&s->waiters);
 	if (vad_holder_init(svc->reg, &s->holder, peer->uid, s) < 0) {
 		vad_scratch_fini(&s->scratch);
 		goto fail;
@@ -116,6 +117,7 @@ void vad_session_free(struct vad_session *s)
 	if (!s)
 		return;
 	report_suppressed(s, vad_rate_now_ms());
+	vad_waitq_cancel_session(s); /* before its holds go: their frees kick the others */
 	vad_holder_fini(s->svc->reg, &s->holder);
 	/* After the holds are gone (or handed to the reaper, which the sweep waits for). */
 	for (size_t i = 0; i < s->svc->n_arenas; i++)

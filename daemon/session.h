@@ -22,6 +22,10 @@
 #include "scratch.h"
 #include "service.h"
 #include "vad.pb-c.h"
+#include "waitq.h"
+
+struct vad_reply;
+struct worker;
 
 /* An fd to pass with the output byte at absolute stream position pos. */
 struct vad_fd_mark {
@@ -76,6 +80,14 @@ struct vad_session {
 	unsigned fds_unconfirmed;
 	bool (*peer_read_all)(void *io_ctx);
 	void *io_ctx;
+
+	/* Waiting allocations (waitq.h). worker is the session's worker (set by conn.c; NULL:
+	 * no event loop, so nothing waits); replied (with io_ctx) is told when a reply was
+	 * added outside of vad_session_process (a waiter answered), so it gets sent. */
+	struct worker *worker;
+	void (*replied)(void *io_ctx);
+	LIST_HEAD(, vad_waiter) waiters;
+	unsigned n_waiting;
 
 	/* Why closing was set when it was not broken framing (NULL), for the close's log line. */
 	const char *closing_why;
@@ -139,6 +151,13 @@ size_t vad_session_feed(struct vad_session *s, const void *data, size_t len);
 /* The next bytes to send: false if nothing is pending. When *fd >= 0 the bytes must be sent
  * with that fd attached (sendmsg SCM_RIGHTS); otherwise with a plain write. */
 bool vad_session_next_output(struct vad_session *s, const uint8_t **data, size_t *len, int *fd);
+
+/* Append r as a reply outside of vad_session_process (a waiting alloc answered) and tell
+ * the connection (replied); the session's scratch is reset after it. */
+void vad_session_reply(struct vad_session *s, struct vad_reply *r);
+
+/* Free what the session's scratch holds (after a handler call outside of a request). */
+void vad_session_scratch_reset(struct vad_session *s);
 
 /* n bytes of the last vad_session_next_output were sent (n >= 1 sent the fd too). */
 void vad_session_output_done(struct vad_session *s, size_t n);

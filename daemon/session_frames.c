@@ -171,6 +171,22 @@ void vad_session_output_done(struct vad_session *s, size_t n)
 	}
 }
 
+void vad_session_reply(struct vad_session *s, struct vad_reply *r)
+{
+	emit(s, r);
+	vad_scratch_reset(&s->scratch);
+	/* Counted as an alloc's error, not as another request: it was counted when queued. */
+	if (r->resp.error != VAD__ERROR__OK)
+		vad_op_stats_error(s->svc->ops, VAD_OPI_ALLOC, (int)r->resp.error);
+	if (s->replied)
+		s->replied(s->io_ctx);
+}
+
+void vad_session_scratch_reset(struct vad_session *s)
+{
+	vad_scratch_reset(&s->scratch);
+}
+
 /* ---- frames ----------------------------------------------------------------------------- */
 
 /* Handle one frame; returns the operation's index in the per-operation counters, and the
@@ -208,7 +224,8 @@ static enum vad_op_index handle_frame(struct vad_session *s, const uint8_t *payl
 			vad_handle_request(s, req, &r);
 	}
 	*error = (int)r.resp.error;
-	emit(s, &r);
+	if (!r.deferred)
+		emit(s, &r);
 	vad_scratch_reset(&s->scratch);
 	s->requests++;
 	return op;

@@ -20,6 +20,7 @@
 #include "gate.h"
 #include "vaspace.h"
 #include "units.h"
+#include "waitq.h"
 
 void worker_hand_over(struct conn *c, struct worker *to)
 {
@@ -141,6 +142,26 @@ void worker_order_give(struct worker *w, unsigned count, unsigned first, unsigne
 	event_active(w->ev_notify, EV_READ, 0);
 }
 
+void worker_kick_waits(struct worker *w)
+{
+	/* One event_active per run of kicks: many frees before the worker runs cost one retry. */
+	if (!__atomic_exchange_n(&w->waits_kicked, 1, __ATOMIC_ACQ_REL))
+		event_active(w->ev_waits, EV_READ, 0);
+}
+
+struct event_base *worker_base(struct worker *w)
+{
+	return w->base;
+}
+
+/* Kicked: retry the queue heads that are ours (a kick during the retry runs it again). */
+static void on_waits(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	__atomic_store_n(&w->waits_kicked, 0, __ATOMIC_RELEASE);
+	vad_waitq_retry(w->svc, w);
+}
+
 void worker_stop(struct worker *w)
 {
 	pthread_mutex_lock(&w->lock);
@@ -160,10 +181,11 @@ int worker_init(struct worker *w, struct vad_gate *gate, struct worker *pool, un
 	if (!w->base)
 		return -1;
 	w->ev_notify = event_new(w->base, -1, 0, on_notify, w);
-	return w->ev_notify ? 0 : -1;
+	w->ev_waits = event_new(w->base, -1, 0, on_waits, w);
+	return w->ev_notify && w->ev_waits ? 0 : -1;
 }
 
-void worker_fini(struct worker *w)
+void worker_close_all(struct worker *w)
 {
 	while (w->conns)
 		conn_close(w->conns, "the daemon is shutting down");
@@ -172,6 +194,11 @@ void worker_fini(struct worker *w)
 		w->moved = c->next;
 		conn_drop_detached(w->gate, c);
 	}
+}
+
+void worker_fini(struct worker *w)
+{
+	worker_close_all(w);
 	if (w->schedstat_fd >= 0)
 		close(w->schedstat_fd);
 	while (w->queue_head) {
@@ -183,6 +210,8 @@ void worker_fini(struct worker *w)
 	}
 	if (w->ev_notify)
 		event_free(w->ev_notify);
+	if (w->ev_waits)
+		event_free(w->ev_waits);
 	if (w->base)
 		event_base_free(w->base);
 	pthread_mutex_destroy(&w->lock);

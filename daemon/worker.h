@@ -36,7 +36,9 @@ struct worker {
 	bool started;
 	struct event_base *base;
 	struct event *ev_notify;
-	pthread_mutex_t lock; /* queue and stopping */
+	struct event *ev_waits; /* a free made room where one of our waiters heads a queue */
+	int waits_kicked;	/* (atomic) ev_waits is active and its callback not yet run */
+	pthread_mutex_t lock;	/* queue and stopping */
 	struct pending_conn *queue_head, *queue_tail;
 	bool stopping;
 	struct conn *moved;		/* (lock) connections handed over by another worker */
@@ -58,6 +60,10 @@ struct worker {
  * still cleans up). */
 int worker_init(struct worker *w, struct vad_gate *gate, struct worker *pool, unsigned index);
 
+/* Close w's connections (and handed-over ones); its thread is not running. Done for every
+ * worker before any is freed: a closing session's waiters kick other workers (waitq.h). */
+void worker_close_all(struct worker *w);
+
 /* Close whatever w still has (connections, handed-over ones, queued sockets) and free it;
  * its thread is not running. */
 void worker_fini(struct worker *w);
@@ -74,6 +80,12 @@ void worker_hand_over(struct conn *c, struct worker *to);
 /* The balancer's order (listener thread): w hands count of its connections to workers
  * first..first+span-1, round-robin, between its callbacks. */
 void worker_order_give(struct worker *w, unsigned count, unsigned first, unsigned span);
+
+/* Have w retry the waiting allocations it heads (waitq.h), from its loop (any thread). */
+void worker_kick_waits(struct worker *w);
+
+/* w's event base (for timers of its connections' waiters). */
+struct event_base *worker_base(struct worker *w);
 
 /* Tell w to close every connection and leave its loop (any thread). */
 void worker_stop(struct worker *w);

@@ -44,10 +44,13 @@
 	  "read-only")                                                                             \
 	X(ECOMMIT, 26,                                                                             \
 	  "the arena's memory could not be committed for the range (commit = reserve)",            \
-	  "cannot commit")
+	  "cannot commit")                                                                         \
+	X(ETIMEDOUT, 27,                                                                           \
+	  "the allocation waited for room until its timeout and none was freed in time",           \
+	  "wait timed out")
 
 /* The largest error number. Numbers below it may be unused (not in the table). */
-#define VAD_ERROR_MAX 26
+#define VAD_ERROR_MAX 27
 
 /* Is number a code of the table? */
 bool vad_error_known(int number);

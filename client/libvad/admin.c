@@ -168,6 +168,13 @@ int vad_stats_detail(vad_client *c, const char *arena, struct vad_daemon_stats *
 		    .free_released_bytes = a->free_released_bytes,
 		    .committed_bytes = a->committed_bytes,
 		    .commit_failures = a->commit_failures,
+		    .waiters = a->waiters,
+		    .oldest_wait_ms = a->oldest_wait_ms,
+		    .waits = a->waits,
+		    .wait_grants = a->wait_grants,
+		    .wait_timeouts = a->wait_timeouts,
+		    .wait_cancels = a->wait_cancels,
+		    .wait_refusals = a->wait_refusals,
 		};
 	}
 	vad__response__free_unpacked(r, NULL);

@@ -20,10 +20,11 @@ static size_t len_field(size_t len)
 }
 
 size_t libvad_fast_alloc_frame(uint8_t *out, size_t cap, uint64_t id, const char *arena,
-			       uint64_t align, size_t n, const size_t *sizes)
+			       uint64_t align, size_t n, const size_t *sizes, uint32_t wait_ms)
 {
 	size_t name = strlen(arena), packed = 0;
-	size_t body = (align ? 1 + vad_varint_len(align) : 0) + (name ? len_field(name) : 0);
+	size_t body = (align ? 1 + vad_varint_len(align) : 0) + (name ? len_field(name) : 0) +
+		      (wait_ms ? 2 + vad_varint_len(wait_ms) : 0); /* field 40: a 2-byte key */
 	if (n == 1) {
 		body += sizes[0] ? 1 + vad_varint_len(sizes[0]) : 0;
 	} else {
@@ -59,6 +60,10 @@ size_t libvad_fast_alloc_frame(uint8_t *out, size_t cap, uint64_t id, const char
 		p = vad_wire_put_varint(p, packed);
 		for (size_t i = 0; i < n; i++)
 			p = vad_wire_put_varint(p, sizes[i]);
+	}
+	if (wait_ms) {
+		p = vad_wire_put_varint(p, KEY(40, WT_VARINT));
+		p = vad_wire_put_varint(p, wait_ms);
 	}
 	return (size_t)(p - out);
 }

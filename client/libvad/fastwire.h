@@ -32,10 +32,10 @@ struct libvad_fast_reply {
 };
 
 /* Encode a whole Alloc request frame (id, arena "" = the default, align, one size in the
- * size field when n == 1, else the packed sizes) into out[0..cap); its length, or 0 if it
- * does not fit. */
+ * size field when n == 1, else the packed sizes, wait_ms when not 0) into out[0..cap); its
+ * length, or 0 if it does not fit. */
 size_t libvad_fast_alloc_frame(uint8_t *out, size_t cap, uint64_t id, const char *arena,
-			       uint64_t align, size_t n, const size_t *sizes);
+			       uint64_t align, size_t n, const size_t *sizes, uint32_t wait_ms);
 
 /* Encode a whole Free request frame of n offsets in arena into out[0..cap); its length, or
  * 0 if it does not fit. */

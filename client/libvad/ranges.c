@@ -16,8 +16,8 @@
 /* The most bytes a Free frame of n offsets in an arena named name_len bytes takes. */
 #define FREE_FRAME_MAX(name_len, n) (VAD_FREE_FRAME_OVERHEAD + (name_len) + 10 * (n))
 /* The same for an Alloc frame of n sizes: 4 + 11 (id) + 6 (alloc) + 11 (size) + 11
- * (align) + 6 (name) + 6 (sizes) + 10 a size. */
-#define ALLOC_FRAME_MAX(name_len, n) (55u + (name_len) + 10 * (n))
+ * (align) + 6 (name) + 6 (sizes) + 7 (wait_ms) + 10 a size. */
+#define ALLOC_FRAME_MAX(name_len, n) (62u + (name_len) + 10 * (n))
 
 /* Send one Free for offsets of arena. The held records are dropped before the request
  * goes out: once the daemon has freed a range it may hand the same address to another
@@ -210,8 +210,9 @@ static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct gr
 	return VAD_OK;
 }
 
-int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size_t *sizes,
-			  size_t align, unsigned flags, void **out)
+/* Every alloc call: n ranges of sizes in arena, waiting up to wait_ms for room (0: not). */
+static int alloc_batch(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+		       size_t align, unsigned flags, uint32_t wait_ms, void **out)
 {
 	if (flags & ~VAD_ALLOC_FLAGS)
 		return libvad_failf(c, VAD_EINVAL,
@@ -263,9 +264,9 @@ int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size
 	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
 	fast.offsets = n <= STACK_RANGES ? lists : malloc(2 * n * sizeof(uint64_t));
 	fast.sizes = fast.offsets ? fast.offsets + n : NULL;
-	size_t flen = frame && fast.offsets
-			  ? libvad_fast_alloc_frame(frame, cap, id, wire_arena, align, n, sizes)
-			  : 0;
+	size_t flen = frame && fast.offsets ? libvad_fast_alloc_frame(frame, cap, id, wire_arena,
+								      align, n, sizes, wait_ms)
+					    : 0;
 	Vad__Response *r = NULL;
 	int err = flen
 		      ? libvad_rpc_frame(c, id, frame, flen, &fast, VAD__RESPONSE__RESULT_ALLOC, &r)
@@ -283,6 +284,23 @@ int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size
 	if (err == VAD_OK && (flags & VAD_POPULATE))
 		err = libvad_populate(c, n, sizes, out);
 	return err;
+}
+
+int vad_alloc_batch_flags(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			  size_t align, unsigned flags, void **out)
+{
+	return alloc_batch(c, arena, n, sizes, align, flags, 0, out);
+}
+
+int vad_alloc_batch_wait(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			 size_t align, unsigned flags, uint32_t timeout_ms, void **out)
+{
+	return alloc_batch(c, arena, n, sizes, align, flags, timeout_ms, out);
+}
+
+int vad_alloc_wait(vad_client *c, size_t size, size_t align, uint32_t timeout_ms, void **out)
+{
+	return alloc_batch(c, NULL, 1, &size, align, 0, timeout_ms, out);
 }
 
 int vad_alloc_batch_in(vad_client *c, const char *arena, size_t n, const size_t *sizes,

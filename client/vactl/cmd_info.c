@@ -318,7 +318,12 @@ const struct vactl_cmd vactl_cmd_clients = {
 	X(drains)                                                                                  \
 	X(released_bytes)                                                                          \
 	X(release_calls)                                                                           \
-	X(pool_hits)
+	X(pool_hits)                                                                               \
+	X(waits)                                                                                   \
+	X(wait_grants)                                                                             \
+	X(wait_timeouts)                                                                           \
+	X(wait_cancels)                                                                            \
+	X(wait_refusals)
 
 static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *a)
 {
@@ -327,6 +332,9 @@ static void add_totals(struct vad_arena_stats *t, const struct vad_arena_stats *
 #undef SUM_FIELD
 	if (a->largest_free > t->largest_free)
 		t->largest_free = a->largest_free;
+	t->waiters += a->waiters; /* each at most max_waiters: no overflow */
+	if (a->oldest_wait_ms > t->oldest_wait_ms)
+		t->oldest_wait_ms = a->oldest_wait_ms;
 }
 
 static void print_arena_stats(const struct vad_arena_stats *a, bool total)
@@ -365,6 +373,16 @@ static void print_arena_stats(const struct vad_arena_stats *a, bool total)
 	printf("  drains %llu  released %s in %llu release call%s\n", (unsigned long long)a->drains,
 	       SZ(a->released_bytes), (unsigned long long)a->release_calls,
 	       vad_plural(a->release_calls));
+	if (a->waiters || a->waits) {
+		char oldest[32];
+		vactl_fmt_duration(a->oldest_wait_ms, oldest, sizeof(oldest));
+		printf("  waiting         %12u  allocs (oldest for %s)\n", a->waiters,
+		       a->waiters ? oldest : "-");
+		printf("  waits %llu  granted %llu  timed out %llu  cancelled %llu  refused %llu\n",
+		       (unsigned long long)a->waits, (unsigned long long)a->wait_grants,
+		       (unsigned long long)a->wait_timeouts, (unsigned long long)a->wait_cancels,
+		       (unsigned long long)a->wait_refusals);
+	}
 }
 
 /* The p-th quantile of an operation's lifetime histogram: the bound below which it falls. */
@@ -504,9 +522,13 @@ const struct vactl_cmd vactl_cmd_stats = {
 	    "busy_bytes, free_bytes, lazy_bytes, pooled_bytes, resident_bytes, committed_bytes,\n"
 	    "commit_failures, busy_blocks,\n"
 	    "free_blocks, lazy_blocks, pooled_blocks, largest_free, allocs, frees, fails,\n"
-	    "drains, released_bytes, release_calls, pool_hits, fragmentation}], totals: {the\n"
-	    "same summed (held at 2^64 - 1), without name and quantum; largest_free is the\n"
-	    "maximum}, ops: [{name, count, errors, buckets: [[below_ns, cumulative count]]}],\n"
+	    "drains, released_bytes, release_calls, pool_hits, waiters (allocs waiting for\n"
+	    "room now), oldest_wait_ms, waits, wait_grants, wait_timeouts, wait_cancels,\n"
+	    "wait_refusals,\n"
+	    "fragmentation}], totals: {the\n"
+	    "same summed (held at 2^64 - 1), without name and quantum; largest_free and\n"
+	    "oldest_wait_ms are the maximum}, ops: [{name, count, errors, buckets: [[below_ns, "
+	    "cumulative count]]}],\n"
 	    "errors: [{name, code, count}]}\n"
 	    "Then requests per operation since start (errors, p50 and p99 latency: the bound\n"
 	    "of the histogram bucket the quantile falls in, 4 buckets per power of two) and\n"

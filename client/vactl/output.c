@@ -166,6 +166,13 @@ json_object *vactl_json_arena_stats(const struct vad_arena_stats *a)
 	vactl_json_add_u64(o, "resident_bytes", a->resident_bytes);
 	vactl_json_add_u64(o, "committed_bytes", a->committed_bytes);
 	vactl_json_add_u64(o, "commit_failures", a->commit_failures);
+	vactl_json_add_u64(o, "waiters", a->waiters);
+	vactl_json_add_u64(o, "oldest_wait_ms", a->oldest_wait_ms);
+	vactl_json_add_u64(o, "waits", a->waits);
+	vactl_json_add_u64(o, "wait_grants", a->wait_grants);
+	vactl_json_add_u64(o, "wait_timeouts", a->wait_timeouts);
+	vactl_json_add_u64(o, "wait_cancels", a->wait_cancels);
+	vactl_json_add_u64(o, "wait_refusals", a->wait_refusals);
 	vactl_json_add_u64(o, "busy_blocks", a->busy_blocks);
 	vactl_json_add_u64(o, "free_blocks", a->free_blocks);
 	vactl_json_add_u64(o, "lazy_blocks", a->lazy_blocks);

@@ -53,10 +53,11 @@ static void test_requests(void **state)
 		}
 		const char *arena = arenas[rnd() % 4];
 		uint64_t id = rnd_value(), align = rnd() % 2 ? rnd_value() : 0;
+		uint32_t wait = rnd() % 2 ? (uint32_t)rnd_value() : 0; /* Alloc.wait_ms */
 		bool alloc = rnd() % 2;
-		size_t len =
-		    alloc ? libvad_fast_alloc_frame(buf, sizeof(buf), id, arena, align, n, sizes)
-			  : libvad_fast_free_frame(buf, sizeof(buf), id, arena, n, offs);
+		size_t len = alloc ? libvad_fast_alloc_frame(buf, sizeof(buf), id, arena, align, n,
+							     sizes, wait)
+				   : libvad_fast_free_frame(buf, sizeof(buf), id, arena, n, offs);
 		assert_true(len > VAD_FRAME_HEADER);
 		size_t plen;
 		assert_int_equal(vad_frame_peek(buf, len, 1u << 20, &plen), VAD_FRAME_READY);
@@ -68,6 +69,7 @@ static void test_requests(void **state)
 			assert_int_equal(r->op_case, VAD__REQUEST__OP_ALLOC);
 			assert_string_equal(r->alloc->arena, arena);
 			assert_int_equal(r->alloc->align, align);
+			assert_int_equal(r->alloc->wait_ms, wait);
 			if (n == 1) {
 				assert_int_equal(r->alloc->size, sizes[0]);
 				assert_int_equal(r->alloc->n_sizes, 0);
@@ -86,7 +88,7 @@ static void test_requests(void **state)
 		vad__request__free_unpacked(r, NULL);
 		/* Too small a buffer: refused, nothing written past it. */
 		assert_int_equal(
-		    alloc ? libvad_fast_alloc_frame(buf, len - 1, id, arena, align, n, sizes)
+		    alloc ? libvad_fast_alloc_frame(buf, len - 1, id, arena, align, n, sizes, wait)
 			  : libvad_fast_free_frame(buf, len - 1, id, arena, n, offs),
 		    0);
 	}

@@ -920,6 +920,21 @@ static void test_range_limits(void **state)
 	load_err("[arena a]\nsize = 1G\nmax_ranges_uid = 5\n", 3, "max_ranges_uid");
 }
 
+/* ---- max_waiters_client / max_waiters -------------------------------------------------- */
+
+static void test_waiter_limits(void **state)
+{
+	struct vad_config cfg;
+	vad_config_defaults(&cfg);
+	assert_int_equal(cfg.max_waiters_client, 64);
+	assert_int_equal(cfg.max_waiters, 4096);
+	assert_int_equal(settings_of("[vad]\nmax_waiters_client = 0\n").max_waiters_client, 0);
+	assert_int_equal(settings_of("[vad]\nmax_waiters = 100000\n").max_waiters, 100000);
+	load_err("[vad]\nmax_waiters = 1048577\n", 2, "max_waiters = 1048577");
+	load_err("[vad]\nmax_waiters_client = -1\n", 2, "max_waiters_client = -1");
+	load_err("[arena a]\nsize = 1G\nmax_waiters = 5\n", 3, "max_waiters");
+}
+
 /* Every [vad] key written with its default text parses, and to the value the defaults hold. */
 static void test_every_key_parses_its_default(void **state)
 {
@@ -1002,6 +1017,7 @@ int main(void)
 	    cmocka_unit_test(test_memory_keys),
 	    cmocka_unit_test(test_admission_keys),
 	    cmocka_unit_test(test_range_limits),
+	    cmocka_unit_test(test_waiter_limits),
 	    cmocka_unit_test(test_every_key_parses_its_default),
 	    cmocka_unit_test(test_reloadable_text),
 	    cmocka_unit_test(test_every_error_reported),

@@ -53,6 +53,7 @@ static void check_same_request(const Vad__Request *a, const Vad__Request *b)
 		assert_int_equal(a->alloc->size, b->alloc->size);
 		assert_int_equal(a->alloc->align, b->alloc->align);
 		assert_int_equal(a->alloc->count, b->alloc->count);
+		assert_int_equal(a->alloc->wait_ms, b->alloc->wait_ms);
 		assert_string_equal(a->alloc->arena, b->alloc->arena);
 		assert_int_equal(a->alloc->n_sizes, b->alloc->n_sizes);
 		for (size_t i = 0; i < a->alloc->n_sizes; i++)
@@ -80,6 +81,7 @@ static size_t random_request(uint8_t *buf, size_t cap, uint64_t *list)
 		a.size = rnd_value();
 		a.align = rnd_value();
 		a.count = (uint32_t)rnd_value();
+		a.wait_ms = rnd() % 2 ? (uint32_t)rnd_value() : 0; /* field 40: a 2-byte key */
 		a.arena = (char *)arenas[rnd() % 4];
 		a.n_sizes = rnd() % 2 ? n : 0;
 		a.sizes = list;

@@ -38,7 +38,7 @@ static PyObject *arena_stats_dict(const void *item)
 	const struct vad_arena_stats *a = item;
 	return Py_BuildValue(
 	    "{s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-	    "s:K}",
+	    "s:K,s:I,s:K,s:K,s:K,s:K,s:K,s:K}",
 	    "name", a->name, "size", ULL(a->size), "quantum", ULL(a->quantum), "busy_bytes",
 	    ULL(a->busy_bytes), "free_bytes", ULL(a->free_bytes), "lazy_bytes", ULL(a->lazy_bytes),
 	    "pooled_bytes", ULL(a->pooled_bytes), "busy_blocks", ULL(a->busy_blocks), "free_blocks",
@@ -47,7 +47,10 @@ static PyObject *arena_stats_dict(const void *item)
 	    "frees", ULL(a->frees), "fails", ULL(a->fails), "drains", ULL(a->drains),
 	    "released_bytes", ULL(a->released_bytes), "release_calls", ULL(a->release_calls),
 	    "pool_hits", ULL(a->pool_hits), "resident_bytes", ULL(a->resident_bytes),
-	    "free_released_bytes", ULL(a->free_released_bytes));
+	    "free_released_bytes", ULL(a->free_released_bytes), "waiters", (unsigned)a->waiters,
+	    "oldest_wait_ms", ULL(a->oldest_wait_ms), "waits", ULL(a->waits), "wait_grants",
+	    ULL(a->wait_grants), "wait_timeouts", ULL(a->wait_timeouts), "wait_cancels",
+	    ULL(a->wait_cancels), "wait_refusals", ULL(a->wait_refusals));
 }
 
 static PyObject *admin_stats_detail(vadpy_client *cl, PyObject *args, PyObject *kw)

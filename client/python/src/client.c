@@ -338,15 +338,38 @@ static PyObject *wrap_ranges(vadpy_client *cl, void **ptrs, Py_ssize_t n)
 	return NULL;
 }
 
+/* timeout= in seconds (None or 0: do not wait) as vad_alloc_batch_wait's milliseconds, rounded
+ * up so a short wait still waits; -1 with an exception. */
+static int64_t timeout_ms(PyObject *timeout)
+{
+	if (!timeout || timeout == Py_None)
+		return 0;
+	double s = PyFloat_AsDouble(timeout);
+	if (s == -1.0 && PyErr_Occurred())
+		return -1;
+	if (!(s >= 0.0) || s * 1000.0 > (double)UINT32_MAX) {
+		PyErr_Format(PyExc_ValueError,
+			     "timeout must be between 0 and %u seconds (about 49 days)",
+			     UINT32_MAX / 1000u);
+		return -1;
+	}
+	double ms = s * 1000.0;
+	uint32_t whole = (uint32_t)ms;
+	return whole + (ms > (double)whole);
+}
+
 static PyObject *client_alloc(vadpy_client *cl, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"size", "align", "arena", "populate", NULL};
+	static char *kwlist[] = {"size", "align", "arena", "populate", "timeout", NULL};
 	size_t size, align = 0;
 	const char *arena = NULL;
 	int populate = 0;
-	PyObject *size_obj, *align_obj = NULL;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Ozp:alloc", kwlist, &size_obj, &align_obj,
-					 &arena, &populate))
+	PyObject *size_obj, *align_obj = NULL, *timeout = NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OzpO:alloc", kwlist, &size_obj, &align_obj,
+					 &arena, &populate, &timeout))
+		return NULL;
+	int64_t wait_ms = timeout_ms(timeout);
+	if (wait_ms < 0)
 		return NULL;
 	size = PyLong_AsSize_t(size_obj);
 	if (size == (size_t)-1 && PyErr_Occurred())
@@ -358,7 +381,8 @@ static PyObject *client_alloc(vadpy_client *cl, PyObject *args, PyObject *kw)
 	void *ptr;
 	int err;
 	VADPY_CALL(cl, err,
-		   vad_alloc_flags(cl->c, arena, size, align, populate ? VAD_POPULATE : 0, &ptr));
+		   vad_alloc_batch_wait(cl->c, arena, 1, &size, align, populate ? VAD_POPULATE : 0,
+					(uint32_t)wait_ms, &ptr));
 	if (err != VAD_OK)
 		return vadpy_raise(cl->c, err);
 	return vadpy_range_new(cl, ptr);
@@ -366,13 +390,16 @@ static PyObject *client_alloc(vadpy_client *cl, PyObject *args, PyObject *kw)
 
 static PyObject *client_alloc_batch(vadpy_client *cl, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"sizes", "align", "arena", "populate", NULL};
-	PyObject *seq, *align_obj = NULL;
+	static char *kwlist[] = {"sizes", "align", "arena", "populate", "timeout", NULL};
+	PyObject *seq, *align_obj = NULL, *timeout = NULL;
 	const char *arena = NULL;
 	size_t align = 0;
 	int populate = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Ozp:alloc_batch", kwlist, &seq, &align_obj,
-					 &arena, &populate))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OzpO:alloc_batch", kwlist, &seq, &align_obj,
+					 &arena, &populate, &timeout))
+		return NULL;
+	int64_t wait_ms = timeout_ms(timeout);
+	if (wait_ms < 0)
 		return NULL;
 	if (align_obj && (align = PyLong_AsSize_t(align_obj)) == (size_t)-1 && PyErr_Occurred())
 		return NULL;
@@ -392,8 +419,8 @@ static PyObject *client_alloc_batch(vadpy_client *cl, PyObject *args, PyObject *
 	}
 	int err;
 	VADPY_CALL(cl, err,
-		   vad_alloc_batch_flags(cl->c, arena, (size_t)n, sizes, align,
-					 populate ? VAD_POPULATE : 0, ptrs));
+		   vad_alloc_batch_wait(cl->c, arena, (size_t)n, sizes, align,
+					populate ? VAD_POPULATE : 0, (uint32_t)wait_ms, ptrs));
 	PyMem_Free(sizes);
 	PyObject *list = err == VAD_OK ? wrap_ranges(cl, ptrs, n) : vadpy_raise(cl->c, err);
 	PyMem_Free(ptrs);
@@ -496,18 +523,22 @@ static PyMethodDef client_methods[] = {
     {"__exit__", (PyCFunction)client_exit, METH_VARARGS,
      "__exit__($self, *exc_info, /)\n--\n\nClose the client (see close())."},
     {"alloc", (PyCFunction)(void (*)(void))client_alloc, METH_VARARGS | METH_KEYWORDS,
-     "alloc($self, /, size, align=0, arena=None, populate=False)\n--\n\n"
+     "alloc($self, /, size, align=0, arena=None, populate=False, timeout=None)\n--\n\n"
      "Allocate size bytes of shared memory, zero-filled, and return its vad.Range.\n"
      "align is a power of two (0: the arena's quantum, a page); arena names the arena\n"
      "(None: the daemon's default). The range's size is rounded up to the arena's\n"
      "quantum. populate=True prefaults every page for writing before returning\n"
-     "(VAD_POPULATE: the first writes take no page faults). Raises NoSpace,\n"
-     "QuotaExceeded, PermissionDenied or Error (ESIZE, EALIGN, ENOARENA, ...)."},
+     "(VAD_POPULATE: the first writes take no page faults). timeout (seconds): when\n"
+     "the arena has no room, wait up to that long for other clients' frees, first\n"
+     "come first served (vad_alloc_wait); Error with code ETIMEDOUT when none came.\n"
+     "Raises NoSpace, QuotaExceeded, PermissionDenied or Error (ESIZE, EALIGN,\n"
+     "ENOARENA, EBUSY: too many waiting, ...)."},
     {"alloc_batch", (PyCFunction)(void (*)(void))client_alloc_batch, METH_VARARGS | METH_KEYWORDS,
-     "alloc_batch($self, /, sizes, align=0, arena=None, populate=False)\n--\n\n"
+     "alloc_batch($self, /, sizes, align=0, arena=None, populate=False, timeout=None)\n--\n\n"
      "Allocate one range per size in one request, all or nothing; returns a list of\n"
      "vad.Range in the order of sizes. populate=True prefaults every page for writing\n"
-     "before returning (as alloc's populate)."},
+     "before returning (as alloc's populate); timeout waits for room for the whole\n"
+     "batch (as alloc's timeout)."},
     {"free_batch", (PyCFunction)vadpy_client_free_batch, METH_O, vadpy_doc_free_batch},
     {"attach", (PyCFunction)client_attach, METH_O,
      "attach($self, token, /)\n--\n\n"

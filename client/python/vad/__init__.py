@@ -45,6 +45,7 @@ from ._vad import (  # noqa: F401  (re-exported)
     EREADONLY,
     EREVOKED,
     ESIZE,
+    ETIMEDOUT,
     ETOKEN,
     ETOKENUSED,
     ETOOBIG,
@@ -108,4 +109,5 @@ __all__ = [
     "ETOKENUSED",
     "EREADONLY",
     "ECOMMIT",
+    "ETIMEDOUT",
 ]

@@ -33,6 +33,7 @@ EEXPIRED: int
 ETOKENUSED: int
 EREADONLY: int
 ECOMMIT: int
+ETIMEDOUT: int
 
 class Error(Exception):
     """A libvad call failed; .code is the VAD_E* code, str(e) the daemon's sentence."""
@@ -163,7 +164,12 @@ class Client:
         tb: Optional[TracebackType],
     ) -> None: ...
     def alloc(
-        self, size: int, align: int = 0, arena: Optional[str] = None, populate: bool = False
+        self,
+        size: int,
+        align: int = 0,
+        arena: Optional[str] = None,
+        populate: bool = False,
+        timeout: Optional[float] = None,
     ) -> Range: ...
     def alloc_batch(
         self,
@@ -171,6 +177,7 @@ class Client:
         align: int = 0,
         arena: Optional[str] = None,
         populate: bool = False,
+        timeout: Optional[float] = None,
     ) -> list[Range]: ...
     def free_batch(self, ranges: Sequence[Range]) -> None: ...
     def attach(self, token: str) -> Range: ...
