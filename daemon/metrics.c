@@ -13,8 +13,10 @@
 #include "errors.h"
 #include "op_stats.h"
 #include "service.h"
+#include "vad.pb-c.h"
 #include "vaspace.h"
 #include "version.h"
+#include "waitq.h"
 
 /* A growing text; once an allocation fails every append is a no-op and the result NULL. */
 struct text {
@@ -87,6 +89,7 @@ struct arena_fig {
 	char label[2 * (VAD_NAME_MAX + VAD_TENANT_SUFFIX_MAX) + 2]; /* its name, escaped */
 	struct va_stats st;
 	uint64_t resident, committed, commit_failures;
+	Vad__ArenaStats wait; /* the slot's queue of allocations waiting for room (waitq.h) */
 };
 
 /* The per-arena families: name, type, help, the value from struct arena_fig *f. Names and
@@ -120,7 +123,15 @@ struct arena_fig {
 	X("vad_release_calls_total", "counter", "Hole punches that gave freed ranges back.",       \
 	  f->st.release_calls)                                                                     \
 	X("vad_pool_hits_total", "counter", "Allocations served from a node's pool.",              \
-	  f->st.pool_hits)
+	  f->st.pool_hits)                                                                         \
+	X("vad_arena_waiting_allocs", "gauge",                                                     \
+	  "Alloc requests waiting for room (vad_alloc_wait).", f->wait.waiters)                    \
+	X("vad_alloc_waits_total", "counter", "Alloc requests that waited for room.",              \
+	  f->wait.waits)                                                                           \
+	X("vad_alloc_wait_grants_total", "counter", "Waiting alloc requests granted.",             \
+	  f->wait.wait_grants)                                                                     \
+	X("vad_alloc_wait_timeouts_total", "counter", "Waiting alloc requests that timed out.",    \
+	  f->wait.wait_timeouts)
 
 /* Copy the figures of every visible arena (VAD_METRICS_ARENAS_MAX at most) into figs;
  * returns how many, *omitted the visible ones left out. */
@@ -148,6 +159,8 @@ static size_t collect_arenas(struct vad_service *svc, vad_metrics_visible_fn vis
 		f->resident = vad_arena_resident_bytes(a);
 		f->committed = vad_arena_committed_bytes(a, &f->st);
 		f->commit_failures = __atomic_load_n(&a->commit_failures, __ATOMIC_RELAXED);
+		vad__arena_stats__init(&f->wait);
+		vad_waitq_fill_stats(&f->wait, svc, (unsigned)i);
 		vad_arena_unpin(svc->tenants, a);
 	}
 	return n;

@@ -342,6 +342,12 @@ static void test_disconnect_and_no_stall(void **state)
 	assert_int_equal(1, v);
 	json_object_put(j);
 	vt_output_free(&o);
+	/* ... and so does the metrics text. */
+	char *text = NULL;
+	VT_ASSERT_OK(h, vad_metrics(h, &text));
+	assert_true(vt_contains(text, "vad_arena_waiting_allocs{arena=\"w\"} 1\n"));
+	assert_true(vt_contains(text, "# TYPE vad_alloc_wait_timeouts_total counter\n"));
+	free(text);
 	kill(pid, SIGKILL);
 	assert_int_equal(0, vt_wait_child(pid, vt_timeout_ms(10000)) < 0);
 	wait_waiters(h, "w", 0, NULL);
