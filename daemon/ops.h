@@ -22,6 +22,9 @@
 	X(RELOAD, "reload", handle_reload(s, r))                                                   \
 	X(CHECK, "check", handle_check(s, r))                                                      \
 	X(WALK, "walk", handle_walk(s, req->walk, r))                                              \
-	X(UNSHARE, "unshare", handle_unshare(s, req->unshare, r))
+	X(UNSHARE, "unshare", handle_unshare(s, req->unshare, r))                                  \
+	X(RANGES, "ranges", handle_ranges(s, req->ranges, r))                                      \
+	X(TOKENS, "tokens", handle_tokens(s, req->tokens, r))                                      \
+	X(KILL, "kill", handle_kill(s, req->kill, r))
 
 #endif

@@ -33,6 +33,9 @@ struct vad_reply {
 		Vad__CheckReply check;
 		Vad__WalkReply walk;
 		Vad__UnshareReply unshare;
+		Vad__RangesReply ranges;
+		Vad__TokensReply tokens;
+		Vad__KillReply kill;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

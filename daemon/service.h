@@ -76,6 +76,10 @@ struct vad_service {
 	unsigned n_events;	  /* daemon-level events in the queue */
 	unsigned n_client_events; /* client-caused events in the queue */
 	uint64_t events_dropped;  /* client-caused events refused since the last take */
+	/* Wakes every worker (set by the server before its threads start; NULL where a test
+	 * drives sessions without one): a killed session's worker then closes it. */
+	void (*wake_workers)(void *arg);
+	void *wake_arg;
 	pthread_mutex_t log_rate_lock;
 	struct vad_rate log_rate; /* log lines of all client sessions together */
 	int log_suppressed_level; /* the most severe level among those it suppressed */

@@ -96,6 +96,7 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(w->base);
 		return;
 	}
+	conn_close_killed(w); /* a kill wakes every worker: the owner closes the session */
 	if (give_count && give_span)
 		worker_give(w, give_count, give_first, give_span);
 }

@@ -44,10 +44,11 @@
 	  "read-only")                                                                             \
 	X(ECOMMIT, 26,                                                                             \
 	  "the arena's memory could not be committed for the range (commit = reserve)",            \
-	  "cannot commit")
+	  "cannot commit")                                                                        \
+	X(EKILLED, 28, "an administrator disconnected this client (vactl kill)", "killed")
 
 /* The largest error number. Numbers below it may be unused (not in the table). */
-#define VAD_ERROR_MAX 26
+#define VAD_ERROR_MAX 28
 
 /* Is number a code of the table? */
 bool vad_error_known(int number);

@@ -46,7 +46,8 @@
 	X(EEXPIRED)                                                                                \
 	X(ETOKENUSED)                                                                              \
 	X(EREADONLY)                                                                               \
-	X(ECOMMIT)
+	X(ECOMMIT)                                                                                 \
+	X(EKILLED)
 
 static PyObject *error_base;
 #define DECLARE_CLASS(name, code, doc) static PyObject *error_##name;

@@ -33,6 +33,7 @@ from ._vad import (  # noqa: F401  (re-exported)
     EGONE,
     EINTERNAL,
     EINVAL,
+    EKILLED,
     EMAP,
     ENOARENA,
     ENOHELLO,
@@ -108,4 +109,5 @@ __all__ = [
     "ETOKENUSED",
     "EREADONLY",
     "ECOMMIT",
+    "EKILLED",
 ]

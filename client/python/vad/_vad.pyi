@@ -33,6 +33,7 @@ EEXPIRED: int
 ETOKENUSED: int
 EREADONLY: int
 ECOMMIT: int
+EKILLED: int
 
 class Error(Exception):
     """A libvad call failed; .code is the VAD_E* code, str(e) the daemon's sentence."""
