@@ -285,7 +285,7 @@ struct vad_held_list {
 	uint64_t session_id;
 	uint64_t total; /* ranges it held at the last page */
 	size_t n;
-	int truncated; /* nonzero: more ranges exist than max allowed */
+	int truncated;		       /* nonzero: more ranges exist than max allowed */
 	struct vad_held_range *ranges; /* n entries, in the same block */
 };
 
@@ -296,8 +296,8 @@ struct vad_token_info {
 	uint64_t age_ms;
 	uint64_t ttl_left_ms; /* when expires is set */
 	int expires, single_use;
-	uint64_t holders; /* references to its range over every session */
-	uint32_t uid;	  /* the uid that shared it */
+	uint64_t holders;  /* references to its range over every session */
+	uint32_t uid;	   /* the uid that shared it */
 	const char *token; /* "" unless show_tokens */
 };
 
@@ -305,7 +305,7 @@ struct vad_token_info {
 struct vad_token_list {
 	uint64_t total; /* every live token (admins; 0 for others) */
 	size_t n;
-	int truncated; /* nonzero: more tokens exist than max allowed */
+	int truncated;		       /* nonzero: more tokens exist than max allowed */
 	struct vad_token_info *tokens; /* n entries, in the same block */
 };
 
@@ -395,8 +395,7 @@ int vad_walk(vad_client *c, const char *arena, size_t max_blocks, struct vad_are
 /* The ranges of session `client` (its id, or a pid or name only one session has; a non-admin
  * names only its own uid's sessions), at most max (0: all), fetched a page at a time; pages
  * are no atomic picture while it allocates. *out is one malloc'd block, free() it. */
-int vad_session_ranges(vad_client *c, const char *client, size_t max,
-		       struct vad_held_list **out);
+int vad_session_ranges(vad_client *c, const char *client, size_t max, struct vad_held_list **out);
 
 /* Live share tokens, at most max (0: all), paged: every one for an admin, else its own uid's;
  * the token strings only when an admin asks (show_tokens, else VAD_EPERM). free() *out. */

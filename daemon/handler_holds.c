@@ -23,7 +23,7 @@ struct find_ctx {
 	const char *client;
 	bool numeric;
 	uint64_t num;
-	bool every;	 /* an admin: every session; else only those of uid */
+	bool every; /* an admin: every session; else only those of uid */
 	uint32_t uid;
 	uint64_t by_id;	 /* the session with that id, 0 for none */
 	uint64_t pid[3]; /* sessions with that pid (first three), and how many */
@@ -58,7 +58,8 @@ static void list_ids(char *buf, size_t len, const uint64_t *ids, size_t n)
 {
 	size_t used = 0;
 	for (size_t i = 0; i < n && i < 3 && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%" PRIu64, i ? ", " : "", ids[i]);
+		used +=
+		    (size_t)snprintf(buf + used, len - used, "%s%" PRIu64, i ? ", " : "", ids[i]);
 	if (n > 3 && used < len)
 		snprintf(buf + used, len - used, " and %zu more", n - 3);
 }
@@ -203,9 +204,8 @@ void handle_tokens(struct vad_session *s, const Vad__TokensRequest *m, struct va
 		return;
 	}
 	/* A row: the arena's name, a token and eight numbers. */
-	size_t max =
-	    rows_fit(s, VAD_NAME_MAX + 2 + (m->show_tokens ? VAD_TOKEN_CHARS + 2 : 0) + 72,
-		     m->max_tokens);
+	size_t max = rows_fit(s, VAD_NAME_MAX + 2 + (m->show_tokens ? VAD_TOKEN_CHARS + 2 : 0) + 72,
+			      m->max_tokens);
 	struct vad_token_info *out = scratch_array(s, max, sizeof(*out));
 	Vad__TokenInfo *rows = scratch_array(s, max, sizeof(*rows));
 	Vad__TokenInfo **ptrs = scratch_array(s, max, sizeof(*ptrs));
@@ -215,8 +215,8 @@ void handle_tokens(struct vad_session *s, const Vad__TokensRequest *m, struct va
 	}
 	uint64_t next = 0;
 	bool more = false;
-	size_t n = vad_registry_list_tokens(s->svc->reg, m->cursor, s->admin,
-					    (uint32_t)s->peer.uid, out, max, &next, &more);
+	size_t n = vad_registry_list_tokens(s->svc->reg, m->cursor, s->admin, (uint32_t)s->peer.uid,
+					    out, max, &next, &more);
 	unsigned last = UINT32_MAX;
 	char *name = NULL;
 	for (size_t i = 0; i < n; i++) {

@@ -208,9 +208,8 @@ struct vad_token_info {
  * share order, of uid only unless every, into out, with token_lock taken once and a bounded
  * number of tokens looked at. *next gets the number to pass as after for the next page, *more
  * whether tokens remain past it. Returns how many were copied. */
-size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool every,
-				uint32_t uid, struct vad_token_info *out, size_t max,
-				uint64_t *next, bool *more);
+size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool every, uint32_t uid,
+				struct vad_token_info *out, size_t max, uint64_t *next, bool *more);
 
 /* Call fn for each registered holder (not the dying ones) with holders_lock held (fn must
  * not take it). */

@@ -62,9 +62,8 @@ static struct vad_token_entry *tokens_resume(struct vad_registry *reg, uint64_t 
 	return t;
 }
 
-size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool every,
-				uint32_t uid, struct vad_token_info *out, size_t max,
-				uint64_t *next, bool *more)
+size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool every, uint32_t uid,
+				struct vad_token_info *out, size_t max, uint64_t *next, bool *more)
 {
 	size_t n = 0, looked = 0;
 	uint64_t now = vad_now_ns();

@@ -28,9 +28,9 @@ struct vad_token_entry {
 	bool single_use;     /* the first attach that succeeds removes it */
 	uint64_t expires_ns; /* CLOCK_MONOTONIC (vad_now_ns); 0: never */
 	struct vad_range *range;
-	uint64_t seq;	     /* share order, the key of hh_seq: where a listing's page resumes */
-	uint64_t shared_ns;  /* CLOCK_MONOTONIC when it was made */
-	uint32_t uid;	     /* the uid that shared it: a non-admin lists its own uid's tokens */
+	uint64_t seq;	    /* share order, the key of hh_seq: where a listing's page resumes */
+	uint64_t shared_ns; /* CLOCK_MONOTONIC when it was made */
+	uint32_t uid;	    /* the uid that shared it: a non-admin lists its own uid's tokens */
 	UT_hash_handle hh;
 	UT_hash_handle hh_seq;
 };
@@ -141,7 +141,7 @@ struct vad_registry {
 	struct vad_token_entry *tokens_seq; /* the same entries by seq (token_lock) */
 	uint64_t token_seq;		    /* the last seq given (token_lock) */
 	uint64_t n_tokens;		    /* atomic */
-	struct vad_dead_tokens dead; /* token_lock */
+	struct vad_dead_tokens dead;	    /* token_lock */
 	pthread_mutex_t uid_lock;
 	struct vad_uid_usage *uids;
 	pthread_mutex_t holders_lock;

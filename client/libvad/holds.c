@@ -91,11 +91,11 @@ static int ranges_page(vad_client *c, const char *client, uint64_t cursor, Vad__
 	return libvad_rpc(c, &req, VAD__RESPONSE__RESULT_RANGES, r, NULL);
 }
 
-int vad_session_ranges(vad_client *c, const char *client, size_t max,
-		       struct vad_held_list **out)
+int vad_session_ranges(vad_client *c, const char *client, size_t max, struct vad_held_list **out)
 {
 	if (!c || !client || !out)
-		return libvad_fail(c, VAD_EINVAL, "vad_session_ranges: client, name or out is NULL");
+		return libvad_fail(c, VAD_EINVAL,
+				   "vad_session_ranges: client, name or out is NULL");
 	struct vad_held_range *v = NULL;
 	size_t n = 0, cap = 0;
 	size_t *name_of = NULL, name_cap = 0;
@@ -205,7 +205,8 @@ int vad_tokens(vad_client *c, int show_tokens, size_t max, struct vad_token_list
 		if (max && take > max - n)
 			take = max - n;
 		if ((err = grow(c, (void **)&v, &cap, n, take, sizeof(*v))) == VAD_OK &&
-		    (err = grow(c, (void **)&name_of, &name_cap, n, take, sizeof(size_t))) == VAD_OK)
+		    (err = grow(c, (void **)&name_of, &name_cap, n, take, sizeof(size_t))) ==
+			VAD_OK)
 			err = grow(c, (void **)&token_of, &token_cap, n, take, sizeof(size_t));
 		for (size_t i = 0; err == VAD_OK && i < take; i++) {
 			const Vad__TokenInfo *t = p->tokens[i];
