@@ -309,6 +309,21 @@ struct vad_token_list {
 	struct vad_token_info *tokens; /* n entries, in the same block */
 };
 
+/* One key of the running configuration (vad_config). */
+struct vad_config_key {
+	const char *section; /* "vad" */
+	const char *key;
+	const char *value;  /* as vad --check-config shows it ("64 KiB", "unlimited") */
+	const char *source; /* "default", "FILE:LINE", "command line", "reload FILE:LINE" */
+};
+
+/* The daemon's running configuration. */
+struct vad_config_list {
+	const char *path; /* its configuration file, "" for built-in defaults */
+	size_t n;
+	struct vad_config_key *keys; /* n entries, in the same block */
+};
+
 /* What vad_kill disconnected. */
 struct vad_killed {
 	uint64_t session_id;
@@ -404,6 +419,10 @@ int vad_tokens(vad_client *c, int show_tokens, size_t max, struct vad_token_list
 /* Disconnect session `client` (as vad_session_ranges names it) and drop its references as a
  * disconnect would (admin); its client's calls then fail with VAD_EKILLED. out may be NULL. */
 int vad_kill(vad_client *c, const char *client, struct vad_killed *out);
+
+/* The daemon's running configuration, each key with where its value came from (admin).
+ * *out is one malloc'd block, free() it. */
+int vad_config(vad_client *c, struct vad_config_list **out);
 
 /* Run the daemon's allocator invariant checker on every arena (admin). *ok is 1 when
  * every arena is sound, 0 if not; *detail (may be NULL) gets the daemon's report,

@@ -715,6 +715,7 @@ int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t 
 	note_parse_result(&ps, rc, read_errno);
 	finish_file(&ps);
 	free(ps.arena_lines);
+	memcpy(cfg->key_line, ps.vad_key_line, sizeof(ps.vad_key_line));
 	if (ps.failed) {
 		vad_config_free(cfg);
 		return -1;

@@ -85,9 +85,16 @@ enum vad_worker_balance {
 
 /* The whole file. Each [vad] key's default, bounds and whether a reload (SIGHUP) applies it
  * are its row of VAD_KEYS (config_parse.h). */
+/* Room for the [vad] keys' sources (checked against the key table in config_keys.c). */
+#define VAD_CONFIG_KEYS_MAX 48
+/* key_line of a value the command line set (--socket). */
+#define VAD_KEY_CMDLINE (-1)
+
 struct vad_config {
-	char path[PATH_MAX];	    /* the file it came from, "" for defaults */
-	char socket_path[PATH_MAX]; /* "" = the standard path */
+	char path[PATH_MAX];		   /* the file it came from, "" for defaults */
+	int key_line[VAD_CONFIG_KEYS_MAX]; /* the line of path that set each [vad] key, 0: its
+					      default, VAD_KEY_CMDLINE: the command line */
+	char socket_path[PATH_MAX];	   /* "" = the standard path */
 	mode_t socket_mode;
 	unsigned workers; /* 0 = one per CPU */
 	enum vad_worker_balance worker_balance;
@@ -132,6 +139,9 @@ const char *vad_config_key_name(size_t i);
 
 /* Key i's default as a file would write it; NULL if it has none (admin_group). */
 const char *vad_config_key_default(size_t i);
+
+/* The index of [vad] key name (as a file spells it), or -1. */
+int vad_config_key_index(const char *name);
 
 /* Whether a reload applies key i (else it needs a restart). */
 bool vad_config_key_reloadable(size_t i);

@@ -25,6 +25,7 @@
 	X(UNSHARE, "unshare", handle_unshare(s, req->unshare, r))                                  \
 	X(RANGES, "ranges", handle_ranges(s, req->ranges, r))                                      \
 	X(TOKENS, "tokens", handle_tokens(s, req->tokens, r))                                      \
-	X(KILL, "kill", handle_kill(s, req->kill, r))
+	X(KILL, "kill", handle_kill(s, req->kill, r))                                              \
+	X(CONFIG, "config", handle_config(s, r))
 
 #endif

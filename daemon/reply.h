@@ -36,6 +36,7 @@ struct vad_reply {
 		Vad__RangesReply ranges;
 		Vad__TokensReply tokens;
 		Vad__KillReply kill;
+		Vad__ConfigReply config;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config_view.h"
 #include "frame.h"
 #include "log.h"
 #include "op_stats.h"
@@ -68,11 +69,14 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	struct va_space **vs = calloc(n_slots, sizeof(*vs)); /* the registry keeps a copy */
 	struct vad_arena **slots = calloc(n_slots, sizeof(*slots));
 	struct vad_op_stats *ops = vad_op_stats_new();
-	if (!svc || !vs || !slots || !ops) {
+	struct vad_config_view *view = malloc(sizeof(*view));
+	if (!svc || !vs || !slots || !ops || !view) {
 		snprintf(err, err_len, "out of memory creating the service");
 		goto fail;
 	}
 	memcpy(slots, arenas, n_arenas * sizeof(*slots));
+	vad_config_view_init(view, cfg);
+	svc->config = view;
 	svc->arenas = slots;
 	svc->ops = ops;
 	svc->n_arenas = n_arenas;
@@ -125,6 +129,7 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 fail:
 	free(vs);
 	free(slots);
+	free(view);
 	vad_op_stats_free(ops);
 	free(svc);
 	return -1;
@@ -169,6 +174,7 @@ void vad_service_destroy(struct vad_service *svc)
 	vad_tenants_destroy(svc->tenants);
 	close_arenas(svc->arenas, svc->n_arenas);
 	pthread_mutex_destroy(&svc->reload_lock);
+	free(svc->config);
 	vad_events_free(svc->events);
 	pthread_mutex_destroy(&svc->events_lock);
 	vad_op_stats_free(svc->ops);
@@ -297,6 +303,7 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 	}
 	set_limits(svc, &cfg);
 	vad_log_set_level(cfg.log_level);
+	vad_config_view_reload(svc->config, &cfg);
 	char values[512];
 	snprintf(detail, detail_len,
 		 "reloaded %s: %s (arena, socket and worker changes need a restart)",

@@ -22,6 +22,7 @@
 #include "version.h"
 
 struct vad_op_stats;
+struct vad_config_view;
 
 /* The daemon version reported by hello (proto/version.h). */
 #define VAD_DAEMON_VERSION VAD_VERSION
@@ -70,6 +71,7 @@ struct vad_service {
 	unsigned clients;	  /* atomic: connected sessions */
 	uint64_t next_session_id; /* atomic */
 	pthread_mutex_t reload_lock;
+	struct vad_config_view *config; /* reload_lock: what vactl config shows */
 	pthread_mutex_t events_lock;
 	struct vad_event *events,
 	    **events_tail;	  /* oldest first, until the stats thread takes them */

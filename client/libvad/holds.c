@@ -294,3 +294,50 @@ int vad_kill(vad_client *c, const char *client, struct vad_killed *out)
 	vad__response__free_unpacked(r, NULL);
 	return VAD_OK;
 }
+
+/* ---- config --------------------------------------------------------------------------------- */
+
+int vad_config(vad_client *c, struct vad_config_list **out)
+{
+	if (!c || !out)
+		return libvad_fail(c, VAD_EINVAL, "vad_config: client or out is NULL");
+	Vad__ConfigRequest m = VAD__CONFIG_REQUEST__INIT;
+	Vad__Request req = VAD__REQUEST__INIT;
+	req.op_case = VAD__REQUEST__OP_CONFIG;
+	req.config = &m;
+	Vad__Response *r;
+	int err = libvad_rpc(c, &req, VAD__RESPONSE__RESULT_CONFIG, &r, NULL);
+	if (err != VAD_OK)
+		return err;
+	const Vad__ConfigReply *p = r->config;
+	size_t bytes = sizeof(struct vad_config_list) + p->n_keys * sizeof(struct vad_config_key) +
+		       strlen(p->path) + 1;
+	for (size_t i = 0; i < p->n_keys; i++)
+		bytes += strlen(p->keys[i]->section) + strlen(p->keys[i]->key) +
+			 strlen(p->keys[i]->value) + strlen(p->keys[i]->source) + 4;
+	struct vad_config_list *l = malloc(bytes);
+	if (!l) {
+		vad__response__free_unpacked(r, NULL);
+		return libvad_fail(c, VAD_ENOMEM, NULL);
+	}
+	l->keys = (struct vad_config_key *)(l + 1);
+	char *area = (char *)&l->keys[p->n_keys];
+	l->n = p->n_keys;
+	for (size_t i = 0; i < p->n_keys; i++) {
+		const char *src[4] = {p->keys[i]->section, p->keys[i]->key, p->keys[i]->value,
+				      p->keys[i]->source};
+		const char *dst[4];
+		for (int k = 0; k < 4; k++) {
+			size_t len = strlen(src[k]) + 1;
+			memcpy(area, src[k], len);
+			dst[k] = area;
+			area += len;
+		}
+		l->keys[i] = (struct vad_config_key){dst[0], dst[1], dst[2], dst[3]};
+	}
+	memcpy(area, p->path, strlen(p->path) + 1);
+	l->path = area;
+	*out = l;
+	vad__response__free_unpacked(r, NULL);
+	return VAD_OK;
+}

@@ -268,3 +268,57 @@ const struct vactl_cmd vactl_cmd_kill = {
 	    "to go)\n",
     .run = run_kill,
 };
+
+/* ---- config --------------------------------------------------------------------------------- */
+
+static int run_config(struct vactl_opts *o, int argc, char **argv)
+{
+	int first, rc;
+	vad_client *c;
+	if (!vactl_begin(&vactl_cmd_config, o, argc, argv, 0, &first, &c, &rc))
+		return rc;
+	struct vad_config_list *l;
+	int err = vad_config(c, &l);
+	if (err)
+		return vactl_report_close(o, c, err);
+	if (o->json) {
+		json_object *arr = json_object_new_array();
+		for (size_t i = 0; i < l->n; i++) {
+			json_object *jk = json_object_new_object();
+			vactl_json_add_str(jk, "section", l->keys[i].section);
+			vactl_json_add_str(jk, "key", l->keys[i].key);
+			vactl_json_add_str(jk, "value", l->keys[i].value);
+			vactl_json_add_str(jk, "source", l->keys[i].source);
+			json_object_array_add(arr, jk);
+		}
+		json_object *j = json_object_new_object();
+		vactl_json_add_str(j, "path", l->path);
+		json_object_object_add(j, "keys", arr);
+		vactl_json_print(j);
+	} else {
+		static const char *const heads[] = {"SECTION", "KEY", "VALUE", "SOURCE"};
+		struct vactl_table *t = vactl_table_new(4, heads);
+		for (size_t i = 0; i < l->n; i++)
+			vactl_table_row(t, l->keys[i].section, l->keys[i].key, l->keys[i].value,
+					l->keys[i].source);
+		vactl_table_print(t);
+		printf("configuration file: %s\n",
+		       l->path[0] ? l->path : "(none: built-in defaults)");
+	}
+	free(l);
+	vad_close(c);
+	return VACTL_EXIT_OK;
+}
+
+const struct vactl_cmd vactl_cmd_config = {
+    .name = "config",
+    .args = "",
+    .summary = "the running configuration, each value's source (admin)",
+    .help = "Prints every [vad] key of the running daemon with its value and its source:\n"
+	    "'default', FILE:LINE of the configuration file, 'command line' (vad --socket), or\n"
+	    "'reload FILE:LINE' for a value the last reloads set ('reload (default)': a reload\n"
+	    "found the key gone). Arena sections are not listed (vactl arenas shows them).\n"
+	    "Admin only.\n"
+	    "JSON: {path, keys: [{section, key, value, source}]}\n",
+    .run = run_config,
+};

@@ -478,12 +478,92 @@ static void test_kill_names(void **state)
 	vad_close(admin);
 }
 
+/* ---- config -------------------------------------------------------------------------------- */
+
+/* "CONF:LINE" of the line of d's config file that sets key. */
+static void file_line_of(const struct vt_daemon *d, const char *key, char *out, size_t len)
+{
+	FILE *f = fopen(d->conf_path, "r");
+	assert_non_null(f);
+	char line[512];
+	int n = 0;
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		n++;
+		if (strncmp(line, key, strlen(key)) == 0 && line[strlen(key)] == ' ')
+			snprintf(out, len, "%s:%d", d->conf_path, n);
+	}
+	fclose(f);
+	assert_true(out[0] != '\0');
+}
+
+/* The {value, source} row of key in vactl config --json. */
+static struct json_object *config_row(struct json_object *j, const char *key)
+{
+	struct json_object *keys = vt_json_path(j, "keys");
+	for (size_t i = 0; keys && i < json_object_array_length(keys); i++) {
+		struct json_object *k = json_object_array_get_idx(keys, i);
+		if (strcmp(json_object_get_string(vt_json_path(k, "key")), key) == 0)
+			return k;
+	}
+	fail_msg("vactl config has no key %s", key);
+	return NULL;
+}
+
+static const char *jtext(struct json_object *j, const char *path)
+{
+	const char *s = json_object_get_string(vt_json_path(j, path));
+	assert_non_null(s);
+	return s;
+}
+
+/* vactl config: a key the file sets comes from its line, one it leaves from its default; a
+ * reload that changes a key makes it the reload's; a non-admin is refused. */
+static void test_config_sources(void **state)
+{
+	struct vt_daemon *d = *state;
+	char where[PATH_MAX + 32], want[PATH_MAX + 48];
+	struct json_object *j = VACTL_JSON(d, 0, "config");
+	assert_string_equal(d->conf_path, jtext(j, "path"));
+	file_line_of(d, "quota_uid", where, sizeof(where));
+	assert_string_equal("1.0 GiB", jtext(config_row(j, "quota_uid"), "value"));
+	assert_string_equal(where, jtext(config_row(j, "quota_uid"), "source"));
+	assert_string_equal("64 KiB", jtext(config_row(j, "max_frame"), "value"));
+	assert_string_equal("default", jtext(config_row(j, "max_frame"), "source"));
+	json_object_put(j);
+
+	assert_int_equal(0, vt_daemon_write_config(d,
+						   "stats_interval = 100ms\nquota_uid = 2G\n"
+						   "max_ranges_uid = 100000\n",
+						   NULL));
+	j = VACTL_JSON(d, 0, "reload");
+	json_object_put(j);
+	j = VACTL_JSON(d, 0, "config");
+	file_line_of(d, "quota_uid", where, sizeof(where));
+	snprintf(want, sizeof(want), "reload %s", where);
+	assert_string_equal("2.0 GiB", jtext(config_row(j, "quota_uid"), "value"));
+	assert_string_equal(want, jtext(config_row(j, "quota_uid"), "source"));
+	assert_string_equal("default", jtext(config_row(j, "max_frame"), "source"));
+	json_object_put(j);
+
+	if (vt_is_root()) {
+		char bin[PATH_MAX];
+		snprintf(bin, sizeof(bin), "%s/vactl", vt_build_dir());
+		char *argv[] = {bin, "--socket", d->socket_path, "--json", "config", NULL};
+		struct vt_output o;
+		assert_int_equal(0, vt_run_as_nobody(argv, NULL, WAIT_MS, &o));
+		VT_ASSERT_EXIT(&o, 1, "vactl config as nobody");
+		assert_true(vt_contains(o.out, "EPERM"));
+		vt_output_free(&o);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_ranges_listed),      cmocka_unit_test(test_ranges_paged),
 	    cmocka_unit_test(test_tokens_by_who_asks), cmocka_unit_test(test_kill_returns_ranges),
-	    cmocka_unit_test(test_kill_names),
+	    cmocka_unit_test(test_kill_names),	       cmocka_unit_test(test_config_sources),
 	};
 	return cmocka_run_group_tests_name("vactl holds", tests, group_setup, vt_group_daemon_stop);
 }
