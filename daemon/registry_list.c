@@ -40,26 +40,34 @@ size_t vad_holder_list(struct vad_holder *h, uint64_t *cursor, struct vad_held_i
 	return n;
 }
 
-/* Where a listing resumes after seq: the live token that follows it in share order. The token
- * at seq itself may have died since the last page: then the next seqs are looked up, and only
- * past those is the list walked from its head. token_lock held. */
-static struct vad_token_entry *tokens_resume(struct vad_registry *reg, uint64_t after)
+/* Seqs looked up one by one where a page resumes after a token that died. */
+#define RESUME_PROBES 64
+
+/* Where a listing resumes after seq `after`: the live token that follows it in share order.
+ * The token at seq itself may have died since the last page: then the next RESUME_PROBES
+ * seqs are looked up; when all of those died too, NULL with *skip set to the seq the next
+ * page resumes after (never a walk over the whole list under the lock). token_lock held. */
+static struct vad_token_entry *tokens_resume(struct vad_registry *reg, uint64_t after,
+					     uint64_t *skip)
 {
+	*skip = 0;
 	if (!after)
 		return reg->tokens;
 	struct vad_token_entry *t = NULL;
 	HASH_FIND(hh_seq, reg->tokens_seq, &after, sizeof(after), t);
 	if (t)
 		return t->hh.next;
-	for (uint64_t k = 1; k <= 64 && after + k <= reg->token_seq; k++) {
+	if (after >= reg->token_seq)
+		return NULL; /* past the newest token: nothing follows */
+	for (uint64_t k = 1; k <= RESUME_PROBES && after + k <= reg->token_seq; k++) {
 		uint64_t seq = after + k;
 		HASH_FIND(hh_seq, reg->tokens_seq, &seq, sizeof(seq), t);
 		if (t)
 			return t;
 	}
-	for (t = reg->tokens; t && t->seq <= after; t = t->hh.next)
-		;
-	return t;
+	if (after + RESUME_PROBES < reg->token_seq)
+		*skip = after + RESUME_PROBES;
+	return NULL;
 }
 
 size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool every, uint32_t uid,
@@ -68,8 +76,9 @@ size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool e
 	size_t n = 0, looked = 0;
 	uint64_t now = vad_now_ns();
 	pthread_mutex_lock(&reg->token_lock);
-	struct vad_token_entry *t = tokens_resume(reg, after);
-	uint64_t last = after;
+	uint64_t skip;
+	struct vad_token_entry *t = tokens_resume(reg, after, &skip);
+	uint64_t last = skip ? skip : after;
 	/* Bounded: a non-admin's page may have to pass many tokens of other uids. */
 	for (; t && n < max && looked < max * 16 + 1024; t = t->hh.next, looked++) {
 		last = t->seq;
@@ -89,7 +98,7 @@ size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool e
 		x->uid = t->uid;
 		memcpy(x->token, t->token, sizeof(x->token));
 	}
-	*more = t != NULL;
+	*more = t != NULL || skip != 0;
 	*next = last;
 	pthread_mutex_unlock(&reg->token_lock);
 	return n;
