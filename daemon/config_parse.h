@@ -18,7 +18,7 @@
  * reload applies it (RELOAD) or it needs a restart (RESTART), and the end of the sentence that
  * refuses a value out of bounds.
  *
- * max_ranges_*: the daemon keeps at most 200 bytes per live range (163 measured), so a client
+ * max_ranges_*: the daemon keeps at most 200 bytes per live range (171 measured), so a client
  * at its default limit costs the daemon at most 200 MB, a uid 800 MB (docs/SERVICE.md).
  */
 /* clang-format off */
