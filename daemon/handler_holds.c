@@ -298,6 +298,8 @@ void handle_kill(struct vad_session *s, const Vad__Kill *m, struct vad_reply *r)
 	}
 	struct kill_ctx k = {.id = id, .by = (uint32_t)s->peer.uid};
 	vad_registry_for_each_holder(s->svc->reg, kill_one, &k);
+	if (k.first) /* after holders_lock: the workers' event bases have locks of their own */
+		vad_service_wake_workers(s->svc);
 	if (!k.found) {
 		vad_reply_error(r, VAD__ERROR__EINVAL, "session %" PRIu64 " went away meanwhile",
 				id);

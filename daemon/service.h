@@ -153,6 +153,13 @@ static inline struct vad_quota vad_limits_quota(const struct vad_limits *l)
 	return q;
 }
 
+/* Wake every worker (a session was killed: its worker closes it); nothing without a server. */
+static inline void vad_service_wake_workers(struct vad_service *svc)
+{
+	if (svc->wake_workers)
+		svc->wake_workers(svc->wake_arg);
+}
+
 /* Current max_frame. */
 static inline uint32_t vad_service_max_frame(const struct vad_service *svc)
 {

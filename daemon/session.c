@@ -140,8 +140,6 @@ bool vad_session_kill(struct vad_session *s, uint32_t by)
 	if (!__atomic_compare_exchange_n(&s->killed_by, &expected, (1ull << 32) | by, false,
 					 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		return false;
-	if (s->svc->wake_workers)
-		s->svc->wake_workers(s->svc->wake_arg);
 	return true;
 }
 

@@ -169,8 +169,9 @@ void vad_session_log(struct vad_session *s, int level, const char *fmt, ...)
  * rate limit: past the burst, events are counted and a "rate-limited" row says how many. */
 void vad_session_event(struct vad_session *s, const char *kind, const char *detail);
 
-/* Mark s killed by the administrator uid `by` (any thread, holders_lock held so s is alive)
- * and wake the workers, one of which owns s and closes it. False when s was killed already. */
+/* Mark s killed by the administrator uid `by` (any thread, holders_lock held so s is alive);
+ * then wake the workers (vad_service_wake_workers, after the lock), one of which owns s and
+ * closes it. False when s was killed already. */
 bool vad_session_kill(struct vad_session *s, uint32_t by);
 
 /* Has an administrator killed s (its worker closes it at its next turn)? */
