@@ -68,7 +68,7 @@ static void list_ids(char *buf, size_t len, const uint64_t *ids, size_t n)
  * only one such session has. 0 after an error reply. */
 static uint64_t find_session(struct vad_session *s, const char *client, struct vad_reply *r)
 {
-	char esc[96];
+	char esc[VAD_ESCAPE_BUF];
 	if (!client[0]) {
 		vad_reply_error(r, VAD__ERROR__EINVAL,
 				"name a session: its id (as 'vactl clients' shows), or a pid or "
