@@ -120,8 +120,9 @@ static int run_ranges(struct vactl_opts *o, int argc, char **argv)
 					DUR(h->age_ms));
 		}
 		vactl_table_print(t);
-		printf("session %llu: %zu ranges listed, %s%s\n", (unsigned long long)l->session_id,
-		       l->n, SZ(bytes), l->truncated ? " (more left: --limit)" : "");
+		printf("session %llu: %zu range%s listed, %s%s\n",
+		       (unsigned long long)l->session_id, l->n, l->n == 1 ? "" : "s", SZ(bytes),
+		       l->truncated ? " (more left: --limit)" : "");
 	}
 	free(l);
 	vad_close(c);
@@ -198,7 +199,7 @@ static int run_tokens(struct vactl_opts *o, int argc, char **argv)
 					x->token);
 		}
 		vactl_table_print(t);
-		printf("%zu live tokens listed%s\n", l->n,
+		printf("%zu live token%s listed%s\n", l->n, l->n == 1 ? "" : "s",
 		       l->truncated ? " (more left: --limit)" : "");
 	}
 	free(l);
@@ -245,10 +246,11 @@ static int run_kill(struct vactl_opts *o, int argc, char **argv)
 		vactl_json_add_u64(j, "held_ranges", k.held_ranges);
 		vactl_json_print(j);
 	} else {
-		printf("session %llu ('%s', pid %u, uid %u) disconnected; its %llu references "
-		       "(%s) are dropped as on a disconnect\n",
+		printf("session %llu ('%s', pid %u, uid %u) disconnected; %llu reference%s (%s) "
+		       "dropped as on a disconnect\n",
 		       (unsigned long long)k.session_id, k.name, k.pid, k.uid,
-		       (unsigned long long)k.held_ranges, SZ(k.held_bytes));
+		       (unsigned long long)k.held_ranges, k.held_ranges == 1 ? "" : "s",
+		       SZ(k.held_bytes));
 	}
 	vad_close(c);
 	return VACTL_EXIT_OK;
