@@ -82,6 +82,8 @@ struct vad_service {
 	 * drives sessions without one): a killed session's worker then closes it. */
 	void (*wake_workers)(void *arg);
 	void *wake_arg;
+	uint64_t kills; /* atomic: sessions killed; a worker looks over its connections only
+			   when this moved since it last did */
 	pthread_mutex_t log_rate_lock;
 	struct vad_rate log_rate; /* log lines of all client sessions together */
 	int log_suppressed_level; /* the most severe level among those it suppressed */
@@ -153,9 +155,11 @@ static inline struct vad_quota vad_limits_quota(const struct vad_limits *l)
 	return q;
 }
 
-/* Wake every worker (a session was killed: its worker closes it); nothing without a server. */
+/* A session was killed (marked already): count it and wake every worker, so that the one
+ * that owns it closes it; no wake without a server. */
 static inline void vad_service_wake_workers(struct vad_service *svc)
 {
+	__atomic_add_fetch(&svc->kills, 1, __ATOMIC_RELEASE);
 	if (svc->wake_workers)
 		svc->wake_workers(svc->wake_arg);
 }

@@ -137,10 +137,8 @@ void vad_session_free(struct vad_session *s)
 bool vad_session_kill(struct vad_session *s, uint32_t by)
 {
 	uint64_t expected = 0;
-	if (!__atomic_compare_exchange_n(&s->killed_by, &expected, (1ull << 32) | by, false,
-					 __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-		return false;
-	return true;
+	return __atomic_compare_exchange_n(&s->killed_by, &expected, (1ull << 32) | by, false,
+					   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 bool vad_session_killed(const struct vad_session *s)

@@ -18,6 +18,7 @@
 #include "latency.h"
 #include "log.h"
 #include "gate.h"
+#include "service.h"
 #include "vaspace.h"
 
 void worker_hand_over(struct conn *c, struct worker *to)
@@ -96,7 +97,12 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(w->base);
 		return;
 	}
-	conn_close_killed(w); /* a kill wakes every worker: the owner closes the session */
+	/* A kill wakes every worker: the one that owns the session closes it. */
+	uint64_t kills = __atomic_load_n(&w->svc->kills, __ATOMIC_ACQUIRE);
+	if (kills != w->kills_seen) {
+		w->kills_seen = kills;
+		conn_close_killed(w);
+	}
 	if (give_count && give_span)
 		worker_give(w, give_count, give_first, give_span);
 }
