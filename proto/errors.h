@@ -44,7 +44,7 @@
 	  "read-only")                                                                             \
 	X(ECOMMIT, 26,                                                                             \
 	  "the arena's memory could not be committed for the range (commit = reserve)",            \
-	  "cannot commit")                                                                        \
+	  "cannot commit")                                                                         \
 	X(EKILLED, 28, "an administrator disconnected this client (vactl kill)", "killed")
 
 /* The largest error number. Numbers below it may be unused (not in the table). */
