@@ -1222,6 +1222,17 @@ static void test_listings_paged(void **state)
 	} while (cursor);
 	assert_int_equal(LIST_MINE, listed);
 	assert_int_equal(LIST_MINE, total);
+	/* A cursor a client made up: past the end is the end, never a read past the table. */
+	cursor = UINT64_MAX;
+	struct vad_held_info one[1];
+	assert_int_equal(0, vad_holder_list(&mine, &cursor, one, 1, &total));
+	assert_int_equal(0, cursor);
+	struct vad_token_info tk[1];
+	uint64_t next;
+	bool more = true;
+	assert_int_equal(0,
+			 vad_registry_list_tokens(t.reg, UINT64_MAX, true, 0, tk, 1, &next, &more));
+	assert_false(more);
 
 	memset(seen, 0, seen_len);
 	assert_int_equal(LIST_MINE + LIST_THEIRS,
