@@ -311,7 +311,7 @@ struct vad_token_list {
 
 /* One key of the running configuration (vad_config). */
 struct vad_config_key {
-	const char *section; /* "vad" */
+	const char *section; /* "vad", or "arena NAME" */
 	const char *key;
 	const char *value;  /* as vad --check-config shows it ("64 KiB", "unlimited") */
 	const char *source; /* "default", "FILE:LINE", "command line", "reload FILE:LINE" */
@@ -320,6 +320,7 @@ struct vad_config_key {
 /* The daemon's running configuration. */
 struct vad_config_list {
 	const char *path; /* its configuration file, "" for built-in defaults */
+	int truncated;	  /* nonzero: keys were left out to stay within the daemon's max_frame */
 	size_t n;
 	struct vad_config_key *keys; /* n entries, in the same block */
 };

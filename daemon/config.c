@@ -437,6 +437,7 @@ static int finish_arena(struct parse_state *ps)
 	struct vad_arena_conf *a = current_arena(ps);
 	int header = ps->arena_lines[ps->cfg->n_arenas - 1];
 	char qbuf[32], sbuf[32];
+	memcpy(a->key_line, ps->arena_key_line, sizeof(ps->arena_key_line)); /* vactl config */
 
 	if (!ps->arena_key_line[A_SIZE])
 		return config_fail_at(ps, header, "[arena %s] has no size (e.g. size = 4G)",

@@ -44,6 +44,9 @@ enum vad_numa {
 };
 #define VAD_NUMA_NODE_MAX 1023
 
+/* Room for the [arena] keys' lines (checked against the key table in config_arena_text.c). */
+#define VAD_ARENA_KEYS_MAX 24
+
 /* Room a tenant arena's name ("NAME@ID") needs past its section's name. */
 #define VAD_TENANT_SUFFIX_MAX 11
 
@@ -75,6 +78,7 @@ struct vad_arena_conf {
 	enum vad_numa numa;	  /* numa_node = none | N | interleave */
 	unsigned numa_node;	  /* VAD_NUMA_NODE: that node */
 	char numa_text[16];	  /* "node N", "interleave" or "": as listings show it */
+	int key_line[VAD_ARENA_KEYS_MAX]; /* the line that set each key, 0: its default */
 };
 
 /* How connections are spread over the workers (worker_balance). */
@@ -139,6 +143,17 @@ const char *vad_config_key_name(size_t i);
 
 /* Key i's default as a file would write it; NULL if it has none (admin_group). */
 const char *vad_config_key_default(size_t i);
+
+/* The [arena] keys, one row of ARENA_KEYS each (config_parse.h), in the order of the table. */
+size_t vad_config_arena_key_count(void);
+
+/* [arena] key i's name as a file spells it, NULL past the end. */
+const char *vad_config_arena_key_name(size_t i);
+
+/* [arena] key i's value in a as vactl config shows it ("4.0 GiB", "memfd", "1000, 1001")
+ * into buf (config_arena_text.c). */
+const char *vad_config_arena_key_text(const struct vad_arena_conf *a, size_t i, char *buf,
+				      size_t len);
 
 /* The index of [vad] key name (as a file spells it), or -1. */
 int vad_config_key_index(const char *name);

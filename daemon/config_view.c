@@ -3,19 +3,30 @@
 #include "config_view.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+static void set_value(char *slot, const char *text);
 
 static void key_value(struct vad_config_view *v, const struct vad_config *cfg, size_t i)
 {
 	char text[PATH_MAX + 64];
-	vad_config_key_text(cfg, i, text, sizeof(text));
-	if (strlen(text) >= VAD_CONFIG_VALUE_MAX)
-		memcpy(text + VAD_CONFIG_VALUE_MAX - 4, "...", 4);
-	memcpy(v->value[i], text, VAD_CONFIG_VALUE_MAX);
-	v->value[i][VAD_CONFIG_VALUE_MAX - 1] = '\0';
+	set_value(v->value[i], vad_config_key_text(cfg, i, text, sizeof(text)));
 }
 
-void vad_config_view_init(struct vad_config_view *v, const struct vad_config *cfg)
+/* text into a value slot, cut with "..." when it is too long. */
+static void set_value(char *slot, const char *text)
+{
+	size_t n = strlen(text);
+	if (n >= VAD_CONFIG_VALUE_MAX) {
+		memcpy(slot, text, VAD_CONFIG_VALUE_MAX - 4);
+		memcpy(slot + VAD_CONFIG_VALUE_MAX - 4, "...", 4);
+	} else {
+		memcpy(slot, text, n + 1);
+	}
+}
+
+int vad_config_view_init(struct vad_config_view *v, const struct vad_config *cfg)
 {
 	memset(v, 0, sizeof(*v));
 	snprintf(v->path, sizeof(v->path), "%s", cfg->path);
@@ -23,6 +34,41 @@ void vad_config_view_init(struct vad_config_view *v, const struct vad_config *cf
 		key_value(v, cfg, i);
 		v->line[i] = cfg->key_line[i];
 	}
+	size_t keys = vad_config_arena_key_count();
+	if (!cfg->n_arenas)
+		return 0;
+	v->arena_rows = calloc(cfg->n_arenas * keys, sizeof(*v->arena_rows));
+	if (!v->arena_rows)
+		return -1;
+	for (size_t a = 0; a < cfg->n_arenas; a++)
+		for (size_t k = 0; k < keys; k++) {
+			struct vad_config_arena_row *row = &v->arena_rows[v->n_arena_rows++];
+			char text[PATH_MAX + 64];
+			snprintf(row->section, sizeof(row->section), "%s", cfg->arenas[a].name);
+			row->key = vad_config_arena_key_name(k);
+			set_value(row->value, vad_config_arena_key_text(&cfg->arenas[a], k, text,
+									sizeof(text)));
+			row->line = cfg->arenas[a].key_line[k];
+		}
+	return 0;
+}
+
+void vad_config_view_fini(struct vad_config_view *v)
+{
+	free(v->arena_rows);
+	v->arena_rows = NULL;
+	v->n_arena_rows = 0;
+}
+
+const char *vad_config_view_arena_source(const struct vad_config_view *v,
+					 const struct vad_config_arena_row *row, char *buf,
+					 size_t len)
+{
+	if (row->line > 0)
+		snprintf(buf, len, "%s:%d", v->path, row->line);
+	else
+		snprintf(buf, len, "default");
+	return buf;
 }
 
 void vad_config_view_reload(struct vad_config_view *v, const struct vad_config *cfg)

@@ -69,13 +69,16 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	struct va_space **vs = calloc(n_slots, sizeof(*vs)); /* the registry keeps a copy */
 	struct vad_arena **slots = calloc(n_slots, sizeof(*slots));
 	struct vad_op_stats *ops = vad_op_stats_new();
-	struct vad_config_view *view = malloc(sizeof(*view));
+	struct vad_config_view *view = calloc(1, sizeof(*view));
 	if (!svc || !vs || !slots || !ops || !view) {
 		snprintf(err, err_len, "out of memory creating the service");
 		goto fail;
 	}
 	memcpy(slots, arenas, n_arenas * sizeof(*slots));
-	vad_config_view_init(view, cfg);
+	if (vad_config_view_init(view, cfg) < 0) {
+		snprintf(err, err_len, "out of memory creating the service");
+		goto fail;
+	}
 	svc->config = view;
 	svc->arenas = slots;
 	svc->ops = ops;
@@ -129,6 +132,8 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 fail:
 	free(vs);
 	free(slots);
+	if (view)
+		vad_config_view_fini(view);
 	free(view);
 	vad_op_stats_free(ops);
 	free(svc);
@@ -174,6 +179,7 @@ void vad_service_destroy(struct vad_service *svc)
 	vad_tenants_destroy(svc->tenants);
 	close_arenas(svc->arenas, svc->n_arenas);
 	pthread_mutex_destroy(&svc->reload_lock);
+	vad_config_view_fini(svc->config);
 	free(svc->config);
 	vad_events_free(svc->events);
 	pthread_mutex_destroy(&svc->events_lock);

@@ -323,6 +323,7 @@ int vad_config(vad_client *c, struct vad_config_list **out)
 	l->keys = (struct vad_config_key *)(l + 1);
 	char *area = (char *)&l->keys[p->n_keys];
 	l->n = p->n_keys;
+	l->truncated = p->truncated;
 	for (size_t i = 0; i < p->n_keys; i++) {
 		const char *src[4] = {p->keys[i]->section, p->keys[i]->key, p->keys[i]->value,
 				      p->keys[i]->source};

@@ -295,6 +295,7 @@ static int run_config(struct vactl_opts *o, int argc, char **argv)
 		}
 		json_object *j = json_object_new_object();
 		vactl_json_add_str(j, "path", l->path);
+		json_object_object_add(j, "truncated", json_object_new_boolean(l->truncated));
 		json_object_object_add(j, "keys", arr);
 		vactl_json_print(j);
 	} else {
@@ -304,8 +305,9 @@ static int run_config(struct vactl_opts *o, int argc, char **argv)
 			vactl_table_row(t, l->keys[i].section, l->keys[i].key, l->keys[i].value,
 					l->keys[i].source);
 		vactl_table_print(t);
-		printf("configuration file: %s\n",
-		       l->path[0] ? l->path : "(none: built-in defaults)");
+		printf("configuration file: %s%s\n",
+		       l->path[0] ? l->path : "(none: built-in defaults)",
+		       l->truncated ? " (keys left out: the daemon's max_frame is too small)" : "");
 	}
 	free(l);
 	vad_close(c);
@@ -316,11 +318,12 @@ const struct vactl_cmd vactl_cmd_config = {
     .name = "config",
     .args = "",
     .summary = "the running configuration, each value's source (admin)",
-    .help = "Prints every [vad] key of the running daemon with its value and its source:\n"
-	    "'default', FILE:LINE of the configuration file, 'command line' (vad --socket), or\n"
-	    "'reload FILE:LINE' for a value the last reloads set ('reload (default)': a reload\n"
-	    "found the key gone). Arena sections are not listed (vactl arenas shows them).\n"
-	    "Admin only.\n"
-	    "JSON: {path, keys: [{section, key, value, source}]}\n",
+    .help = "Prints every [vad] key of the running daemon, then every key of each [arena]\n"
+	    "section, with its value and its source: 'default', FILE:LINE of the configuration\n"
+	    "file, 'command line' (vad --socket), or 'reload FILE:LINE' for a [vad] value a\n"
+	    "reload set or changed ('reload (default)': a reload found the key gone; arena\n"
+	    "sections need a restart). Admin only.\n"
+	    "JSON: {path, truncated, keys: [{section (\"vad\" or \"arena NAME\"), key, value,\n"
+	    "source}]}\n",
     .run = run_config,
 };

@@ -505,17 +505,23 @@ static void file_line_of(const struct vt_daemon *d, const char *key, char *out, 
 	assert_true(out[0] != '\0');
 }
 
-/* The {value, source} row of key in vactl config --json. */
-static struct json_object *config_row(struct json_object *j, const char *key)
+/* The {value, source} row of key in section of vactl config --json. */
+static struct json_object *section_row(struct json_object *j, const char *section, const char *key)
 {
 	struct json_object *keys = vt_json_path(j, "keys");
 	for (size_t i = 0; keys && i < json_object_array_length(keys); i++) {
 		struct json_object *k = json_object_array_get_idx(keys, i);
-		if (strcmp(json_object_get_string(vt_json_path(k, "key")), key) == 0)
+		if (strcmp(json_object_get_string(vt_json_path(k, "key")), key) == 0 &&
+		    strcmp(json_object_get_string(vt_json_path(k, "section")), section) == 0)
 			return k;
 	}
-	fail_msg("vactl config has no key %s", key);
+	fail_msg("vactl config has no key %s in section %s", key, section);
 	return NULL;
+}
+
+static struct json_object *config_row(struct json_object *j, const char *key)
+{
+	return section_row(j, "vad", key);
 }
 
 static const char *jtext(struct json_object *j, const char *path)
@@ -538,6 +544,12 @@ static void test_config_sources(void **state)
 	assert_string_equal(where, jtext(config_row(j, "quota_uid"), "source"));
 	assert_string_equal("64 KiB", jtext(config_row(j, "max_frame"), "value"));
 	assert_string_equal("default", jtext(config_row(j, "max_frame"), "source"));
+	assert_false(jbool(j, "truncated"));
+	/* The arena section's keys: size from its line, quantum its default. */
+	file_line_of(d, "size", where, sizeof(where));
+	assert_string_equal("256 MiB", jtext(section_row(j, "arena default", "size"), "value"));
+	assert_string_equal(where, jtext(section_row(j, "arena default", "size"), "source"));
+	assert_string_equal("default", jtext(section_row(j, "arena default", "quantum"), "source"));
 	json_object_put(j);
 
 	assert_int_equal(0,
