@@ -203,6 +203,11 @@ void handle_tokens(struct vad_session *s, const Vad__TokensRequest *m, struct va
 				"without it you see your own uid's tokens");
 		return;
 	}
+	if (m->show_tokens && !m->cursor) /* who read the strings that let anyone attach */
+		vad_session_log(s, VAD_LOG_NOTICE,
+				"session %llu ('%s', pid %d, uid %u) lists share token strings",
+				(unsigned long long)s->id, s->name, (int)s->peer.pid,
+				(unsigned)s->peer.uid);
 	/* A row: the arena's name, a token and eight numbers. */
 	size_t max = rows_fit(s, VAD_NAME_MAX + 2 + (m->show_tokens ? VAD_TOKEN_CHARS + 2 : 0) + 72,
 			      m->max_tokens);

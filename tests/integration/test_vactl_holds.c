@@ -315,6 +315,7 @@ static void test_tokens_by_who_asks(void **state)
 	assert_non_null(mine);
 	assert_string_equal(token, json_object_get_string(vt_json_path(mine, "token")));
 	json_object_put(j);
+	assert_true(vt_daemon_log_contains(d, "lists share token strings"));
 
 	/* clients: the uid's use against quota_uid and max_ranges_uid. */
 	j = VACTL_JSON(d, 0, "clients");
