@@ -63,6 +63,7 @@ enum vad_error {
 	VAD_EREADONLY = -24,	/* this client may only read that arena: allocation refused */
 	VAD_ECOMMIT = -26,	/* commit = reserve: the range's memory could not be committed */
 	VAD_ETIMEDOUT = -27,	/* vad_alloc_wait: no room was freed before the timeout */
+	VAD_EKILLED = -28,	/* an administrator disconnected this client (vactl kill) */
 };
 
 typedef struct vad_client vad_client;
@@ -283,6 +284,72 @@ struct vad_client_info {
 	uint64_t allocs, frees;
 	uint64_t connected_ms;	  /* connection time, ms since the epoch */
 	uint64_t failed_attaches; /* attaches refused for their token (unknown, revoked, ...) */
+	/* Every session of its uid together, against the uid's limits (0: no limit). */
+	uint64_t uid_held_bytes, uid_held_ranges;
+	uint64_t uid_quota_bytes, uid_max_ranges;
+};
+
+/* One range a session holds (vad_session_ranges). */
+struct vad_held_range {
+	const char *arena;
+	uint64_t offset, size;
+	uint32_t refs;	  /* that session's references to it */
+	uint64_t holders; /* references over every session: more than refs means shared */
+	int shared;	  /* nonzero: it has, or had, a share token */
+	uint64_t age_ms;  /* since it was allocated */
+};
+
+/* One session's ranges, in the daemon's table order (not sorted). */
+struct vad_held_list {
+	uint64_t session_id;
+	uint64_t total; /* ranges it held at the last page */
+	size_t n;
+	int truncated;		       /* nonzero: more ranges exist than max allowed */
+	struct vad_held_range *ranges; /* n entries, in the same block */
+};
+
+/* One live share token (vad_tokens); never the token string unless asked for by an admin. */
+struct vad_token_info {
+	const char *arena;
+	uint64_t offset, size; /* its range */
+	uint64_t age_ms;
+	uint64_t ttl_left_ms; /* when expires is set */
+	int expires, single_use;
+	uint64_t holders;  /* references to its range over every session */
+	uint32_t uid;	   /* the uid that shared it */
+	const char *token; /* "" unless show_tokens */
+};
+
+/* Live share tokens, oldest first. */
+struct vad_token_list {
+	uint64_t total; /* every live token (admins; 0 for others) */
+	size_t n;
+	int truncated;		       /* nonzero: more tokens exist than max allowed */
+	struct vad_token_info *tokens; /* n entries, in the same block */
+};
+
+/* One key of the running configuration (vad_config). */
+struct vad_config_key {
+	const char *section; /* "vad", or "arena NAME" */
+	const char *key;
+	const char *value;  /* as vad --check-config shows it ("64 KiB", "unlimited") */
+	const char *source; /* "default", "FILE:LINE", "command line", "reload FILE:LINE" */
+};
+
+/* The daemon's running configuration. */
+struct vad_config_list {
+	const char *path; /* its configuration file, "" for built-in defaults */
+	int truncated;	  /* nonzero: keys were left out to stay within the daemon's max_frame */
+	size_t n;
+	struct vad_config_key *keys; /* n entries, in the same block */
+};
+
+/* What vad_kill disconnected. */
+struct vad_killed {
+	uint64_t session_id;
+	uint32_t pid, uid;
+	char name[64];
+	uint64_t held_bytes, held_ranges; /* what it held when told to go */
 };
 
 /* Where a held range lives: arena, offset and size. */
@@ -368,6 +435,23 @@ int vad_reload_detail(vad_client *c, char **detail);
  * blocks (0: all), fetched a page at a time (admin); pages are not one atomic picture
  * while others allocate. *out is one malloc'd block, free() it. */
 int vad_walk(vad_client *c, const char *arena, size_t max_blocks, struct vad_arena_map **out);
+
+/* The ranges of session `client` (its id, or a pid or name only one session has; a non-admin
+ * names only its own uid's sessions), at most max (0: all), fetched a page at a time; pages
+ * are no atomic picture while it allocates. *out is one malloc'd block, free() it. */
+int vad_session_ranges(vad_client *c, const char *client, size_t max, struct vad_held_list **out);
+
+/* Live share tokens, at most max (0: all), paged: every one for an admin, else its own uid's;
+ * the token strings only when an admin asks (show_tokens, else VAD_EPERM). free() *out. */
+int vad_tokens(vad_client *c, int show_tokens, size_t max, struct vad_token_list **out);
+
+/* Disconnect session `client` (as vad_session_ranges names it) and drop its references as a
+ * disconnect would (admin); its client's calls then fail with VAD_EKILLED. out may be NULL. */
+int vad_kill(vad_client *c, const char *client, struct vad_killed *out);
+
+/* The daemon's running configuration, each key with where its value came from (admin).
+ * *out is one malloc'd block, free() it. */
+int vad_config(vad_client *c, struct vad_config_list **out);
 
 /* Run the daemon's allocator invariant checker on every arena (admin). *ok is 1 when
  * every arena is sound, 0 if not; *detail (may be NULL) gets the daemon's report,

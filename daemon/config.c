@@ -447,6 +447,7 @@ static int finish_arena(struct parse_state *ps)
 	struct vad_arena_conf *a = current_arena(ps);
 	int header = ps->arena_lines[ps->cfg->n_arenas - 1];
 	char qbuf[32], sbuf[32];
+	memcpy(a->key_line, ps->arena_key_line, sizeof(ps->arena_key_line)); /* vactl config */
 
 	if (!ps->arena_key_line[A_SIZE])
 		return config_fail_at(ps, header, "[arena %s] has no size (e.g. size = 4G)",
@@ -819,6 +820,7 @@ int vad_config_load(const char *path, struct vad_config *cfg, char *err, size_t 
 	note_parse_result(&ps, rc, read_errno);
 	finish_file(&ps);
 	free(ps.arena_lines);
+	memcpy(cfg->key_line, ps.vad_key_line, sizeof(ps.vad_key_line));
 	if (ps.failed) {
 		finish_errors(&ps);
 		vad_config_free(cfg);

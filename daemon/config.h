@@ -45,6 +45,9 @@ enum vad_numa {
 };
 #define VAD_NUMA_NODE_MAX 1023
 
+/* Room for the [arena] keys' lines (checked against the key table in config_arena_text.c). */
+#define VAD_ARENA_KEYS_MAX 24
+
 /* Room a tenant arena's name ("NAME@ID") needs past its section's name. */
 #define VAD_TENANT_SUFFIX_MAX 11
 
@@ -76,6 +79,7 @@ struct vad_arena_conf {
 	enum vad_numa numa;	  /* numa_node = none | N | interleave */
 	unsigned numa_node;	  /* VAD_NUMA_NODE: that node */
 	char numa_text[16];	  /* "node N", "interleave" or "": as listings show it */
+	int key_line[VAD_ARENA_KEYS_MAX]; /* the line that set each key, 0: its default */
 };
 
 /* How connections are spread over the workers (worker_balance). */
@@ -86,9 +90,16 @@ enum vad_worker_balance {
 
 /* The whole file. Each [vad] key's default, bounds and whether a reload (SIGHUP) applies it
  * are its row of VAD_KEYS (config_parse.h). */
+/* Room for the [vad] keys' sources (checked against the key table in config_keys.c). */
+#define VAD_CONFIG_KEYS_MAX 48
+/* key_line of a value the command line set (--socket). */
+#define VAD_KEY_CMDLINE (-1)
+
 struct vad_config {
-	char path[PATH_MAX];	    /* the file it came from, "" for defaults */
-	char socket_path[PATH_MAX]; /* "" = the standard path */
+	char path[PATH_MAX];		   /* the file it came from, "" for defaults */
+	int key_line[VAD_CONFIG_KEYS_MAX]; /* the line of path that set each [vad] key, 0: its
+					      default, VAD_KEY_CMDLINE: the command line */
+	char socket_path[PATH_MAX];	   /* "" = the standard path */
 	mode_t socket_mode;
 	unsigned workers; /* 0 = one per CPU */
 	enum vad_worker_balance worker_balance;
@@ -136,6 +147,20 @@ const char *vad_config_key_name(size_t i);
 
 /* Key i's default as a file would write it; NULL if it has none (admin_group). */
 const char *vad_config_key_default(size_t i);
+
+/* The [arena] keys, one row of ARENA_KEYS each (config_parse.h), in the order of the table. */
+size_t vad_config_arena_key_count(void);
+
+/* [arena] key i's name as a file spells it, NULL past the end. */
+const char *vad_config_arena_key_name(size_t i);
+
+/* [arena] key i's value in a as vactl config shows it ("4.0 GiB", "memfd", "1000, 1001")
+ * into buf (config_arena_text.c). */
+const char *vad_config_arena_key_text(const struct vad_arena_conf *a, size_t i, char *buf,
+				      size_t len);
+
+/* The index of [vad] key name (as a file spells it), or -1. */
+int vad_config_key_index(const char *name);
 
 /* Whether a reload applies key i (else it needs a restart). */
 bool vad_config_key_reloadable(size_t i);

@@ -617,6 +617,13 @@ void vad_config_defaults(struct vad_config *cfg)
 			config_apply_vad_key(&ps, (enum vad_key)k, vad_keys[k].default_text);
 }
 
+_Static_assert(N_VAD_KEYS <= VAD_CONFIG_KEYS_MAX, "VAD_CONFIG_KEYS_MAX is too small");
+
+int vad_config_key_index(const char *name)
+{
+	return config_find_vad_key(name);
+}
+
 size_t vad_config_key_count(void)
 {
 	return N_VAD_KEYS;

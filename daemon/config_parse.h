@@ -22,7 +22,7 @@
  * batch (its sizes are kept), so the default total of 4096 costs at most 1 MB with batches of
  * 32 and 33 MB at max_batch 1024 (docs/SERVICE.md, Waiting for memory).
  *
- * max_ranges_*: the daemon keeps at most 200 bytes per live range (163 measured), so a client
+ * max_ranges_*: the daemon keeps at most 200 bytes per live range (171 measured), so a client
  * at its default limit costs the daemon at most 200 MB, a uid 800 MB (docs/SERVICE.md).
  */
 /* clang-format off */

@@ -168,12 +168,38 @@ static int pause_arm(struct conn *c)
 	return 0;
 }
 
+/* An administrator killed c's session (vactl kill): its EKILLED notice goes out after what is
+ * queued, as much as the socket takes now, and the connection closes at once, its references
+ * dropped as a disconnect drops them (a client that does not read must not keep them). */
+static void conn_kill(struct conn *c)
+{
+	vad_session_kill_notice(c->sess);
+	if (conn_flush(c) < 0)
+		return;
+	conn_close(c, "disconnected by an administrator (vactl kill)");
+}
+
+void conn_close_killed(struct worker *w)
+{
+	struct conn *c = w->conns;
+	while (c) {
+		struct conn *next = c->next;
+		if (vad_session_killed(c->sess))
+			conn_kill(c);
+		c = next;
+	}
+}
+
 /* Read while the output is below the watermarks and the session is not paused, write while
  * output is pending, close once a closing session has sent everything. Returns -1 if the
  * connection was closed. */
 static int conn_update(struct conn *c)
 {
 	struct vad_service *svc = c->w->svc;
+	if (vad_session_killed(c->sess)) {
+		conn_kill(c);
+		return -1;
+	}
 	size_t pending = vad_session_output_pending(c->sess);
 
 	if (vad_session_closing(c->sess) || c->eof) {

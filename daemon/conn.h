@@ -52,6 +52,9 @@ void conn_detach(struct conn *c);
 /* Serve a connection another worker detached, on w, as it was served there. */
 void conn_adopt(struct worker *w, struct conn *c);
 
+/* Close every connection of w whose session an administrator killed (vactl kill). */
+void conn_close_killed(struct worker *w);
+
 /* Send the replies of the pass of w's loop that just ended. */
 void conn_flush_pass(struct worker *w);
 

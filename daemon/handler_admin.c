@@ -17,8 +17,7 @@
 #include "units.h"
 #include "waitq.h"
 
-/* May this session run admin operation op? Otherwise an EPERM reply that says who may. */
-static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
+bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
 {
 	if (s->admin)
 		return true;
@@ -364,6 +363,7 @@ struct clients_ctx {
 	size_t n, cap;
 	size_t budget; /* bytes left before the reply would pass max_frame */
 	size_t dropped;
+	struct vad_limits limits;
 	bool oom;
 };
 
@@ -404,6 +404,12 @@ static void collect_client(void *arg, struct vad_holder *h)
 	ci->frees = __atomic_load_n(&o->frees, __ATOMIC_RELAXED);
 	ci->connected_ms = o->connected_ms;
 	ci->failed_attaches = __atomic_load_n(&o->attach_failures, __ATOMIC_RELAXED);
+	/* The uid's use against its limits: what an operator compares when one uid crowds out
+	 * the others (reservations included, as quotas count them). */
+	ci->uid_held_bytes = __atomic_load_n(&h->uid->held, __ATOMIC_RELAXED);
+	ci->uid_held_ranges = __atomic_load_n(&h->uid->refs, __ATOMIC_RELAXED);
+	ci->uid_quota_bytes = c->limits.quota_uid;
+	ci->uid_max_ranges = c->limits.max_ranges_uid;
 	size_t size = vad__client_info__get_packed_size(ci) + 4; /* tag and length */
 	if (size > c->budget) {
 		c->dropped++;
@@ -417,7 +423,7 @@ void handle_clients(struct vad_session *s, struct vad_reply *r)
 {
 	if (!admin_allowed(s, "clients", r))
 		return;
-	struct clients_ctx c = {.s = s};
+	struct clients_ctx c = {.s = s, .limits = vad_service_limits(s->svc)};
 	size_t max = vad_service_max_frame(s->svc);
 	c.budget = max > 256 ? max - 256 : 0; /* room for the response's own fields */
 	vad_registry_for_each_holder(s->svc->reg, collect_client, &c);

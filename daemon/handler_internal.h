@@ -66,8 +66,16 @@ VAD_HANDLER(unshare, Vad__Unshare)
 VAD_HANDLER(stats, Vad__StatsRequest)
 VAD_HANDLER(purge, Vad__Purge)
 VAD_HANDLER(walk, Vad__Walk)
+/* ---- handler_holds.c ---- */
+VAD_HANDLER(ranges, Vad__RangesRequest)
+VAD_HANDLER(tokens, Vad__TokensRequest)
+VAD_HANDLER(kill, Vad__Kill)
 #undef VAD_HANDLER
 void handle_arenas(struct vad_session *s, struct vad_reply *r);
+/* handler_config.c */
+void handle_config(struct vad_session *s, struct vad_reply *r);
+/* May this session run admin operation op? Otherwise an EPERM reply that says who may. */
+bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r);
 void handle_clients(struct vad_session *s, struct vad_reply *r);
 void handle_reload(struct vad_session *s, struct vad_reply *r);
 void handle_check(struct vad_session *s, struct vad_reply *r);

@@ -325,6 +325,10 @@ static int load_config(const struct options *opt, struct vad_config *cfg)
 			goto done;
 		}
 		snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", opt->socket);
+		int k = vad_config_key_index("socket");
+		if (k >= 0)
+			cfg->key_line[k] =
+			    VAD_KEY_CMDLINE; /* vactl config says where it came from */
 	}
 	/* no socket given: the rule every client follows too (proto/socket_path.h) */
 	struct vad_socket_choice dflt = {0};

@@ -23,6 +23,10 @@
 	X(CHECK, "check", handle_check(s, r))                                                      \
 	X(WALK, "walk", handle_walk(s, req->walk, r))                                              \
 	X(UNSHARE, "unshare", handle_unshare(s, req->unshare, r))                                  \
-	X(METRICS, "metrics", handle_metrics(s, r))
+	X(METRICS, "metrics", handle_metrics(s, r))                                                \
+	X(RANGES, "ranges", handle_ranges(s, req->ranges, r))                                      \
+	X(TOKENS, "tokens", handle_tokens(s, req->tokens, r))                                      \
+	X(KILL, "kill", handle_kill(s, req->kill, r))                                              \
+	X(CONFIG, "config", handle_config(s, r))
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "latency.h"
 #include "log.h"
 
 __thread bool vad_hash_oom;
@@ -67,6 +68,7 @@ void vad_registry_free(struct vad_registry *reg)
 	pthread_cond_destroy(&reg->reaper_wake);
 	pthread_cond_destroy(&reg->reaper_idle);
 	/* Holders are gone, so no range remains (a range lives only as long as a hold on it). */
+	HASH_CLEAR(hh_seq, reg->tokens_seq);
 	HASH_CLEAR(hh, reg->tokens);
 	struct vad_uid_usage *u, *utmp;
 	HASH_ITER(hh, reg->uids, u, utmp)
@@ -134,6 +136,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 	if (table_prepare(h, n, &fresh, &cap) < 0)
 		return -1; /* nothing inserted: the caller frees the ranges */
 	uint64_t bytes = 0, now;
+	uint64_t born_ms = vad_now_ns() / 1000000u; /* one clock read per batch */
 	for (size_t i = 0; i < n; i++)
 		bytes += ranges[i]->size; /* each within the arena, n within max_batch */
 
@@ -148,6 +151,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 	for (size_t i = 0; i < n; i++) {
 		struct vad_range *r = ranges[i];
 		r->arena = arena;
+		r->born_ms = born_ms;
 		store64(&r->refs, 1);
 		/* A fresh range: no hold on its offset can exist (the allocator just gave it). */
 		struct vad_hold *o = slot_insert(h, arena, r->offset);
@@ -208,6 +212,7 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 			if (!t || t == &vad_token_none)
 				continue; /* never shared, or its token died already */
 			HASH_DEL(reg->tokens, t);
+			HASH_DELETE(hh_seq, reg->tokens_seq, t);
 			dead_token_add(&reg->dead, t->token, VAD_TOKEN_FREED);
 			gone[n_gone++] = t;
 			__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);

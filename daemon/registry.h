@@ -176,6 +176,41 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 /* Live share tokens (dead ones remembered are not counted). */
 uint64_t vad_registry_tokens(struct vad_registry *reg);
 
+/* One hold of a listing (vad_holder_list). */
+struct vad_held_info {
+	unsigned arena;
+	uint64_t offset, size;
+	uint32_t refs;	  /* the holder's references to it */
+	uint64_t holders; /* references over every holder */
+	bool shared;	  /* it has, or had, a share token */
+	uint64_t born_ms; /* CLOCK_MONOTONIC ms when it was allocated */
+};
+
+/* Copy up to max of h's holds into out in table order, from slot *cursor (0: the start),
+ * with h's lock taken once and a bounded number of slots looked at (any thread). *cursor
+ * becomes where the next page starts, 0 once the table's end was reached; *total the ranges h
+ * holds. Returns how many were copied. */
+size_t vad_holder_list(struct vad_holder *h, uint64_t *cursor, struct vad_held_info *out,
+		       size_t max, uint64_t *total);
+
+/* One live share token of a listing (vad_registry_list_tokens). */
+struct vad_token_info {
+	unsigned arena;
+	uint64_t offset, size;
+	uint64_t age_ms, ttl_left_ms;
+	bool expires, single_use;
+	uint64_t holders; /* references to its range over every holder */
+	uint32_t uid;	  /* who shared it */
+	char token[VAD_TOKEN_CHARS + 1];
+};
+
+/* Copy up to max live tokens made after the one numbered `after` (0: from the oldest), in
+ * share order, of uid only unless every, into out, with token_lock taken once and a bounded
+ * number of tokens looked at. *next gets the number to pass as after for the next page, *more
+ * whether tokens remain past it. Returns how many were copied. */
+size_t vad_registry_list_tokens(struct vad_registry *reg, uint64_t after, bool every, uint32_t uid,
+				struct vad_token_info *out, size_t max, uint64_t *next, bool *more);
+
 /* Call fn for each registered holder (not the dying ones) with holders_lock held (fn must
  * not take it). */
 void vad_registry_for_each_holder(struct vad_registry *reg,

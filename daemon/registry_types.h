@@ -28,7 +28,11 @@ struct vad_token_entry {
 	bool single_use;     /* the first attach that succeeds removes it */
 	uint64_t expires_ns; /* CLOCK_MONOTONIC (vad_now_ns); 0: never */
 	struct vad_range *range;
+	uint64_t seq;	    /* share order, the key of hh_seq: where a listing's page resumes */
+	uint64_t shared_ns; /* CLOCK_MONOTONIC when it was made */
+	uint32_t uid;	    /* the uid that shared it: a non-admin lists its own uid's tokens */
 	UT_hash_handle hh;
+	UT_hash_handle hh_seq;
 };
 
 /* Why a token no longer attaches (0: it is not among the dead ones remembered). */
@@ -76,6 +80,7 @@ struct vad_range {
 	uint64_t check_refs;  /* consistency check scratch (all locks held) */
 	uint32_t check_epoch; /* the check that last counted it (low 32 bits) */
 	uint32_t arena;
+	uint64_t born_ms; /* CLOCK_MONOTONIC ms when it was allocated (vactl ranges: its age) */
 };
 
 /* A holder's references to one range: a slot of its open-addressing table, key and data
@@ -132,9 +137,11 @@ struct vad_registry {
 					 written to empty a slot */
 	struct vad_registry_arena *arenas;
 	pthread_mutex_t token_lock;
-	struct vad_token_entry *tokens;
-	uint64_t n_tokens;	     /* atomic */
-	struct vad_dead_tokens dead; /* token_lock */
+	struct vad_token_entry *tokens;	    /* by token string, in share order */
+	struct vad_token_entry *tokens_seq; /* the same entries by seq (token_lock) */
+	uint64_t token_seq;		    /* the last seq given (token_lock) */
+	uint64_t n_tokens;		    /* atomic */
+	struct vad_dead_tokens dead;	    /* token_lock */
 	pthread_mutex_t uid_lock;
 	struct vad_uid_usage *uids;
 	pthread_mutex_t holders_lock;

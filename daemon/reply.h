@@ -35,6 +35,10 @@ struct vad_reply {
 		Vad__WalkReply walk;
 		Vad__UnshareReply unshare;
 		Vad__MetricsReply metrics;
+		Vad__RangesReply ranges;
+		Vad__TokensReply tokens;
+		Vad__KillReply kill;
+		Vad__ConfigReply config;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

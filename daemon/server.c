@@ -583,6 +583,14 @@ static void balance_setup(struct vad_server *s, const struct vad_config *cfg)
 			 "a CPU is idle");
 }
 
+/* Wake every worker (a session was killed: its owner, whichever that is now, closes it). */
+static void wake_workers(void *arg)
+{
+	struct vad_server *s = arg;
+	for (unsigned i = 0; i < s->n_workers; i++)
+		event_active(s->workers[i].ev_notify, EV_READ, 0);
+}
+
 int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, size_t n_arenas,
 		      int listen_fd, struct vad_server **out, char *err, size_t err_len)
 {
@@ -624,6 +632,8 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 	s->gate.svc = s->svc;
 	for (unsigned i = 0; i < s->n_workers; i++)
 		s->workers[i].svc = s->svc; /* before any worker thread runs */
+	s->svc->wake_workers = wake_workers;
+	s->svc->wake_arg = s;
 	snprintf(s->stats_db, sizeof(s->stats_db), "%s", cfg->stats_db);
 	s->stats_interval_ms = cfg->stats_interval_ms;
 	s->stats_retention_ms = cfg->stats_retention_ms;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config_view.h"
 #include "frame.h"
 #include "log.h"
 #include "op_stats.h"
@@ -73,11 +74,17 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 	struct vad_arena **slots = calloc(n_slots, sizeof(*slots));
 	struct vad_op_stats *ops = vad_op_stats_new();
 	struct vad_waitq *waitqs = vad_waitqs_new(n_slots);
-	if (!svc || !vs || !slots || !ops || !waitqs) {
+	struct vad_config_view *view = calloc(1, sizeof(*view));
+	if (!svc || !vs || !slots || !ops || !waitqs || !view) {
 		snprintf(err, err_len, "out of memory creating the service");
 		goto fail;
 	}
 	memcpy(slots, arenas, n_arenas * sizeof(*slots));
+	if (vad_config_view_init(view, cfg) < 0) {
+		snprintf(err, err_len, "out of memory creating the service");
+		goto fail;
+	}
+	svc->config = view;
 	svc->arenas = slots;
 	svc->ops = ops;
 	svc->waitqs = waitqs;
@@ -134,6 +141,9 @@ int vad_service_create(const struct vad_config *cfg, struct vad_arena **arenas, 
 fail:
 	free(vs);
 	free(slots);
+	if (view)
+		vad_config_view_fini(view);
+	free(view);
 	vad_op_stats_free(ops);
 	vad_waitqs_free(waitqs, n_slots);
 	free(svc);
@@ -179,6 +189,8 @@ void vad_service_destroy(struct vad_service *svc)
 	vad_tenants_destroy(svc->tenants);
 	close_arenas(svc->arenas, svc->n_arenas);
 	pthread_mutex_destroy(&svc->reload_lock);
+	vad_config_view_fini(svc->config);
+	free(svc->config);
 	vad_events_free(svc->events);
 	pthread_mutex_destroy(&svc->events_lock);
 	vad_op_stats_free(svc->ops);
@@ -313,6 +325,7 @@ int vad_service_reload(struct vad_service *svc, char *detail, size_t detail_len)
 	}
 	set_limits(svc, &cfg);
 	vad_log_set_level(cfg.log_level);
+	vad_config_view_reload(svc->config, &cfg);
 	char values[512];
 	snprintf(detail, detail_len,
 		 "reloaded %s: %s (arena, socket and worker changes need a restart)",

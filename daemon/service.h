@@ -22,6 +22,7 @@
 #include "version.h"
 
 struct vad_op_stats;
+struct vad_config_view;
 
 /* The daemon version reported by hello (proto/version.h). */
 #define VAD_DAEMON_VERSION VAD_VERSION
@@ -74,12 +75,19 @@ struct vad_service {
 	unsigned clients;	  /* atomic: connected sessions */
 	uint64_t next_session_id; /* atomic */
 	pthread_mutex_t reload_lock;
+	struct vad_config_view *config; /* reload_lock: what vactl config shows */
 	pthread_mutex_t events_lock;
 	struct vad_event *events,
 	    **events_tail;	  /* oldest first, until the stats thread takes them */
 	unsigned n_events;	  /* daemon-level events in the queue */
 	unsigned n_client_events; /* client-caused events in the queue */
 	uint64_t events_dropped;  /* client-caused events refused since the last take */
+	/* Wakes every worker (set by the server before its threads start; NULL where a test
+	 * drives sessions without one): a killed session's worker then closes it. */
+	void (*wake_workers)(void *arg);
+	void *wake_arg;
+	uint64_t kills; /* atomic: sessions killed; a worker looks over its connections only
+			   when this moved since it last did */
 	pthread_mutex_t log_rate_lock;
 	struct vad_rate log_rate; /* log lines of all client sessions together */
 	int log_suppressed_level; /* the most severe level among those it suppressed */
@@ -154,6 +162,15 @@ static inline struct vad_quota vad_limits_quota(const struct vad_limits *l)
 			      .ranges_client = l->max_ranges_client,
 			      .ranges_uid = l->max_ranges_uid};
 	return q;
+}
+
+/* A session was killed (marked already): count it and wake every worker, so that the one
+ * that owns it closes it; no wake without a server. */
+static inline void vad_service_wake_workers(struct vad_service *svc)
+{
+	__atomic_add_fetch(&svc->kills, 1, __ATOMIC_RELEASE);
+	if (svc->wake_workers)
+		svc->wake_workers(svc->wake_arg);
 }
 
 /* Current max_frame. */

@@ -134,6 +134,20 @@ void vad_session_free(struct vad_session *s)
 	free(s);
 }
 
+/* ---- vactl kill --------------------------------------------------------------------------- */
+
+bool vad_session_kill(struct vad_session *s, uint32_t by)
+{
+	uint64_t expected = 0;
+	return __atomic_compare_exchange_n(&s->killed_by, &expected, (1ull << 32) | by, false,
+					   __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+bool vad_session_killed(const struct vad_session *s)
+{
+	return __atomic_load_n(&s->killed_by, __ATOMIC_ACQUIRE) != 0;
+}
+
 /* ---- state the worker and the handlers ask about ------------------------------------------ */
 
 size_t vad_session_output_pending(const struct vad_session *s)

@@ -97,6 +97,10 @@ struct vad_session {
 	unsigned guesses;
 	uint32_t pause_ms; /* > 0: paused (guess.h); no input handled until resumed */
 
+	/* 0, or (1 << 32) | the uid of the administrator who killed it (vactl kill); set once
+	 * from any thread with holders_lock held, acted on by the session's worker. */
+	uint64_t killed_by; /* atomic */
+
 	/* What this session makes the daemon write: log lines and event rows (ratelimit.h). */
 	struct vad_rate log_rate, event_rate;
 	int suppressed_level; /* the most severe level among the suppressed lines */
@@ -183,6 +187,18 @@ void vad_session_log(struct vad_session *s, int level, const char *fmt, ...)
 /* Queue an event row this session caused (alloc-failed, quota-refused), within its event
  * rate limit: past the burst, events are counted and a "rate-limited" row says how many. */
 void vad_session_event(struct vad_session *s, const char *kind, const char *detail);
+
+/* Mark s killed by the administrator uid `by` (any thread, holders_lock held so s is alive);
+ * then wake the workers (vad_service_wake_workers, after the lock), one of which owns s and
+ * closes it. False when s was killed already. */
+bool vad_session_kill(struct vad_session *s, uint32_t by);
+
+/* Has an administrator killed s (its worker closes it at its next turn)? */
+bool vad_session_killed(const struct vad_session *s);
+
+/* Append the EKILLED notice (id 0) that tells a killed session's client why it goes, and mark
+ * the session closing. Its worker only. */
+void vad_session_kill_notice(struct vad_session *s);
 
 /* Encode a lone error response frame (for refusals before a session exists). Returns its
  * length, or 0 if cap is too small. */

@@ -317,6 +317,20 @@ size_t vad_session_feed(struct vad_session *s, const void *data, size_t len)
 	return taken;
 }
 
+void vad_session_kill_notice(struct vad_session *s)
+{
+	uint32_t by = (uint32_t)__atomic_load_n(&s->killed_by, __ATOMIC_ACQUIRE);
+	struct vad_reply r;
+	vad_reply_init(&r, 0);
+	vad_reply_error(&r, VAD__ERROR__EKILLED,
+			"disconnected by an administrator (vactl kill from uid %u); the ranges "
+			"this client held are given back: connect again to go on",
+			(unsigned)by);
+	emit(s, &r);
+	s->closing = true;
+	s->closing_why = "disconnected by an administrator (vactl kill)";
+}
+
 size_t vad_encode_error_frame(uint8_t *buf, size_t cap, uint64_t id, Vad__Error code,
 			      const char *message)
 {

@@ -82,6 +82,7 @@ static void token_kill(struct vad_registry *reg, struct vad_token_entry *t,
 		       enum vad_token_death why)
 {
 	HASH_DEL(reg->tokens, t);
+	HASH_DELETE(hh_seq, reg->tokens_seq, t);
 	dead_token_add(&reg->dead, t->token, why);
 	__atomic_store_n(&t->range->tok, &vad_token_none, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
@@ -101,7 +102,8 @@ static uint64_t expiry_ns(const struct vad_token_terms *terms)
 /* Give r the fresh token t with terms (token_lock held), replacing its live one, which goes to
  * *old for the caller to free. Returns 0, -2 when out of memory, -3 without randomness. */
 static int token_install(struct vad_registry *reg, struct vad_range *r, struct vad_token_entry *t,
-			 const struct vad_token_terms *terms, struct vad_token_entry **old)
+			 const struct vad_token_terms *terms, uint32_t uid,
+			 struct vad_token_entry **old)
 {
 	char fresh[VAD_TOKEN_CHARS + 1];
 	for (;;) {
@@ -117,10 +119,19 @@ static int token_install(struct vad_registry *reg, struct vad_range *r, struct v
 	t->range = r;
 	t->single_use = terms && terms->single_use;
 	t->expires_ns = expiry_ns(terms);
+	t->shared_ns = vad_now_ns();
+	t->uid = uid;
+	t->seq = reg->token_seq + 1;
 	vad_hash_oom = false;
 	HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
 	if (vad_hash_oom)
 		return -2;
+	HASH_ADD(hh_seq, reg->tokens_seq, seq, sizeof(t->seq), t);
+	if (vad_hash_oom) {
+		HASH_DEL(reg->tokens, t);
+		return -2;
+	}
+	reg->token_seq = t->seq;
 	if (token_live(r->tok)) {
 		*old = r->tok;
 		token_kill(reg, r->tok, VAD_TOKEN_REPLACED);
@@ -162,7 +173,7 @@ int vad_registry_share_with(struct vad_registry *reg, struct vad_holder *h, unsi
 	if (reuse) {
 		memcpy(token, r->tok->token, VAD_TOKEN_CHARS + 1);
 	} else {
-		rc = token_install(reg, r, t, terms, &old);
+		rc = token_install(reg, r, t, terms, (uint32_t)h->uid->uid, &old);
 		if (rc == 0) {
 			memcpy(token, t->token, VAD_TOKEN_CHARS + 1);
 			t = NULL;

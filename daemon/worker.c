@@ -18,6 +18,7 @@
 #include "latency.h"
 #include "log.h"
 #include "gate.h"
+#include "service.h"
 #include "vaspace.h"
 #include "units.h"
 #include "waitq.h"
@@ -97,6 +98,12 @@ static void on_notify(evutil_socket_t fd, short what, void *arg)
 			conn_close(w->conns, "the daemon is shutting down");
 		event_base_loopbreak(w->base);
 		return;
+	}
+	/* A kill wakes every worker: the one that owns the session closes it. */
+	uint64_t kills = __atomic_load_n(&w->svc->kills, __ATOMIC_ACQUIRE);
+	if (kills != w->kills_seen) {
+		w->kills_seen = kills;
+		conn_close_killed(w);
 	}
 	if (give_count && give_span)
 		worker_give(w, give_count, give_first, give_span);

@@ -48,6 +48,7 @@ struct worker {
 	LIST_HEAD(, conn) flush_list;	/* worker thread only: replies to send after this pass */
 	unsigned n_conns;		/* written by the worker, read by the listener (atomic) */
 	int tid;			/* (atomic) the thread's id, 0 until it runs */
+	uint64_t kills_seen;		/* worker thread only: svc->kills when it last looked */
 	int schedstat_fd;	  /* listener: /proc/self/task/TID/schedstat, -1 until opened */
 	uint64_t busy_ns;	  /* listener: run + runnable-wait time at the last balance tick */
 	uint64_t run_ns;	  /* listener: run time at the last balance tick */

@@ -47,10 +47,11 @@
 	  "cannot commit")                                                                         \
 	X(ETIMEDOUT, 27,                                                                           \
 	  "the allocation waited for room until its timeout and none was freed in time",           \
-	  "wait timed out")
+	  "wait timed out")                                                                        \
+	X(EKILLED, 28, "an administrator disconnected this client (vactl kill)", "killed")
 
 /* The largest error number. Numbers below it may be unused (not in the table). */
-#define VAD_ERROR_MAX 27
+#define VAD_ERROR_MAX 28
 
 /* Is number a code of the table? */
 bool vad_error_known(int number);

@@ -281,6 +281,10 @@ int vad_clients(vad_client *c, struct vad_client_info **out, size_t *n)
 		    .frees = ci->frees,
 		    .connected_ms = ci->connected_ms,
 		    .failed_attaches = ci->failed_attaches,
+		    .uid_held_bytes = ci->uid_held_bytes,
+		    .uid_held_ranges = ci->uid_held_ranges,
+		    .uid_quota_bytes = ci->uid_quota_bytes,
+		    .uid_max_ranges = ci->uid_max_ranges,
 		};
 	}
 	*n = rep->n_clients;

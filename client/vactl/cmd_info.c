@@ -252,16 +252,20 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 			vactl_json_add_u64(jc, "frees", v[i].frees);
 			vactl_json_add_u64(jc, "connected_ms", v[i].connected_ms);
 			vactl_json_add_u64(jc, "failed_attaches", v[i].failed_attaches);
+			vactl_json_add_u64(jc, "uid_held_bytes", v[i].uid_held_bytes);
+			vactl_json_add_u64(jc, "uid_held_ranges", v[i].uid_held_ranges);
+			vactl_json_add_u64(jc, "uid_quota_bytes", v[i].uid_quota_bytes);
+			vactl_json_add_u64(jc, "uid_max_ranges", v[i].uid_max_ranges);
 			json_object_object_add(
 			    jc, "self", json_object_new_boolean(v[i].session_id == s.session_id));
 			json_object_array_add(arr, jc);
 		}
 		vactl_json_print_field("clients", arr);
 	} else {
-		static const char *const heads[] = {"SESSION",	    "PID",	"UID",	  "NAME",
-						    "HELD",	    "RANGES",	"ALLOCS", "FREES",
-						    "BAD-ATTACHES", "CONNECTED"};
-		struct vactl_table *t = vactl_table_new(10, heads);
+		static const char *const heads[] = {
+		    "SESSION", "PID",	"UID",		"NAME",	     "HELD",	 "RANGES",
+		    "ALLOCS",  "FREES", "BAD-ATTACHES", "CONNECTED", "UID-HELD", "UID-RANGES"};
+		struct vactl_table *t = vactl_table_new(12, heads);
 		struct timespec now;
 		clock_gettime(CLOCK_REALTIME, &now);
 		uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
@@ -273,9 +277,20 @@ static int run_clients(struct vactl_opts *o, int argc, char **argv)
 			    now_ms > v[i].connected_ms ? now_ms - v[i].connected_ms : 0;
 			snprintf(age, sizeof(age), "%s ago",
 				 vactl_fmt_duration(since, dur, sizeof(dur)));
+			/* The uid's use over its limit ("-": none), every session of it. */
+			char uheld[64], uranges[64], lim[32];
+			snprintf(uheld, sizeof(uheld), "%s/%s", SZ(v[i].uid_held_bytes),
+				 v[i].uid_quota_bytes
+				     ? vactl_fmt_size(v[i].uid_quota_bytes, lim, sizeof(lim))
+				     : "-");
+			snprintf(lim, sizeof(lim), "%llu", (unsigned long long)v[i].uid_max_ranges);
+			snprintf(uranges, sizeof(uranges), "%llu/%s",
+				 (unsigned long long)v[i].uid_held_ranges,
+				 v[i].uid_max_ranges ? lim : "-");
 			vactl_table_row(t, sess, N(v[i].pid), N(v[i].uid), v[i].name,
 					SZ(v[i].held_bytes), N(v[i].held_ranges), N(v[i].allocs),
-					N(v[i].frees), N(v[i].failed_attaches), age);
+					N(v[i].frees), N(v[i].failed_attaches), age, uheld,
+					uranges);
 		}
 		vactl_table_print(t);
 		printf("(* = this vactl)\n");
@@ -290,9 +305,12 @@ const struct vactl_cmd vactl_cmd_clients = {
     .args = "",
     .summary = "connected sessions and what they hold (admin)",
     .help = "Lists every connected session, vactl's own marked with '*'. Admin only.\n"
+	    "UID-HELD and UID-RANGES are what every session of that uid holds together against\n"
+	    "the uid's limits (quota_uid, max_ranges_uid; '-': no limit).\n"
 	    "JSON: {clients: [{session_id, pid, uid, gid, name, held_bytes, held_ranges,\n"
 	    "allocs, frees, connected_ms (epoch ms), failed_attaches (attaches refused for\n"
-	    "their token), self}]}\n",
+	    "their token), uid_held_bytes, uid_held_ranges, uid_quota_bytes, uid_max_ranges\n"
+	    "(0: no limit), self}]}\n",
     .run = run_clients,
 };
 

@@ -13,6 +13,7 @@ static const struct vactl_cmd *const commands[] = {
     &vactl_cmd_clients, &vactl_cmd_stats,    &vactl_cmd_purge,	 &vactl_cmd_reload,
     &vactl_cmd_check,	&vactl_cmd_alloc,    &vactl_cmd_free,	 &vactl_cmd_session,
     &vactl_cmd_history, &vactl_cmd_sessions, &vactl_cmd_map,	 &vactl_cmd_metrics,
+    &vactl_cmd_ranges,	&vactl_cmd_tokens,   &vactl_cmd_kill,	 &vactl_cmd_config,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

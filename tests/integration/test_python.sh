@@ -103,7 +103,7 @@ show_help() {
 	(cd "$tmp" && LD_LIBRARY_PATH="$lib" "$venv_python" -c "import vad; help(vad)") \
 		>"$tmp/help" || return 1
 	for want in "Python binding of libvad" "class Client" "class Range" "class Error" \
-		"class QuotaExceeded" "class DaemonGone" "alloc(self, /, size, align=0, arena=None, populate=False)" \
+		"class QuotaExceeded" "class DaemonGone" "alloc(self, /, size, align=0, arena=None, populate=False, timeout=None)" \
 		"attach_ndarray(self, /, token, shape" "buffer protocol\|writable buffer" \
 		"range_of(obj, /)"; do
 		grep -q "$want" "$tmp/help" || { echo "help(vad) lacks: $want"; cat "$tmp/help"; return 1; }

@@ -1124,6 +1124,144 @@ static void test_reaper(void **state)
 
 /* The registry freed while the reaper still works: it finishes first (no leak, no range left
  * busy: ASan and the allocator's counts would say). */
+/* ---- listings (vactl ranges, vactl tokens) ---------------------------------------------- */
+
+#define LIST_MINE   300 /* ranges (and tokens) of uid 1000 */
+#define LIST_THEIRS 10	/* of uid 2000 */
+
+/* Page through the tokens visible to uid (every one when every) max at a time, marking
+ * each offset seen in seen[] (indexed by offset / QUANTUM); fails on a repeat. Returns the
+ * number listed; *first_next the cursor after the first page. Optionally kill tokens between
+ * the first and the second page (between(ctx)). */
+static size_t list_all_tokens(struct vad_registry *reg, bool every, uint32_t uid, size_t max,
+			      uint8_t *seen, size_t seen_len, void (*between)(void *), void *ctx)
+{
+	struct vad_token_info out[16];
+	assert_true(max <= 16);
+	uint64_t cursor = 0;
+	size_t listed = 0, pages = 0;
+	bool more = true;
+	while (more) {
+		uint64_t next;
+		size_t n =
+		    vad_registry_list_tokens(reg, cursor, every, uid, out, max, &next, &more);
+		assert_true(n <= max);
+		for (size_t i = 0; i < n; i++) {
+			size_t k = out[i].offset / QUANTUM;
+			assert_true(k < seen_len);
+			if (seen[k]++)
+				fail_msg("token of offset 0x%llx listed twice",
+					 (unsigned long long)out[i].offset);
+			if (!every)
+				assert_int_equal(uid, out[i].uid);
+			assert_int_equal(QUANTUM, out[i].size);
+			assert_int_equal(1, out[i].holders);
+		}
+		listed += n;
+		assert_true(!more || next > cursor); /* it moves forward */
+		cursor = next;
+		if (++pages == 1 && between)
+			between(ctx);
+		assert_true(pages < 10000);
+	}
+	return listed;
+}
+
+struct unshare_ctx {
+	struct vad_registry *reg;
+	struct vad_holder *h;
+	const uint64_t *offsets;
+	size_t from, to;
+};
+
+static void unshare_some(void *arg)
+{
+	struct unshare_ctx *u = arg;
+	for (size_t i = u->from; i < u->to; i++)
+		assert_int_equal(1, vad_registry_unshare(u->reg, u->h, 0, u->offsets[i]));
+}
+
+/* A holder's ranges and the live tokens come back a page at a time, each exactly once; a
+ * non-admin's view has only its uid's tokens; tokens that die between pages (the one the
+ * cursor names among them, and more than the resume probes) neither stop the listing nor
+ * repeat anything. */
+static void test_listings_paged(void **state)
+{
+	(void)state;
+	struct tables t;
+	tables_setup(&t);
+	struct vad_holder mine, theirs;
+	assert_int_equal(0, vad_holder_init(t.reg, &mine, 1000, NULL));
+	assert_int_equal(0, vad_holder_init(t.reg, &theirs, 2000, NULL));
+	uint64_t off_mine[LIST_MINE], off_theirs[LIST_THEIRS];
+	insert_ranges(&t, &mine, 0, LIST_MINE, off_mine);
+	insert_ranges(&t, &theirs, 0, LIST_THEIRS, off_theirs);
+	char token[VAD_TOKEN_CHARS + 1];
+	for (size_t i = 0; i < LIST_MINE; i++) {
+		assert_int_equal(0, vad_registry_share(t.reg, &mine, 0, off_mine[i], token));
+		if (i < LIST_THEIRS) /* interleaved with the other uid's */
+			assert_int_equal(
+			    0, vad_registry_share(t.reg, &theirs, 0, off_theirs[i], token));
+	}
+	size_t seen_len = 2 * (LIST_MINE + LIST_THEIRS) + 64;
+	uint8_t *seen = calloc(seen_len, 1);
+	assert_non_null(seen);
+
+	/* The holder's ranges, 7 at a time. */
+	uint64_t cursor = 0, total = 0;
+	size_t listed = 0;
+	do {
+		struct vad_held_info out[7];
+		size_t n = vad_holder_list(&mine, &cursor, out, 7, &total);
+		for (size_t i = 0; i < n; i++) {
+			assert_int_equal(0, seen[out[i].offset / QUANTUM]++);
+			assert_true(out[i].shared);
+			assert_int_equal(1, out[i].refs);
+		}
+		listed += n;
+	} while (cursor);
+	assert_int_equal(LIST_MINE, listed);
+	assert_int_equal(LIST_MINE, total);
+	/* A cursor a client made up: past the end is the end, never a read past the table. */
+	cursor = UINT64_MAX;
+	struct vad_held_info one[1];
+	assert_int_equal(0, vad_holder_list(&mine, &cursor, one, 1, &total));
+	assert_int_equal(0, cursor);
+	struct vad_token_info tk[1];
+	uint64_t next;
+	bool more = true;
+	assert_int_equal(0,
+			 vad_registry_list_tokens(t.reg, UINT64_MAX, true, 0, tk, 1, &next, &more));
+	assert_false(more);
+
+	memset(seen, 0, seen_len);
+	assert_int_equal(LIST_MINE + LIST_THEIRS,
+			 list_all_tokens(t.reg, true, 0, 7, seen, seen_len, NULL, NULL));
+	memset(seen, 0, seen_len);
+	assert_int_equal(LIST_THEIRS,
+			 list_all_tokens(t.reg, false, 2000, 3, seen, seen_len, NULL, NULL));
+	for (size_t i = 0; i < LIST_THEIRS; i++)
+		assert_int_equal(1, seen[off_theirs[i] / QUANTUM]);
+
+	/* After a first page of 5 (tokens 1-5 in share order: mine 0-2, theirs 0-1), mine 2-199
+	 * die: the cursor's own token and far more than the probes after it. */
+	struct unshare_ctx u = {t.reg, &mine, off_mine, 2, 200};
+	memset(seen, 0, seen_len);
+	size_t got = list_all_tokens(t.reg, true, 0, 5, seen, seen_len, unshare_some, &u);
+	/* mine 2 was listed on the first page; 3-199 never are */
+	assert_int_equal(LIST_MINE + LIST_THEIRS - 197, got);
+	for (size_t i = 200; i < LIST_MINE; i++)
+		assert_int_equal(1, seen[off_mine[i] / QUANTUM]);
+	for (size_t i = 0; i < LIST_THEIRS; i++)
+		assert_int_equal(1, seen[off_theirs[i] / QUANTUM]);
+
+	free(seen);
+	check_ok(t.reg);
+	vad_holder_fini(t.reg, &mine);
+	vad_holder_fini(t.reg, &theirs);
+	tables_teardown(&t);
+}
+
 static void test_free_while_reaping(void **state)
 {
 	(void)state;
@@ -1167,6 +1305,7 @@ int main(void)
 	    cmocka_unit_test(test_range_limits),
 	    cmocka_unit_test(test_reaper),
 	    cmocka_unit_test(test_free_while_reaping),
+	    cmocka_unit_test(test_listings_paged),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,7 +47,8 @@
 	X(ETOKENUSED)                                                                              \
 	X(EREADONLY)                                                                               \
 	X(ECOMMIT)                                                                                 \
-	X(ETIMEDOUT)
+	X(ETIMEDOUT)                                                                               \
+	X(EKILLED)
 
 static PyObject *error_base;
 #define DECLARE_CLASS(name, code, doc) static PyObject *error_##name;

@@ -33,6 +33,7 @@ from ._vad import (  # noqa: F401  (re-exported)
     EGONE,
     EINTERNAL,
     EINVAL,
+    EKILLED,
     EMAP,
     ENOARENA,
     ENOHELLO,
@@ -110,4 +111,5 @@ __all__ = [
     "EREADONLY",
     "ECOMMIT",
     "ETIMEDOUT",
+    "EKILLED",
 ]

@@ -34,6 +34,7 @@ ETOKENUSED: int
 EREADONLY: int
 ECOMMIT: int
 ETIMEDOUT: int
+EKILLED: int
 
 class Error(Exception):
     """A libvad call failed; .code is the VAD_E* code, str(e) the daemon's sentence."""
