@@ -313,8 +313,8 @@ static void refuse_admission(struct vad_server *s, int fd, const struct vad_peer
 	default:
 		kind = VAD_NOTE_FULL;
 		snprintf(msg, sizeof(msg),
-			 "the daemon already serves max_clients (%u); try again later or raise "
-			 "max_clients in vad.conf",
+			 "the daemon already serves as many clients as max_clients %u allows; try "
+			 "again later or raise max_clients in vad.conf",
 			 lim->max_clients);
 		break;
 	}

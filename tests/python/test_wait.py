@@ -1,6 +1,7 @@
 """Waiting for memory: alloc(timeout=...) waits for another client's free, or raises
 vad.Error with code ETIMEDOUT; the arena's stats show the waiter meanwhile."""
 
+import re
 import threading
 
 import pytest
@@ -35,7 +36,9 @@ def test_wait_times_out(daemon, client):
         with pytest.raises(vad.Error) as e:
             other.alloc(4096, arena="small", timeout=0.05)
         assert e.value.code == vad.ETIMEDOUT
-        assert "within the 50 ms this allocation waited" in str(e.value)
+        # The sentence gives the time waited, which a loaded machine stretches past 50 ms.
+        waited = re.search(r"within the (\d+) ms this allocation waited", str(e.value))
+        assert waited and int(waited.group(1)) >= 50
         with pytest.raises(vad.NoSpace):
             other.alloc_batch([4096, 4096], arena="small", timeout=0)
         with pytest.raises(ValueError):
