@@ -475,6 +475,13 @@ static void draw_legend(struct svg *s, unsigned y)
 		"stroke-width=\"2\" stroke-dasharray=\"4 2\"/><text x=\"%u\" y=\"%u\">largest "
 		"hole</text>\n",
 		x, y - 10, HOLE_STROKE, x + 16, y);
+	if (!s->merged) {
+		fprintf(s->f,
+			"<text class=\"note\" x=\"8\" y=\"%u\">Hover a bar for its offset, size "
+			"and owner. Every block has a bar of its own at this scale.</text>\n",
+			y + 20);
+		return;
+	}
 	fprintf(s->f,
 		"<text class=\"note\" x=\"8\" y=\"%u\">Hover a bar for its offset, size and "
 		"owner. %" PRIu64 " bar%s stand%s for several blocks narrower than a pixel "
