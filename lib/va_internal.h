@@ -144,7 +144,15 @@ struct va_pool_class {
 /* A freed block waiting for release: on a node's lazy array, or in a drain's batch. The
  * range is copied here so a drain can sort, coalesce and release without touching the
  * block objects (one cache miss each) until it places them. */
-enum { LI_RELEASED = 1, LI_TO_TREE = 2, LI_PLACED = 4, LI_EXTRA = 8, LI_ZEROED = 16, LI_WANT = 32 };
+enum {
+	LI_RELEASED = 1,
+	LI_TO_TREE = 2,
+	LI_PLACED = 4,
+	LI_EXTRA = 8,
+	LI_ZEROED = 16,
+	LI_WANT = 32,
+	LI_DECAY = 64, /* a pool block going back to the tree (pooled, not lazy, meanwhile) */
+};
 struct lazy_item {
 	uint64_t start, end;
 	struct va_block *b;

@@ -214,6 +214,82 @@ static void test_reclaim_punches_memfd(void **state)
 	vad_arena_close(a);
 }
 
+/* Pooled blocks are zeroed in place (zero.c) instead of punched: a client writes into every
+ * range it gets before freeing it, every range handed out again reads zeros, most reuse is
+ * zeroed rather than punched, and only pooled or lazy blocks keep memory. Ranges never
+ * written cost no memory: zeroing touches only written pages. A full drain gives it all back. */
+static void test_pooled_reuse_zeroed_in_place(void **state)
+{
+	(void)state;
+	struct vad_config saved = cfg;
+	cfg.lazy_max = 64 * 4096; /* drains (and pool refills) every few rounds */
+	struct vad_arena_conf c;
+	conf_init(&c, "zero", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	cfg = saved;
+	const uint64_t q = c.quantum;
+	uint8_t *map = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	assert_true(map != MAP_FAILED);
+	enum { ROUNDS = 400, PER = 16 };
+	uint64_t offs[PER], lens[PER];
+
+	/* never written: pooled and zeroed blocks allocate no page */
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < PER; i++)
+			assert_int_equal(
+			    va_alloc(a->vs, (1 + (uint64_t)(i % 8)) * q, 0, NULL, &offs[i]), VA_OK);
+		for (int i = 0; i < PER; i++)
+			assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	}
+	struct va_stats st;
+	va_get_stats(a->vs, &st);
+	assert_true(st.zero_calls > 0);
+	assert_int_equal(allocated_bytes(a->fd), 0);
+
+	/* written: every range handed out reads zeros, nearly none is punched */
+	struct va_stats before = st;
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < PER; i++) {
+			lens[i] = (1 + (uint64_t)((r + i) % 8)) * q;
+			assert_int_equal(va_alloc(a->vs, lens[i], 0, NULL, &offs[i]), VA_OK);
+			for (uint64_t k = 0; k < lens[i]; k += 8)
+				if (*(uint64_t *)(map + offs[i] + k) != 0)
+					fail_msg("round %d: reused range [%llu, +%llu) is not zero "
+						 "at +%llu",
+						 r, (unsigned long long)offs[i],
+						 (unsigned long long)lens[i],
+						 (unsigned long long)k);
+			memset(map + offs[i], 0xA5, lens[i]);
+		}
+		for (int i = 0; i < PER; i++)
+			assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	}
+	va_get_stats(a->vs, &st);
+	uint64_t frees = st.frees - before.frees;
+	uint64_t zeroed = st.zero_calls - before.zero_calls;
+	uint64_t released = st.release_calls - before.release_calls;
+	assert_true(st.pool_hits > before.pool_hits);
+	assert_true(zeroed > frees / 2);
+	if (released * 2 > zeroed)
+		fail_msg("%llu release calls, %llu zero calls for %llu frees: most reuse should "
+			 "zero in place",
+			 (unsigned long long)released, (unsigned long long)zeroed,
+			 (unsigned long long)frees);
+	assert_int_equal(a->punch_failures, 0);
+	/* only pooled (and lazy) blocks keep their memory; what decayed to the tree was punched */
+	if (allocated_bytes(a->fd) > st.pooled_bytes + st.lazy_bytes)
+		fail_msg("the file holds %llu bytes, more than the %llu pooled and %llu lazy",
+			 (unsigned long long)allocated_bytes(a->fd),
+			 (unsigned long long)st.pooled_bytes, (unsigned long long)st.lazy_bytes);
+
+	va_drain(a->vs); /* pools empty into the tree: released */
+	assert_int_equal(allocated_bytes(a->fd), 0);
+	char msg[256];
+	assert_int_equal(va_check(a->vs, msg, sizeof(msg)), VA_OK);
+	munmap(map, ARENA_SIZE);
+	vad_arena_close(a);
+}
+
 /* A directory backing: an unlinked file there (O_TMPFILE or mkstemp + unlink). Such a file
  * cannot be sealed, so it opens only with accept_unsealed, and is marked unsealed. */
 static void test_directory_backing(void **state)
@@ -438,15 +514,17 @@ static void test_readers(void **state)
 	reader_gids[0] = 7777;
 
 	gid_t g_with[] = {7, 60};
-	assert_false(vad_arena_conf_reads_only(&a->conf, 0, 0, NULL, 0));	 /* root writes */
-	assert_false(vad_arena_conf_reads_only(&a->conf, 1000, 0, NULL, 0)); /* on both lists: writes */
+	assert_false(vad_arena_conf_reads_only(&a->conf, 0, 0, NULL, 0)); /* root writes */
+	assert_false(
+	    vad_arena_conf_reads_only(&a->conf, 1000, 0, NULL, 0)); /* on both lists: writes */
 	assert_true(vad_arena_allows(a, 1000, 0, NULL, 0));
 	assert_true(vad_arena_conf_reads_only(&a->conf, 1001, 100, NULL, 0));
 	assert_false(vad_arena_allows(a, 1001, 100, NULL, 0));
-	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 60, NULL, 0));    /* primary group */
+	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 60, NULL, 0));	/* primary group */
 	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 100, g_with, 2)); /* supplementary */
 	assert_false(vad_arena_conf_reads_only(&a->conf, 1002, 100, NULL, 0));
-	assert_false(vad_arena_conf_reads_only(&a->conf, 7777, 7777, NULL, 0)); /* the copy did not change */
+	assert_false(
+	    vad_arena_conf_reads_only(&a->conf, 7777, 7777, NULL, 0)); /* the copy did not change */
 
 	/* the read-only fd: the same file, opened O_RDONLY, the file itself 0600 */
 	assert_true(a->ro_fd >= 0 && a->ro_fd != a->fd);
@@ -518,6 +596,7 @@ int main(void)
 	    cmocka_unit_test(test_allow_lists),
 	    cmocka_unit_test(test_readers),
 	    cmocka_unit_test(test_from_config),
+	    cmocka_unit_test(test_pooled_reuse_zeroed_in_place),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
