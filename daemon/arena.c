@@ -344,9 +344,12 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	    .release_ctx = a,
 	};
 	if (vad_zero_possible(a)) {
-		if (vad_zero_map(a, err, err_len) != 0)
-			goto fail;
-		vc.zero = vad_zero_block;
+		/* without the mapping (address space short: many large arenas) it only punches */
+		char why[256];
+		if (vad_zero_map(a, why, sizeof(why)) == 0)
+			vc.zero = vad_zero_block;
+		else
+			log_info("%s; its freed ranges are punched, never zeroed in place", why);
 	}
 	int rc = va_create(&vc, &a->vs);
 	if (rc != VA_OK) {

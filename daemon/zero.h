@@ -15,7 +15,7 @@ struct vad_arena;
 bool vad_zero_possible(const struct vad_arena *a);
 
 /* Map a's file for zeroing (reusing a->map when the NUMA code made one); 0, or -1 with a
- * sentence in err. Call only when vad_zero_possible(a). */
+ * sentence in err (the arena then only punches). Call only when vad_zero_possible(a). */
 int vad_zero_map(struct vad_arena *a, char *err, size_t err_len);
 
 /* va_config.zero for ctx = the arena: zero the written pages of [start, start + size). */

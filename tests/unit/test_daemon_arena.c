@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -287,6 +288,70 @@ static void test_pooled_reuse_zeroed_in_place(void **state)
 	char msg[256];
 	assert_int_equal(va_check(a->vs, msg, sizeof(msg)), VA_OK);
 	munmap(map, ARENA_SIZE);
+	vad_arena_close(a);
+}
+
+/* Bytes of address space in use now. */
+static rlim_t address_space_now(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	assert_non_null(f);
+	unsigned long pages;
+	assert_int_equal(1, fscanf(f, "%lu", &pages));
+	fclose(f);
+	return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+/* An arena whose mapping for zeroing cannot be made (address space short) still opens, and
+ * then punches every freed range: reuse reads zeros, nothing is zeroed in place. */
+static void test_zero_without_mapping_punches(void **state)
+{
+	(void)state;
+	const char *m = getenv("VAD_TEST_MODE");
+	if (m && (strcmp(m, "asan") == 0 || strcmp(m, "tsan") == 0))
+		skip(); /* the sanitizers' runtimes need their huge address space reservations */
+	const uint64_t size = 1ull << 30;
+	struct vad_config saved = cfg;
+	cfg.lazy_max = 64 * 4096;
+	struct vad_arena_conf c;
+	conf_init(&c, "nomap", size);
+	struct rlimit old, tight;
+	assert_int_equal(0, getrlimit(RLIMIT_AS, &old));
+	tight = old;
+	/* room for the allocator and its drain thread's stack, not for a 1 GiB mapping */
+	tight.rlim_cur = address_space_now() + (64u << 20);
+	assert_int_equal(0, setrlimit(RLIMIT_AS, &tight));
+	struct vad_arena *a = NULL;
+	char err[512] = "";
+	int rc = vad_arena_open(&c, &cfg, 3, &a, err, sizeof(err));
+	assert_int_equal(0, setrlimit(RLIMIT_AS, &old));
+	cfg = saved;
+	if (rc != 0)
+		fail_msg("vad_arena_open without room for its zeroing mapping: %s", err);
+	assert_null(a->zero_map);
+	assert_null(a->map);
+
+	uint64_t offs[16];
+	const uint64_t q = c.quantum;
+	for (int r = 0; r < 200; r++) {
+		for (int i = 0; i < 16; i++) {
+			assert_int_equal(
+			    va_alloc(a->vs, (1 + (uint64_t)(i % 4)) * q, 0, NULL, &offs[i]), VA_OK);
+			uint8_t byte = 0;
+			assert_int_equal(pread(a->fd, &byte, 1, (off_t)offs[i]), 1);
+			if (byte)
+				fail_msg("round %d: reused range at %llu is not zero", r,
+					 (unsigned long long)offs[i]);
+			assert_int_equal(pwrite(a->fd, "\xa5", 1, (off_t)offs[i]), 1);
+		}
+		for (int i = 0; i < 16; i++)
+			assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	}
+	struct va_stats st;
+	va_get_stats(a->vs, &st);
+	assert_int_equal(st.zero_calls, 0);
+	assert_true(st.pool_hits > 0);
+	assert_true(st.release_calls > 0);
 	vad_arena_close(a);
 }
 
@@ -597,6 +662,7 @@ int main(void)
 	    cmocka_unit_test(test_readers),
 	    cmocka_unit_test(test_from_config),
 	    cmocka_unit_test(test_pooled_reuse_zeroed_in_place),
+	    cmocka_unit_test(test_zero_without_mapping_punches),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
