@@ -324,7 +324,11 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, enum drain
 
 		if (!pc->count)
 			continue;
-		take = kind == DRAIN_FULL ? pc->count : (pc->count + 3) / 4;
+		/* a class asked for since the last drain keeps up to 3 blocks: it uses them
+		 * soon, and each decayed block costs a release */
+		take = kind == DRAIN_FULL ? pc->count
+		       : pc->recent	  ? pc->count / 4
+					  : (pc->count + 3) / 4;
 		keep = pc->count - take;
 		/* the stack's bottom holds the blocks pushed longest ago: cut there */
 		cut = &pc->head;

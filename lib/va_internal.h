@@ -373,8 +373,9 @@ enum drain_kind {
 	DRAIN_FULL,
 };
 
-/* Detach the oldest ceil(count / 4) blocks of every class (DRAIN_DECAY), or all of them
- * (DRAIN_FULL); returns them as a next-linked list. */
+/* Detach the oldest quarter of every class, rounded down if it was asked for since the last
+ * drain (recent), else up (DRAIN_DECAY), or all of them (DRAIN_FULL); returns them as a
+ * next-linked list. */
 struct va_block *pool_take_decay(struct va_node *n, unsigned classes, enum drain_kind kind,
 				 uint64_t quantum);
 
