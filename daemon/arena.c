@@ -25,6 +25,7 @@
 
 #include "log.h"
 #include "numa.h"
+#include "zero.h"
 
 #define LOGGED_ERRNOS_MAX 8
 #define VAD_MFD_HUGE_SHIFT                                                                         \
@@ -74,7 +75,7 @@ static int zero_by_mapping(int fd, uint64_t start, uint64_t size)
  * idle drain and a purge pass every free block here, most of which nobody ever wrote, and a
  * punch walks every client's mapping of the range while one SEEK_DATA only looks up the
  * file's pages. (Where SEEK_DATA is not supported, all of the file counts as data.) */
-static void arena_release(void *ctx, uint64_t start, uint64_t size)
+void vad_arena_release(void *ctx, uint64_t start, uint64_t size)
 {
 	struct vad_arena *a = ctx;
 	/* Pages the daemon committed (commit = reserve) and nobody wrote read as holes to
@@ -339,9 +340,17 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	    .quantum = conf->quantum,
 	    .nodes = cfg->nodes,
 	    .lazy_max = cfg->lazy_max,
-	    .release = arena_release,
+	    .release = vad_arena_release,
 	    .release_ctx = a,
 	};
+	if (vad_zero_possible(a)) {
+		/* without the mapping (address space short: many large arenas) it only punches */
+		char why[256];
+		if (vad_zero_map(a, why, sizeof(why)) == 0)
+			vc.zero = vad_zero_block;
+		else
+			log_info("%s; its freed ranges are punched, never zeroed in place", why);
+	}
 	int rc = va_create(&vc, &a->vs);
 	if (rc != VA_OK) {
 		snprintf(err, err_len, "arena %s: allocator: %s", conf->name, va_strerror(rc));
@@ -351,6 +360,7 @@ int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *c
 	return 0;
 
 fail:
+	vad_zero_unmap(a);
 	vad_numa_unmap(a);
 	if (a->ro_fd >= 0)
 		close(a->ro_fd);
@@ -369,7 +379,8 @@ void vad_arena_close(struct vad_arena *a)
 		return;
 	struct arena_impl *ai = impl_of(a);
 	if (a->vs)
-		va_destroy(a->vs); /* first: its background thread may still call arena_release */
+		va_destroy(a->vs); /* first: its background thread may still call its callbacks */
+	vad_zero_unmap(a);
 	vad_numa_unmap(a);
 	if (a->ro_fd >= 0)
 		close(a->ro_fd);

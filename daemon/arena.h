@@ -36,11 +36,14 @@ struct vad_arena {
 	void *map;		  /* the daemon's own mapping of the file where a NUMA policy or
 				     huge-page advice is set on it (numa.h), else NULL */
 	uint64_t commit_failures; /* alloc requests refused by commit = reserve (atomic) */
+	void *zero_map; /* the daemon's mapping pooled blocks are zeroed through (zero.h) when
+			   a->map is NULL, else NULL */
 };
 
 /* Create the backing file (a memfd, a MFD_HUGETLB memfd for backing = hugetlb, or a file in a
  * directory), size it sparse, set its NUMA policy and huge-page advice (numa.h), seal it and build
- * its allocator with the daemon-wide nodes/lazy_max; release = fallocate(PUNCH_HOLE|KEEP_SIZE). A
+ * its allocator with the daemon-wide nodes/lazy_max; release = vad_arena_release, and zero =
+ * vad_zero_block where zero.h allows it (a memfd of small pages with commit = touch). A
  * file that cannot be sealed is refused ("FILE:LINE: ..." of its section, naming the seal and
  * errno) unless the section accepts it unsealed. On failure returns -1 with a reason in err. */
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
@@ -55,6 +58,10 @@ int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad
 /* Give every page of the arena's file back to the system at once (a tenant arena that
  * closes: clients that still map it see zeros). */
 void vad_arena_release_all(struct vad_arena *a);
+
+/* va_config.release for ctx = the arena: punch [start, start + size) out of its file (from its
+ * first written page; zeroed by hand if punching fails). */
+void vad_arena_release(void *ctx, uint64_t start, uint64_t size);
 
 /* A deep copy of src (its id lists too) into dst; 0, or -1 out of memory (dst left empty). */
 int vad_arena_conf_copy(struct vad_arena_conf *dst, const struct vad_arena_conf *src);

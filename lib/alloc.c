@@ -65,7 +65,7 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 		bn = &vs->node[j];
 		if (j > home) {
 			va_lock(&bn->lock);
-		} else if (pthread_mutex_trylock(&bn->lock)) {
+		} else if (!va_spin_trylock(&bn->lock)) {
 			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
 			va_unlock(&hn->lock);
 			return false;

@@ -71,7 +71,7 @@ static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_bl
 	 * their way to the tree: still pooled (in their home node) */
 	for (size_t k = 0; k < in->n; k++) {
 		const struct lazy_item *it = &in->items[k];
-		bool decay = it->flags & LI_RELEASED;
+		bool decay = it->flags & LI_DECAY;
 
 		if (!(it->flags & LI_PLACED) &&
 		    (rc = emit(fn, ctx, it->start, it->end, decay ? VA_BLOCK_POOLED : VA_BLOCK_LAZY,
@@ -202,7 +202,7 @@ static int check_busy(struct checker *c, unsigned i)
  * it and be marked lazy (pooled). */
 static int check_item(struct checker *c, const struct lazy_item *it, const char *where)
 {
-	bool decay = it->flags & LI_RELEASED;
+	bool decay = it->flags & LI_DECAY;
 	unsigned want = decay ? VA_ST_POOLED : VA_ST_LAZY;
 
 	if (!it->b || blk_state(it->b) != want)
@@ -249,7 +249,7 @@ static int check_inflight(struct checker *c)
 			continue;
 		if (check_item(c, it, "drain batch"))
 			return -1;
-		if (it->flags & LI_RELEASED) {
+		if (it->flags & LI_DECAY) {
 			dbytes += it->end - it->start;
 			dblocks++;
 		} else {

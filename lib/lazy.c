@@ -159,13 +159,16 @@ static uint64_t detach_lazy(struct va_space *vs)
 }
 
 /* Move the decaying part of every pool (all of it for DRAIN_FULL) into the batch, bound for
- * the tree. These blocks were released before they were pooled, so they are not lazy: until the
- * pass places them they stay pooled blocks (va_get_stats, va_walk), and lazy_total does
- * not count them (a long pass carrying them beside new frees must not look like lazy
- * bytes past 2 x lazy_max, nor make the freeing threads drain). */
+ * the tree. They are not lazy: until the pass places them they stay pooled blocks
+ * (va_get_stats, va_walk), and lazy_total does not count them (a long pass carrying them
+ * beside new frees must not look like lazy bytes past 2 x lazy_max, nor make the freeing
+ * threads drain). Without cfg.zero they were released before they were pooled; with it they
+ * were only zeroed, still hold memory, and are released now, in runs with the freed blocks
+ * beside them, so memory stays resident only while it is pooled. */
 static void detach_decay(struct va_space *vs, enum drain_kind kind)
 {
 	struct va_inflight *in = &vs->inflight;
+	const uint32_t decay_flags = LI_DECAY | LI_TO_TREE | (vs->cfg.zero ? 0 : LI_RELEASED);
 
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
@@ -191,12 +194,11 @@ static void detach_decay(struct va_space *vs, enum drain_kind kind)
 			va_lock(&in->lock);
 			for (; d; d = next) {
 				next = d->next;
-				in->items[in->n++] =
-				    (struct lazy_item){.start = d->start,
-						       .end = d->end,
-						       .b = d,
-						       .home = i,
-						       .flags = LI_RELEASED | LI_TO_TREE};
+				in->items[in->n++] = (struct lazy_item){.start = d->start,
+									.end = d->end,
+									.b = d,
+									.home = i,
+									.flags = decay_flags};
 				in->decay_bytes += blk_size(d);
 				in->decay_blocks++;
 			}
@@ -433,7 +435,7 @@ static inline void unplace(struct va_inflight *in, const struct lazy_item *it)
 {
 	uint64_t size = it->end - it->start;
 
-	if (it->flags & LI_RELEASED) {
+	if (it->flags & LI_DECAY) {
 		in->decay_bytes -= size;
 		in->decay_blocks--;
 	} else {
@@ -526,7 +528,9 @@ static void absorb_gaps(struct va_space *vs, struct va_bag *bag)
 			struct lazy_item *it = &in->items[k], *nx = &in->items[k + 1];
 			struct va_block *g;
 
-			if (!tree_bound(it) || !tree_bound(nx) || it->end >= nx->start)
+			/* a decaying block's bytes count as pooled: it takes no gap */
+			if (!tree_bound(it) || (it->flags & LI_DECAY) || !tree_bound(nx) ||
+			    it->end >= nx->start)
 				continue;
 			cnt++;
 			g = ft_floor(&vs->free.tree, it->end);

@@ -1,27 +1,12 @@
 /*
  * node.c - nodes: per-node busy trees (areas found by address) and pools of ready blocks
- * by exact size class; the thread's home node; lock setup. The busy and pool functions
+ * by exact size class; the thread's home node. The busy and pool functions
  * expect the node's lock to be held.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "va_internal.h"
-
-int va_mutex_init(pthread_mutex_t *m)
-{
-	pthread_mutexattr_t attr;
-	int rc;
-
-	if (pthread_mutexattr_init(&attr))
-		return -1;
-#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-	rc = pthread_mutex_init(m, &attr);
-	pthread_mutexattr_destroy(&attr);
-	return rc ? -1 : 0;
-}
 
 /* ---- home node ------------------------------------------------------------------------ */
 
@@ -55,11 +40,7 @@ int node_init(struct va_node *n, unsigned pool_classes)
 		if (!n->pool)
 			return VA_ENOMEM;
 	}
-	if (va_mutex_init(&n->lock)) {
-		free(n->pool);
-		n->pool = NULL;
-		return VA_ENOMEM;
-	}
+	va_spin_init(&n->lock);
 	return 0;
 }
 
@@ -100,7 +81,6 @@ void node_destroy(struct va_node *n, unsigned pool_classes)
 		free(n->pool);
 		n->pool = NULL;
 	}
-	pthread_mutex_destroy(&n->lock);
 }
 
 /* ---- busy trees ------------------------------------------------------------------------- */
@@ -324,7 +304,11 @@ struct va_block *pool_take_decay(struct va_node *n, unsigned classes, enum drain
 
 		if (!pc->count)
 			continue;
-		take = kind == DRAIN_FULL ? pc->count : (pc->count + 3) / 4;
+		/* a class asked for since the last drain keeps up to 3 blocks: it uses them
+		 * soon, and each decayed block costs a release */
+		take = kind == DRAIN_FULL ? pc->count
+		       : pc->recent	  ? pc->count / 4
+					  : (pc->count + 3) / 4;
 		keep = pc->count - take;
 		/* the stack's bottom holds the blocks pushed longest ago: cut there */
 		cut = &pc->head;

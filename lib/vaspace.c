@@ -9,6 +9,7 @@
  *   2. free.lock         the free tree
  *   3. node[i].lock      a node's busy tree, lazy array, pools and counters
  *   4. inflight.lock     blocks being released (a drain batch, eager frees)
+ * Locks 2-4 are futex locks (struct va_spin, lock.c), the others pthread mutexes.
  * Leaves, never held while taking another lock: ctl_lock (background thread control) and
  * the object depot lock (objcache.c). No allocator lock is held while the release callback
  * runs (drain_lock is not an allocator lock: nothing but drains takes it).
@@ -170,8 +171,9 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	set_geometry(vs);
 	set_lazy_limits(vs);
 	ft_init(&vs->free.tree);
-	if (va_mutex_init(&vs->free.lock) || va_mutex_init(&vs->drain_lock) ||
-	    va_mutex_init(&vs->inflight.lock)) {
+	va_spin_init(&vs->free.lock);
+	va_spin_init(&vs->inflight.lock);
+	if (va_mutex_init(&vs->drain_lock)) {
 		free(vs);
 		return VA_ENOMEM;
 	}
@@ -200,9 +202,7 @@ void va_destroy(struct va_space *vs)
 			node_destroy(&vs->node[i], vs->pool_classes);
 		free(vs->node);
 	}
-	pthread_mutex_destroy(&vs->free.lock);
 	pthread_mutex_destroy(&vs->drain_lock);
-	pthread_mutex_destroy(&vs->inflight.lock);
 	free(vs->inflight.items);
 	free(vs->scratch_tmp);
 	free(vs);

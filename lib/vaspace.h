@@ -76,7 +76,7 @@ struct va_config {
 	 * tree is passed to release, in coalesced runs; a run also spans a gap between two
 	 * freed blocks that is one whole free block (released before, or never written), so
 	 * released_bytes counts such gaps too. Pooled memory then stays resident
-	 * until it decays to the tree; va_release_free (the idle pass) gives it back. Same
+	 * while it is pooled: a block that decays to the tree is released then. Same
 	 * rules as release: outside all locks, before the block is reused. */
 	va_release_fn zero;
 };

@@ -61,6 +61,7 @@ struct bench_impl_ops {
 
 extern const struct bench_impl_ops bench_impl_vaspace;
 extern const struct bench_impl_ops bench_impl_exact;
+extern const struct bench_impl_ops bench_impl_inline;
 extern const struct bench_impl_ops bench_impl_segfit;
 extern const struct bench_impl_ops bench_impl_globallock;
 extern const struct bench_impl_ops bench_impl_busywalk;

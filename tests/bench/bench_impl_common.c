@@ -12,6 +12,7 @@ const struct bench_impl_ops *const bench_impls[] = {
     &bench_impl_globallock,
     &bench_impl_busywalk,
     &bench_impl_listfit,
+    &bench_impl_inline, /* vaspace with every drain in the freeing thread */
     NULL,
 };
 

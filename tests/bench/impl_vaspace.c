@@ -1,12 +1,13 @@
 /*
- * impl_vaspace.c - the product (lib/) under three configurations.
+ * impl_vaspace.c - the product (lib/) under four configurations.
  *
  * "exact" is exact mode (nodes = 1, no pools, eager, no thread): lowest-address first fit.
  * "vaspace" is the default configuration the daemon runs: one node per CPU, pools,
- * lazy reclaim, background drain thread. "globallock" is the same augmented free tree
- * with nodes = 1 and no pools, so every allocation takes the one free-tree lock: the
- * baseline that shows what the nodes and pools buy. The release callback only counts,
- * standing in for the daemon's hole punching.
+ * lazy reclaim, background drain thread. "inline" is the same without the thread, every
+ * drain run by the freeing thread: the background thread must never make the loop slower.
+ * "globallock" is the same augmented free tree with nodes = 1 and no pools, so every allocation
+ * takes the one free-tree lock: the baseline that shows what the nodes and pools buy. The release
+ * callback only counts, standing in for the daemon's hole punching.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ static void count_release(void *ctx, uint64_t start, uint64_t size)
 	atomic_fetch_add_explicit(&vh->release_calls, 1, memory_order_relaxed);
 }
 
-enum vs_kind { VS_DEFAULT, VS_GLOBAL, VS_EXACT };
+enum vs_kind { VS_DEFAULT, VS_GLOBAL, VS_EXACT, VS_INLINE };
 
 /* Stands in for the daemon's in-place memset of a block going to a pool. */
 static void count_zero(void *ctx, uint64_t start, uint64_t size)
@@ -51,6 +52,8 @@ static int create_with(const struct bench_space_cfg *cfg, enum vs_kind kind, voi
 	if (!vh)
 		return VA_ENOMEM;
 	vc.release_ctx = vh;
+	if (kind == VS_INLINE)
+		vc.no_thread = true;
 	if (kind == VS_GLOBAL) {
 		vc.nodes = 1;
 		vc.no_pools = true;
@@ -78,6 +81,11 @@ static int vs_create(const struct bench_space_cfg *cfg, void **out)
 static int gl_create(const struct bench_space_cfg *cfg, void **out)
 {
 	return create_with(cfg, VS_GLOBAL, out);
+}
+
+static int in_create(const struct bench_space_cfg *cfg, void **out)
+{
+	return create_with(cfg, VS_INLINE, out);
 }
 
 static int ex_create(const struct bench_space_cfg *cfg, void **out)
@@ -144,7 +152,7 @@ static void vs_counters(void *h, struct bench_counters *out)
 	};
 }
 
-/* Both configurations differ only in name, description and create. */
+/* The configurations differ only in name, description and create. */
 #define VS_SHARED_OPS                                                                              \
 	.destroy = vs_destroy, .alloc = vs_alloc, .free = vs_free,                                 \
 	.alloc_congruent = vs_alloc_congruent, .thread_start = vs_thread_start,                    \
@@ -168,5 +176,12 @@ const struct bench_impl_ops bench_impl_globallock = {
     .name = "globallock",
     .desc = "the product's free tree under its one lock: nodes = 1, no pools",
     .create = gl_create,
+    VS_SHARED_OPS,
+};
+
+const struct bench_impl_ops bench_impl_inline = {
+    .name = "inline",
+    .desc = "the product's default without the background thread: every drain inline",
+    .create = in_create,
     VS_SHARED_OPS,
 };

@@ -102,10 +102,17 @@ static bool expected_refusal(int rc)
 	return rc == VAD_ENOSPC || rc == VAD_EQUOTA;
 }
 
-/* Fill a new range and remember it. */
+/* Check that a new range reads zeros (whoever held it before wrote into it: punched, or zeroed
+ * in place while pooled), fill it and remember it. */
 static void keep(struct worker *w, void *p, size_t size)
 {
 	uint64_t seed = ((uint64_t)w->index << 40) ^ w->ops ^ (uint64_t)(uintptr_t)p;
+	ssize_t nz = vt_first_nonzero(p, size < 2 * PAGE ? size : 2 * PAGE);
+	if (nz >= 0)
+		fail(
+		    w,
+		    "%s: new range %p (%zu bytes) has byte 0x%02x at %zd: a previous holder's data",
+		    shape_names[w->shape], p, size, ((uint8_t *)p)[nz], nz);
 	vt_fill_pattern(p, size < 2 * PAGE ? size : 2 * PAGE, seed);
 	w->held[w->n_held++] = (struct held){.p = p, .size = size, .seed = seed};
 }

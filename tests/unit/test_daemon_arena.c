@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -211,6 +212,158 @@ static void test_reclaim_punches_memfd(void **state)
 	assert_int_equal(allocated_bytes(a->fd), 0); /* every page went back */
 	char msg[256];
 	assert_int_equal(va_check(a->vs, msg, sizeof(msg)), VA_OK);
+	vad_arena_close(a);
+}
+
+/* Pooled blocks are zeroed in place (zero.c) instead of punched: a client writes into every
+ * range it gets before freeing it, every range handed out again reads zeros, most reuse is
+ * zeroed rather than punched, and only pooled or lazy blocks keep memory. Ranges never
+ * written cost no memory: zeroing touches only written pages. A full drain gives it all back. */
+static void test_pooled_reuse_zeroed_in_place(void **state)
+{
+	(void)state;
+	struct vad_config saved = cfg;
+	cfg.lazy_max = 256 * 4096; /* drains (and pool refills) every few rounds */
+	struct vad_arena_conf c;
+	conf_init(&c, "zero", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	cfg = saved;
+	const uint64_t q = c.quantum;
+	uint8_t *map = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	assert_true(map != MAP_FAILED);
+	enum { ROUNDS = 400, PER = 16 };
+	uint64_t offs[PER], lens[PER];
+
+	/* never written: pooled and zeroed blocks allocate no page */
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < PER; i++)
+			assert_int_equal(
+			    va_alloc(a->vs, (1 + (uint64_t)(i % 8)) * q, 0, NULL, &offs[i]), VA_OK);
+		for (int i = 0; i < PER; i++)
+			assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	}
+	struct va_stats st;
+	va_get_stats(a->vs, &st);
+	assert_true(st.zero_calls > 0);
+	assert_int_equal(allocated_bytes(a->fd), 0);
+
+	/* written: every range handed out reads zeros, nearly none is punched */
+	struct va_stats before = st;
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int i = 0; i < PER; i++) {
+			lens[i] = (1 + (uint64_t)((r + i) % 8)) * q;
+			assert_int_equal(va_alloc(a->vs, lens[i], 0, NULL, &offs[i]), VA_OK);
+			for (uint64_t k = 0; k < lens[i]; k += 8)
+				if (*(uint64_t *)(map + offs[i] + k) != 0)
+					fail_msg("round %d: reused range [%llu, +%llu) is not zero "
+						 "at +%llu",
+						 r, (unsigned long long)offs[i],
+						 (unsigned long long)lens[i],
+						 (unsigned long long)k);
+			memset(map + offs[i], 0xA5, lens[i]);
+		}
+		for (int i = 0; i < PER; i++)
+			assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	}
+	va_get_stats(a->vs, &st);
+	uint64_t frees = st.frees - before.frees;
+	uint64_t zeroed = st.zero_calls - before.zero_calls;
+	uint64_t released = st.release_calls - before.release_calls;
+	print_message("pooled reuse: %llu frees, %llu zeroed in place, %llu release calls\n",
+		      (unsigned long long)frees, (unsigned long long)zeroed,
+		      (unsigned long long)released);
+	assert_true(st.pool_hits > before.pool_hits);
+	assert_true(zeroed > frees / 2);
+	if (released * 2 > zeroed)
+		fail_msg("%llu release calls, %llu zero calls for %llu frees: most reuse should "
+			 "zero in place",
+			 (unsigned long long)released, (unsigned long long)zeroed,
+			 (unsigned long long)frees);
+	assert_int_equal(a->punch_failures, 0);
+	/* only pooled (and lazy) blocks keep their memory; what decayed to the tree was punched
+	 * (read until the drain thread is between passes: a stats snapshot is not atomic) */
+	uint64_t held = 0;
+	for (int tries = 0; tries < 1000; tries++) {
+		held = allocated_bytes(a->fd);
+		va_get_stats(a->vs, &st);
+		if (held <= st.pooled_bytes + st.lazy_bytes)
+			break;
+		usleep(10000);
+	}
+	if (held > st.pooled_bytes + st.lazy_bytes)
+		fail_msg("the file holds %llu bytes, more than the %llu pooled and %llu lazy",
+			 (unsigned long long)held, (unsigned long long)st.pooled_bytes,
+			 (unsigned long long)st.lazy_bytes);
+
+	va_drain(a->vs); /* pools empty into the tree: released */
+	assert_int_equal(allocated_bytes(a->fd), 0);
+	char msg[256];
+	assert_int_equal(va_check(a->vs, msg, sizeof(msg)), VA_OK);
+	munmap(map, ARENA_SIZE);
+	vad_arena_close(a);
+}
+
+/* Bytes of address space in use now. */
+static rlim_t address_space_now(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	assert_non_null(f);
+	unsigned long pages;
+	assert_int_equal(1, fscanf(f, "%lu", &pages));
+	fclose(f);
+	return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+/* An arena whose mapping for zeroing cannot be made (address space short) still opens, and
+ * then punches every freed range: reuse reads zeros, nothing is zeroed in place. */
+static void test_zero_without_mapping_punches(void **state)
+{
+	(void)state;
+	const char *m = getenv("VAD_TEST_MODE");
+	if (m && (strcmp(m, "asan") == 0 || strcmp(m, "tsan") == 0))
+		skip(); /* the sanitizers' runtimes need their huge address space reservations */
+	const uint64_t size = 1ull << 30;
+	struct vad_config saved = cfg;
+	cfg.lazy_max = 64 * 4096;
+	struct vad_arena_conf c;
+	conf_init(&c, "nomap", size);
+	struct rlimit old, tight;
+	assert_int_equal(0, getrlimit(RLIMIT_AS, &old));
+	tight = old;
+	/* room for the allocator and its drain thread's stack, not for a 1 GiB mapping */
+	tight.rlim_cur = address_space_now() + (64u << 20);
+	assert_int_equal(0, setrlimit(RLIMIT_AS, &tight));
+	struct vad_arena *a = NULL;
+	char err[512] = "";
+	int rc = vad_arena_open(&c, &cfg, 3, &a, err, sizeof(err));
+	assert_int_equal(0, setrlimit(RLIMIT_AS, &old));
+	cfg = saved;
+	if (rc != 0)
+		fail_msg("vad_arena_open without room for its zeroing mapping: %s", err);
+	assert_null(a->zero_map);
+	assert_null(a->map);
+
+	uint64_t offs[16];
+	const uint64_t q = c.quantum;
+	for (int r = 0; r < 200; r++) {
+		for (int i = 0; i < 16; i++) {
+			assert_int_equal(
+			    va_alloc(a->vs, (1 + (uint64_t)(i % 4)) * q, 0, NULL, &offs[i]), VA_OK);
+			uint8_t byte = 0;
+			assert_int_equal(pread(a->fd, &byte, 1, (off_t)offs[i]), 1);
+			if (byte)
+				fail_msg("round %d: reused range at %llu is not zero", r,
+					 (unsigned long long)offs[i]);
+			assert_int_equal(pwrite(a->fd, "\xa5", 1, (off_t)offs[i]), 1);
+		}
+		for (int i = 0; i < 16; i++)
+			assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	}
+	struct va_stats st;
+	va_get_stats(a->vs, &st);
+	assert_int_equal(st.zero_calls, 0);
+	assert_true(st.pool_hits > 0);
+	assert_true(st.release_calls > 0);
 	vad_arena_close(a);
 }
 
@@ -438,15 +591,17 @@ static void test_readers(void **state)
 	reader_gids[0] = 7777;
 
 	gid_t g_with[] = {7, 60};
-	assert_false(vad_arena_conf_reads_only(&a->conf, 0, 0, NULL, 0));	 /* root writes */
-	assert_false(vad_arena_conf_reads_only(&a->conf, 1000, 0, NULL, 0)); /* on both lists: writes */
+	assert_false(vad_arena_conf_reads_only(&a->conf, 0, 0, NULL, 0)); /* root writes */
+	assert_false(
+	    vad_arena_conf_reads_only(&a->conf, 1000, 0, NULL, 0)); /* on both lists: writes */
 	assert_true(vad_arena_allows(a, 1000, 0, NULL, 0));
 	assert_true(vad_arena_conf_reads_only(&a->conf, 1001, 100, NULL, 0));
 	assert_false(vad_arena_allows(a, 1001, 100, NULL, 0));
-	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 60, NULL, 0));    /* primary group */
+	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 60, NULL, 0));	/* primary group */
 	assert_true(vad_arena_conf_reads_only(&a->conf, 1002, 100, g_with, 2)); /* supplementary */
 	assert_false(vad_arena_conf_reads_only(&a->conf, 1002, 100, NULL, 0));
-	assert_false(vad_arena_conf_reads_only(&a->conf, 7777, 7777, NULL, 0)); /* the copy did not change */
+	assert_false(
+	    vad_arena_conf_reads_only(&a->conf, 7777, 7777, NULL, 0)); /* the copy did not change */
 
 	/* the read-only fd: the same file, opened O_RDONLY, the file itself 0600 */
 	assert_true(a->ro_fd >= 0 && a->ro_fd != a->fd);
@@ -518,6 +673,8 @@ int main(void)
 	    cmocka_unit_test(test_allow_lists),
 	    cmocka_unit_test(test_readers),
 	    cmocka_unit_test(test_from_config),
+	    cmocka_unit_test(test_pooled_reuse_zeroed_in_place),
+	    cmocka_unit_test(test_zero_without_mapping_punches),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -1029,6 +1029,44 @@ static void test_pool_decay(void **state)
 	va_destroy(vs);
 }
 
+/* A class asked for since the last drain keeps its last 3 blocks through a partial drain (a
+ * quarter rounded down decays); a class nobody asked for loses a quarter rounded up, so an
+ * idle pool still empties. */
+static void test_pool_decay_keeps_demanded(void **state)
+{
+	struct va_config cfg = {.size = 4096 * Q,
+				.quantum = Q,
+				.nodes = 1,
+				.no_thread = true,
+				.lazy_max = Q / 4,
+				.pool_depth = 8};
+	struct va_space *vs = make_cfg(&cfg);
+	uint64_t a, b[5];
+
+	(void)state;
+	va_set_home_node(0);
+	a = alloc_ok(vs, Q, 0); /* a pool miss: 1 block for us, 8 for the pool */
+	for (int i = 0; i < 5; i++)
+		b[i] = alloc_ok(vs, Q, 0); /* pool hits: 3 left, the class in demand */
+	assert_int_equal(stats(vs).pooled_blocks, 3);
+	free_ok(vs, b[0]); /* drains here: none of the 3 decays, the freed block joins them */
+	assert_int_equal(stats(vs).drains, 1);
+	assert_int_equal(stats(vs).pooled_blocks, 4);
+	free_ok(vs, b[1]); /* no allocation since: one of 4 decays, the freed block goes too */
+	assert_int_equal(stats(vs).drains, 2);
+	assert_int_equal(stats(vs).pooled_blocks, 3);
+	for (int i = 2; i < 5; i++) /* still no demand: each drain takes one of the last 3 */
+		free_ok(vs, b[i]);
+	assert_int_equal(stats(vs).drains, 5);
+	assert_int_equal(stats(vs).pooled_blocks, 0);
+	CHECK(vs);
+	free_ok(vs, a);
+	va_drain(vs);
+	assert_int_equal(stats(vs).free_blocks, 1);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 /* ---- busy index: hinted inserts and finds, lookups across nodes ------------------------- */
 
 /* The i-th slot (of n) visited by order kind: ascending, descending, outside-in zigzag,
@@ -1352,6 +1390,7 @@ int main(void)
 	    cmocka_unit_test(test_release_reentry),
 	    cmocka_unit_test(test_impossible_alignment),
 	    cmocka_unit_test(test_pool_decay),
+	    cmocka_unit_test(test_pool_decay_keeps_demanded),
 	    cmocka_unit_test(test_busy_hint_orders),
 	    cmocka_unit_test(test_busy_lookup_across_zones),
 	    cmocka_unit_test(test_busy_hint_pools),
