@@ -112,6 +112,7 @@ struct vad_config {
 	size_t n_arenas;
 	uint64_t max_ranges_client; /* references one session may hold; 0 = unlimited */
 	uint64_t max_ranges_uid;    /* references all sessions of a uid may hold; 0 = unlimited */
+	uint64_t resume_grace_ms;   /* holds of a session gone at a restart are kept this long */
 };
 
 /* Fill cfg with defaults (each [vad] key's default text, parsed) and no arenas. */

@@ -54,7 +54,9 @@
 	X(K_MAX_RANGES_CLIENT, "max_ranges_client", RANGE_LIMIT, max_ranges_client, "1048576",     \
 	  1, MAX_RANGES_MAX, RELOAD, "")                                                           \
 	X(K_MAX_RANGES_UID, "max_ranges_uid", RANGE_LIMIT, max_ranges_uid, "4194304",              \
-	  1, MAX_RANGES_MAX, RELOAD, "")
+	  1, MAX_RANGES_MAX, RELOAD, "")                                                           \
+	X(K_RESUME_GRACE, "resume_grace", DURATION, resume_grace_ms, "30s",                        \
+	  RESUME_GRACE_MIN_MS, RESUME_GRACE_MAX_MS, RESTART, "")
 /* clang-format on */
 
 #define KEY_ENUM(id, ...) id,

@@ -370,8 +370,8 @@ static void collect_client(void *arg, struct vad_holder *h)
 {
 	struct clients_ctx *c = arg;
 	struct vad_session *o = h->owner;
-	if (c->oom)
-		return;
+	if (c->oom || !o)
+		return; /* no session: holds restored from the state file (persist.h) */
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
 		Vad__ClientInfo **list = scratch_array(c->s, cap, sizeof(*list));

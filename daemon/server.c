@@ -33,6 +33,7 @@
 #include "conn.h"
 #include "fdpass.h"
 #include "log.h"
+#include "persist.h"
 #include "server_internal.h"
 #include "service.h"
 #include "session.h"
@@ -389,6 +390,7 @@ static void begin_stop(struct vad_server *s, const char *why)
 	log_notice("%s: stopping (no new connections; closing every session)", why);
 	snprintf(s->svc->stop_reason, sizeof(s->svc->stop_reason), "%s", why); /* the stop event */
 	sd_notify(0, "STOPPING=1");
+	vad_persist_freeze(s->svc); /* before any session closes: their holds stay recorded */
 	__atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
 	if (s->listening) {
 		event_del(s->ev_listen);
@@ -716,6 +718,11 @@ int vad_server_run(struct vad_server *s)
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_UID),
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_HELLO_TIMEOUT));
 	return rc;
+}
+
+struct vad_service *vad_server_service(struct vad_server *s)
+{
+	return s->svc;
 }
 
 void vad_server_stop(struct vad_server *s)

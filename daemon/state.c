@@ -51,8 +51,7 @@ struct vad_state {
 	pthread_mutex_t lock;
 	uint32_t *free_slots; /* lock: slots given back beyond the threads' caches */
 	size_t n_free, cap_free;
-	uint64_t full;	  /* atomic */
-	uint64_t records; /* atomic */
+	uint64_t full; /* atomic */
 };
 
 static uint64_t next_state_id = 1; /* atomic */
@@ -364,7 +363,6 @@ uint32_t vad_state_put(struct vad_state *st, uint32_t arena, uint64_t offset, ui
 	r->holder = holder;
 	r->uid = uid;
 	__atomic_store_n(&r->head, record_head(r, arena, count), __ATOMIC_RELEASE);
-	__atomic_add_fetch(&st->records, 1, __ATOMIC_RELAXED);
 	return slot + 1;
 }
 
@@ -382,7 +380,6 @@ void vad_state_drop(struct vad_state *st, uint32_t rec)
 	if (!rec)
 		return;
 	__atomic_store_n(&st->rec[rec - 1].head, 0, __ATOMIC_RELEASE);
-	__atomic_sub_fetch(&st->records, 1, __ATOMIC_RELAXED);
 	cache_bind(st);
 	if (cache.n == CACHE_SLOTS)
 		cache_spill(st);
@@ -396,7 +393,11 @@ uint64_t vad_state_full(const struct vad_state *st)
 
 uint64_t vad_state_records(const struct vad_state *st)
 {
-	return __atomic_load_n(&st->records, __ATOMIC_RELAXED);
+	/* Counted when asked: a shared counter would be one more contended line per request. */
+	uint64_t n = 0, hw = __atomic_load_n(&st->hdr->high_water, __ATOMIC_ACQUIRE);
+	for (uint64_t i = 0; i < hw; i++)
+		n += (__atomic_load_n(&st->rec[i].head, __ATOMIC_RELAXED) & REC_VALID) != 0;
+	return n;
 }
 
 uint64_t vad_state_bytes_used(const struct vad_state *st)

@@ -89,7 +89,7 @@ void vad_state_drop(struct vad_state *st, uint32_t rec);
 /* Holds that found the file full since it was created. */
 uint64_t vad_state_full(const struct vad_state *st);
 
-/* Records in use (slots taken and not given back). */
+/* Records in use (counted by a pass over the slots used). */
 uint64_t vad_state_records(const struct vad_state *st);
 
 /* Bytes of the file: the header and every slot ever used (what the state costs in memory). */
