@@ -16,7 +16,7 @@
 #include "session.h"
 
 /* May this session run admin operation op? Otherwise an EPERM reply that says who may. */
-static bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
+bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
 {
 	if (s->admin)
 		return true;

@@ -403,7 +403,7 @@ static int open_listener(struct vad_config *cfg, int *listen_fd, bool *activated
 /* Run the server over the open arenas and socket until it stops; the exit code. The server
  * owns the arenas once created; on failure to create it they are closed here. */
 static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_fd, bool activated,
-		 struct vad_persist *persist)
+		 struct vad_persist *persist, bool *restart)
 {
 	char err[2048];
 	size_t n_arenas = cfg->n_arenas;
@@ -430,7 +430,10 @@ static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_f
 		   n_arenas == 1 ? "" : "s", workers, workers == 1 ? "" : "s");
 
 	int rc = vad_server_run(server);
-	vad_persist_end(persist);   /* the state file keeps what it says now */
+	vad_persist_end(persist); /* the state file keeps what it says now */
+	if (rc == 0 && vad_server_restart_requested(server) &&
+	    vad_persist_prepare_exec(persist) == 0)
+		*restart = true;
 	vad_server_destroy(server); /* frees the arenas and their array */
 	if (rc != 0) {
 		log_err("stopped after a runtime failure");
@@ -469,19 +472,21 @@ int main(int argc, char **argv)
 	}
 	struct vad_arena **arenas = open_arenas(&cfg, persist);
 	int listen_fd;
-	bool activated = false;
+	bool activated = false, restart = false;
 	if (!arenas) {
 		rc = EXIT_RUNTIME;
 	} else if (open_listener(&cfg, &listen_fd, &activated) != 0) {
 		close_arenas(arenas, cfg.n_arenas);
 		rc = EXIT_RUNTIME;
 	} else {
-		rc = serve(&cfg, arenas, listen_fd, activated, persist);
+		rc = serve(&cfg, arenas, listen_fd, activated, persist, &restart);
 		/* a socket we bound ourselves goes away with us; systemd owns an activated one */
 		if (!activated)
 			unlink(cfg.socket_path);
 	}
-	vad_persist_free(persist);
 	vad_config_free(&cfg);
+	if (restart) /* SIGUSR2, vactl restart: the same pid, the same arenas, a new image */
+		vad_persist_exec(persist, argv);
+	vad_persist_free(persist);
 	return rc;
 }

@@ -22,6 +22,7 @@
 	X(RELOAD, "reload", handle_reload(s, r))                                                   \
 	X(CHECK, "check", handle_check(s, r))                                                      \
 	X(WALK, "walk", handle_walk(s, req->walk, r))                                              \
-	X(UNSHARE, "unshare", handle_unshare(s, req->unshare, r))
+	X(UNSHARE, "unshare", handle_unshare(s, req->unshare, r))                                  \
+	X(RESTART, "restart", handle_restart(s, r))
 
 #endif

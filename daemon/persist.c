@@ -2,6 +2,7 @@
 #include "persist.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ struct vad_persist {
 	bool stop; /* lock */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	struct vad_stored handover; /* vad_persist_prepare_exec: fds for the next image */
 };
 
 static uint64_t now_ms(void)
@@ -614,10 +616,80 @@ void vad_persist_end(struct vad_persist *p)
 	p->n_orphans = 0;
 }
 
+int vad_persist_prepare_exec(struct vad_persist *p)
+{
+	if (!p->cur) {
+		log_err("restart in place: this daemon has no state file to hand over");
+		return -1;
+	}
+	p->handover.fds = calloc(p->n_arenas + 1, sizeof(*p->handover.fds));
+	if (!p->handover.fds) {
+		log_err("restart in place: out of memory");
+		return -1;
+	}
+	/* Above any fd number the move to 3, 4, ... writes to. */
+	int min = (int)(p->n_arenas + 1) + 3;
+	for (size_t i = 0; i < p->n_arenas; i++) {
+		if (!p->arenas[i])
+			continue;
+		struct vad_stored_fd *h = &p->handover.fds[p->handover.n];
+		snprintf(h->name, sizeof(h->name), "arena.%s", p->arenas[i]->conf.name);
+		h->fd = fcntl(p->arenas[i]->fd, F_DUPFD_CLOEXEC, min);
+		if (h->fd < 0)
+			goto fail;
+		p->handover.n++;
+	}
+	struct vad_stored_fd *h = &p->handover.fds[p->handover.n];
+	snprintf(h->name, sizeof(h->name), "state.%" PRIu64, p->old_gen + 1);
+	h->fd = fcntl(vad_state_fd(p->cur), F_DUPFD_CLOEXEC, min);
+	if (h->fd < 0)
+		goto fail;
+	p->handover.n++;
+	return 0;
+fail:
+	log_err("restart in place: cannot keep the fds: %s", strerror(errno));
+	vad_fdstore_free(&p->handover);
+	return -1;
+}
+
+void vad_persist_exec(struct vad_persist *p, char **argv)
+{
+	size_t n = p->handover.n;
+	char *names = calloc(n, VAD_FDNAME_MAX + 2);
+	if (!names || !n) {
+		log_err("restart in place: nothing to hand over");
+		free(names);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strcat(names, ":");
+		strcat(names, p->handover.fds[i].name);
+		/* Each above 3 + n, so no move clobbers one not moved yet. */
+		if (dup2(p->handover.fds[i].fd, 3 + (int)i) < 0) {
+			log_err("restart in place: dup2: %s", strerror(errno));
+			free(names);
+			return;
+		}
+	}
+	char num[24], pid[24];
+	snprintf(num, sizeof(num), "%zu", n);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("LISTEN_FDS", num, 1);
+	setenv("LISTEN_FDNAMES", names, 1);
+	setenv("LISTEN_PID", pid, 1);
+	free(names);
+	log_notice("restarting in place: executing /proc/self/exe with %zu fds", n);
+	execv("/proc/self/exe", argv);
+	log_err("restart in place: cannot execute /proc/self/exe: %s; stopping instead",
+		strerror(errno));
+}
+
 void vad_persist_free(struct vad_persist *p)
 {
 	if (!p)
 		return;
+	vad_fdstore_free(&p->handover);
 	vad_fdstore_free(&p->stored);
 	vad_state_close(p->old);
 	if (p->old_fd >= 0)

@@ -51,6 +51,15 @@ void vad_persist_freeze(struct vad_service *svc);
  * up the holds it kept (their records stay), before the service goes. */
 void vad_persist_end(struct vad_persist *p);
 
+/* Before the service goes, for a restart in place (SIGUSR2, vactl restart): keep a copy of
+ * the arenas' and the state file's fds past the service's end. -1 (logged) when it cannot. */
+int vad_persist_prepare_exec(struct vad_persist *p);
+
+/* Re-execute vad (/proc/self/exe, argv) with the fds kept by vad_persist_prepare_exec at 3, 4,
+ * ... and LISTEN_FDS, LISTEN_FDNAMES, LISTEN_PID (our own pid: exec keeps it) set, as the
+ * service manager would start it. Returns only on failure (logged). */
+void vad_persist_exec(struct vad_persist *p, char **argv);
+
 /* Close the state files and free p: after the service is gone (its registry points at the
  * state file until then), or after a failed start. */
 void vad_persist_free(struct vad_persist *p);

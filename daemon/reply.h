@@ -33,6 +33,7 @@ struct vad_reply {
 		Vad__CheckReply check;
 		Vad__WalkReply walk;
 		Vad__UnshareReply unshare;
+		Vad__RestartReply restart;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

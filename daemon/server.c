@@ -418,6 +418,15 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	begin_stop(s, sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* SIGUSR2 (vactl restart sends it too): a polite stop, then main re-executes vad with the
+ * arenas and the state file (persist.h). */
+static void on_restart(evutil_socket_t sig, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	__atomic_store_n(&s->restart_requested, true, __ATOMIC_RELAXED);
+	begin_stop(s, "SIGUSR2 (restart in place)");
+}
+
 static void on_stop(evutil_socket_t fd, short what, void *arg)
 {
 	begin_stop(arg, "stop requested");
@@ -492,9 +501,9 @@ static void free_server(struct vad_server *s)
 	for (unsigned i = 0; s->workers && i < s->n_workers; i++)
 		worker_fini(&s->workers[i]);
 	free(s->workers);
-	struct event *evs[] = {s->ev_listen,	 s->ev_resume, s->ev_stop,   s->ev_tick,
-			       s->ev_balance,	 s->ev_sig[0], s->ev_sig[1], s->ev_sig[2],
-			       s->gate.ev_notes, s->ev_tenants};
+	struct event *evs[] = {s->ev_listen,	 s->ev_resume,	s->ev_stop,   s->ev_tick,
+			       s->ev_balance,	 s->ev_sig[0],	s->ev_sig[1], s->ev_sig[2],
+			       s->gate.ev_notes, s->ev_tenants, s->ev_restart};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -546,6 +555,9 @@ static int listener_events(struct vad_server *s, int listen_fd)
 		if (!s->ev_sig[i] || event_add(s->ev_sig[i], NULL) < 0)
 			return -1;
 	}
+	s->ev_restart = evsignal_new(s->base, SIGUSR2, on_restart, s);
+	if (!s->ev_restart || event_add(s->ev_restart, NULL) < 0)
+		return -1;
 	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick || !s->ev_balance ||
 	    !s->gate.ev_notes)
 		return -1;
@@ -695,6 +707,7 @@ int vad_server_run(struct vad_server *s)
 	}
 	for (int i = 0; i < 3; i++)
 		event_del(s->ev_sig[i]);
+	event_del(s->ev_restart);
 	event_del(s->ev_tick);
 	event_del(s->ev_resume);
 	event_del(s->ev_balance);
@@ -718,6 +731,11 @@ int vad_server_run(struct vad_server *s)
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_UID),
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_HELLO_TIMEOUT));
 	return rc;
+}
+
+bool vad_server_restart_requested(struct vad_server *s)
+{
+	return __atomic_load_n(&s->restart_requested, __ATOMIC_RELAXED);
 }
 
 struct vad_service *vad_server_service(struct vad_server *s)

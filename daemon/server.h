@@ -2,6 +2,7 @@
 #ifndef VAD_SERVER_H
 #define VAD_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "arena.h"
@@ -19,6 +20,9 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 /* Run the listener loop in the calling thread until SIGTERM/SIGINT (or vad_server_stop).
  * SIGHUP re-reads cfg->path and applies its reloadable limits. Returns 0 on a clean stop. */
 int vad_server_run(struct vad_server *s);
+
+/* Did SIGUSR2 (or vactl restart) stop it, to re-execute in place? */
+bool vad_server_restart_requested(struct vad_server *s);
 
 /* The service the server runs (its arenas, registry, limits). */
 struct vad_service *vad_server_service(struct vad_server *s);

@@ -111,6 +111,45 @@ def start(m, argv, log):
     return m.wait_ready(60)
 
 
+def in_place(tmp, conf):
+    """SIGUSR2 (and vactl restart) without a service manager: vad re-executes itself with
+    the same fds, the same pid."""
+    sock = os.path.join(tmp, "inplace.sock")
+    log = os.path.join(tmp, "inplace.log")
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "LISTEN_FDS")}
+    with open(log, "w") as err:
+        d = subprocess.Popen([VAD, "--config", conf, "--socket", sock], env=env, stderr=err)
+    check(wait_for(lambda: busy(sock) == 0, 30), "vad runs without a service manager")
+    a = Session(sock)
+    a.run(["alloc 4K"] * 2000)
+    a.run(["write #%d P-%d" % (i + 1, i) for i in range(2000)])
+    for how in ("SIGUSR2", "vactl restart"):
+        with open(log) as f:
+            seen = f.read().count("restored")
+        if how == "SIGUSR2":
+            d.send_signal(signal.SIGUSR2)
+        else:
+            rc, out, err = vactl(sock, "restart")
+            check(rc == 0, "vactl restart is accepted: %s%s" % (out.strip(), err.strip()))
+
+        def restored():
+            with open(log) as f:
+                return f.read().count("restored") > seen
+        check(wait_for(restored, 30) and d.poll() is None,
+              "%s: vad re-executes itself, same pid %d" % (how, d.pid))
+        check(wait_for(lambda: busy(sock) == 2000 * Q, 30),
+              "%s: the holds are back (busy %s)" % (how, busy(sock)))
+        rc, out, err = vactl(sock, "check")
+        check(rc == 0, "%s: vactl check passes" % how)
+        res = a.run(["read #%d 32" % (i + 1) for i in range(2000)])
+        check(all(r.get("text") == "P-%d" % i for i, r in enumerate(res)),
+              "%s: the client's data is intact" % how)
+    check(wait_for(lambda: busy(sock) == 0, 30), "after resume_grace the holds are dropped")
+    d.send_signal(signal.SIGTERM)
+    check(d.wait(timeout=60) == 0, "vad stops")
+    a.p.kill()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="vad-restart.")
     sock = os.path.join(tmp, "vad.sock")
@@ -231,6 +270,7 @@ def main():
     check(rc == 0, "vactl check after --discard-state")
     m.stop(signal.SIGTERM)
     a.p.kill()
+    in_place(tmp, conf)
     print("test_restart: %d passed, %d failed" % (passed, failed), flush=True)
     if failed:
         with open(log) as f:
