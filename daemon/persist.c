@@ -537,17 +537,25 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 		goto refuse;
 	p->reg->state = p->cur;
 	p->reg->state_arenas = cfg->n_arenas;
+	uint64_t t_load = now_ms();
 	if (make_orphans(p, &l) != 0) {
 		snprintf(why, sizeof(why), "out of memory rebuilding the holders");
 		goto refuse;
 	}
-	if (rebuild(p, cfg, &l, why, sizeof(why)) != 0 || verify(p, cfg, why, sizeof(why)) != 0)
+	if (rebuild(p, cfg, &l, why, sizeof(why)) != 0)
 		goto refuse;
+	uint64_t t_rebuild = now_ms();
+	if (verify(p, cfg, why, sizeof(why)) != 0)
+		goto refuse;
+	uint64_t t_verify = now_ms();
 	/* Free space may hold what a range freed just before a crash held: zeros for its next
 	 * holder, as always. */
 	for (size_t i = 0; p->old && i < cfg->n_arenas; i++)
 		if (p->arenas[i] && !p->fresh[i])
 			va_release_free(p->arenas[i]->vs);
+	log_info("restore: loading %" PRIu64 " ms, rebuilding %" PRIu64 " ms, checking %" PRIu64
+		 " ms, releasing free space %" PRIu64 " ms",
+		 t_load - t0, t_rebuild - t_load, t_verify - t_rebuild, now_ms() - t_verify);
 	svc->next_session_id = next_session;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < l.n; i++)
