@@ -1,6 +1,7 @@
 /* test_daemon_state.c - the state file (daemon/state.c): records written are read back, a
  * dropped record is gone, a count change is seen, slots are reused, and a truncated or
  * corrupted file is refused with a sentence (never a crash). */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,13 +200,79 @@ static void test_corruption_refused(void **state)
 	vad_state_close(st);
 }
 
+/* Threads recording and dropping at once (the workers and the reaper do): every record that
+ * is still live comes back once, none that was dropped, and no slot is handed out twice. */
+#define THREADS	   4
+#define PER_THREAD 1000
+
+struct worker_arg {
+	struct vad_state *st;
+	unsigned id;
+	uint32_t rec[PER_THREAD];
+};
+
+static void *worker(void *p)
+{
+	struct worker_arg *w = p;
+	for (unsigned i = 0; i < PER_THREAD; i++) {
+		uint64_t off =
+		    ((uint64_t)w->id * PER_THREAD + i) * 16 * Q; /* arena 1: 16 Q quanta */
+		w->rec[i] = vad_state_put(w->st, 1, off, 16 * Q, w->id, 1000 + w->id, 1);
+		if (i % 3 == 2) { /* drop every third one a little later */
+			vad_state_drop(w->st, w->rec[i - 1]);
+			w->rec[i - 1] = 0;
+		}
+	}
+	return NULL;
+}
+
+static struct worker_arg w[THREADS];
+
+static int count_live(void *ctx, const struct vad_state_hold *h)
+{
+	size_t *c = ctx;
+	unsigned th = h->holder, i = (unsigned)(h->offset / (16 * Q)) - th * PER_THREAD;
+	assert_true(th < THREADS && i < PER_THREAD);
+	assert_int_equal(w[th].rec[i], h->slot + 1); /* live, and in its own slot */
+	(*c)++;
+	return 0;
+}
+
+static void test_threads(void **state)
+{
+	(void)state;
+	struct vad_state *st;
+	char err[256];
+	assert_int_equal(
+	    vad_state_create(arenas, 2, THREADS * PER_THREAD + 1024, 1, &st, err, sizeof(err)), 0);
+	pthread_t t[THREADS];
+	for (unsigned i = 0; i < THREADS; i++) {
+		w[i].st = st;
+		w[i].id = i;
+		assert_int_equal(pthread_create(&t[i], NULL, worker, &w[i]), 0);
+	}
+	size_t live = 0;
+	for (unsigned i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		for (unsigned k = 0; k < PER_THREAD; k++)
+			live += w[i].rec[k] != 0;
+	}
+	assert_int_equal(vad_state_records(st), live);
+	struct vad_state *ro;
+	assert_int_equal(vad_state_open(vad_state_fd(st), &ro, err, sizeof(err)), 0);
+	size_t n = 0;
+	assert_int_equal(vad_state_scan(ro, count_live, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, live);
+	vad_state_close(ro);
+	vad_state_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_roundtrip),
-	    cmocka_unit_test(test_full),
-	    cmocka_unit_test(test_truncated_refused),
-	    cmocka_unit_test(test_corruption_refused),
+	    cmocka_unit_test(test_roundtrip),	      cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_truncated_refused), cmocka_unit_test(test_corruption_refused),
+	    cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
