@@ -1,6 +1,8 @@
 /* state.c - the state file: header, records, slots, the loader's checks; see state.h. */
 #include "state.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -353,7 +355,11 @@ uint32_t vad_state_put(struct vad_state *st, uint32_t arena, uint64_t offset, ui
 	if (!cache.n)
 		cache_refill(st);
 	if (!cache.n) {
-		__atomic_add_fetch(&st->full, 1, __ATOMIC_RELAXED);
+		if (__atomic_fetch_add(&st->full, 1, __ATOMIC_RELAXED) == 0)
+			log_warn(
+			    "the state file is full (%llu holds): holds granted from now on are "
+			    "not kept across a restart (logged once)",
+			    (unsigned long long)st->hdr->capacity);
 		return 0;
 	}
 	uint32_t slot = cache.slot[--cache.n];

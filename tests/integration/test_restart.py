@@ -17,6 +17,7 @@ Run by test_restart.sh with VAD_BUILD_DIR set; prints "N passed, N failed".
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -275,6 +276,7 @@ def main():
     if failed:
         with open(log) as f:
             sys.stdout.write(f.read()[-4000:])
+    shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 
 
