@@ -553,9 +553,11 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	for (size_t i = 0; p->old && i < cfg->n_arenas; i++)
 		if (p->arenas[i] && !p->fresh[i])
 			va_release_free(p->arenas[i]->vs);
-	log_info("restore: loading %" PRIu64 " ms, rebuilding %" PRIu64 " ms, checking %" PRIu64
-		 " ms, releasing free space %" PRIu64 " ms",
-		 t_load - t0, t_rebuild - t_load, t_verify - t_rebuild, now_ms() - t_verify);
+	if (p->old)
+		log_info("restore: loading %" PRIu64 " ms, rebuilding %" PRIu64
+			 " ms, checking %" PRIu64 " ms, releasing free space %" PRIu64 " ms",
+			 t_load - t0, t_rebuild - t_load, t_verify - t_rebuild,
+			 now_ms() - t_verify);
 	svc->next_session_id = next_session;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < l.n; i++)

@@ -128,7 +128,7 @@ int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint
 	}
 	size_t hb = header_bytes(n_arenas);
 	size_t len = hb + capacity * sizeof(struct state_record);
-	st->fd = memfd_create("vad:state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	st->fd = memfd_create("vad-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	st->own_fd = true;
 	if (st->fd < 0 || ftruncate(st->fd, (off_t)len) != 0) {
 		snprintf(err, err_len, "state file: cannot create a memfd of %zu bytes: %s", len,

@@ -46,7 +46,7 @@ struct vad_state_hold {
 
 struct vad_state;
 
-/* Create a state file (a memfd "vad:state") for these arenas with room for capacity holds
+/* Create a state file (a memfd "vad-state": not "vad:", which names arenas) for these arenas with room for capacity holds
  * (at most VAD_STATE_CAPACITY_MAX), session ids going on from next_session. 0, or -1 with a
  * sentence in err. */
 int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint64_t capacity,
