@@ -464,7 +464,7 @@ static void store_all(struct vad_persist *p, const struct vad_config *cfg)
 			log_warn("%s", err);
 	}
 	snprintf(name, sizeof(name), "state.%" PRIu64, p->old_gen + 1);
-	if (vad_fdstore_put(vad_state_fd(p->cur), name, err, sizeof(err)) != 0)
+	if (p->cur && vad_fdstore_put(vad_state_fd(p->cur), name, err, sizeof(err)) != 0)
 		log_warn("%s: a restart will lose the live ranges", err);
 	for (size_t i = 0; i < p->stored.n; i++) {
 		if (p->stored.fds[i].fd < 0)
@@ -533,8 +533,13 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 		if ((uint64_t)l.max_holder + 1 > next_session)
 			next_session = (uint64_t)l.max_holder + 1;
 	}
-	if (create_state(p, cfg, l.n, next_session, why, sizeof(why)) != 0)
-		goto refuse;
+	if (create_state(p, cfg, l.n, next_session, why, sizeof(why)) != 0) {
+		if (p->old)
+			goto refuse; /* it holds ranges that must not be lost */
+		/* Nothing to keep yet: serve, but say a restart will lose what clients get. */
+		log_warn("%s: running without a state file, a restart will lose every live range",
+			 why);
+	}
 	p->reg->state = p->cur;
 	p->reg->state_arenas = cfg->n_arenas;
 	uint64_t t_load = now_ms();
