@@ -438,10 +438,12 @@ static int verify(struct vad_persist *p, const struct vad_config *cfg, char *err
 			return -1;
 		}
 	}
+	uint64_t t = now_ms();
 	if (vad_registry_check(p->reg, msg, sizeof(msg)) != 0) {
 		snprintf(err, err_len, "the rebuilt registry fails its check: %s", msg);
 		return -1;
 	}
+	log_debug("restore: the registry check took %" PRIu64 " ms", now_ms() - t);
 	return 0;
 }
 
