@@ -85,8 +85,9 @@ class Manager:
             if time.monotonic() >= deadline:
                 return
 
-    def start(self, argv, stderr_path, extra_env=None):
-        """Start the daemon with the stored fds, as systemd would."""
+    def start(self, argv, stderr_path, extra_env=None, sockets=()):
+        """Start the daemon with the stored fds, as systemd would: the sockets of socket
+        activation ([name, fd] pairs) first, then the fd store's."""
         self.ready = False
         self.stopping = False
         env = dict(os.environ)
@@ -95,8 +96,8 @@ class Manager:
             env.pop(k, None)
         if extra_env:
             env.update(extra_env)
-        fds = [fd for _, fd in self.stored]
-        names = self.names()
+        fds = [fd for _, fd in sockets] + [fd for _, fd in self.stored]
+        names = [n for n, _ in sockets] + self.names()
         err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         pid = os.fork()
         if pid == 0:

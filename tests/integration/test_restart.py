@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -277,7 +278,22 @@ def main():
           "empty, the old state dropped from the store: %s" % m.names())
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "vactl check after --discard-state")
+    # Socket activation and the fd store together (vad.socket + vad.service): the socket
+    # comes first in LISTEN_FDS, the stored files after it.
+    c = Session(sock)
+    c.run(["alloc 4K"] * 10)
     m.stop(signal.SIGTERM)
+    c.close()
+    act = os.path.join(tmp, "activated.sock")
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ls.bind(act)
+    ls.listen(16)
+    m.start(argv, log, sockets=[["vad.socket", ls.fileno()]])
+    check(m.wait_ready(60), "vad starts with an activated socket and the stored fds")
+    check(busy(act) == 10 * Q, "it listens on the activated socket and has the 10 ranges "
+          "back (busy %s)" % busy(act))
+    check(m.stop(signal.SIGTERM) == 0, "and stops")
+    ls.close()
     a.p.kill()
     in_place(tmp, conf)
     print("test_restart: %d passed, %d failed" % (passed, failed), flush=True)
