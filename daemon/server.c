@@ -418,6 +418,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	begin_stop(s, sig == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+/* vactl restart: the listener's SIGUSR2 event does the rest. */
+static void request_restart(void)
+{
+	kill(getpid(), SIGUSR2);
+}
+
 /* SIGUSR2 (vactl restart sends it too): a polite stop, then main re-executes vad with the
  * arenas and the state file (persist.h). */
 static void on_restart(evutil_socket_t sig, short what, void *arg)
@@ -615,6 +621,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		return -1;
 	}
 	s->gate.svc = s->svc;
+	s->svc->request_restart = request_restart;
 	for (unsigned i = 0; i < s->n_workers; i++)
 		s->workers[i].svc = s->svc; /* before any worker thread runs */
 	snprintf(s->stats_db, sizeof(s->stats_db), "%s", cfg->stats_db);

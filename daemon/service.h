@@ -79,6 +79,9 @@ struct vad_service {
 	pthread_mutex_t log_rate_lock;
 	struct vad_rate log_rate; /* log lines of all client sessions together */
 	int log_suppressed_level; /* the most severe level among those it suppressed */
+	/* Restart in place (vactl restart): set by the server; NULL where no server runs the
+	 * service (unit tests, fuzzers), which then refuse it. */
+	void (*request_restart)(void);
 };
 
 /* Build the service over opened arenas; on success it owns the array and each arena, on
