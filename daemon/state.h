@@ -46,9 +46,9 @@ struct vad_state_hold {
 
 struct vad_state;
 
-/* Create a state file (a memfd "vad-state": not "vad:", which names arenas) for these arenas with room for capacity holds
- * (at most VAD_STATE_CAPACITY_MAX), session ids going on from next_session. 0, or -1 with a
- * sentence in err. */
+/* Create a state file (a memfd "vad-state"; "vad:" names arenas) for these arenas with room
+ * for capacity holds (at most VAD_STATE_CAPACITY_MAX), session ids going on from
+ * next_session. 0, or -1 with a sentence in err. */
 int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint64_t capacity,
 		     uint64_t next_session, struct vad_state **out, char *err, size_t err_len);
 
