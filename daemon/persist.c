@@ -160,6 +160,8 @@ static int adopt_arena(struct vad_persist *p, const struct vad_config *cfg, size
 		    "file describes (identity, size or quantum differ). The stored fds stay in "
 		    "the fd store; start with --discard-state to drop them and start empty",
 		    c->name);
+		vad_arena_close(a); /* our copy of the fd only: the store keeps its own */
+		p->arenas[i] = NULL;
 		return -1;
 	}
 	if (!sa)
