@@ -238,7 +238,7 @@ static int check_adopted(struct vad_arena *a, char *err, size_t err_len)
 	if ((uint64_t)st.st_size != a->conf.size) {
 		snprintf(err, err_len,
 			 "arena %s: the stored file is %s but the config says %s (an arena's size "
-			 "cannot change across a restart; start with --discard-state to drop it)",
+			 "cannot change across a restart)",
 			 a->conf.name, vad_format_size((uint64_t)st.st_size, fbuf, sizeof(fbuf)),
 			 vad_format_size(a->conf.size, sbuf, sizeof(sbuf)));
 		return -1;

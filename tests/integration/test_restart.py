@@ -245,6 +245,19 @@ def main():
     c.close()
     stored = sorted(m.names())
     state = [n for n in stored if n.startswith("state.")][0]
+    # An arena whose size changed in the config cannot take its stored file back.
+    conf2 = os.path.join(tmp, "resized.conf")
+    with open(conf) as f:
+        text = f.read()
+    with open(conf2, "w") as f:
+        f.write(text.replace("size = 256M", "size = 512M"))
+    m.start([VAD, "--config", conf2, "--socket", sock], log)
+    code = m.wait_exit(60)
+    with open(log) as f:
+        last = f.read().splitlines()[-1]
+    check(code == 3 and "cannot change across a restart" in last,
+          "a resized arena is refused: %s" % last)
+    check(sorted(m.names()) == stored, "nothing left the store")
     fd = m.fd_of(state)
     # Damage the offset of a live record (its head word says valid), as a stray write would.
     hdr = int.from_bytes(os.pread(fd, 4, 12), "little")  # header_size
