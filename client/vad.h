@@ -431,6 +431,11 @@ int vad_purge_arena(vad_client *c, const char *arena, uint64_t *released);
  * malloc'd, free() it. */
 int vad_reload_detail(vad_client *c, char **detail);
 
+/* Admin: ask the daemon to stop politely and re-execute itself in place with its arenas and
+ * state (like SIGUSR2): live ranges survive, every connection (this one too) is closed.
+ * *detail (may be NULL) gets the daemon's sentence, to free(). */
+int vad_restart(vad_client *c, char **detail);
+
 /* The layout of arena (NULL or "": the default) in address order, at most max_blocks
  * blocks (0: all), fetched a page at a time (admin); pages are not one atomic picture
  * while others allocate. *out is one malloc'd block, free() it. */

@@ -78,6 +78,8 @@ static int zero_by_mapping(int fd, uint64_t start, uint64_t size)
 void vad_arena_release(void *ctx, uint64_t start, uint64_t size)
 {
 	struct vad_arena *a = ctx;
+	if (__atomic_load_n(&a->keep_pages, __ATOMIC_RELAXED))
+		return; /* stopping with the state kept: the next daemon gives back what is free */
 	/* Pages the daemon committed (commit = reserve) and nobody wrote read as holes to
 	 * SEEK_DATA on shmem, yet hold memory: such an arena always punches. */
 	off_t data = a->conf.commit == VAD_COMMIT_RESERVE ? (off_t)start
@@ -224,6 +226,39 @@ static int seal_file(struct vad_arena *a, const struct vad_config *cfg, bool mem
 	return 0;
 }
 
+/* A file kept by the service manager (persist.h): it must be the arena the config describes,
+ * a file of its size, sealed as this daemon seals a memfd. */
+static int check_adopted(struct vad_arena *a, char *err, size_t err_len)
+{
+	struct stat st;
+	char sbuf[32], fbuf[32];
+	if (fstat(a->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, err_len, "arena %s: the stored fd is not a file", a->conf.name);
+		return -1;
+	}
+	if ((uint64_t)st.st_size != a->conf.size) {
+		snprintf(err, err_len,
+			 "arena %s: the stored file is %s but the config says %s (an arena's size "
+			 "cannot change across a restart)",
+			 a->conf.name, vad_format_size((uint64_t)st.st_size, fbuf, sizeof(fbuf)),
+			 vad_format_size(a->conf.size, sbuf, sizeof(sbuf)));
+		return -1;
+	}
+	int seals = fcntl(a->fd, F_GET_SEALS);
+	int want = F_SEAL_SHRINK | F_SEAL_GROW;
+	if (seals < 0 || (seals & want) != want) {
+		if (a->conf.backing[0] && a->conf.accept_unsealed) {
+			a->unsealed = true;
+			return 0;
+		}
+		snprintf(err, err_len,
+			 "arena %s: the stored file is not sealed against shrinking and growing",
+			 a->conf.name);
+		return -1;
+	}
+	return 0;
+}
+
 /* The arena's file (a memfd, or a file in its backing directory), sized to the arena (sparse:
  * nothing is committed until a client touches a page) and sealed. 0, or -1 with err set. */
 static int open_backing(struct vad_arena *a, const struct vad_config *cfg, char *err,
@@ -232,6 +267,8 @@ static int open_backing(struct vad_arena *a, const struct vad_config *cfg, char 
 	const struct vad_arena_conf *conf = &a->conf;
 	char sbuf[32];
 	bool memfd = conf->backing[0] == '\0';
+	if (a->fd >= 0)
+		return check_adopted(a, err, err_len);
 	if (memfd) {
 		char name[VAD_NAME_MAX + 8];
 		snprintf(name, sizeof(name), "vad:%s", conf->name);
@@ -299,25 +336,31 @@ static int open_read_only(struct vad_arena *a, const struct vad_config *cfg, cha
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
 		   struct vad_arena **out, char *err, size_t err_len)
 {
+	return vad_arena_adopt(conf, cfg, index, -1, out, err, err_len);
+}
+
+int vad_arena_adopt(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
+		    int fd, struct vad_arena **out, char *err, size_t err_len)
+{
 	if (!conf || !cfg || !out) {
 		snprintf(err, err_len, "vad_arena_open: missing argument");
-		return -1;
+		goto refuse;
 	}
 	*out = NULL;
 	if (conf->size == 0 || conf->quantum == 0 || conf->size % conf->quantum) {
 		snprintf(err, err_len, "arena %s: size %llu is not a non-zero multiple of %llu",
 			 conf->name, (unsigned long long)conf->size,
 			 (unsigned long long)conf->quantum);
-		return -1;
+		goto refuse;
 	}
 	struct arena_impl *ai = calloc(1, sizeof(*ai));
 	if (!ai) {
 		snprintf(err, err_len, "arena %s: out of memory", conf->name);
-		return -1;
+		goto refuse;
 	}
 	struct vad_arena *a = &ai->pub;
 	pthread_mutex_init(&ai->log_lock, NULL);
-	a->fd = -1;
+	a->fd = fd; /* -1: made by open_backing */
 	a->ro_fd = -1;
 	a->index = index;
 	a->section = index;
@@ -370,6 +413,10 @@ fail:
 	vad_arena_conf_free(&a->conf);
 	pthread_mutex_destroy(&ai->log_lock);
 	free(ai);
+	return -1;
+refuse:
+	if (fd >= 0)
+		close(fd);
 	return -1;
 }
 

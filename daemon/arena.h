@@ -36,8 +36,10 @@ struct vad_arena {
 	void *map;		  /* the daemon's own mapping of the file where a NUMA policy or
 				     huge-page advice is set on it (numa.h), else NULL */
 	uint64_t commit_failures; /* alloc requests refused by commit = reserve (atomic) */
-	void *zero_map; /* the daemon's mapping pooled blocks are zeroed through (zero.h) when
-			   a->map is NULL, else NULL */
+	void *zero_map;	 /* the daemon's mapping pooled blocks are zeroed through (zero.h) when
+			    a->map is NULL, else NULL */
+	bool keep_pages; /* atomic: stopping with the state kept (persist.h): free ranges are
+			    not punched, since a client may still hold them in the next daemon */
 };
 
 /* Create the backing file (a memfd, a MFD_HUGETLB memfd for backing = hugetlb, or a file in a
@@ -48,6 +50,11 @@ struct vad_arena {
  * errno) unless the section accepts it unsealed. On failure returns -1 with a reason in err. */
 int vad_arena_open(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
 		   struct vad_arena **out, char *err, size_t err_len);
+
+/* vad_arena_open over a file kept from an earlier daemon (fd, taken over: closed on failure
+ * too), checked to be the arena conf describes: its size, its seals. fd -1: a fresh file. */
+int vad_arena_adopt(const struct vad_arena_conf *conf, const struct vad_config *cfg, unsigned index,
+		    int fd, struct vad_arena **out, char *err, size_t err_len);
 
 /* Open the arena of one tenant of a section with tenancy: like vad_arena_open, named
  * "NAME@ID" (its memfd "vad:NAME@ID"), with the section's name for its clients. */

@@ -127,6 +127,7 @@ struct vad_config {
 	char metrics_listen[VAD_LISTEN_ADDR_MAX]; /* HTTP /metrics on "HOST:PORT"; "" = off */
 	unsigned max_waiters_client; /* alloc requests one session may have waiting; 0: none */
 	unsigned max_waiters;	     /* alloc requests waiting in the whole daemon; 0: none */
+	uint64_t resume_grace_ms;    /* holds of a session gone at a restart are kept this long */
 };
 
 /* Fill cfg with defaults (each [vad] key's default text, parsed) and no arenas. */

@@ -27,6 +27,8 @@
 #define STATS_RETENTION_MIN_MS (60ull * 1000)
 #define STATS_RETENTION_MAX_MS (100ull * 365 * 86400 * 1000)
 #define HELLO_TIMEOUT_MIN_MS   100ull
+#define RESUME_GRACE_MIN_MS    100ull
+#define RESUME_GRACE_MAX_MS    86400000ull /* a day */
 #define HELLO_TIMEOUT_MAX_MS   (3600ull * 1000)
 #define MAX_RANGES_MAX	       (1ull << 40)
 

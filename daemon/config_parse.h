@@ -22,8 +22,9 @@
  * batch (its sizes are kept), so the default total of 4096 costs at most 1 MB with batches of
  * 32 and 33 MB at max_batch 1024 (docs/SERVICE.md, Waiting for memory).
  *
- * max_ranges_*: the daemon keeps at most 200 bytes per live range (171 measured), so a client
- * at its default limit costs the daemon at most 200 MB, a uid 800 MB (docs/SERVICE.md).
+ * max_ranges_*: the daemon keeps at most 200 bytes per live range (188 measured) and a
+ * 32-byte record in the state file, so a client at its default limit costs the daemon at
+ * most 232 MB, a uid 928 MB (docs/SERVICE.md).
  */
 /* clang-format off */
 #define VAD_KEYS(X)                                                                                \
@@ -63,7 +64,9 @@
 	X(K_MAX_WAITERS_CLIENT, "max_waiters_client", UINT, max_waiters_client, "64",              \
 	  0, MAX_WAITERS_MAX, RELOAD, " (0: no waiting)")                                          \
 	X(K_MAX_WAITERS, "max_waiters", UINT, max_waiters, "4096", 0, MAX_WAITERS_MAX, RELOAD,     \
-	  " (0: no waiting)")
+	  " (0: no waiting)")                                                                      \
+	X(K_RESUME_GRACE, "resume_grace", DURATION, resume_grace_ms, "30s",                        \
+	  RESUME_GRACE_MIN_MS, RESUME_GRACE_MAX_MS, RESTART, "")
 /* clang-format on */
 
 #define KEY_ENUM(id, ...) id,

@@ -17,6 +17,7 @@
 #include "units.h"
 #include "waitq.h"
 
+/* May this session run admin operation op? Otherwise an EPERM reply that says who may. */
 bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r)
 {
 	if (s->admin)
@@ -372,8 +373,8 @@ static void collect_client(void *arg, struct vad_holder *h)
 {
 	struct clients_ctx *c = arg;
 	struct vad_session *o = h->owner;
-	if (c->oom)
-		return;
+	if (c->oom || !o)
+		return; /* no session: holds restored from the state file (persist.h) */
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
 		Vad__ClientInfo **list = scratch_array(c->s, cap, sizeof(*list));

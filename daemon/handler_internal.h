@@ -1,6 +1,7 @@
 /*
  * handler_internal.h - what the handler files share (reply.c's helpers, every operation's
- * handler for dispatch.c); included by reply.c, handler.c, handler_admin.c and dispatch.c only.
+ * handler for dispatch.c); included by reply.c, handler.c, handler_admin.c, handler_restart.c
+ * and dispatch.c only.
  */
 #ifndef VAD_HANDLER_INTERNAL_H
 #define VAD_HANDLER_INTERNAL_H
@@ -78,6 +79,12 @@ void handle_config(struct vad_session *s, struct vad_reply *r);
 bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r);
 void handle_clients(struct vad_session *s, struct vad_reply *r);
 void handle_reload(struct vad_session *s, struct vad_reply *r);
+
+/* Is s an admin? If not, r is the refusal of op (handler_admin.c). */
+bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r);
+
+/* Admin: restart in place (handler_restart.c). */
+void handle_restart(struct vad_session *s, struct vad_reply *r);
 void handle_check(struct vad_session *s, struct vad_reply *r);
 /* ---- handler_metrics.c ---- */
 void handle_metrics(struct vad_session *s, struct vad_reply *r);

@@ -37,6 +37,7 @@ struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offs
 	o->arena = arena;
 	o->offset = offset;
 	o->count = 0;
+	o->rec = 0;
 	h->used++;
 	return o;
 }
@@ -96,6 +97,7 @@ struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh,
 		struct vad_hold *o = slot_insert(h, old[i].arena, old[i].offset);
 		o->count = old[i].count;
 		o->range = old[i].range;
+		o->rec = old[i].rec;
 	}
 	return old;
 }

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "listen.h"
 #include "log.h"
+#include "persist.h"
 #include "server.h"
 #include "socket_path.h"
 #include "version.h"
@@ -43,6 +44,10 @@ static void usage(FILE *out)
 	    "                       the flag is accepted for clarity\n"
 	    "      --check-config   parse the configuration, print a summary and exit\n"
 	    "      --print-socket   print the socket path vad would listen on and exit\n"
+	    "      --discard-state  drop the arenas and state the service manager kept\n"
+	    "                       from the previous daemon and start empty (every live\n"
+	    "                       range is lost); without it a state that fails its\n"
+	    "                       checks stops the start\n"
 	    "  -V, --version        print the version and exit\n"
 	    "  -h, --help           print this help and exit\n"
 	    "\n"
@@ -58,18 +63,20 @@ struct options {
 	const char *socket;
 	bool check_config;
 	bool print_socket;
+	bool discard_state;
 };
 
 /* Returns -1 to continue, or an exit code. */
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_CHECK = 256, OPT_PRINT_SOCKET };
+	enum { OPT_CHECK = 256, OPT_PRINT_SOCKET, OPT_DISCARD_STATE };
 	static const struct option longopts[] = {
 	    {"config", required_argument, NULL, 'c'},
 	    {"socket", required_argument, NULL, 's'},
 	    {"foreground", no_argument, NULL, 'f'},
 	    {"check-config", no_argument, NULL, OPT_CHECK},
 	    {"print-socket", no_argument, NULL, OPT_PRINT_SOCKET},
+	    {"discard-state", no_argument, NULL, OPT_DISCARD_STATE},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -91,6 +98,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_PRINT_SOCKET:
 			o->print_socket = true;
+			break;
+		case OPT_DISCARD_STATE:
+			o->discard_state = true;
 			break;
 		case 'V':
 			printf("vad %s\n", VAD_VERSION);
@@ -361,24 +371,21 @@ done:
 	return rc;
 }
 
-/* Open every configured arena; NULL (logged, nothing left open) when one cannot be. */
-static struct vad_arena **open_arenas(const struct vad_config *cfg)
+/* Open every configured arena (a file kept from the previous daemon, or a fresh one; a
+ * section with tenancy opens its tenants' arenas on first use, tenants.h); NULL (logged,
+ * nothing left open) when one cannot be. */
+static struct vad_arena **open_arenas(const struct vad_config *cfg, struct vad_persist *persist)
 {
-	char err[1024];
-	struct vad_arena **arenas = calloc(cfg->n_arenas, sizeof(*arenas));
+	char err[2048];
+	struct vad_arena **arenas = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*arenas));
 	if (!arenas) {
 		log_err("out of memory");
 		return NULL;
 	}
-	for (size_t i = 0; i < cfg->n_arenas; i++) {
-		if (cfg->arenas[i].tenancy != VAD_TENANCY_NONE)
-			continue; /* its tenants' arenas open on first use (tenants.h) */
-		if (vad_arena_open(&cfg->arenas[i], cfg, (unsigned)i, &arenas[i], err,
-				   sizeof(err)) != 0) {
-			log_err("%s", err);
-			close_arenas(arenas, i);
-			return NULL;
-		}
+	if (vad_persist_open_arenas(persist, cfg, arenas, err, sizeof(err)) != 0) {
+		log_err("%s", err);
+		free(arenas);
+		return NULL;
 	}
 	return arenas;
 }
@@ -409,9 +416,10 @@ static int open_listener(struct vad_config *cfg, int *listen_fd, bool *activated
 
 /* Run the server over the open arenas and socket until it stops; the exit code. The server
  * owns the arenas once created; on failure to create it they are closed here. */
-static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_fd, bool activated)
+static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_fd, bool activated,
+		 struct vad_persist *persist, bool *restart)
 {
-	char err[1024];
+	char err[2048];
 	size_t n_arenas = cfg->n_arenas;
 	struct vad_server *server;
 	if (vad_server_create(cfg, arenas, n_arenas, listen_fd, &server, err, sizeof(err)) != 0) {
@@ -422,12 +430,24 @@ static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_f
 		return EXIT_RUNTIME;
 	}
 
+	/* Everything the previous daemon kept is back and checked before READY. */
+	if (vad_persist_restore(persist, vad_server_service(server), cfg, err, sizeof(err)) != 0) {
+		log_err("%s", err);
+		vad_persist_end(persist);
+		vad_server_destroy(server);
+		return EXIT_RUNTIME;
+	}
+
 	long workers = cfg->workers ? (long)cfg->workers : sysconf(_SC_NPROCESSORS_ONLN);
 	log_notice("vad %s listening on %s%s (%zu arena%s, %ld worker%s)", VAD_VERSION,
 		   cfg->socket_path, activated ? " (socket activation)" : "", n_arenas,
 		   vad_plural(n_arenas), workers, vad_plural(workers));
 
 	int rc = vad_server_run(server);
+	vad_persist_end(persist); /* the state file keeps what it says now */
+	if (rc == 0 && vad_server_restart_requested(server) &&
+	    vad_persist_prepare_exec(persist) == 0)
+		*restart = true;
 	vad_server_destroy(server); /* frees the arenas and their array */
 	if (rc != 0) {
 		log_err("stopped after a runtime failure");
@@ -455,20 +475,32 @@ int main(int argc, char **argv)
 	/* clients vanish mid-write all the time; that must be an EPIPE, never a signal */
 	signal(SIGPIPE, SIG_IGN);
 
-	struct vad_arena **arenas = open_arenas(&cfg);
+	/* First: the fds kept by the service manager leave LISTEN_FDS before the socket is
+	 * looked for there. */
+	char err[2048];
+	struct vad_persist *persist = vad_persist_begin(opt.discard_state, err, sizeof(err));
+	if (!persist) {
+		log_err("%s", err);
+		vad_config_free(&cfg);
+		return EXIT_RUNTIME;
+	}
+	struct vad_arena **arenas = open_arenas(&cfg, persist);
 	int listen_fd;
-	bool activated = false;
+	bool activated = false, restart = false;
 	if (!arenas) {
 		rc = EXIT_RUNTIME;
 	} else if (open_listener(&cfg, &listen_fd, &activated) != 0) {
 		close_arenas(arenas, cfg.n_arenas);
 		rc = EXIT_RUNTIME;
 	} else {
-		rc = serve(&cfg, arenas, listen_fd, activated);
+		rc = serve(&cfg, arenas, listen_fd, activated, persist, &restart);
 		/* a socket we bound ourselves goes away with us; systemd owns an activated one */
 		if (!activated)
 			unlink(cfg.socket_path);
 	}
 	vad_config_free(&cfg);
+	if (restart) /* SIGUSR2, vactl restart: the same pid, the same arenas, a new image */
+		vad_persist_exec(persist, argv);
+	vad_persist_free(persist);
 	return rc;
 }

@@ -27,6 +27,7 @@
 	X(RANGES, "ranges", handle_ranges(s, req->ranges, r))                                      \
 	X(TOKENS, "tokens", handle_tokens(s, req->tokens, r))                                      \
 	X(KILL, "kill", handle_kill(s, req->kill, r))                                              \
-	X(CONFIG, "config", handle_config(s, r))
+	X(CONFIG, "config", handle_config(s, r))                                                  \
+	X(RESTART, "restart", handle_restart(s, r))
 
 #endif

@@ -70,6 +70,8 @@ static bool reap_chunk(struct vad_registry *reg, struct vad_holder *d, const str
 			store64(&r->refs, left);
 		}
 		arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)(count * size));
+		o->count = 0;
+		hold_record_count(reg, o); /* its record goes before the range can */
 		o->range = NULL;
 		d->used--;
 		refs += count;

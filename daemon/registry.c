@@ -157,6 +157,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		struct vad_hold *o = slot_insert(h, arena, r->offset);
 		o->count = 1;
 		o->range = r;
+		o->rec = hold_record(reg, h, r, 1); /* before the reply is sent */
 	}
 	store64(&h->held_bytes, load64(&h->held_bytes) + bytes);
 	store64(&h->held_refs, load64(&h->held_refs) + n);
@@ -170,7 +171,8 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
  * other slots: o and other pointers into the table are stale afterwards). Returns the range
  * if those were its last references (no session can reach it any more: bury it after
  * unlocking). */
-static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, uint64_t count)
+static struct vad_range *drop_locked(struct vad_registry *reg, struct vad_holder *h,
+				     struct vad_hold *o, uint64_t count)
 {
 	struct vad_range *r = o->range;
 	uint64_t size = r->size, left;
@@ -187,6 +189,7 @@ static struct vad_range *drop_locked(struct vad_holder *h, struct vad_hold *o, u
 	}
 	store64(&h->held_bytes, load64(&h->held_bytes) - count * size);
 	store64(&h->held_refs, load64(&h->held_refs) - count);
+	hold_record_count(reg, o); /* cleared before the range can go back to the allocator */
 	if (o->count == 0)
 		slot_delete(h, o);
 	return left ? NULL : r;
@@ -247,7 +250,7 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 	unsigned arena = (unsigned)o->arena;
 	uint64_t bytes = count * o->range->size;
 	pthread_mutex_lock(&h->lock);
-	struct vad_range *dead = drop_locked(h, o, count);
+	struct vad_range *dead = drop_locked(reg, h, o, count);
 	arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)bytes);
 	pthread_mutex_unlock(&h->lock);
 	uid_uncharge(h, count, bytes);
@@ -284,7 +287,7 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 			uint64_t count = how == DROP_EVERY_REF ? o->count : 1;
 			refs += count;
 			bytes += count * o->range->size;
-			struct vad_range *r = drop_locked(h, o, count);
+			struct vad_range *r = drop_locked(reg, h, o, count);
 			if (r)
 				dead[n_dead++] = r;
 		}

@@ -232,6 +232,14 @@ void vad_registry_holders_of(struct vad_registry *reg, unsigned arena, const uin
  * Returns 0, or -1 with a sentence in msg. */
 int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len);
 
+/* Give holder h (made with no session: a hold restored from the state file) count references
+ * to range r (arena, offset, size set; refs 0 before its first hold; already busy in its
+ * allocator, tagged r), recorded in reg->state. shared: more than one holder holds it. 0, -1
+ * when h holds it already or a total would overflow, -2 out of memory. Start-up only, before
+ * any session exists (registry_restore.c). */
+int vad_registry_restore_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_range *r,
+			      uint32_t count, bool shared);
+
 /* Fill buf with n_chars random base62 characters and a NUL. Returns 0, -1 on failure. */
 int vad_random_token(char *buf, size_t n_chars);
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "registry.h"
+#include "state.h"
 
 /* References dropped per holder lock hold in a batch, and ranges per va_free_batch. */
 #define RELEASE_CHUNK 64
@@ -33,6 +34,32 @@ int table_prepare(const struct vad_holder *h, size_t extra, struct vad_hold **fr
 
 /* Shrink h's table once it is big and mostly empty. Owner thread, no lock held. */
 void table_maybe_shrink(struct vad_holder *h);
+
+/* ---- the state file (state.h): every hold recorded, in place ---- */
+
+/* Record h's new hold of count references on r; its record number (0: not recorded). With h's
+ * lock held. Frozen (stopping), nothing changes in the file any more: a range freed then may be
+ * granted again to another session, and the two must not both be found by the next daemon. */
+static inline uint32_t hold_record(struct vad_registry *reg, const struct vad_holder *h,
+				   const struct vad_range *r, uint32_t count)
+{
+	if (!reg->state || r->arena >= reg->state_arenas ||
+	    __atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+		return 0;
+	return vad_state_put(reg->state, r->arena, r->offset, r->size, h->state_holder,
+			     (uint32_t)h->uid->uid, count);
+}
+
+/* The hold o's count changed (0: it is gone); before the allocator can get the range back. */
+static inline void hold_record_count(struct vad_registry *reg, struct vad_hold *o)
+{
+	if (!o->rec || __atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+		return;
+	if (o->count)
+		vad_state_set_count(reg->state, o->rec, o->count);
+	else
+		vad_state_drop(reg->state, o->rec);
+}
 
 /* ---- ranges and holders (registry.c) ---- */
 

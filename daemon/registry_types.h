@@ -18,6 +18,7 @@
 #define VAD_TOKEN_CHARS 32 /* base62: 190 bits */
 
 struct vad_range;
+struct vad_state;
 struct vad_session; /* the daemon session a holder belongs to (session.h) */
 
 /* Entry of the token table: allocated when a range is shared (most ranges never are, so
@@ -85,13 +86,15 @@ struct vad_range {
 
 /* A holder's references to one range: a slot of its open-addressing table, key and data
  * inline (one cache line of the table per lookup, then the range). Empty when range is NULL.
- * 24 bytes: with the load between 1/4 and 1/2, 48 to 96 bytes per hold. An attach that would
+ * 32 bytes (24 before the state file's record number): with the load between 1/4 and 1/2,
+ * 64 to 128 bytes per hold. An attach that would
  * pass VAD_HOLD_COUNT_MAX references of one session to one range is refused. */
 struct vad_hold {
 	uint64_t offset;
 	struct vad_range *range;
 	uint32_t count;
 	uint32_t arena;
+	uint32_t rec; /* its record in the state file (state.h), plus one; 0: none */
 };
 
 #define VAD_HOLD_COUNT_MAX UINT32_MAX
@@ -122,6 +125,8 @@ struct vad_holder {
 	struct vad_holder *prev, *next; /* holders_lock */
 	bool dying;			/* on the dying list: no lookups, slots emptied in order */
 	size_t reap_pos;		/* dying: slots below this are empty */
+	uint32_t state_holder;		/* who its records in the state file name: its
+					   session id (low 32 bits) */
 };
 
 struct vad_registry_arena {
@@ -161,6 +166,12 @@ struct vad_registry {
 	 * session exists; NULL: nobody waits. */
 	void (*buried)(void *ctx, unsigned arena);
 	void *buried_ctx;
+	/* The state file every hold is recorded in (persist.h), NULL without one; holds of
+	 * arena slots from state_arenas on (tenant arenas) are not recorded. Once frozen (a
+	 * polite stop) drops leave their records, so the next daemon finds them. */
+	struct vad_state *state;
+	size_t state_arenas;
+	bool state_frozen; /* atomic */
 };
 
 /* The limits a charge is checked against; 0 means unlimited. */

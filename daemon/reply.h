@@ -39,6 +39,7 @@ struct vad_reply {
 		Vad__TokensReply tokens;
 		Vad__KillReply kill;
 		Vad__ConfigReply config;
+		Vad__RestartReply restart;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

@@ -33,6 +33,7 @@
 #include "conn.h"
 #include "fdpass.h"
 #include "log.h"
+#include "persist.h"
 #include "server_internal.h"
 #include "service.h"
 #include "session.h"
@@ -398,6 +399,7 @@ static void begin_stop(struct vad_server *s, const char *why)
 	log_notice("%s: stopping (no new connections; closing every session)", why);
 	snprintf(s->svc->stop_reason, sizeof(s->svc->stop_reason), "%s", why); /* the stop event */
 	sd_notify(0, "STOPPING=1");
+	vad_persist_freeze(s->svc); /* before any session closes: their holds stay recorded */
 	__atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
 	if (s->listening) {
 		event_del(s->ev_listen);
@@ -423,6 +425,21 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	begin_stop(s, sig == SIGTERM ? "SIGTERM (systemctl stop, or kill)" : "SIGINT (Ctrl-C)");
+}
+
+/* vactl restart: the listener's SIGUSR2 event does the rest. */
+static void request_restart(void)
+{
+	kill(getpid(), SIGUSR2);
+}
+
+/* SIGUSR2 (vactl restart sends it too): a polite stop, then main re-executes vad with the
+ * arenas and the state file (persist.h). */
+static void on_restart(evutil_socket_t sig, short what, void *arg)
+{
+	struct vad_server *s = arg;
+	__atomic_store_n(&s->restart_requested, true, __ATOMIC_RELAXED);
+	begin_stop(s, "SIGUSR2 (restart in place)");
 }
 
 static void on_stop(evutil_socket_t fd, short what, void *arg)
@@ -511,9 +528,9 @@ static void free_server(struct vad_server *s)
 	for (unsigned i = 0; s->workers && i < s->n_workers; i++)
 		worker_fini(&s->workers[i]);
 	free(s->workers);
-	struct event *evs[] = {s->ev_listen,	 s->ev_resume, s->ev_stop,   s->ev_tick,
-			       s->ev_balance,	 s->ev_sig[0], s->ev_sig[1], s->ev_sig[2],
-			       s->gate.ev_notes, s->ev_tenants};
+	struct event *evs[] = {s->ev_listen,	 s->ev_resume,	s->ev_stop,   s->ev_tick,
+			       s->ev_balance,	 s->ev_sig[0],	s->ev_sig[1], s->ev_sig[2],
+			       s->gate.ev_notes, s->ev_tenants, s->ev_restart};
 	for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
 		if (evs[i])
 			event_free(evs[i]);
@@ -565,6 +582,9 @@ static int listener_events(struct vad_server *s, int listen_fd)
 		if (!s->ev_sig[i] || event_add(s->ev_sig[i], NULL) < 0)
 			return -1;
 	}
+	s->ev_restart = evsignal_new(s->base, SIGUSR2, on_restart, s);
+	if (!s->ev_restart || event_add(s->ev_restart, NULL) < 0)
+		return -1;
 	if (!s->ev_listen || !s->ev_resume || !s->ev_stop || !s->ev_tick || !s->ev_balance ||
 	    !s->gate.ev_notes)
 		return -1;
@@ -630,6 +650,7 @@ int vad_server_create(const struct vad_config *cfg, struct vad_arena **arenas, s
 		return -1;
 	}
 	s->gate.svc = s->svc;
+	s->svc->request_restart = request_restart;
 	for (unsigned i = 0; i < s->n_workers; i++)
 		s->workers[i].svc = s->svc; /* before any worker thread runs */
 	s->svc->wake_workers = wake_workers;
@@ -733,6 +754,7 @@ int vad_server_run(struct vad_server *s)
 	}
 	for (int i = 0; i < 3; i++)
 		event_del(s->ev_sig[i]);
+	event_del(s->ev_restart);
 	event_del(s->ev_tick);
 	event_del(s->ev_resume);
 	event_del(s->ev_balance);
@@ -763,6 +785,16 @@ int vad_server_run(struct vad_server *s)
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_UID),
 		   (unsigned long long)vad_notes_total(&s->gate.notes, VAD_NOTE_HELLO_TIMEOUT));
 	return rc;
+}
+
+bool vad_server_restart_requested(struct vad_server *s)
+{
+	return __atomic_load_n(&s->restart_requested, __ATOMIC_RELAXED);
+}
+
+struct vad_service *vad_server_service(struct vad_server *s)
+{
+	return s->svc;
 }
 
 void vad_server_stop(struct vad_server *s)

@@ -44,7 +44,9 @@ struct vad_server {
 	bool listening;
 	bool watchdog;
 	uint64_t watchdog_usec;
-	struct vad_gate gate; /* slots, notes of refusals and timeouts (gate.c) */
+	struct vad_gate gate;	  /* slots, notes of refusals and timeouts (gate.c) */
+	struct event *ev_restart; /* SIGUSR2: stop, then re-execute with the same fds */
+	bool restart_requested;	  /* atomic */
 	char stats_db[PATH_MAX];
 	uint64_t stats_interval_ms, stats_retention_ms;
 	struct vad_stats_writer *stats;

@@ -94,6 +94,9 @@ struct vad_service {
 	/* start_ms's moment since the epoch: the start time metrics report, fixed (reading the
 	 * clocks again at each rendering would jitter, and changes() would see restarts) */
 	uint64_t start_realtime_ms;
+	/* Restart in place (vactl restart): set by the server; NULL where no server runs the
+	 * service (unit tests, fuzzers), which then refuse it. */
+	void (*request_restart)(void);
 };
 
 /* Build the service over opened arenas; on success it owns the array and each arena, on

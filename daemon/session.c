@@ -40,6 +40,7 @@ struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_pe
 		vad_scratch_fini(&s->scratch);
 		goto fail;
 	}
+	s->holder.state_holder = (uint32_t)s->id; /* what its records in the state file name */
 	return s;
 fail:
 	vad_peer_free(&s->peer);

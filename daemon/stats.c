@@ -211,6 +211,8 @@ static void collect_session(void *arg, struct vad_holder *h)
 {
 	struct session_list *l = arg;
 	struct vad_session *s = h->owner;
+	if (!s)
+		return; /* no session: holds restored from the state file (persist.h) */
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 32;
 		struct session_row *rows = realloc(l->rows, cap * sizeof(*rows));

@@ -315,6 +315,10 @@ static enum vad_attach_status attach_take(struct vad_registry *reg, struct vad_h
 		goto unreserve;
 	}
 	o->count++;
+	if (fresh_hold)
+		o->rec = hold_record(reg, h, r, 1);
+	else
+		hold_record_count(reg, o);
 	store64(&h->held_bytes, load64(&h->held_bytes) + r->size);
 	store64(&h->held_refs, load64(&h->held_refs) + 1);
 	return VAD_ATTACH_OK;

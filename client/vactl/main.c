@@ -14,6 +14,7 @@ static const struct vactl_cmd *const commands[] = {
     &vactl_cmd_check,	&vactl_cmd_alloc,    &vactl_cmd_free,	 &vactl_cmd_session,
     &vactl_cmd_history, &vactl_cmd_sessions, &vactl_cmd_map,	 &vactl_cmd_metrics,
     &vactl_cmd_ranges,	&vactl_cmd_tokens,   &vactl_cmd_kill,	 &vactl_cmd_config,
+    &vactl_cmd_restart,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

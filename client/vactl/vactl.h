@@ -48,7 +48,7 @@ extern const struct vactl_cmd vactl_cmd_status, vactl_cmd_arenas, vactl_cmd_clie
     vactl_cmd_stats, vactl_cmd_purge, vactl_cmd_reload, vactl_cmd_check, vactl_cmd_alloc,
     vactl_cmd_free, vactl_cmd_session, vactl_cmd_top, vactl_cmd_history, vactl_cmd_map,
     vactl_cmd_sessions, vactl_cmd_latency, vactl_cmd_metrics, vactl_cmd_ranges, vactl_cmd_tokens,
-    vactl_cmd_kill, vactl_cmd_config;
+    vactl_cmd_kill, vactl_cmd_config, vactl_cmd_restart;
 
 /* main.c */
 

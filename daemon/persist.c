@@ -1,0 +1,722 @@
+/* persist.c - arenas and state kept across a restart, and rebuilt at start; see persist.h. */
+#include "persist.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fdstore.h"
+#include "log.h"
+#include "registry.h"
+#include "service.h"
+#include "state.h"
+
+/* Holds of one session of the previous daemon, kept for resume_grace. */
+struct orphan {
+	uint32_t id;
+	struct vad_holder h;
+};
+
+struct vad_persist {
+	struct vad_stored stored;
+	bool discard;
+	struct vad_state *old; /* the newest stored state file, NULL if none */
+	int old_fd;
+	uint64_t old_gen;
+	struct vad_arena **arenas; /* the configured arenas (not owned): main's array, then the
+				      service's slots */
+	size_t n_arenas;
+	bool *fresh;	       /* [n_arenas]: made now, not taken from the store */
+	struct vad_state *cur; /* the state file this daemon writes */
+	struct vad_registry *reg;
+	struct orphan *orphans; /* sorted by id */
+	size_t n_orphans;
+	uint64_t grace_ms;
+	pthread_t grace;
+	bool grace_started;
+	bool stop; /* lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct vad_stored handover; /* vad_persist_prepare_exec: fds for the next image */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- begin: the stored fds ----------------------------------------------------------- */
+
+/* Generation of a "state.N" name; 0 if it is none. */
+static uint64_t state_gen(const char *name)
+{
+	if (strncmp(name, "state.", 6) != 0)
+		return 0;
+	char *end;
+	unsigned long long g = strtoull(name + 6, &end, 10);
+	return *end ? 0 : (uint64_t)g;
+}
+
+struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
+{
+	struct vad_persist *p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, err_len, "out of memory");
+		return NULL;
+	}
+	p->old_fd = -1;
+	p->discard = discard;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	if (vad_fdstore_take(&p->stored, err, err_len) != 0) {
+		vad_persist_free(p);
+		return NULL;
+	}
+	if (discard) {
+		for (size_t i = 0; i < p->stored.n; i++) {
+			log_warn("--discard-state: dropping the stored %s from the fd store; its "
+				 "ranges are lost",
+				 p->stored.fds[i].name);
+			vad_fdstore_remove(p->stored.fds[i].name);
+		}
+		vad_fdstore_free(&p->stored);
+		return p;
+	}
+	const char *newest = NULL;
+	for (size_t i = 0; i < p->stored.n; i++) {
+		uint64_t g = state_gen(p->stored.fds[i].name);
+		if (g > p->old_gen) {
+			p->old_gen = g;
+			newest = p->stored.fds[i].name;
+		}
+	}
+	if (!newest)
+		return p;
+	char name[VAD_FDNAME_MAX + 1];
+	snprintf(name, sizeof(name), "%s", newest);
+	p->old_fd = vad_fdstore_claim(&p->stored, name);
+	char why[512];
+	if (vad_state_open(p->old_fd, &p->old, why, sizeof(why)) != 0) {
+		snprintf(
+		    err, err_len,
+		    "refusing to start: the stored %s cannot be loaded: %s. The stored fds stay "
+		    "in the fd store for inspection; start with --discard-state to drop them "
+		    "and start empty",
+		    name, why);
+		vad_persist_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* ---- arenas ---------------------------------------------------------------------------- */
+
+/* The state file's entry for the arena called name, or NULL. */
+static const struct vad_state_arena *old_arena(const struct vad_persist *p, const char *name,
+					       uint32_t *index)
+{
+	size_t n = 0;
+	const struct vad_state_arena *a = p->old ? vad_state_arenas(p->old, &n) : NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(a[i].name, name) == 0) {
+			if (index)
+				*index = (uint32_t)i;
+			return &a[i];
+		}
+	}
+	return NULL;
+}
+
+static int adopt_arena(struct vad_persist *p, const struct vad_config *cfg, size_t i, int fd,
+		       char *err, size_t err_len)
+{
+	const struct vad_arena_conf *c = &cfg->arenas[i];
+	char why[1024];
+	if (vad_arena_adopt(c, cfg, (unsigned)i, fd, &p->arenas[i], why, sizeof(why)) != 0) {
+		snprintf(err, err_len,
+			 "refusing to start: %s. The stored fds stay in the fd store; start with "
+			 "--discard-state to drop them and start empty",
+			 why);
+		return -1;
+	}
+	struct vad_arena *a = p->arenas[i];
+	struct stat st;
+	const struct vad_state_arena *sa = old_arena(p, c->name, NULL);
+	if (sa &&
+	    (fstat(a->fd, &st) != 0 || (uint64_t)st.st_dev != sa->dev ||
+	     (uint64_t)st.st_ino != sa->ino || sa->size != c->size || sa->quantum != c->quantum)) {
+		snprintf(
+		    err, err_len,
+		    "refusing to start: the stored file of arena %s is not the one the state "
+		    "file describes (identity, size or quantum differ). The stored fds stay in "
+		    "the fd store; start with --discard-state to drop them and start empty",
+		    c->name);
+		vad_arena_close(a); /* our copy of the fd only: the store keeps its own */
+		p->arenas[i] = NULL;
+		return -1;
+	}
+	if (!sa)
+		vad_arena_release_all(a); /* no state names a range in it: all of it is free */
+	log_info("arena %s: taken back from the fd store", c->name);
+	return 0;
+}
+
+int vad_persist_open_arenas(struct vad_persist *p, const struct vad_config *cfg,
+			    struct vad_arena **arenas, char *err, size_t err_len)
+{
+	p->arenas = arenas;
+	p->n_arenas = cfg->n_arenas;
+	p->fresh = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*p->fresh));
+	if (!p->fresh) {
+		snprintf(err, err_len, "out of memory");
+		return -1;
+	}
+	size_t i;
+	for (i = 0; i < cfg->n_arenas; i++) {
+		const struct vad_arena_conf *c = &cfg->arenas[i];
+		if (c->tenancy != VAD_TENANCY_NONE)
+			continue; /* tenant arenas open on first use and are not kept (yet) */
+		char name[VAD_FDNAME_MAX + 1];
+		snprintf(name, sizeof(name), "arena.%s", c->name);
+		int fd = vad_fdstore_claim(&p->stored, name);
+		if (fd >= 0) {
+			if (adopt_arena(p, cfg, i, fd, err, err_len) != 0)
+				goto fail;
+			continue;
+		}
+		if (vad_arena_open(c, cfg, (unsigned)i, &arenas[i], err, err_len) != 0)
+			goto fail;
+		p->fresh[i] = true;
+	}
+	return 0;
+fail:
+	for (size_t j = 0; j < i; j++) {
+		vad_arena_close(arenas[j]);
+		arenas[j] = NULL;
+	}
+	return -1;
+}
+
+/* ---- restore --------------------------------------------------------------------------- */
+
+struct loaded {
+	struct vad_state_hold *h;
+	size_t n, cap;
+	uint32_t *map; /* state arena -> config arena, UINT32_MAX: none */
+	size_t n_map;
+	uint32_t max_holder;
+	char *err;
+	size_t err_len;
+};
+
+static int load_one(void *ctx, const struct vad_state_hold *h)
+{
+	struct loaded *l = ctx;
+	if (h->arena >= l->n_map || l->map[h->arena] == UINT32_MAX) {
+		snprintf(l->err, l->err_len,
+			 "the state file holds ranges of an arena this daemon has no stored file "
+			 "for (record %" PRIu64 ")",
+			 h->slot);
+		return -1;
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 4096;
+		struct vad_state_hold *n = realloc(l->h, cap * sizeof(*n));
+		if (!n) {
+			snprintf(l->err, l->err_len, "out of memory loading the state file");
+			return -1;
+		}
+		l->h = n;
+		l->cap = cap;
+	}
+	l->h[l->n] = *h;
+	l->h[l->n].arena = l->map[h->arena]; /* config index from here on */
+	if (h->holder > l->max_holder)
+		l->max_holder = h->holder;
+	l->n++;
+	return 0;
+}
+
+static int by_place(const void *a, const void *b)
+{
+	const struct vad_state_hold *x = a, *y = b;
+	if (x->arena != y->arena)
+		return x->arena < y->arena ? -1 : 1;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return x->holder < y->holder ? -1 : x->holder > y->holder;
+}
+
+static int by_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int by_orphan(const void *key, const void *elem)
+{
+	uint32_t k = *(const uint32_t *)key, e = ((const struct orphan *)elem)->id;
+	return k < e ? -1 : k > e;
+}
+
+/* Read the old state into l (arena indices mapped to the config's) and check it makes sense
+ * as a whole: ranges of one place agree on their size, none overlap, one record per holder
+ * and range. 0, or -1 with the reason in l->err. */
+static int load_state(struct vad_persist *p, const struct vad_config *cfg, struct loaded *l)
+{
+	size_t n_old = 0;
+	const struct vad_state_arena *oa = vad_state_arenas(p->old, &n_old);
+	l->map = malloc((n_old ? n_old : 1) * sizeof(*l->map));
+	if (!l->map) {
+		snprintf(l->err, l->err_len, "out of memory");
+		return -1;
+	}
+	l->n_map = n_old;
+	for (size_t i = 0; i < n_old; i++) {
+		l->map[i] = UINT32_MAX;
+		for (size_t j = 0; j < cfg->n_arenas; j++)
+			if (p->arenas[j] && !p->fresh[j] &&
+			    strcmp(oa[i].name, cfg->arenas[j].name) == 0)
+				l->map[i] = (uint32_t)j;
+	}
+	char why[256];
+	if (vad_state_scan(p->old, load_one, l, why, sizeof(why)) != 0) {
+		if (why[0] && !l->err[0])
+			snprintf(l->err, l->err_len, "%s", why);
+		return -1;
+	}
+	qsort(l->h, l->n, sizeof(*l->h), by_place);
+	for (size_t i = 1; i < l->n; i++) {
+		const struct vad_state_hold *a = &l->h[i - 1], *b = &l->h[i];
+		if (a->arena != b->arena)
+			continue;
+		const char *bad = NULL;
+		if (a->offset == b->offset && a->size != b->size)
+			bad = "two holds of one range disagree on its size";
+		else if (a->offset == b->offset && a->holder == b->holder)
+			bad = "one holder is recorded twice for one range";
+		else if (a->offset != b->offset && a->offset + a->size > b->offset)
+			bad = "two ranges overlap";
+		if (bad) {
+			snprintf(l->err, l->err_len,
+				 "the state file is inconsistent: %s (arena %s, offsets 0x%" PRIx64
+				 " and 0x%" PRIx64 ")",
+				 bad, cfg->arenas[a->arena].name, a->offset, b->offset);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One holder without a session for each distinct holder of the records. */
+static int make_orphans(struct vad_persist *p, const struct loaded *l)
+{
+	uint32_t *ids = malloc((l->n ? l->n : 1) * sizeof(*ids));
+	if (!ids)
+		return -1;
+	for (size_t i = 0; i < l->n; i++)
+		ids[i] = l->h[i].holder;
+	qsort(ids, l->n, sizeof(*ids), by_u32);
+	size_t n = 0;
+	for (size_t i = 0; i < l->n; i++)
+		if (!n || ids[n - 1] != ids[i])
+			ids[n++] = ids[i];
+	p->orphans = calloc(n ? n : 1, sizeof(*p->orphans));
+	if (!p->orphans) {
+		free(ids);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		p->orphans[i].id = ids[i];
+	p->n_orphans = n; /* each made a holder below (its uid set) */
+	free(ids);
+	/* The uid of a holder: the one its first record names. */
+	for (size_t i = 0; i < l->n; i++) {
+		struct orphan *o = bsearch(&l->h[i].holder, p->orphans, n, sizeof(*o), by_orphan);
+		if (o->h.uid)
+			continue;
+		if (vad_holder_init(p->reg, &o->h, (uid_t)l->h[i].uid, NULL) != 0)
+			return -1;
+		o->h.state_holder = o->id;
+	}
+	return 0;
+}
+
+/* Make the ranges busy in their allocators and give the holders their holds. */
+static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const struct loaded *l,
+		   char *err, size_t err_len)
+{
+	for (size_t i = 0; i < l->n;) {
+		const struct vad_state_hold *g = &l->h[i];
+		size_t end = i + 1;
+		while (end < l->n && l->h[end].arena == g->arena && l->h[end].offset == g->offset)
+			end++;
+		struct vad_range *r = vad_range_get();
+		if (!r) {
+			snprintf(err, err_len, "out of memory rebuilding the ranges");
+			return -1;
+		}
+		memset(r, 0, sizeof(*r));
+		r->offset = g->offset;
+		r->size = g->size;
+		r->arena = g->arena;
+		uint64_t got = 0;
+		int rc = va_alloc_range(p->arenas[g->arena]->vs, g->size, 0, g->offset,
+					g->offset + g->size, r, &got);
+		if (rc != VA_OK || got != g->offset) {
+			vad_range_put(r);
+			snprintf(err, err_len,
+				 "arena %s: range 0x%" PRIx64 " (%" PRIu64
+				 " bytes) cannot be made busy again: %s",
+				 cfg->arenas[g->arena].name, g->offset, g->size,
+				 rc ? va_strerror(rc) : "placed elsewhere");
+			return -1;
+		}
+		for (size_t k = i; k < end; k++) {
+			struct orphan *o = bsearch(&l->h[k].holder, p->orphans, p->n_orphans,
+						   sizeof(*o), by_orphan);
+			if (vad_registry_restore_hold(p->reg, &o->h, r, l->h[k].count,
+						      end - i > 1) != 0) {
+				snprintf(err, err_len, "cannot restore a hold: out of memory");
+				return -1;
+			}
+		}
+		i = end;
+	}
+	return 0;
+}
+
+/* The new state file: the configured arenas (a section with tenancy has an entry nothing
+ * points at, so indices stay the config's). */
+static int create_state(struct vad_persist *p, const struct vad_config *cfg, uint64_t min_recs,
+			uint64_t next_session, char *err, size_t err_len)
+{
+	struct vad_state_arena *sa = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*sa));
+	if (!sa) {
+		snprintf(err, err_len, "out of memory");
+		return -1;
+	}
+	uint64_t cap = 65536;
+	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		const struct vad_arena_conf *c = &cfg->arenas[i];
+		snprintf(sa[i].name, sizeof(sa[i].name), "%s", c->name);
+		sa[i].size = c->size;
+		sa[i].quantum = c->quantum;
+		struct stat st;
+		if (p->arenas[i] && fstat(p->arenas[i]->fd, &st) == 0) {
+			sa[i].dev = (uint64_t)st.st_dev;
+			sa[i].ino = (uint64_t)st.st_ino;
+		}
+		if (p->arenas[i])
+			cap += 2 * (c->size / c->quantum); /* each range, and a share of each */
+	}
+	if (cap < min_recs + 65536)
+		cap = min_recs + 65536;
+	if (cap > VAD_STATE_CAPACITY_MAX)
+		cap = VAD_STATE_CAPACITY_MAX;
+	int rc = vad_state_create(sa, cfg->n_arenas, cap, next_session, &p->cur, err, err_len);
+	free(sa);
+	return rc;
+}
+
+/* Check every allocator the state touched and the registry. */
+static int verify(struct vad_persist *p, const struct vad_config *cfg, char *err, size_t err_len)
+{
+	char msg[512];
+	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		if (p->arenas[i] && va_check(p->arenas[i]->vs, msg, sizeof(msg)) != 0) {
+			snprintf(err, err_len,
+				 "arena %s fails its allocator check after the rebuild: %s",
+				 cfg->arenas[i].name, msg);
+			return -1;
+		}
+	}
+	uint64_t t = now_ms();
+	if (vad_registry_check(p->reg, msg, sizeof(msg)) != 0) {
+		snprintf(err, err_len, "the rebuilt registry fails its check: %s", msg);
+		return -1;
+	}
+	log_debug("restore: the registry check took %" PRIu64 " ms", now_ms() - t);
+	return 0;
+}
+
+/* Hand the fresh arenas and the new state file to the fd store, then forget the old state
+ * files and the stored arenas no section names any more. A crash in between leaves two
+ * states stored: the next start takes the newest. */
+static void store_all(struct vad_persist *p, const struct vad_config *cfg)
+{
+	if (!vad_fdstore_available()) {
+		log_info("no service manager ($NOTIFY_SOCKET unset): the arenas and the state file "
+			 "are not kept outside the daemon");
+		return;
+	}
+	char err[512], name[VAD_FDNAME_MAX + 1];
+	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		if (!p->arenas[i] || !p->fresh[i])
+			continue;
+		snprintf(name, sizeof(name), "arena.%s", cfg->arenas[i].name);
+		if (vad_fdstore_put(p->arenas[i]->fd, name, err, sizeof(err)) != 0)
+			log_warn("%s", err);
+	}
+	snprintf(name, sizeof(name), "state.%" PRIu64, p->old_gen + 1);
+	if (p->cur && vad_fdstore_put(vad_state_fd(p->cur), name, err, sizeof(err)) != 0)
+		log_warn("%s: a restart will lose the live ranges", err);
+	for (size_t i = 0; i < p->stored.n; i++) {
+		if (p->stored.fds[i].fd < 0)
+			continue; /* claimed: in use */
+		log_info("dropping the stored %s from the fd store: %s", p->stored.fds[i].name,
+			 state_gen(p->stored.fds[i].name) ? "an older state file"
+							  : "no arena of the config has that name");
+		vad_fdstore_remove(p->stored.fds[i].name);
+	}
+	if (p->old) {
+		snprintf(name, sizeof(name), "state.%" PRIu64, p->old_gen);
+		vad_fdstore_remove(name);
+	}
+	vad_fdstore_free(&p->stored); /* closes what was not claimed */
+}
+
+static void *grace_main(void *arg)
+{
+	struct vad_persist *p = arg;
+	uint64_t deadline = now_ms() + p->grace_ms;
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop && now_ms() < deadline) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t left = deadline - now_ms();
+		ts.tv_sec += (time_t)(left / 1000);
+		ts.tv_nsec += (long)(left % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+	}
+	bool stopped = p->stop;
+	pthread_mutex_unlock(&p->lock);
+	if (stopped)
+		return NULL; /* vad_persist_end gives them up */
+	uint64_t refs = 0;
+	for (size_t i = 0; i < p->n_orphans; i++) {
+		refs += load64(&p->orphans[i].h.held_refs);
+		vad_holder_fini(p->reg, &p->orphans[i].h);
+	}
+	log_notice("resume_grace over: dropped %" PRIu64 " references of %zu sessions of the "
+		   "previous daemon that did not come back",
+		   refs, p->n_orphans);
+	pthread_mutex_lock(&p->lock);
+	p->n_orphans = 0;
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
+			const struct vad_config *cfg, char *err, size_t err_len)
+{
+	uint64_t t0 = now_ms();
+	p->reg = svc->reg;
+	p->arenas = svc->arenas; /* the service took the array main made: its first slots */
+	p->grace_ms = cfg->resume_grace_ms;
+	char why[1024] = "";
+	struct loaded l = {.err = why, .err_len = sizeof(why)};
+	uint64_t next_session = 1;
+	if (p->old) {
+		if (load_state(p, cfg, &l) != 0)
+			goto refuse;
+		next_session = vad_state_next_session(p->old);
+		if ((uint64_t)l.max_holder + 1 > next_session)
+			next_session = (uint64_t)l.max_holder + 1;
+	}
+	if (create_state(p, cfg, l.n, next_session, why, sizeof(why)) != 0) {
+		if (p->old)
+			goto refuse; /* it holds ranges that must not be lost */
+		/* Nothing to keep yet: serve, but say a restart will lose what clients get. */
+		log_warn("%s: running without a state file, a restart will lose every live range",
+			 why);
+	}
+	p->reg->state = p->cur;
+	p->reg->state_arenas = cfg->n_arenas;
+	uint64_t t_load = now_ms();
+	if (make_orphans(p, &l) != 0) {
+		snprintf(why, sizeof(why), "out of memory rebuilding the holders");
+		goto refuse;
+	}
+	if (rebuild(p, cfg, &l, why, sizeof(why)) != 0)
+		goto refuse;
+	uint64_t t_rebuild = now_ms();
+	if (verify(p, cfg, why, sizeof(why)) != 0)
+		goto refuse;
+	uint64_t t_verify = now_ms();
+	/* Free space may hold what a range freed just before a crash held: zeros for its next
+	 * holder, as always. */
+	for (size_t i = 0; p->old && i < cfg->n_arenas; i++)
+		if (p->arenas[i] && !p->fresh[i])
+			va_release_free(p->arenas[i]->vs);
+	if (p->old)
+		log_info("restore: loading %" PRIu64 " ms, rebuilding %" PRIu64
+			 " ms, checking %" PRIu64 " ms, releasing free space %" PRIu64 " ms",
+			 t_load - t0, t_rebuild - t_load, t_verify - t_rebuild,
+			 now_ms() - t_verify);
+	svc->next_session_id = next_session;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < l.n; i++)
+		bytes += (uint64_t)l.h[i].count * l.h[i].size;
+	if (p->old)
+		log_notice("restored %zu holds (%" PRIu64
+			   " bytes) of %zu sessions from state.%" PRIu64 " in %" PRIu64
+			   " ms; they are kept %" PRIu64 " ms for their clients",
+			   l.n, bytes, p->n_orphans, p->old_gen, now_ms() - t0, p->grace_ms);
+	free(l.h);
+	free(l.map);
+	store_all(p, cfg);
+	if (p->n_orphans) {
+		int e = pthread_create(&p->grace, NULL, grace_main, p);
+		if (e)
+			log_warn(
+			    "cannot start the resume_grace timer (%s): the holds of the previous "
+			    "daemon's sessions stay until the next restart",
+			    strerror(e));
+		p->grace_started = e == 0;
+	}
+	return 0;
+refuse:
+	free(l.h);
+	free(l.map);
+	snprintf(err, err_len,
+		 "refusing to start: the stored state cannot be restored: %s. The stored fds stay "
+		 "in the fd store for inspection; start with --discard-state to drop them and "
+		 "start empty",
+		 why);
+	return -1;
+}
+
+/* ---- stop ------------------------------------------------------------------------------ */
+
+void vad_persist_freeze(struct vad_service *svc)
+{
+	if (!svc->reg->state)
+		return;
+	__atomic_store_n(&svc->reg->state_frozen, true, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < svc->n_slots; i++)
+		if (svc->arenas[i])
+			__atomic_store_n(&svc->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);
+}
+
+void vad_persist_end(struct vad_persist *p)
+{
+	if (!p)
+		return;
+	/* Whatever stops the daemon, the state file keeps what it says now. */
+	if (p->reg && p->reg->state) {
+		__atomic_store_n(&p->reg->state_frozen, true, __ATOMIC_RELAXED);
+		for (size_t i = 0; i < p->n_arenas; i++)
+			if (p->arenas[i])
+				__atomic_store_n(&p->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	if (p->grace_started)
+		pthread_join(p->grace, NULL);
+	for (size_t i = 0; i < p->n_orphans; i++)
+		if (p->orphans[i].h.uid)
+			vad_holder_fini(p->reg, &p->orphans[i].h);
+	p->n_orphans = 0;
+}
+
+int vad_persist_prepare_exec(struct vad_persist *p)
+{
+	if (!p->cur) {
+		log_err("restart in place: this daemon has no state file to hand over");
+		return -1;
+	}
+	p->handover.fds = calloc(p->n_arenas + 1, sizeof(*p->handover.fds));
+	if (!p->handover.fds) {
+		log_err("restart in place: out of memory");
+		return -1;
+	}
+	/* Above any fd number the move to 3, 4, ... writes to. */
+	int min = (int)(p->n_arenas + 1) + 3;
+	for (size_t i = 0; i < p->n_arenas; i++) {
+		if (!p->arenas[i])
+			continue;
+		struct vad_stored_fd *h = &p->handover.fds[p->handover.n];
+		snprintf(h->name, sizeof(h->name), "arena.%s", p->arenas[i]->conf.name);
+		h->fd = fcntl(p->arenas[i]->fd, F_DUPFD_CLOEXEC, min);
+		if (h->fd < 0)
+			goto fail;
+		p->handover.n++;
+	}
+	struct vad_stored_fd *h = &p->handover.fds[p->handover.n];
+	snprintf(h->name, sizeof(h->name), "state.%" PRIu64, p->old_gen + 1);
+	h->fd = fcntl(vad_state_fd(p->cur), F_DUPFD_CLOEXEC, min);
+	if (h->fd < 0)
+		goto fail;
+	p->handover.n++;
+	return 0;
+fail:
+	log_err("restart in place: cannot keep the fds: %s", strerror(errno));
+	vad_fdstore_free(&p->handover);
+	return -1;
+}
+
+void vad_persist_exec(struct vad_persist *p, char **argv)
+{
+	size_t n = p->handover.n;
+	char *names = calloc(n, VAD_FDNAME_MAX + 2);
+	if (!names || !n) {
+		log_err("restart in place: nothing to hand over");
+		free(names);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strcat(names, ":");
+		strcat(names, p->handover.fds[i].name);
+		/* Each above 3 + n, so no move clobbers one not moved yet. */
+		if (dup2(p->handover.fds[i].fd, 3 + (int)i) < 0) {
+			log_err("restart in place: dup2: %s", strerror(errno));
+			free(names);
+			return;
+		}
+	}
+	char num[24], pid[24];
+	snprintf(num, sizeof(num), "%zu", n);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("LISTEN_FDS", num, 1);
+	setenv("LISTEN_FDNAMES", names, 1);
+	setenv("LISTEN_PID", pid, 1);
+	free(names);
+	log_notice("restarting in place: executing /proc/self/exe with %zu fds", n);
+	execv("/proc/self/exe", argv);
+	log_err("restart in place: cannot execute /proc/self/exe: %s; stopping instead",
+		strerror(errno));
+}
+
+void vad_persist_free(struct vad_persist *p)
+{
+	if (!p)
+		return;
+	vad_fdstore_free(&p->handover);
+	vad_fdstore_free(&p->stored);
+	vad_state_close(p->old);
+	if (p->old_fd >= 0)
+		close(p->old_fd);
+	vad_state_close(p->cur);
+	free(p->orphans);
+	free(p->fresh);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	free(p);
+}

@@ -1,0 +1,413 @@
+/* state.c - the state file: header, records, slots, the loader's checks; see state.h. */
+#include "state.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGE		4096u
+#define REC_VALID	(1ull << 63)
+#define REC_CHECK_SHIFT 48
+#define REC_CHECK_MASK	0x7fffull
+#define REC_ARENA_SHIFT 32
+#define CACHE_SLOTS	64 /* per-thread cache of free slots; half moves at a time */
+
+/* The header at offset 0. Fixed fields only; the arenas follow it. */
+struct state_header {
+	char magic[8];
+	uint32_t version, header_size; /* header_size: a multiple of 4096, records follow */
+	uint32_t record_size, n_arenas;
+	uint64_t capacity;     /* record slots */
+	uint64_t high_water;   /* atomic: slots at or above it were never used */
+	uint64_t next_session; /* the first session id the next daemon gives out */
+	uint64_t reserved[2];
+};
+_Static_assert(sizeof(struct state_header) == 64, "state header is 64 bytes");
+_Static_assert(sizeof(struct vad_state_arena) == 96, "state arena entry is 96 bytes");
+
+/* One hold. head: valid bit, 15 check bits, 16 bits of arena, 32 bits of count. */
+struct state_record {
+	uint64_t head;
+	uint64_t offset, size;
+	uint32_t holder, uid;
+};
+_Static_assert(sizeof(struct state_record) == 32, "state record is 32 bytes");
+
+struct vad_state {
+	int fd;
+	bool own_fd;
+	void *map;
+	size_t map_len;
+	struct state_header *hdr;
+	struct vad_state_arena *arenas;
+	struct state_record *rec;
+	uint64_t id; /* tells a thread's cache which state its slots belong to */
+	pthread_mutex_t lock;
+	uint32_t *free_slots; /* lock: slots given back beyond the threads' caches */
+	size_t n_free, cap_free;
+	uint64_t full; /* atomic */
+};
+
+static uint64_t next_state_id = 1; /* atomic */
+
+static __thread struct {
+	uint64_t state_id;
+	uint32_t n;
+	uint32_t slot[CACHE_SLOTS];
+} cache;
+
+/* 15 check bits over everything a record says, so a stray write is seen as one. */
+static uint64_t record_check(uint64_t offset, uint64_t size, uint32_t holder, uint32_t uid,
+			     uint32_t arena, uint32_t count)
+{
+	uint64_t x = offset * 0x9e3779b97f4a7c15ull;
+	x ^= (size + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
+	x ^= ((uint64_t)holder << 32 | uid) * 0x94d049bb133111ebull;
+	x ^= ((uint64_t)arena << 32 | count) * 0xd6e8feb86659fd93ull;
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ull;
+	return (x >> 40) & REC_CHECK_MASK;
+}
+
+static uint64_t record_head(const struct state_record *r, uint32_t arena, uint32_t count)
+{
+	return REC_VALID |
+	       record_check(r->offset, r->size, r->holder, r->uid, arena, count)
+		   << REC_CHECK_SHIFT |
+	       (uint64_t)arena << REC_ARENA_SHIFT | count;
+}
+
+static size_t header_bytes(size_t n_arenas)
+{
+	size_t b = sizeof(struct state_header) + n_arenas * sizeof(struct vad_state_arena);
+	return (b + PAGE - 1) / PAGE * PAGE;
+}
+
+static int map_state(struct vad_state *st, size_t len, char *err, size_t err_len)
+{
+	st->map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, st->fd, 0);
+	if (st->map == MAP_FAILED) {
+		st->map = NULL;
+		snprintf(err, err_len, "cannot map the state file (%zu bytes): %s", len,
+			 strerror(errno));
+		return -1;
+	}
+	st->map_len = len;
+	st->hdr = st->map;
+	st->arenas = (struct vad_state_arena *)(st->hdr + 1);
+	st->rec = (struct state_record *)((char *)st->map + st->hdr->header_size);
+	st->id = __atomic_fetch_add(&next_state_id, 1, __ATOMIC_RELAXED);
+	pthread_mutex_init(&st->lock, NULL);
+	return 0;
+}
+
+int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint64_t capacity,
+		     uint64_t next_session, struct vad_state **out, char *err, size_t err_len)
+{
+	*out = NULL;
+	if (n_arenas > VAD_STATE_ARENAS_MAX || capacity > VAD_STATE_CAPACITY_MAX) {
+		snprintf(err, err_len,
+			 "state file: %zu arenas and %llu holds is more than it can keep (%u "
+			 "arenas, %llu holds)",
+			 n_arenas, (unsigned long long)capacity, VAD_STATE_ARENAS_MAX,
+			 (unsigned long long)VAD_STATE_CAPACITY_MAX);
+		return -1;
+	}
+	struct vad_state *st = calloc(1, sizeof(*st));
+	if (!st) {
+		snprintf(err, err_len, "state file: out of memory");
+		return -1;
+	}
+	size_t hb = header_bytes(n_arenas);
+	size_t len = hb + capacity * sizeof(struct state_record);
+	st->fd = memfd_create("vad-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	st->own_fd = true;
+	if (st->fd < 0 || ftruncate(st->fd, (off_t)len) != 0) {
+		snprintf(err, err_len, "state file: cannot create a memfd of %zu bytes: %s", len,
+			 strerror(errno));
+		goto fail;
+	}
+	/* Its size never changes: a reader can trust the size it checked. */
+	fcntl(st->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+	struct state_header h = {.version = VAD_STATE_VERSION,
+				 .header_size = (uint32_t)hb,
+				 .record_size = sizeof(struct state_record),
+				 .n_arenas = (uint32_t)n_arenas,
+				 .capacity = capacity,
+				 .next_session = next_session};
+	memcpy(h.magic, VAD_STATE_MAGIC, 8);
+	if (pwrite(st->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    (n_arenas && pwrite(st->fd, arenas, n_arenas * sizeof(*arenas), sizeof(h)) !=
+			     (ssize_t)(n_arenas * sizeof(*arenas)))) {
+		snprintf(err, err_len, "state file: cannot write its header: %s", strerror(errno));
+		goto fail;
+	}
+	if (map_state(st, len, err, err_len) != 0)
+		goto fail;
+	*out = st;
+	return 0;
+fail:
+	if (st->fd >= 0)
+		close(st->fd);
+	free(st);
+	return -1;
+}
+
+int vad_state_open(int fd, struct vad_state **out, char *err, size_t err_len)
+{
+	*out = NULL;
+	struct stat sb;
+	struct state_header h;
+	if (fstat(fd, &sb) != 0) {
+		snprintf(err, err_len, "state file: fstat: %s", strerror(errno));
+		return -1;
+	}
+	if (sb.st_size < (off_t)sizeof(h) || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+		snprintf(err, err_len, "state file: truncated: %lld bytes, not even a header",
+			 (long long)sb.st_size);
+		return -1;
+	}
+	if (memcmp(h.magic, VAD_STATE_MAGIC, 8) != 0) {
+		snprintf(err, err_len, "state file: not a vad state file (bad magic)");
+		return -1;
+	}
+	if (h.version == 0 || h.version > VAD_STATE_VERSION) {
+		snprintf(err, err_len,
+			 "state file: format version %u, this vad knows 1 to %u (was it written by "
+			 "a newer vad?)",
+			 h.version, VAD_STATE_VERSION);
+		return -1;
+	}
+	uint64_t need;
+	if (h.record_size != sizeof(struct state_record) || h.n_arenas > VAD_STATE_ARENAS_MAX ||
+	    h.capacity > VAD_STATE_CAPACITY_MAX || h.header_size % PAGE ||
+	    h.header_size < header_bytes(h.n_arenas)) {
+		snprintf(err, err_len,
+			 "state file: inconsistent header (record size %u, %u arenas, capacity "
+			 "%llu, header %u bytes)",
+			 h.record_size, h.n_arenas, (unsigned long long)h.capacity, h.header_size);
+		return -1;
+	}
+	need = h.header_size + h.capacity * h.record_size;
+	if ((uint64_t)sb.st_size < need) {
+		snprintf(err, err_len,
+			 "state file: truncated: %lld bytes where its header promises %llu",
+			 (long long)sb.st_size, (unsigned long long)need);
+		return -1;
+	}
+	struct vad_state *st = calloc(1, sizeof(*st));
+	if (!st) {
+		snprintf(err, err_len, "state file: out of memory");
+		return -1;
+	}
+	st->fd = fd;
+	if (map_state(st, (size_t)need, err, err_len) != 0) {
+		free(st);
+		return -1;
+	}
+	for (uint32_t i = 0; i < h.n_arenas; i++) {
+		const struct vad_state_arena *a = &st->arenas[i];
+		if (memchr(a->name, 0, sizeof(a->name)) == NULL || !a->name[0] || !a->quantum ||
+		    a->size % a->quantum) {
+			snprintf(err, err_len, "state file: arena entry %u is malformed", i);
+			vad_state_close(st);
+			return -1;
+		}
+	}
+	if (st->hdr->high_water > h.capacity) {
+		snprintf(err, err_len, "state file: %llu slots used of %llu (corrupted header)",
+			 (unsigned long long)st->hdr->high_water, (unsigned long long)h.capacity);
+		vad_state_close(st);
+		return -1;
+	}
+	*out = st;
+	return 0;
+}
+
+void vad_state_close(struct vad_state *st)
+{
+	if (!st)
+		return;
+	if (st->map)
+		munmap(st->map, st->map_len);
+	if (st->own_fd && st->fd >= 0)
+		close(st->fd);
+	pthread_mutex_destroy(&st->lock);
+	free(st->free_slots);
+	free(st);
+}
+
+int vad_state_fd(const struct vad_state *st)
+{
+	return st->fd;
+}
+
+const struct vad_state_arena *vad_state_arenas(const struct vad_state *st, size_t *n)
+{
+	*n = st->hdr->n_arenas;
+	return st->arenas;
+}
+
+uint64_t vad_state_next_session(const struct vad_state *st)
+{
+	return st->hdr->next_session;
+}
+
+int vad_state_scan(const struct vad_state *st, int (*fn)(void *ctx, const struct vad_state_hold *h),
+		   void *ctx, char *err, size_t err_len)
+{
+	uint64_t n = __atomic_load_n(&st->hdr->high_water, __ATOMIC_ACQUIRE);
+	uint32_t n_arenas = st->hdr->n_arenas;
+	for (uint64_t i = 0; i < n; i++) {
+		const struct state_record *r = &st->rec[i];
+		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+		if (!(head & REC_VALID))
+			continue;
+		struct vad_state_hold h = {.slot = i,
+					   .arena = (uint32_t)(head >> REC_ARENA_SHIFT) & 0xffff,
+					   .holder = r->holder,
+					   .uid = r->uid,
+					   .count = (uint32_t)head,
+					   .offset = r->offset,
+					   .size = r->size};
+		const char *bad = NULL;
+		const struct vad_state_arena *a = h.arena < n_arenas ? &st->arenas[h.arena] : NULL;
+		if (((head >> REC_CHECK_SHIFT) & REC_CHECK_MASK) !=
+		    record_check(h.offset, h.size, h.holder, h.uid, h.arena, h.count))
+			bad = "its check bits do not match its contents";
+		else if (!a)
+			bad = "it names an arena the file does not have";
+		else if (!h.count)
+			bad = "it holds no reference";
+		else if (!h.size || h.size % a->quantum || h.offset % a->quantum ||
+			 h.offset >= a->size || h.size > a->size - h.offset)
+			bad = "its range is not a whole number of quanta inside its arena";
+		if (bad) {
+			snprintf(err, err_len, "state file: record %llu is corrupted: %s",
+				 (unsigned long long)i, bad);
+			return -1;
+		}
+		if (fn(ctx, &h))
+			return -1;
+	}
+	return 0;
+}
+
+/* Move half a cache's worth of slots between the thread's cache and the shared list (carving
+ * fresh ones past the high-water mark when the list is empty). */
+static void cache_refill(struct vad_state *st)
+{
+	pthread_mutex_lock(&st->lock);
+	while (cache.n < CACHE_SLOTS / 2 && st->n_free)
+		cache.slot[cache.n++] = st->free_slots[--st->n_free];
+	uint64_t hw = st->hdr->high_water;
+	/* Highest first into the cache, so the lowest comes out first. */
+	uint32_t want = CACHE_SLOTS / 2 - cache.n;
+	if (want > st->hdr->capacity - hw)
+		want = (uint32_t)(st->hdr->capacity - hw);
+	for (uint32_t i = want; i-- > 0;)
+		cache.slot[cache.n++] = (uint32_t)(hw + i);
+	/* Published before any record in the new slots is. */
+	__atomic_store_n(&st->hdr->high_water, hw + want, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void cache_spill(struct vad_state *st)
+{
+	pthread_mutex_lock(&st->lock);
+	if (st->n_free + CACHE_SLOTS / 2 > st->cap_free) {
+		size_t cap = st->cap_free ? st->cap_free * 2 : 1024;
+		uint32_t *f = realloc(st->free_slots, cap * sizeof(*f));
+		if (f) {
+			st->free_slots = f;
+			st->cap_free = cap;
+		}
+	}
+	/* Without room the slots are forgotten: they stay empty until the next start. */
+	while (cache.n > CACHE_SLOTS / 2) {
+		uint32_t s = cache.slot[--cache.n];
+		if (st->n_free < st->cap_free)
+			st->free_slots[st->n_free++] = s;
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+static void cache_bind(struct vad_state *st)
+{
+	if (cache.state_id != st->id) {
+		cache.state_id = st->id; /* another state's slots stay empty in it */
+		cache.n = 0;
+	}
+}
+
+uint32_t vad_state_put(struct vad_state *st, uint32_t arena, uint64_t offset, uint64_t size,
+		       uint32_t holder, uint32_t uid, uint32_t count)
+{
+	cache_bind(st);
+	if (!cache.n)
+		cache_refill(st);
+	if (!cache.n) {
+		if (__atomic_fetch_add(&st->full, 1, __ATOMIC_RELAXED) == 0)
+			log_warn(
+			    "the state file is full (%llu holds): holds granted from now on are "
+			    "not kept across a restart (logged once)",
+			    (unsigned long long)st->hdr->capacity);
+		return 0;
+	}
+	uint32_t slot = cache.slot[--cache.n];
+	struct state_record *r = &st->rec[slot];
+	r->offset = offset;
+	r->size = size;
+	r->holder = holder;
+	r->uid = uid;
+	__atomic_store_n(&r->head, record_head(r, arena, count), __ATOMIC_RELEASE);
+	return slot + 1;
+}
+
+void vad_state_set_count(struct vad_state *st, uint32_t rec, uint32_t count)
+{
+	if (!rec)
+		return;
+	struct state_record *r = &st->rec[rec - 1];
+	uint32_t arena = (uint32_t)(r->head >> REC_ARENA_SHIFT) & 0xffff;
+	__atomic_store_n(&r->head, record_head(r, arena, count), __ATOMIC_RELEASE);
+}
+
+void vad_state_drop(struct vad_state *st, uint32_t rec)
+{
+	if (!rec)
+		return;
+	__atomic_store_n(&st->rec[rec - 1].head, 0, __ATOMIC_RELEASE);
+	cache_bind(st);
+	if (cache.n == CACHE_SLOTS)
+		cache_spill(st);
+	cache.slot[cache.n++] = rec - 1;
+}
+
+uint64_t vad_state_full(const struct vad_state *st)
+{
+	return __atomic_load_n(&st->full, __ATOMIC_RELAXED);
+}
+
+uint64_t vad_state_records(const struct vad_state *st)
+{
+	/* Counted when asked: a shared counter would be one more contended line per request. */
+	uint64_t n = 0, hw = __atomic_load_n(&st->hdr->high_water, __ATOMIC_ACQUIRE);
+	for (uint64_t i = 0; i < hw; i++)
+		n += (__atomic_load_n(&st->rec[i].head, __ATOMIC_RELAXED) & REC_VALID) != 0;
+	return n;
+}
+
+uint64_t vad_state_bytes_used(const struct vad_state *st)
+{
+	return st->hdr->header_size + __atomic_load_n(&st->hdr->high_water, __ATOMIC_RELAXED) *
+					  sizeof(struct state_record);
+}

@@ -1,0 +1,98 @@
+/*
+ * state.h - the daemon's state file: what a restarted (or crashed) vad needs to rebuild its
+ * live ranges and their holders, kept in a memfd the service manager stores beside the arena
+ * memfds (persist.h). It is written in place on the request path and is interpretable at every
+ * instruction boundary, so a kill -9 at any moment leaves something the next daemon can load.
+ *
+ * Layout: a header (magic, format version, sizes, the arenas with their file identities)
+ * padded to header_size, then `capacity` records of record_size bytes. A record is one hold:
+ * a holder (session id), its uid, an arena, a range [offset, offset + size) and how many
+ * references the holder has to it. Its fields are written first and it is published by one
+ * aligned release store of its head word (valid bit, check bits, arena, count); a count
+ * change is one store of the head too, and a drop clears the head before the allocator gets
+ * the range back. A range in an allocator without a record after a crash is simply free again.
+ * The file is sized sparse to its capacity once: only pages of slots ever used hold memory.
+ * Slots are handed out lowest first from per-thread caches over a shared free list.
+ */
+#ifndef VAD_STATE_H
+#define VAD_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VAD_STATE_MAGIC	       "VADSTATE"
+#define VAD_STATE_VERSION      1 /* the newest format this vad writes; it loads every older one */
+#define VAD_STATE_NAME_MAX     63
+#define VAD_STATE_ARENAS_MAX   1024
+#define VAD_STATE_CAPACITY_MAX (1ull << 31) /* records: 64 GiB of sparse file at most */
+
+/* One arena as the state file knows it: the records' arena field indexes these. */
+struct vad_state_arena {
+	char name[VAD_STATE_NAME_MAX + 1];
+	uint64_t size, quantum;
+	uint64_t dev, ino; /* identity of its file (fstat of the memfd) */
+};
+
+/* One hold read back from a state file. */
+struct vad_state_hold {
+	uint64_t slot;	 /* its record's index */
+	uint32_t arena;	 /* index into the file's arenas */
+	uint32_t holder; /* the session id of the holder (low 32 bits) */
+	uint32_t uid;
+	uint32_t count; /* references, at least 1 */
+	uint64_t offset, size;
+};
+
+struct vad_state;
+
+/* Create a state file (a memfd "vad-state"; "vad:" names arenas) for these arenas with room
+ * for capacity holds (at most VAD_STATE_CAPACITY_MAX), session ids going on from
+ * next_session. 0, or -1 with a sentence in err. */
+int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint64_t capacity,
+		     uint64_t next_session, struct vad_state **out, char *err, size_t err_len);
+
+/* Map an existing state file (the fd stays the caller's) and check its header against the
+ * file: magic, a version this vad knows, sizes, bounds. 0, or -1 with a sentence in err. */
+int vad_state_open(int fd, struct vad_state **out, char *err, size_t err_len);
+
+/* Unmap and free (and close the fd if vad_state_create made it). */
+void vad_state_close(struct vad_state *st);
+
+/* The state file's fd. */
+int vad_state_fd(const struct vad_state *st);
+
+/* The file's arenas (n in *n). */
+const struct vad_state_arena *vad_state_arenas(const struct vad_state *st, size_t *n);
+
+/* The first session id a daemon loading this file may give out. */
+uint64_t vad_state_next_session(const struct vad_state *st);
+
+/* Call fn for every valid record, in slot order; a record with its valid bit set that fails
+ * its check bits or its bounds (arena, offset, size, count) stops the scan. 0, or -1 with a
+ * sentence naming the record in err. fn returning nonzero stops it too (returned as -1, err
+ * left to fn). */
+int vad_state_scan(const struct vad_state *st, int (*fn)(void *ctx, const struct vad_state_hold *h),
+		   void *ctx, char *err, size_t err_len);
+
+/* Record a hold; returns its slot plus one, or 0 when the file is full (the hold is then not
+ * kept across a restart; counted in vad_state_full). Thread-safe. */
+uint32_t vad_state_put(struct vad_state *st, uint32_t arena, uint64_t offset, uint64_t size,
+		       uint32_t holder, uint32_t uid, uint32_t count);
+
+/* Change the count of the hold recorded at rec (a slot plus one; 0: nothing). */
+void vad_state_set_count(struct vad_state *st, uint32_t rec, uint32_t count);
+
+/* Clear the record rec (0: nothing) and give its slot back. */
+void vad_state_drop(struct vad_state *st, uint32_t rec);
+
+/* Holds that found the file full since it was created. */
+uint64_t vad_state_full(const struct vad_state *st);
+
+/* Records in use (counted by a pass over the slots used). */
+uint64_t vad_state_records(const struct vad_state *st);
+
+/* Bytes of the file: the header and every slot ever used (what the state costs in memory). */
+uint64_t vad_state_bytes_used(const struct vad_state *st);
+
+#endif

@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""test_restart.py - a restart that loses nothing, under a stand-in for systemd's fd store
+(fdstore_manager.py, the real sd_notify protocol):
+
+  - at start vad stores its arena file and its state file (FDSTORE=1, arena.NAME, state.N);
+  - a client holding 10k ranges with data in them: after a polite restart (SIGTERM) and
+    after a kill -9 during a busy load (a second client allocating and freeing), the same
+    busy bytes come back, the registry check (vactl check) passes, the client reads and writes
+    its memory throughout, and a new client gets none of its ranges (its ranges read zero and
+    the first client's data stays intact);
+  - the holds of the sessions that did not come back are dropped after resume_grace;
+  - a corrupted and a truncated state file are refused (exit 3, a sentence, nothing removed
+    from the store); --discard-state then starts empty and drops them.
+
+Run by test_restart.sh with VAD_BUILD_DIR set; prints "N passed, N failed".
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fdstore_manager import Manager  # noqa: E402
+
+BUILD = os.environ["VAD_BUILD_DIR"]
+VAD = os.path.join(BUILD, "vad")
+VACTL = os.path.join(BUILD, "vactl")
+N = 10000
+Q = 4096
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok: " + what, flush=True)
+    else:
+        failed += 1
+        print("FAIL: " + what, flush=True)
+    return ok
+
+
+def vactl(sock, *args):
+    r = subprocess.run([VACTL, "--socket", sock, "--json"] + list(args), capture_output=True,
+                       text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
+def busy(sock):
+    rc, out, _ = vactl(sock, "stats")
+    return json.loads(out)["totals"]["busy_bytes"] if rc == 0 else None
+
+
+def wait_for(cond, timeout, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+class Session:
+    """vactl session: ranges allocated through libvad; read and write go to the client's
+    own mapping, so they work whatever the daemon is doing."""
+
+    def __init__(self, sock):
+        self.p = subprocess.Popen([VACTL, "--socket", sock, "--json", "session"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  bufsize=1)
+
+    def run(self, lines):
+        out = []
+        for k in range(0, len(lines), 256):  # a chunk at a time: neither pipe fills up
+            chunk = lines[k:k + 256]
+            self.p.stdin.write("".join(line + "\n" for line in chunk))
+            self.p.stdin.flush()
+            out += [json.loads(self.p.stdout.readline()) for _ in chunk]
+        return out
+
+    def close(self):
+        try:
+            self.p.stdin.write("quit\n")
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.p.wait(timeout=30)
+
+
+def write_all(s, tag):
+    res = s.run(["write #%d %s-%d" % (i + 1, tag, i) for i in range(N)])
+    return all(r.get("ok") for r in res)
+
+
+def read_all(s, tag):
+    res = s.run(["read #%d 32" % (i + 1) for i in range(N)])
+    bad = [i for i, r in enumerate(res) if r.get("text") != "%s-%d" % (tag, i)]
+    if bad:
+        print("  first bad range #%d: %r" % (bad[0] + 1, res[bad[0]]), flush=True)
+    return not bad
+
+
+def start(m, argv, log):
+    m.start(argv, log)
+    return m.wait_ready(60)
+
+
+def in_place(tmp, conf):
+    """SIGUSR2 (and vactl restart) without a service manager: vad re-executes itself with
+    the same fds, the same pid."""
+    sock = os.path.join(tmp, "inplace.sock")
+    log = os.path.join(tmp, "inplace.log")
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "LISTEN_FDS")}
+    with open(log, "w") as err:
+        d = subprocess.Popen([VAD, "--config", conf, "--socket", sock], env=env, stderr=err)
+    check(wait_for(lambda: busy(sock) == 0, 30), "vad runs without a service manager")
+    a = Session(sock)
+    a.run(["alloc 4K"] * 2000)
+    a.run(["write #%d P-%d" % (i + 1, i) for i in range(2000)])
+    for how in ("SIGUSR2", "vactl restart"):
+        with open(log) as f:
+            seen = f.read().count("restored")
+        if how == "SIGUSR2":
+            d.send_signal(signal.SIGUSR2)
+        else:
+            rc, out, err = vactl(sock, "restart")
+            check(rc == 0, "vactl restart is accepted: %s%s" % (out.strip(), err.strip()))
+
+        def restored():
+            with open(log) as f:
+                return f.read().count("restored") > seen
+        check(wait_for(restored, 30) and d.poll() is None,
+              "%s: vad re-executes itself, same pid %d" % (how, d.pid))
+        check(wait_for(lambda: busy(sock) == 2000 * Q, 30),
+              "%s: the holds are back (busy %s)" % (how, busy(sock)))
+        rc, out, err = vactl(sock, "check")
+        check(rc == 0, "%s: vactl check passes" % how)
+        res = a.run(["read #%d 32" % (i + 1) for i in range(2000)])
+        check(all(r.get("text") == "P-%d" % i for i, r in enumerate(res)),
+              "%s: the client's data is intact" % how)
+    check(wait_for(lambda: busy(sock) == 0, 60), "after resume_grace the holds are dropped")
+    d.send_signal(signal.SIGTERM)
+    check(d.wait(timeout=60) == 0, "vad stops")
+    a.p.kill()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="vad-restart.")
+    sock = os.path.join(tmp, "vad.sock")
+    conf = os.path.join(tmp, "vad.conf")
+    log = os.path.join(tmp, "vad.log")
+    with open(conf, "w") as f:
+        # Long enough for the slowest sanitizer between a restart and the checks after it.
+        grace = "4s" if os.environ.get("VAD_TEST_MODE", "normal") == "normal" else "30s"
+        f.write("[vad]\nresume_grace = %s\nstats_db = %s/stats.db\nworkers = 2\n"
+                "[arena default]\nsize = 256M\n" % (grace, tmp))
+    argv = [VAD, "--config", conf, "--socket", sock]
+    m = Manager(os.path.join(tmp, "notify"))
+
+    check(start(m, argv, log), "vad starts under the fd store stand-in")
+    check("arena.default" in m.names() and "state.1" in m.names(),
+          "it stores its arena and its state file: %s" % m.names())
+
+    a = Session(sock)
+    res = a.run(["alloc 4K"] * N)
+    check(all(r.get("ok") for r in res), "client A holds %d ranges" % N)
+    check(write_all(a, "A1"), "A writes every range")
+    before = busy(sock)
+    check(before == N * Q, "busy bytes %s = what A holds" % before)
+
+    # --- polite restart
+    code = m.stop(signal.SIGTERM)
+    check(code == 0, "SIGTERM stops vad (exit %s)" % code)
+    check(read_all(a, "A1") and write_all(a, "A2"), "A reads and writes its memory while vad is down")
+    check("arena.default" in m.names() and "state.1" in m.names(), "the fds stay stored")
+    t0 = time.monotonic()
+    check(start(m, argv, log), "vad comes back with the stored fds (READY in %.0f ms)"
+          % ((time.monotonic() - t0) * 1000))
+    check("state.2" in m.names() and "state.1" not in m.names(),
+          "the new state file is stored, the old one removed: %s" % m.names())
+    check(busy(sock) == before, "busy bytes after the polite restart: %s" % busy(sock))
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "vactl check after the polite restart: %s" % out.strip())
+    check(read_all(a, "A2"), "A's data is intact")
+
+    b = Session(sock)
+    res = b.run(["alloc 4K"] * 5000)
+    check(all(r.get("ok") for r in res), "client B gets 5000 ranges")
+    res = b.run(["read #%d 4K" % (i + 1) for i in range(5000)])
+    check(all(r.get("zero") for r in res), "B's ranges read as zeros")
+    b.run(["write #%d B-%d" % (i + 1, i) for i in range(5000)])
+    check(read_all(a, "A2"), "A's data survives B's writes: no range was handed out twice")
+    b.close()
+
+    # --- kill -9 during a busy load
+    loader = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess,sys\n"
+         "p=subprocess.Popen(sys.argv[1:],stdin=subprocess.PIPE,stdout=subprocess.DEVNULL,"
+         "text=True)\n"
+         "try:\n"
+         " for k in range(1000000):\n"
+         "  p.stdin.write('alloc 8K\\nalloc 4K\\nshare #%d\\nfree #%d\\n'%(2*k+1,2*k+1))\n"
+         "except BrokenPipeError: pass\n",
+         VACTL, "--socket", sock, "--json", "session"])
+    time.sleep(random.uniform(0.2, 0.8))
+    code = m.stop(signal.SIGKILL)
+    check(code == -9, "kill -9 at a random moment of the load (exit %s)" % code)
+    check(read_all(a, "A2") and write_all(a, "A3"), "A reads and writes while vad is dead")
+    check(start(m, argv, log), "vad comes back after kill -9")
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "vactl check after kill -9: %s" % out.strip())
+    after = busy(sock)
+    check(after is not None and after >= N * Q, "A's ranges are still busy (%s bytes)" % after)
+    check(read_all(a, "A3"), "A's data is intact after kill -9")
+    loader.kill()
+    loader.wait()
+    b = Session(sock)
+    res = b.run(["alloc 4K"] * 5000)
+    res = b.run(["read #%d 4K" % (i + 1) for i in range(5000)])
+    check(all(r.get("zero") for r in res), "fresh ranges read as zeros after the crash")
+    b.run(["write #%d B-%d" % (i + 1, i) for i in range(5000)])
+    check(read_all(a, "A3"), "A's data survives a new client's writes after the crash")
+    b.close()
+    # Nobody resumes A's session (libvad does not reconnect yet): after resume_grace its
+    # holds go, like the loader's.
+    check(wait_for(lambda: busy(sock) == 0, 60),
+          "every hold of the previous daemon's sessions is dropped after resume_grace "
+          "(busy %s)" % busy(sock))
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "vactl check after the grace: %s" % out.strip())
+
+    # --- refusals: keep something in the state, then damage it
+    c = Session(sock)
+    c.run(["alloc 4K"] * 100)
+    code = m.stop(signal.SIGTERM)
+    c.close()
+    stored = sorted(m.names())
+    state = [n for n in stored if n.startswith("state.")][0]
+    # An arena whose size changed in the config cannot take its stored file back.
+    conf2 = os.path.join(tmp, "resized.conf")
+    with open(conf) as f:
+        text = f.read()
+    with open(conf2, "w") as f:
+        f.write(text.replace("size = 256M", "size = 512M"))
+    m.start([VAD, "--config", conf2, "--socket", sock], log)
+    code = m.wait_exit(60)
+    with open(log) as f:
+        last = f.read().splitlines()[-1]
+    check(code == 3 and "cannot change across a restart" in last,
+          "a resized arena is refused: %s" % last)
+    check(sorted(m.names()) == stored, "nothing left the store")
+    fd = m.fd_of(state)
+    # Damage the offset of a live record (its head word says valid), as a stray write would.
+    hdr = int.from_bytes(os.pread(fd, 4, 12), "little")  # header_size
+    high = int.from_bytes(os.pread(fd, 8, 32), "little")  # slots used
+    recs = os.pread(fd, 32 * high, hdr)
+    live = [i for i in range(high) if recs[32 * i + 7] & 0x80]
+    check(len(live) == 100, "the state file holds the 100 live holds (%d)" % len(live))
+    victim = random.choice(live)
+    os.pwrite(fd, bytes(random.randrange(256) for _ in range(8)), hdr + 32 * victim + 8)
+    m.start(argv, log)
+    code = m.wait_exit(60)
+    with open(log) as f:
+        text = f.read()
+    check(code == 3, "a corrupted state file is refused (exit %s)" % code)
+    check("refusing to start" in text.splitlines()[-1] and "corrupted" in text.splitlines()[-1],
+          "with a sentence: %s" % text.splitlines()[-1])
+    check(sorted(m.names()) == stored and not m.ready, "nothing left the store: %s" % m.names())
+
+    short = os.memfd_create("short")
+    os.write(short, os.pread(fd, 100, 0))
+    m.replace_fd(state, short)
+    m.start(argv, log)
+    code = m.wait_exit(60)
+    with open(log) as f:
+        last = f.read().splitlines()[-1]
+    check(code == 3 and "truncated" in last, "a truncated state file is refused: %s" % last)
+    check(sorted(m.names()) == stored, "nothing left the store")
+
+    check(start(m, argv + ["--discard-state"], log), "--discard-state starts anyway")
+    check(busy(sock) == 0 and state not in m.names(),
+          "empty, the old state dropped from the store: %s" % m.names())
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "vactl check after --discard-state")
+    # Socket activation and the fd store together (vad.socket + vad.service): the socket
+    # comes first in LISTEN_FDS, the stored files after it.
+    c = Session(sock)
+    c.run(["alloc 4K"] * 10)
+    m.stop(signal.SIGTERM)
+    c.close()
+    act = os.path.join(tmp, "activated.sock")
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ls.bind(act)
+    ls.listen(16)
+    m.start(argv, log, sockets=[["vad.socket", ls.fileno()]])
+    check(m.wait_ready(60), "vad starts with an activated socket and the stored fds")
+    check(busy(act) == 10 * Q, "it listens on the activated socket and has the 10 ranges "
+          "back (busy %s)" % busy(act))
+    check(m.stop(signal.SIGTERM) == 0, "and stops")
+    ls.close()
+    a.p.kill()
+    in_place(tmp, conf)
+    print("test_restart: %d passed, %d failed" % (passed, failed), flush=True)
+    if failed:
+        with open(log) as f:
+            sys.stdout.write(f.read()[-4000:])
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+/* test_daemon_state.c - the state file (daemon/state.c): records written are read back, a
+ * dropped record is gone, a count change is seen, slots are reused, and a truncated or
+ * corrupted file is refused with a sentence (never a crash). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "state.h"
+
+#define Q 4096ull
+
+static struct vad_state_arena arenas[2] = {
+    {.name = "default", .size = 1024 * Q, .quantum = Q, .dev = 1, .ino = 2},
+    {.name = "big", .size = 64 * 1024 * Q, .quantum = 16 * Q, .dev = 1, .ino = 3},
+};
+
+struct seen {
+	size_t n;
+	struct vad_state_hold h[4096];
+};
+
+static int collect(void *ctx, const struct vad_state_hold *h)
+{
+	struct seen *s = ctx;
+	if (s->n < 4096)
+		s->h[s->n] = *h;
+	s->n++;
+	return 0;
+}
+
+static struct seen *scan_ok(int fd)
+{
+	struct vad_state *st;
+	char err[256] = "";
+	assert_int_equal(vad_state_open(fd, &st, err, sizeof(err)), 0);
+	struct seen *s = calloc(1, sizeof(*s));
+	assert_int_equal(vad_state_scan(st, collect, s, err, sizeof(err)), 0);
+	vad_state_close(st);
+	return s;
+}
+
+static void test_roundtrip(void **state)
+{
+	(void)state;
+	struct vad_state *st;
+	char err[256];
+	assert_int_equal(vad_state_create(arenas, 2, 1000, 77, &st, err, sizeof(err)), 0);
+	uint32_t a = vad_state_put(st, 0, 4 * Q, 2 * Q, 5, 1000, 1);
+	uint32_t b = vad_state_put(st, 1, 32 * Q, 16 * Q, 6, 1001, 1);
+	uint32_t c = vad_state_put(st, 0, 8 * Q, Q, 6, 1001, 1);
+	assert_true(a && b && c);
+	vad_state_set_count(st, b, 3);
+	vad_state_drop(st, c);
+	assert_int_equal(vad_state_records(st), 2);
+
+	struct seen *s = scan_ok(vad_state_fd(st));
+	assert_int_equal(s->n, 2);
+	assert_int_equal(s->h[0].arena, 0);
+	assert_int_equal(s->h[0].offset, 4 * Q);
+	assert_int_equal(s->h[0].size, 2 * Q);
+	assert_int_equal(s->h[0].holder, 5);
+	assert_int_equal(s->h[0].uid, 1000);
+	assert_int_equal(s->h[0].count, 1);
+	assert_int_equal(s->h[1].arena, 1);
+	assert_int_equal(s->h[1].count, 3);
+	assert_int_equal(s->h[1].holder, 6);
+	free(s);
+
+	/* The file's own facts come back. */
+	struct vad_state *ro;
+	assert_int_equal(vad_state_open(vad_state_fd(st), &ro, err, sizeof(err)), 0);
+	size_t n;
+	const struct vad_state_arena *ar = vad_state_arenas(ro, &n);
+	assert_int_equal(n, 2);
+	assert_string_equal(ar[1].name, "big");
+	assert_int_equal(ar[1].ino, 3);
+	assert_int_equal(vad_state_next_session(ro), 77);
+	vad_state_close(ro);
+
+	/* A dropped slot is reused before the file grows. */
+	uint64_t used = vad_state_bytes_used(st);
+	for (int i = 0; i < 10; i++)
+		vad_state_drop(st, vad_state_put(st, 0, 0, Q, 9, 9, 1));
+	assert_int_equal(vad_state_bytes_used(st), used);
+	vad_state_close(st);
+}
+
+static void test_full(void **state)
+{
+	(void)state;
+	struct vad_state *st;
+	char err[256];
+	assert_int_equal(vad_state_create(arenas, 1, 3, 1, &st, err, sizeof(err)), 0);
+	assert_true(vad_state_put(st, 0, 0, Q, 1, 1, 1));
+	assert_true(vad_state_put(st, 0, Q, Q, 1, 1, 1));
+	assert_true(vad_state_put(st, 0, 2 * Q, Q, 1, 1, 1));
+	assert_int_equal(vad_state_put(st, 0, 3 * Q, Q, 1, 1, 1), 0);
+	assert_int_equal(vad_state_full(st), 1);
+	vad_state_close(st);
+}
+
+/* A copy of st's file in a fresh memfd, len bytes of it, for damaging. */
+static int copy_file(struct vad_state *st, size_t len)
+{
+	int src = vad_state_fd(st);
+	struct stat sb;
+	assert_int_equal(fstat(src, &sb), 0);
+	int fd = memfd_create("copy", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)len), 0);
+	char *buf = malloc(len);
+	size_t have = len < (size_t)sb.st_size ? len : (size_t)sb.st_size;
+	assert_int_equal(pread(src, buf, have, 0), (ssize_t)have);
+	assert_int_equal(pwrite(fd, buf, have, 0), (ssize_t)have);
+	free(buf);
+	return fd;
+}
+
+static void test_truncated_refused(void **state)
+{
+	(void)state;
+	struct vad_state *st, *ro;
+	char err[256];
+	assert_int_equal(vad_state_create(arenas, 2, 100, 1, &st, err, sizeof(err)), 0);
+	vad_state_put(st, 0, 0, Q, 1, 1, 1);
+	struct stat sb;
+	assert_int_equal(fstat(vad_state_fd(st), &sb), 0);
+	size_t cuts[] = {0, 10, 63, 64, 200, 4096, (size_t)sb.st_size - 1};
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		int fd = copy_file(st, cuts[i]);
+		err[0] = '\0';
+		assert_int_equal(vad_state_open(fd, &ro, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "state file: "));
+		close(fd);
+	}
+	vad_state_close(st);
+}
+
+static void test_corruption_refused(void **state)
+{
+	(void)state;
+	struct vad_state *st, *ro;
+	char err[256];
+	assert_int_equal(vad_state_create(arenas, 2, 64, 1, &st, err, sizeof(err)), 0);
+	for (unsigned i = 0; i < 32; i++)
+		vad_state_put(st, i % 2, (uint64_t)i * 16 * Q, 16 * Q, i, 1000, 1 + i % 3);
+	struct stat sb;
+	assert_int_equal(fstat(vad_state_fd(st), &sb), 0);
+	/* Every single flipped bit of a record is seen (or leaves a record that still makes
+	 * sense: the valid bit cleared drops it). The header's fields are checked too. */
+	size_t hdr = 4096, refused = 0, trials = 0;
+	srand(17);
+	for (size_t byte = hdr; byte < hdr + 32 * 32; byte += 3) {
+		int fd = copy_file(st, (size_t)sb.st_size);
+		unsigned char c;
+		assert_int_equal(pread(fd, &c, 1, (off_t)byte), 1);
+		c ^= (unsigned char)(1u << (rand() % 8));
+		assert_int_equal(pwrite(fd, &c, 1, (off_t)byte), 1);
+		assert_int_equal(vad_state_open(fd, &ro, err, sizeof(err)), 0);
+		struct seen *s = calloc(1, sizeof(*s));
+		err[0] = '\0';
+		int rc = vad_state_scan(ro, collect, s, err, sizeof(err));
+		trials++;
+		if (rc != 0) {
+			refused++;
+			assert_non_null(strstr(err, "is corrupted"));
+		} else {
+			assert_true(s->n == 31 || s->n == 32); /* only the valid bit went */
+		}
+		free(s);
+		vad_state_close(ro);
+		close(fd);
+	}
+	assert_true(refused >= trials * 9 / 10);
+	/* Random garbage over the header never crashes the loader. */
+	for (int t = 0; t < 200; t++) {
+		int fd = copy_file(st, (size_t)sb.st_size);
+		unsigned char junk[64];
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = (unsigned char)rand();
+		size_t at = (size_t)(rand() % 8) * 8, len = 8 + (size_t)(rand() % 56);
+		assert_int_equal(pwrite(fd, junk, len, (off_t)at), (ssize_t)len);
+		if (vad_state_open(fd, &ro, err, sizeof(err)) == 0) {
+			struct seen *s = calloc(1, sizeof(*s));
+			(void)vad_state_scan(ro, collect, s, err, sizeof(err));
+			free(s);
+			vad_state_close(ro);
+		}
+		close(fd);
+	}
+	vad_state_close(st);
+}
+
+/* Threads recording and dropping at once (the workers and the reaper do): every record that
+ * is still live comes back once, none that was dropped, and no slot is handed out twice. */
+#define THREADS	   4
+#define PER_THREAD 1000
+
+struct worker_arg {
+	struct vad_state *st;
+	unsigned id;
+	uint32_t rec[PER_THREAD];
+};
+
+static void *worker(void *p)
+{
+	struct worker_arg *w = p;
+	for (unsigned i = 0; i < PER_THREAD; i++) {
+		uint64_t off =
+		    ((uint64_t)w->id * PER_THREAD + i) * 16 * Q; /* arena 1: 16 Q quanta */
+		w->rec[i] = vad_state_put(w->st, 1, off, 16 * Q, w->id, 1000 + w->id, 1);
+		if (i % 3 == 2) { /* drop every third one a little later */
+			vad_state_drop(w->st, w->rec[i - 1]);
+			w->rec[i - 1] = 0;
+		}
+	}
+	return NULL;
+}
+
+static struct worker_arg w[THREADS];
+
+static int count_live(void *ctx, const struct vad_state_hold *h)
+{
+	size_t *c = ctx;
+	unsigned th = h->holder, i = (unsigned)(h->offset / (16 * Q)) - th * PER_THREAD;
+	assert_true(th < THREADS && i < PER_THREAD);
+	assert_int_equal(w[th].rec[i], h->slot + 1); /* live, and in its own slot */
+	(*c)++;
+	return 0;
+}
+
+static void test_threads(void **state)
+{
+	(void)state;
+	struct vad_state *st;
+	char err[256];
+	assert_int_equal(
+	    vad_state_create(arenas, 2, THREADS * PER_THREAD + 1024, 1, &st, err, sizeof(err)), 0);
+	pthread_t t[THREADS];
+	for (unsigned i = 0; i < THREADS; i++) {
+		w[i].st = st;
+		w[i].id = i;
+		assert_int_equal(pthread_create(&t[i], NULL, worker, &w[i]), 0);
+	}
+	size_t live = 0;
+	for (unsigned i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		for (unsigned k = 0; k < PER_THREAD; k++)
+			live += w[i].rec[k] != 0;
+	}
+	assert_int_equal(vad_state_records(st), live);
+	struct vad_state *ro;
+	assert_int_equal(vad_state_open(vad_state_fd(st), &ro, err, sizeof(err)), 0);
+	size_t n = 0;
+	assert_int_equal(vad_state_scan(ro, count_live, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, live);
+	vad_state_close(ro);
+	vad_state_close(st);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_roundtrip),	      cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_truncated_refused), cmocka_unit_test(test_corruption_refused),
+	    cmocka_unit_test(test_threads),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
