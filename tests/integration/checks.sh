@@ -52,3 +52,19 @@ check() {
 		fail "$desc ($(($(date +%s) - t0))s)"
 	fi
 }
+
+# Sets san and san_flags for $mode, and make_cmd: make for build tree $build that installs
+# what the tree holds (-o keeps make from relinking an artifact that is there, so sources
+# edited since the build do not change what is tested; a missing one, such as the sanitizer
+# trees' libvad.so, is built with the tree's sanitizer).
+checks_install_make() {
+	case "$mode" in
+	asan) san=asan; san_flags="-fsanitize=address,undefined -fno-omit-frame-pointer" ;;
+	tsan) san=tsan; san_flags="-fsanitize=thread" ;;
+	*) san=""; san_flags="" ;;
+	esac
+	make_cmd="make --no-print-directory O=$build SAN=$san"
+	for artifact in vad vactl libvad.a libvad.so.0.1.0; do
+		[ -e "$build/$artifact" ] && make_cmd="$make_cmd -o $build/$artifact"
+	done
+}

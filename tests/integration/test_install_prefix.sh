@@ -22,16 +22,7 @@ mode=${VAD_TEST_MODE:-normal}
 . tests/integration/checks.sh
 checks_begin vad-prefix-test
 
-case "$mode" in
-asan) san=asan; san_flags="-fsanitize=address,undefined -fno-omit-frame-pointer" ;;
-tsan) san=tsan; san_flags="-fsanitize=thread" ;;
-*) san=""; san_flags="" ;;
-esac
-# As test_packaging.sh: install what the build tree holds (-o: no relinking).
-make_cmd="make --no-print-directory O=$build SAN=$san"
-for artifact in vad vactl libvad.a libvad.so.0.1.0; do
-	[ -e "$build/$artifact" ] && make_cmd="$make_cmd -o $build/$artifact"
-done
+checks_install_make
 # The sanitizer trees have no libvad.so yet: build it here, outside the guarded install.
 # shellcheck disable=SC2086
 $make_cmd "$build/libvad.so.0.1.0" >"$tmp/out" 2>&1 || { fail "build libvad.so"; exit 1; }

@@ -22,18 +22,7 @@ mode=${VAD_TEST_MODE:-normal}
 . tests/integration/checks.sh
 checks_begin vad-pkg-test
 
-case "$mode" in
-asan) san=asan; san_flags="-fsanitize=address,undefined -fno-omit-frame-pointer" ;;
-tsan) san=tsan; san_flags="-fsanitize=thread" ;;
-*) san=""; san_flags="" ;;
-esac
-# Install what the build tree holds: -o keeps make from relinking an artifact that is there
-# (sources edited since the build must not change what is tested). One that is missing (the
-# sanitizer trees have no libvad.so) is built here, with the tree's sanitizer.
-make_cmd="make --no-print-directory O=$build SAN=$san"
-for artifact in vad vactl libvad.a libvad.so.0.1.0; do
-	[ -e "$build/$artifact" ] && make_cmd="$make_cmd -o $build/$artifact"
-done
+checks_install_make
 # shellcheck disable=SC2086
 mk() { $make_cmd "$@"; }
 
