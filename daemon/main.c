@@ -416,6 +416,18 @@ static int open_listener(struct vad_config *cfg, int *listen_fd, bool *activated
 
 /* Run the server over the open arenas and socket until it stops; the exit code. The server
  * owns the arenas once created; on failure to create it they are closed here. */
+/* Block or unblock (how) the signals the server handles: stop, reload, restart. */
+static void set_control_signals(int how)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR2);
+	pthread_sigmask(how, &set, NULL);
+}
+
 static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_fd, bool activated,
 		 struct vad_persist *persist, bool *restart)
 {
@@ -429,6 +441,7 @@ static int serve(struct vad_config *cfg, struct vad_arena **arenas, int listen_f
 		close_arenas(arenas, n_arenas);
 		return EXIT_RUNTIME;
 	}
+	set_control_signals(SIG_UNBLOCK); /* the server's signal events take them from now on */
 
 	/* Everything the previous daemon kept is back and checked before READY. */
 	if (vad_persist_restore(persist, vad_server_service(server), cfg, err, sizeof(err)) != 0) {
@@ -474,6 +487,10 @@ int main(int argc, char **argv)
 	vad_log_set_level(cfg.log_level);
 	/* clients vanish mid-write all the time; that must be an EPIPE, never a signal */
 	signal(SIGPIPE, SIG_IGN);
+	/* A stop or reload signal that comes while the arenas open or the socket is already
+	 * accepting waits until the server catches it (serve), instead of killing the daemon
+	 * half started; threads started meanwhile (the allocators' drains) never take one. */
+	set_control_signals(SIG_BLOCK);
 
 	/* First: the fds kept by the service manager leave LISTEN_FDS before the socket is
 	 * looked for there. */

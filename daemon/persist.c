@@ -607,7 +607,9 @@ void vad_persist_freeze(struct vad_service *svc)
 	if (!svc->reg->state)
 		return;
 	__atomic_store_n(&svc->reg->state_frozen, true, __ATOMIC_RELAXED);
-	for (size_t i = 0; i < svc->n_slots; i++)
+	/* Only the configured arenas are kept (state_arenas): their slots are set before any
+	 * thread runs, where a tenant slot is being opened by a worker meanwhile. */
+	for (size_t i = 0; i < svc->reg->state_arenas && i < svc->n_slots; i++)
 		if (svc->arenas[i])
 			__atomic_store_n(&svc->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);
 }

@@ -240,7 +240,7 @@ static int check_lazy(struct checker *c, unsigned i)
 static int check_inflight(struct checker *c)
 {
 	struct va_inflight *in = &c->vs->inflight;
-	uint64_t bytes = 0, blocks = 0, dbytes = 0, dblocks = 0;
+	uint64_t bytes = 0, blocks = 0, dbytes = 0, dblocks = 0, gaps = 0;
 
 	for (size_t k = 0; k < in->n; k++) {
 		const struct lazy_item *it = &in->items[k];
@@ -253,7 +253,8 @@ static int check_inflight(struct checker *c)
 			dbytes += it->end - it->start;
 			dblocks++;
 		} else {
-			bytes += it->end - it->start;
+			bytes += it->end - it->start - it->gap;
+			gaps += it->gap;
 			blocks++;
 		}
 	}
@@ -267,6 +268,8 @@ static int check_inflight(struct checker *c)
 	}
 	if (bytes != in->bytes || blocks != in->blocks)
 		return fail(c, "in-flight counters do not match the blocks being released");
+	if (gaps != in->gap_bytes)
+		return fail(c, "the gaps joined to the drain batch do not match their counter");
 	if (dbytes != in->decay_bytes || dblocks != in->decay_blocks)
 		return fail(c, "decaying pool counters do not match the drain batch");
 	return 0;

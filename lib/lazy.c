@@ -439,8 +439,9 @@ static inline void unplace(struct va_inflight *in, const struct lazy_item *it)
 		in->decay_bytes -= size;
 		in->decay_blocks--;
 	} else {
-		in->bytes -= size;
+		in->bytes -= size - it->gap;
 		in->blocks--;
+		in->gap_bytes -= it->gap;
 	}
 }
 
@@ -539,7 +540,9 @@ static void absorb_gaps(struct va_space *vs, struct va_bag *bag)
 			g = ft_carve(&vs->free.tree, g, g->start, blk_size(g), bag);
 			if (!g)
 				continue;
-			in->bytes += blk_size(g);
+			/* free space, already released: it stays out of the lazy counters */
+			in->gap_bytes += blk_size(g);
+			it->gap += blk_size(g);
 			it->end = g->end;
 			it->b->end =
 			    g->end; /* a lazy object is in no tree: its range is only read */

@@ -165,6 +165,7 @@ struct lazy_item {
 	struct va_block *b;
 	uint32_t home;	/* b->home, so placing needs no object read */
 	uint32_t flags; /* LI_*: in a drain batch */
+	uint64_t gap; /* free-tree bytes a drain joined to its end (absorb_gaps): free, not lazy */
 };
 
 /*
@@ -195,7 +196,8 @@ struct va_inflight {
 	size_t n;
 	uint64_t bytes, blocks; /* lazy: not yet placed, plus eager blocks (lazy_total has them) */
 	uint64_t decay_bytes, decay_blocks; /* pool blocks on their way to the tree: pooled */
-	struct va_block *eager;		    /* eager frees being released (next/prev list) */
+	uint64_t gap_bytes; /* free-tree gaps joined to the batch's items for one release: free */
+	struct va_block *eager; /* eager frees being released (next/prev list) */
 };
 
 struct va_space {

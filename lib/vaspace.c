@@ -483,7 +483,8 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->lazy_blocks = va_sat_add(out->lazy_blocks, vs->inflight.blocks);
 	out->pooled_bytes = va_sat_add(out->pooled_bytes, vs->inflight.decay_bytes);
 	out->pooled_blocks = va_sat_add(out->pooled_blocks, vs->inflight.decay_blocks);
-	out->free_bytes = vs->free.tree.bytes;
+	/* a drain's joined gaps are free space out of the tree for the pass */
+	out->free_bytes = vs->free.tree.bytes + vs->inflight.gap_bytes;
 	out->free_blocks = vs->free.tree.blocks;
 	out->largest_free = ft_largest(&vs->free.tree);
 	va_thaw(vs);
