@@ -344,7 +344,9 @@ struct sample {
 };
 
 /* Open fds of the daemon, not counting its stats database files (db, -wal, -shm), which
- * SQLite opens on the first snapshot and keeps. */
+ * SQLite opens on the first snapshot and keeps, nor the scheduler statistics of its worker
+ * threads (/proc/PID/task/TID/schedstat), which worker balance opens on its first sample
+ * and keeps: one per worker, however long the run. */
 static int daemon_fds(void)
 {
 	char dir[64], link[PATH_MAX], target[PATH_MAX];
@@ -358,7 +360,8 @@ static int daemon_fds(void)
 		if (len <= 0)
 			continue;
 		target[len] = '\0';
-		if (strncmp(target, daemon_.stats_db, strlen(daemon_.stats_db)) == 0)
+		if (strncmp(target, daemon_.stats_db, strlen(daemon_.stats_db)) == 0 ||
+		    (strncmp(target, "/proc/", 6) == 0 && strstr(target, "/schedstat")))
 			n--;
 	}
 	return n;
@@ -539,7 +542,8 @@ int main(void)
 	printf("  daemon RSS      start %ld KiB, after warm-up %ld KiB, last quarter %ld KiB, "
 	       "end %ld KiB\n",
 	       rss_start, rss_warm, rss_late, rss_end);
-	printf("  daemon fds      (besides the stats database) start %d, after warm-up %d, last "
+	printf("  daemon fds      (besides stats database, schedstat) start %d, after warm-up %d, "
+	       "last "
 	       "quarter %d, end %d\n",
 	       fds_start, fds_warm, fds_late, fds_end);
 	printf("  checks          %d of %d invariant checks passed; %d reloads (SIGHUP) under "
