@@ -3,8 +3,9 @@
  * replaced by a newer share), single use, expiring; each refuses later attaches with its own
  * error while the references already taken stay. And a client that guesses tokens: slowed
  * down past VAD_GUESS_FREE guesses, then closed, while a client on the same (only) worker
- * keeps completing its round trips during the guesser's pauses. vactl session's share options
- * and unshare.
+ * keeps completing its round trips during the guesser's pauses; a consumer racing its
+ * producer's frees, whose attaches of freed tokens are no guesses. vactl session's share
+ * options and unshare.
  */
 #include <pthread.h>
 #include <string.h>
@@ -255,6 +256,95 @@ static void test_vactl_session(void **state)
 	assert_clean(d);
 }
 
+/* ---- a consumer racing its producer's frees ------------------------------------------------ */
+
+/* Far more tokens than VAD_GUESS_CLOSE, far fewer than the daemon remembers dead. */
+#define RACE_TOKENS (4 * (int)VAD_GUESS_CLOSE)
+
+struct producer {
+	vad_client *c;
+	pthread_t thread;
+	char tokens[RACE_TOKENS][VAD_TOKEN_LEN + 1];
+	int published; /* atomic: tokens[0..published) are shared (and maybe freed already) */
+	int failed;    /* atomic */
+	char error[256];
+};
+
+/* Allocate, share, publish and free at once, RACE_TOKENS times: a pipeline's producer. */
+static void *producer_run(void *arg)
+{
+	struct producer *pr = arg;
+	for (int i = 0; i < RACE_TOKENS; i++) {
+		void *p;
+		int rc = vad_alloc(pr->c, PAGE, 0, &p);
+		if (rc == VAD_OK)
+			rc = vad_share(pr->c, p, pr->tokens[i]);
+		if (rc == VAD_OK) {
+			__atomic_store_n(&pr->published, i + 1, __ATOMIC_RELEASE);
+			rc = vad_free(pr->c, p);
+		}
+		if (rc != VAD_OK) {
+			snprintf(pr->error, sizeof(pr->error), "%s", vad_last_error(pr->c));
+			__atomic_store_n(&pr->failed, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* Attach token as c: attached (and let go), or refused as freed by every holder; 1 if
+ * refused. Any other answer, a closed connection above all, fails the test. */
+static int consume(vad_client *c, const char *token)
+{
+	void *q;
+	size_t size;
+	int rc = vad_attach(c, token, &q, &size);
+	if (rc == VAD_OK) {
+		VT_ASSERT_OK(c, vad_free(c, q));
+		return 0;
+	}
+	if (rc != VAD_ETOKEN || !vt_contains(vad_last_error(c), "freed by every holder"))
+		fail_msg("attach of a token freed lately: %d, \"%s\" (not refused as freed)", rc,
+			 vad_last_error(c));
+	return 1;
+}
+
+/* A consumer that attaches tokens whose ranges its producer frees at the same time is an
+ * honest client: the daemon remembers those tokens as freed, and however many such attaches
+ * fail, none is a guess, so the session is never slowed nor closed (a guesser is: below). */
+static void test_consumer_racing_frees(void **state)
+{
+	struct vt_daemon *d = *state;
+	struct producer *pr = calloc(1, sizeof(*pr));
+	assert_non_null(pr);
+	pr->c = connect_as(d, "producer");
+	vad_client *consumer = connect_as(d, "consumer");
+	assert_int_equal(0, pthread_create(&pr->thread, NULL, producer_run, pr));
+	unsigned refused = 0;
+	for (int seen = 0; seen < RACE_TOKENS && !__atomic_load_n(&pr->failed, __ATOMIC_ACQUIRE);) {
+		int n = __atomic_load_n(&pr->published, __ATOMIC_ACQUIRE);
+		for (; seen < n; seen++)
+			refused += (unsigned)consume(consumer, pr->tokens[seen]);
+	}
+	pthread_join(pr->thread, NULL);
+	if (pr->failed)
+		fail_msg("producer: %s", pr->error);
+	/* Every range is freed now: each token is refused once more, so that the refusals
+	 * certainly pass VAD_GUESS_CLOSE. */
+	for (int i = 0; i < RACE_TOKENS; i++)
+		refused += (unsigned)consume(consumer, pr->tokens[i]);
+	print_message("%u of %u attaches refused as freed\n", refused, 2 * RACE_TOKENS);
+	assert_true(refused >= RACE_TOKENS);
+	assert_int_equal(refused, failed_attaches(d, consumer));
+	void *p; /* still connected, and not paused */
+	VT_ASSERT_OK(consumer, vad_alloc(consumer, PAGE, 0, &p));
+	VT_ASSERT_OK(consumer, vad_free(consumer, p));
+	vad_close(consumer);
+	vad_close(pr->c);
+	free(pr);
+	assert_clean(d);
+}
+
 /* ---- a guesser beside a bystander on the same worker -------------------------------------- */
 
 struct bystander {
@@ -414,6 +504,7 @@ int main(void)
 	    cmocka_unit_test(test_single_use),
 	    cmocka_unit_test(test_expiring),
 	    cmocka_unit_test(test_vactl_session),
+	    cmocka_unit_test(test_consumer_racing_frees),
 	    cmocka_unit_test(test_guesser_slowed_then_closed),
 	    cmocka_unit_test(test_pipelined_guesses),
 	};

@@ -72,6 +72,21 @@ static char pool[TOKEN_POOL][VAD_TOKEN_LEN + 1];
 static uint64_t pool_seed[TOKEN_POOL];
 static int pool_n;
 
+/* Take tok out of the pool if it is still there: a consumer learnt that it is dead. */
+static void pool_forget(const char *tok)
+{
+	pthread_mutex_lock(&pool_lock);
+	for (int i = 0; i < pool_n; i++) {
+		if (strcmp(pool[i], tok) == 0) {
+			pool_n--;
+			memcpy(pool[i], pool[pool_n], sizeof(pool[i]));
+			pool_seed[i] = pool_seed[pool_n];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pool_lock);
+}
+
 static void fail(struct worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void fail(struct worker *w, const char *fmt, ...)
@@ -229,8 +244,11 @@ static void step(struct worker *w)
 			fail(w, "share: vad_share: %s", vad_last_error(w->c));
 			break;
 		}
+		/* The slot from a draw of its own: r is odd whenever grow is decided by it,
+		 * and a slot never replaced would keep a token long dead. */
+		unsigned pick = rnd(w);
 		pthread_mutex_lock(&pool_lock);
-		int slot = pool_n < TOKEN_POOL ? pool_n++ : (int)(r % TOKEN_POOL);
+		int slot = pool_n < TOKEN_POOL ? pool_n++ : (int)(pick % TOKEN_POOL);
 		memcpy(pool[slot], tok, sizeof(tok));
 		pool_seed[slot] = w->held[w->n_held - 1].seed;
 		pthread_mutex_unlock(&pool_lock);
@@ -245,9 +263,10 @@ static void step(struct worker *w)
 		}
 		char tok[VAD_TOKEN_LEN + 1] = "";
 		uint64_t seed = 0;
+		unsigned pick = rnd(w); /* not r: see SHARE */
 		pthread_mutex_lock(&pool_lock);
 		if (pool_n) {
-			int slot = (int)(r % (unsigned)pool_n);
+			int slot = (int)(pick % (unsigned)pool_n);
 			memcpy(tok, pool[slot], sizeof(tok));
 			seed = pool_seed[slot];
 		}
@@ -258,7 +277,18 @@ static void step(struct worker *w)
 		size_t size;
 		int rc = vad_attach(w->c, tok, &p, &size);
 		if (rc == VAD_ETOKEN) {
-			w->refusals++; /* its owner freed it first */
+			/* Its owner freed it first: the daemon remembers the token as freed,
+			 * which is no guess. A consumer that learnt a token is dead does not
+			 * try it again, so it leaves the pool; kept, it would be tried long
+			 * after the daemon forgot it (VAD_DEAD_TOKENS later deaths), when it
+			 * is an unknown token, a guess, and 32 of them close the session. */
+			if (!strstr(vad_last_error(w->c), "freed by every holder"))
+				fail(w,
+				     "share_attach: a token freed lately was refused as not "
+				     "freed: %s",
+				     vad_last_error(w->c));
+			pool_forget(tok);
+			w->refusals++;
 			break;
 		}
 		if (rc) {
@@ -314,7 +344,9 @@ struct sample {
 };
 
 /* Open fds of the daemon, not counting its stats database files (db, -wal, -shm), which
- * SQLite opens on the first snapshot and keeps. */
+ * SQLite opens on the first snapshot and keeps, nor the scheduler statistics of its worker
+ * threads (/proc/PID/task/TID/schedstat), which worker balance opens on its first sample
+ * and keeps: one per worker, however long the run. */
 static int daemon_fds(void)
 {
 	char dir[64], link[PATH_MAX], target[PATH_MAX];
@@ -328,7 +360,8 @@ static int daemon_fds(void)
 		if (len <= 0)
 			continue;
 		target[len] = '\0';
-		if (strncmp(target, daemon_.stats_db, strlen(daemon_.stats_db)) == 0)
+		if (strncmp(target, daemon_.stats_db, strlen(daemon_.stats_db)) == 0 ||
+		    (strncmp(target, "/proc/", 6) == 0 && strstr(target, "/schedstat")))
 			n--;
 	}
 	return n;
@@ -509,7 +542,8 @@ int main(void)
 	printf("  daemon RSS      start %ld KiB, after warm-up %ld KiB, last quarter %ld KiB, "
 	       "end %ld KiB\n",
 	       rss_start, rss_warm, rss_late, rss_end);
-	printf("  daemon fds      (besides the stats database) start %d, after warm-up %d, last "
+	printf("  daemon fds      (besides stats database, schedstat) start %d, after warm-up %d, "
+	       "last "
 	       "quarter %d, end %d\n",
 	       fds_start, fds_warm, fds_late, fds_end);
 	printf("  checks          %d of %d invariant checks passed; %d reloads (SIGHUP) under "
