@@ -73,9 +73,10 @@ class Session:
     own mapping, so they work whatever the daemon is doing."""
 
     def __init__(self, sock):
+        # libvad reconnects and resumes (tests/run-tests turns that off for other tests).
         self.p = subprocess.Popen([VACTL, "--socket", sock, "--json", "session"],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  bufsize=1)
+                                  bufsize=1, env=dict(os.environ, VAD_RECONNECT_MS="30000"))
 
     def run(self, lines):
         out = []
