@@ -64,6 +64,9 @@ enum vad_error {
 	VAD_ECOMMIT = -26,	/* commit = reserve: the range's memory could not be committed */
 	VAD_ETIMEDOUT = -27,	/* vad_alloc_wait: no room was freed before the timeout */
 	VAD_EKILLED = -28,	/* an administrator disconnected this client (vactl kill) */
+	VAD_ERESUME = -29, /* the session cannot be resumed (unknown, expired or wrong secret) */
+	VAD_EINTERRUPTED = -30, /* the daemon restarted during the call; its session was resumed
+				   and the call may be retried */
 };
 
 typedef struct vad_client vad_client;
@@ -392,6 +395,15 @@ struct vad_arena_map {
 	struct vad_block *blocks;	/* n_blocks entries, in the same block */
 	struct vad_block_owner *owners; /* n_blocks entries, blocks[i]'s owner; same block */
 };
+
+/* After the daemon closed the connection (a restart, upgrade or crash), the next call
+ * reconnects to the same socket with a backoff (10 ms doubling to 500 ms) for at most max_ms
+ * and resumes the session: its ranges, mappings and tokens stay. A call in flight at the drop
+ * returns VAD_EINTERRUPTED (the daemon may have done it: retry, or check); if the daemon came
+ * back without the session, VAD_ERESUME and every range held is lost. 0 turns it off (a
+ * drop is then VAD_EGONE for good). Default: $VAD_RECONNECT_MS, else 30000. Never after
+ * VAD_EKILLED. */
+int vad_set_reconnect(vad_client *c, uint32_t max_ms);
 
 /* Fill *out with the daemon's hello reply; no round trip. Strings live until vad_close. */
 int vad_session_info(vad_client *c, struct vad_session *out);

@@ -167,6 +167,12 @@ void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *
 		  (unsigned long long)s->id, s->name, (int)s->peer.pid, (unsigned)s->peer.uid,
 		  (unsigned)s->peer.gid, s->admin ? ", admin" : "");
 
+	struct vad_registry *reg = s->svc->reg;
+	if (vad_random_bytes(s->secret, sizeof(s->secret)) == 0 && reg->state &&
+	    !__atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+		s->secret_rec = vad_state_put_session(reg->state, s->holder.state_holder,
+						      (uint32_t)s->peer.uid, s->secret);
+
 	Vad__HelloReply *h = &r->u.hello;
 	vad__hello_reply__init(h);
 	h->version = VAD_PROTOCOL_VERSION;
@@ -174,6 +180,11 @@ void handle_hello(struct vad_session *s, const Vad__Hello *m, struct vad_reply *
 	h->session_id = s->id;
 	h->default_arena = (char *)vad_section_conf(s->svc->tenants, s->svc->default_arena)->name;
 	h->admin = s->admin;
+	if (s->secret_rec) { /* resumable only when a restarted daemon can check the secret */
+		h->resume_id = s->holder.state_holder;
+		h->resume_secret.data = s->secret;
+		h->resume_secret.len = sizeof(s->secret);
+	}
 	r->resp.result_case = VAD__RESPONSE__RESULT_HELLO;
 	r->resp.hello = h;
 }

@@ -85,6 +85,9 @@ bool admin_allowed(struct vad_session *s, const char *op, struct vad_reply *r);
 
 /* Admin: restart in place (handler_restart.c). */
 void handle_restart(struct vad_session *s, struct vad_reply *r);
+
+/* Take back a previous daemon's session (handler_resume.c). */
+void handle_resume(struct vad_session *s, const Vad__Resume *m, struct vad_reply *r);
 void handle_check(struct vad_session *s, struct vad_reply *r);
 /* ---- handler_metrics.c ---- */
 void handle_metrics(struct vad_session *s, struct vad_reply *r);

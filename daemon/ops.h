@@ -27,7 +27,8 @@
 	X(RANGES, "ranges", handle_ranges(s, req->ranges, r))                                      \
 	X(TOKENS, "tokens", handle_tokens(s, req->tokens, r))                                      \
 	X(KILL, "kill", handle_kill(s, req->kill, r))                                              \
-	X(CONFIG, "config", handle_config(s, r))                                                  \
-	X(RESTART, "restart", handle_restart(s, r))
+	X(CONFIG, "config", handle_config(s, r))                                                   \
+	X(RESTART, "restart", handle_restart(s, r))                                                \
+	X(RESUME, "resume", handle_resume(s, req->resume, r))
 
 #endif

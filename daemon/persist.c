@@ -21,6 +21,9 @@
 /* Holds of one session of the previous daemon, kept for resume_grace. */
 struct orphan {
 	uint32_t id;
+	bool has_secret, gone; /* gone: resumed, or dropped at the end of the grace (lock) */
+	uint8_t secret[VAD_STATE_SECRET_BYTES];
+	uint32_t secret_rec; /* its session record in the new state file, plus one */
 	struct vad_holder h;
 };
 
@@ -351,6 +354,25 @@ static int make_orphans(struct vad_persist *p, const struct loaded *l)
 	return 0;
 }
 
+static int load_secret(void *ctx, const struct vad_state_session *ss)
+{
+	struct vad_persist *p = ctx;
+	struct orphan *o = bsearch(&ss->holder, p->orphans, p->n_orphans, sizeof(*o), by_orphan);
+	if (!o || o->h.uid->uid != (uid_t)ss->uid)
+		return 0; /* a session that held nothing (or a uid mismatch): nothing to resume */
+	o->has_secret = true;
+	memcpy(o->secret, ss->secret, sizeof(o->secret));
+	if (p->cur) /* a crash during the grace keeps it resumable */
+		o->secret_rec = vad_state_put_session(p->cur, o->id, ss->uid, o->secret);
+	return 0;
+}
+
+/* The resume secrets of the sessions that hold something (a version 2 state file). */
+static int load_secrets(struct vad_persist *p, char *err, size_t err_len)
+{
+	return vad_state_scan_sessions(p->old, load_secret, p, err, err_len);
+}
+
 /* Make the ranges busy in their allocators and give the holders their holds. */
 static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const struct loaded *l,
 		   char *err, size_t err_len)
@@ -507,16 +529,23 @@ static void *grace_main(void *arg)
 	if (stopped)
 		return NULL; /* vad_persist_end gives them up */
 	uint64_t refs = 0;
+	size_t n = 0;
+	pthread_mutex_lock(&p->lock); /* against a resume */
 	for (size_t i = 0; i < p->n_orphans; i++) {
-		refs += load64(&p->orphans[i].h.held_refs);
-		vad_holder_fini(p->reg, &p->orphans[i].h);
+		struct orphan *o = &p->orphans[i];
+		if (o->gone)
+			continue;
+		refs += load64(&o->h.held_refs);
+		vad_holder_fini(p->reg, &o->h);
+		if (o->secret_rec && !__atomic_load_n(&p->reg->state_frozen, __ATOMIC_RELAXED))
+			vad_state_drop(p->cur, o->secret_rec);
+		o->gone = true;
+		n++;
 	}
+	pthread_mutex_unlock(&p->lock);
 	log_notice("resume_grace over: dropped %" PRIu64 " references of %zu sessions of the "
 		   "previous daemon that did not come back",
-		   refs, p->n_orphans);
-	pthread_mutex_lock(&p->lock);
-	p->n_orphans = 0;
-	pthread_mutex_unlock(&p->lock);
+		   refs, n);
 	return NULL;
 }
 
@@ -553,6 +582,8 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	}
 	if (rebuild(p, cfg, &l, why, sizeof(why)) != 0)
 		goto refuse;
+	if (p->old && load_secrets(p, why, sizeof(why)) != 0)
+		goto refuse;
 	uint64_t t_rebuild = now_ms();
 	if (verify(p, cfg, why, sizeof(why)) != 0)
 		goto refuse;
@@ -568,6 +599,7 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 			 t_load - t0, t_rebuild - t_load, t_verify - t_rebuild,
 			 now_ms() - t_verify);
 	svc->next_session_id = next_session;
+	svc->persist = p;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < l.n; i++)
 		bytes += (uint64_t)l.h[i].count * l.h[i].size;
@@ -598,6 +630,34 @@ refuse:
 		 "start empty",
 		 why);
 	return -1;
+}
+
+int vad_persist_resume(struct vad_persist *p, struct vad_holder *dst, uint64_t id, uid_t uid,
+		       const uint8_t *secret, size_t secret_len, struct vad_resumed *out)
+{
+	if (!p || id > UINT32_MAX || secret_len != VAD_STATE_SECRET_BYTES)
+		return -1;
+	uint32_t key = (uint32_t)id;
+	int rc = -1;
+	pthread_mutex_lock(&p->lock);
+	struct orphan *o = bsearch(&key, p->orphans, p->n_orphans, sizeof(*o), by_orphan);
+	if (o && !o->gone && o->has_secret && o->h.uid && o->h.uid->uid == uid) {
+		uint8_t diff = 0; /* constant time: all of it, whatever differs first */
+		for (size_t i = 0; i < VAD_STATE_SECRET_BYTES; i++)
+			diff |= (uint8_t)(o->secret[i] ^ secret[i]);
+		if (!diff) {
+			out->holds = o->h.used;
+			out->refs = load64(&o->h.held_refs);
+			out->bytes = load64(&o->h.held_bytes);
+			if (vad_holder_adopt(p->reg, dst, &o->h) == 0) {
+				o->gone = true;
+				out->secret_rec = o->secret_rec;
+				rc = 0;
+			}
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return rc;
 }
 
 /* ---- stop ------------------------------------------------------------------------------ */
@@ -631,10 +691,12 @@ void vad_persist_end(struct vad_persist *p)
 	pthread_mutex_unlock(&p->lock);
 	if (p->grace_started)
 		pthread_join(p->grace, NULL);
+	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->n_orphans; i++)
-		if (p->orphans[i].h.uid)
+		if (p->orphans[i].h.uid && !p->orphans[i].gone)
 			vad_holder_fini(p->reg, &p->orphans[i].h);
 	p->n_orphans = 0;
+	pthread_mutex_unlock(&p->lock);
 }
 
 int vad_persist_prepare_exec(struct vad_persist *p)

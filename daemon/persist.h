@@ -17,11 +17,14 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "arena.h"
 #include "config.h"
 
 struct vad_persist;
+struct vad_holder;
 struct vad_service;
 
 /* Take the stored fds and open the newest stored state file (discard: drop them all from the
@@ -41,6 +44,19 @@ int vad_persist_open_arenas(struct vad_persist *p, const struct vad_config *cfg,
  * in err: then nothing was stored or removed, and the daemon must not start. */
 int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 			const struct vad_config *cfg, char *err, size_t err_len);
+
+/* The result of vad_persist_resume. */
+struct vad_resumed {
+	uint64_t holds, refs, bytes;
+	uint32_t secret_rec; /* the session record, now the resuming session's */
+};
+
+/* Give the holds of the previous daemon's session id to dst (a holder that holds nothing),
+ * if secret is that session's (compared in constant time), uid was its uid, and resume_grace
+ * has not dropped it. 0, or -1 when it cannot (unknown, expired, another uid, wrong secret:
+ * one answer for all, so a guesser learns nothing). Thread-safe. */
+int vad_persist_resume(struct vad_persist *p, struct vad_holder *dst, uint64_t id, uid_t uid,
+		       const uint8_t *secret, size_t secret_len, struct vad_resumed *out);
 
 /* A polite stop begins: from now on the state file is left as it is (drops and grants are
  * not recorded) and free ranges are not punched, so the next daemon finds every hold of this

@@ -240,6 +240,14 @@ int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len);
 int vad_registry_restore_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_range *r,
 			      uint32_t count, bool shared);
 
+/* Fill buf with n random bytes (the per-thread pool of tokens). 0, -1 on failure. */
+int vad_random_bytes(uint8_t *buf, size_t n);
+
+/* Move every hold of src (a holder without a session, restored at start) to dst, which holds
+ * nothing, and make dst's new records name src's holder; then finish src. Both of one uid.
+ * 0, or -1 (nothing changed) when dst holds something. */
+int vad_holder_adopt(struct vad_registry *reg, struct vad_holder *dst, struct vad_holder *src);
+
 /* Fill buf with n_chars random base62 characters and a NUL. Returns 0, -1 on failure. */
 int vad_random_token(char *buf, size_t n_chars);
 

@@ -36,3 +36,33 @@ int vad_registry_restore_hold(struct vad_registry *reg, struct vad_holder *h, st
 	free(old);
 	return 0;
 }
+
+int vad_holder_adopt(struct vad_registry *reg, struct vad_holder *dst, struct vad_holder *src)
+{
+	pthread_mutex_lock(&reg->holders_lock); /* the lock order: holders_lock, then holders */
+	pthread_mutex_lock(&dst->lock);
+	pthread_mutex_lock(&src->lock);
+	if (dst->used || dst->uid != src->uid) {
+		pthread_mutex_unlock(&src->lock);
+		pthread_mutex_unlock(&dst->lock);
+		pthread_mutex_unlock(&reg->holders_lock);
+		return -1;
+	}
+	struct vad_hold *old = dst->holds;
+	dst->holds = src->holds;
+	dst->cap = src->cap;
+	dst->used = src->used;
+	store64(&dst->held_bytes, load64(&dst->held_bytes) + load64(&src->held_bytes));
+	store64(&dst->held_refs, load64(&dst->held_refs) + load64(&src->held_refs));
+	dst->state_holder = src->state_holder; /* its records (moved as they are) name it */
+	src->holds = NULL;
+	src->cap = src->used = 0;
+	store64(&src->held_bytes, 0);
+	store64(&src->held_refs, 0);
+	pthread_mutex_unlock(&src->lock);
+	pthread_mutex_unlock(&dst->lock);
+	pthread_mutex_unlock(&reg->holders_lock);
+	free(old);
+	vad_holder_fini(reg, src); /* empty: only unlisted and released */
+	return 0;
+}

@@ -40,6 +40,7 @@ struct vad_reply {
 		Vad__KillReply kill;
 		Vad__ConfigReply config;
 		Vad__RestartReply restart;
+		Vad__ResumeReply resume;
 	} u;
 	Vad__ArenaInfo info; /* map_arena's arena */
 	int fd;		     /* >= 0: send this fd with the reply */

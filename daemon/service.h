@@ -52,6 +52,8 @@ struct vad_event {
 	struct vad_event *next;
 };
 
+struct vad_persist;
+
 struct vad_service {
 	struct vad_arena **arenas; /* [n_slots]: the configured arenas in config order (NULL for
 				      a section with tenancy), then the tenant arenas' slots */
@@ -74,6 +76,7 @@ struct vad_service {
 	unsigned n_waiters;	  /* atomic: waiting in every queue */
 	unsigned clients;	  /* atomic: connected sessions */
 	uint64_t next_session_id; /* atomic */
+	struct vad_persist *persist; /* the sessions of the previous daemon to resume; or NULL */
 	pthread_mutex_t reload_lock;
 	struct vad_config_view *config; /* reload_lock: what vactl config shows */
 	pthread_mutex_t events_lock;

@@ -113,6 +113,14 @@ void vad_session_event(struct vad_session *s, const char *kind, const char *deta
 	vad_service_client_event(s->svc, kind, detail);
 }
 
+void vad_session_forget_secret(struct vad_session *s)
+{
+	struct vad_registry *reg = s->svc->reg;
+	if (s->secret_rec && reg->state && !__atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+		vad_state_drop(reg->state, s->secret_rec);
+	s->secret_rec = 0;
+}
+
 void vad_session_free(struct vad_session *s)
 {
 	if (!s)
@@ -120,6 +128,7 @@ void vad_session_free(struct vad_session *s)
 	report_suppressed(s, vad_rate_now_ms());
 	vad_waitq_cancel_session(s); /* before its holds go: their frees kick the others */
 	vad_holder_fini(s->svc->reg, &s->holder);
+	vad_session_forget_secret(s); /* after its holds: a crash between keeps both */
 	/* After the holds are gone (or handed to the reaper, which the sweep waits for). */
 	for (size_t i = 0; i < s->svc->n_arenas; i++)
 		if (s->tenant_slot[i])

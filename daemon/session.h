@@ -21,6 +21,7 @@
 #include "registry.h"
 #include "scratch.h"
 #include "service.h"
+#include "state.h"
 #include "vad.pb-c.h"
 #include "waitq.h"
 
@@ -57,6 +58,9 @@ struct vad_session {
 	unsigned last_arena_index;
 	bool last_arena_set;
 	struct vad_holder holder;
+	uint8_t secret[VAD_STATE_SECRET_BYTES]; /* proves the session on a resume (hello) */
+	uint32_t secret_rec;	   /* its session record in the state file, plus one; 0: none */
+	bool resumed;		   /* took back a previous daemon's session (handler_resume.c) */
 	uint64_t allocs, frees;	   /* atomic: ranges allocated / freed by this session */
 	uint64_t requests;	   /* handled by this session */
 	uint64_t requests_counted; /* of those, already added to the service's total */
@@ -108,6 +112,9 @@ struct vad_session {
 
 /* A new session for a connected peer (copied). NULL when out of memory. */
 struct vad_session *vad_session_new(struct vad_service *svc, const struct vad_peer *peer);
+
+/* Clear the session's record of its resume secret (it is not resumable any more). */
+void vad_session_forget_secret(struct vad_session *s);
 
 /* Drop every reference the session holds and free it. */
 void vad_session_free(struct vad_session *s);

@@ -18,7 +18,8 @@
 #define REC_CHECK_SHIFT 48
 #define REC_CHECK_MASK	0x7fffull
 #define REC_ARENA_SHIFT 32
-#define CACHE_SLOTS	64 /* per-thread cache of free slots; half moves at a time */
+#define REC_SESSION	0xffffu /* the arena field of a session record (version 2) */
+#define CACHE_SLOTS	64	/* per-thread cache of free slots; half moves at a time */
 
 /* The header at offset 0. Fixed fields only; the arenas follow it. */
 struct state_header {
@@ -278,6 +279,8 @@ int vad_state_scan(const struct vad_state *st, int (*fn)(void *ctx, const struct
 					   .count = (uint32_t)head,
 					   .offset = r->offset,
 					   .size = r->size};
+		if (h.arena == REC_SESSION && st->hdr->version >= 2)
+			continue; /* vad_state_scan_sessions */
 		const char *bad = NULL;
 		const struct vad_state_arena *a = h.arena < n_arenas ? &st->arenas[h.arena] : NULL;
 		if (((head >> REC_CHECK_SHIFT) & REC_CHECK_MASK) !=
@@ -296,6 +299,37 @@ int vad_state_scan(const struct vad_state *st, int (*fn)(void *ctx, const struct
 			return -1;
 		}
 		if (fn(ctx, &h))
+			return -1;
+	}
+	return 0;
+}
+
+int vad_state_scan_sessions(const struct vad_state *st,
+			    int (*fn)(void *ctx, const struct vad_state_session *s), void *ctx,
+			    char *err, size_t err_len)
+{
+	if (st->hdr->version < 2)
+		return 0;
+	uint64_t n = __atomic_load_n(&st->hdr->high_water, __ATOMIC_ACQUIRE);
+	for (uint64_t i = 0; i < n; i++) {
+		const struct state_record *r = &st->rec[i];
+		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+		if (!(head & REC_VALID) || ((head >> REC_ARENA_SHIFT) & 0xffff) != REC_SESSION)
+			continue;
+		if (((head >> REC_CHECK_SHIFT) & REC_CHECK_MASK) !=
+			record_check(r->offset, r->size, r->holder, r->uid, REC_SESSION,
+				     (uint32_t)head) ||
+		    (uint32_t)head != 1) {
+			snprintf(err, err_len,
+				 "state file: record %llu is corrupted: its check bits do not "
+				 "match its contents",
+				 (unsigned long long)i);
+			return -1;
+		}
+		struct vad_state_session s = {.holder = r->holder, .uid = r->uid};
+		memcpy(s.secret, &r->offset, 8);
+		memcpy(s.secret + 8, &r->size, 8);
+		if (fn(ctx, &s))
 			return -1;
 	}
 	return 0;
@@ -372,6 +406,15 @@ uint32_t vad_state_put(struct vad_state *st, uint32_t arena, uint64_t offset, ui
 	return slot + 1;
 }
 
+uint32_t vad_state_put_session(struct vad_state *st, uint32_t holder, uint32_t uid,
+			       const uint8_t secret[VAD_STATE_SECRET_BYTES])
+{
+	uint64_t a, b;
+	memcpy(&a, secret, 8);
+	memcpy(&b, secret + 8, 8);
+	return vad_state_put(st, REC_SESSION, a, b, holder, uid, 1);
+}
+
 void vad_state_set_count(struct vad_state *st, uint32_t rec, uint32_t count)
 {
 	if (!rec)
@@ -401,8 +444,10 @@ uint64_t vad_state_records(const struct vad_state *st)
 {
 	/* Counted when asked: a shared counter would be one more contended line per request. */
 	uint64_t n = 0, hw = __atomic_load_n(&st->hdr->high_water, __ATOMIC_ACQUIRE);
-	for (uint64_t i = 0; i < hw; i++)
-		n += (__atomic_load_n(&st->rec[i].head, __ATOMIC_RELAXED) & REC_VALID) != 0;
+	for (uint64_t i = 0; i < hw; i++) {
+		uint64_t head = __atomic_load_n(&st->rec[i].head, __ATOMIC_RELAXED);
+		n += (head & REC_VALID) && ((head >> REC_ARENA_SHIFT) & 0xffff) != REC_SESSION;
+	}
 	return n;
 }
 

@@ -13,6 +13,9 @@
  * the range back. A range in an allocator without a record after a crash is simply free again.
  * The file is sized sparse to its capacity once: only pages of slots ever used hold memory.
  * Slots are handed out lowest first from per-thread caches over a shared free list.
+ * Version 2 adds session records: arena field 0xffff, holder and uid as for a hold, and the
+ * session's resume secret in place of offset and size, so a restarted daemon can tell the
+ * session's own client from anyone else (version 1 files have none).
  */
 #ifndef VAD_STATE_H
 #define VAD_STATE_H
@@ -22,7 +25,8 @@
 #include <stdint.h>
 
 #define VAD_STATE_MAGIC	       "VADSTATE"
-#define VAD_STATE_VERSION      1 /* the newest format this vad writes; it loads every older one */
+#define VAD_STATE_VERSION      2 /* the newest format this vad writes; it loads every older one */
+#define VAD_STATE_SECRET_BYTES 16
 #define VAD_STATE_NAME_MAX     63
 #define VAD_STATE_ARENAS_MAX   1024
 #define VAD_STATE_CAPACITY_MAX (1ull << 31) /* records: 64 GiB of sparse file at most */
@@ -80,6 +84,23 @@ int vad_state_scan(const struct vad_state *st, int (*fn)(void *ctx, const struct
 uint32_t vad_state_put(struct vad_state *st, uint32_t arena, uint64_t offset, uint64_t size,
 		       uint32_t holder, uint32_t uid, uint32_t count);
 
+/* One session record read back: the identity a client resumes with. */
+struct vad_state_session {
+	uint32_t holder, uid;
+	uint8_t secret[VAD_STATE_SECRET_BYTES];
+};
+
+/* Call fn for every valid session record (none in a version 1 file); a corrupted one stops
+ * the scan as in vad_state_scan. 0, or -1 with a sentence in err. */
+int vad_state_scan_sessions(const struct vad_state *st,
+			    int (*fn)(void *ctx, const struct vad_state_session *s), void *ctx,
+			    char *err, size_t err_len);
+
+/* Record a session's resume secret; its slot plus one, or 0 (file full, or frozen by the
+ * caller's choice: 0 is then simply not kept). Thread-safe. */
+uint32_t vad_state_put_session(struct vad_state *st, uint32_t holder, uint32_t uid,
+			       const uint8_t secret[VAD_STATE_SECRET_BYTES]);
+
 /* Change the count of the hold recorded at rec (a slot plus one; 0: nothing). */
 void vad_state_set_count(struct vad_state *st, uint32_t rec, uint32_t count);
 
@@ -89,7 +110,7 @@ void vad_state_drop(struct vad_state *st, uint32_t rec);
 /* Holds that found the file full since it was created. */
 uint64_t vad_state_full(const struct vad_state *st);
 
-/* Records in use (counted by a pass over the slots used). */
+/* Hold records in use, session records not counted (counted by a pass over the slots used). */
 uint64_t vad_state_records(const struct vad_state *st);
 
 /* Bytes of the file: the header and every slot ever used (what the state costs in memory). */

@@ -38,6 +38,14 @@ static int random_byte(uint8_t *out)
 	return 0;
 }
 
+int vad_random_bytes(uint8_t *buf, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (random_byte(&buf[i]) < 0)
+			return -1;
+	return 0;
+}
+
 int vad_random_token(char *buf, size_t n_chars)
 {
 	for (size_t i = 0; i < n_chars;) {

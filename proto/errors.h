@@ -48,10 +48,16 @@
 	X(ETIMEDOUT, 27,                                                                           \
 	  "the allocation waited for room until its timeout and none was freed in time",           \
 	  "wait timed out")                                                                        \
-	X(EKILLED, 28, "an administrator disconnected this client (vactl kill)", "killed")
+	X(EKILLED, 28, "an administrator disconnected this client (vactl kill)", "killed")         \
+	X(ERESUME, 29, "the session cannot be resumed (unknown, expired or wrong secret)",         \
+	  "cannot resume")                                                                         \
+	X(EINTERRUPTED, 30,                                                                        \
+	  "the daemon restarted during the call; the session was resumed and the call may be "     \
+	  "retried",                                                                               \
+	  "interrupted")
 
 /* The largest error number. Numbers below it may be unused (not in the table). */
-#define VAD_ERROR_MAX 28
+#define VAD_ERROR_MAX 30
 
 /* Is number a code of the table? */
 bool vad_error_known(int number);

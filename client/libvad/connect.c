@@ -43,7 +43,7 @@ static int open_socket(vad_client *c, const struct libvad_target *t)
 	return VAD_OK;
 }
 
-static int say_hello(vad_client *c, const char *name)
+int libvad_say_hello(vad_client *c, const char *name)
 {
 	Vad__Hello hello = VAD__HELLO__INIT;
 	hello.name = (char *)(name ? name : program_invocation_short_name);
@@ -87,8 +87,11 @@ static int say_hello(vad_client *c, const char *name)
 	c->session_id = h->session_id;
 	c->protocol_version = h->version;
 	c->admin = h->admin;
+	free(c->server); /* a reconnect says hello again */
+	free(c->default_arena);
 	c->server = strdup(h->server);
 	c->default_arena = strdup(h->default_arena);
+	libvad_resume_keep(c, h);
 	vad__response__free_unpacked(r, NULL);
 	if (!c->server || !c->default_arena)
 		return libvad_fail(NULL, VAD_ENOMEM, NULL);
@@ -115,6 +118,13 @@ int vad_connect(const char *socket_path, const char *name, vad_client **out)
 	pthread_mutex_init(&c->map_lock, NULL);
 	pthread_mutex_init(&c->arena_lock, NULL);
 	pthread_mutex_init(&c->held_lock, NULL);
+	pthread_mutex_init(&c->reconnect_lock, NULL);
+	c->reconnect_ms = libvad_reconnect_default();
+	c->name = strdup(name ? name : program_invocation_short_name);
+	if (!c->name) {
+		vad_close(c);
+		return libvad_fail(NULL, VAD_ENOMEM, NULL);
+	}
 	struct libvad_target target;
 	int err = libvad_target_resolve(socket_path, &target);
 	if (err == VAD_OK) {
@@ -123,7 +133,7 @@ int vad_connect(const char *socket_path, const char *name, vad_client **out)
 		    c->socket_path ? open_socket(c, &target) : libvad_fail(NULL, VAD_ENOMEM, NULL);
 	}
 	if (err == VAD_OK)
-		err = say_hello(c, name);
+		err = libvad_say_hello(c, name);
 	if (err != VAD_OK) {
 		vad_close(c);
 		return err;
@@ -138,6 +148,7 @@ void vad_close(vad_client *c)
 		return;
 	if (c->sock >= 0)
 		close(c->sock);
+	explicit_bzero(c->resume_secret, sizeof(c->resume_secret));
 	libvad_transport_destroy(c);
 	libvad_held_destroy(c);
 	libvad_arenas_destroy(c);
@@ -145,6 +156,8 @@ void vad_close(vad_client *c)
 	pthread_mutex_destroy(&c->map_lock);
 	pthread_mutex_destroy(&c->arena_lock);
 	pthread_mutex_destroy(&c->held_lock);
+	pthread_mutex_destroy(&c->reconnect_lock);
+	free(c->name);
 	free(c->socket_path);
 	free(c->server);
 	free(c->default_arena);

@@ -116,7 +116,17 @@ struct vad_client {
 	char *socket_path;
 
 	/* hello reply */
+	char *name; /* what hello says again after a reconnect */
 	uint64_t session_id;
+	uint64_t resume_id; /* resume.c: the session's identity and secret (len 0: none) */
+	uint8_t resume_secret[32];
+	size_t resume_secret_len;
+
+	/* reconnecting (resume.c): one thread at a time; conn_gen (c->lock) counts the
+	 * connections, so a thread that saw the old one dead knows another already replaced it */
+	pthread_mutex_t reconnect_lock;
+	uint64_t conn_gen;
+	uint32_t reconnect_ms; /* 0: a dropped connection stays dropped */
 	uint32_t protocol_version;
 	bool admin;
 	char *server;
@@ -157,6 +167,29 @@ struct vad_client {
 	struct libvad_held *held_spare; /* records to reuse (held_lock) */
 	size_t n_held_spare;
 };
+
+/* resume.c */
+
+/* A call's own frame did not reach a daemon that hung up: it was not done (internal). */
+#define LIBVAD_UNSENT (-1000)
+
+/* The connection that was generation gen died with VAD_EGONE: reconnect (bounded backoff),
+ * say hello, resume the session. VAD_OK (also when another thread already did), or the
+ * error to return (VAD_EGONE when reconnecting is off or the daemon did not come back,
+ * VAD_ERESUME when it came back without the session). */
+int libvad_reconnect(vad_client *c, uint64_t gen);
+
+/* May a call that found the connection dead with err reconnect? c->lock held. */
+bool libvad_may_reconnect(vad_client *c, int err);
+
+/* The reconnect bound of a new client: $VAD_RECONNECT_MS, else 30000. */
+uint32_t libvad_reconnect_default(void);
+
+/* Say hello on c's connection (connect.c); keeps what the reply says. */
+int libvad_say_hello(vad_client *c, const char *name);
+
+/* Keep the session identity of a hello reply. */
+void libvad_resume_keep(vad_client *c, const Vad__HelloReply *h);
 
 /* waiters.c */
 

@@ -90,9 +90,9 @@ int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own
 	pthread_mutex_lock(&c->lock);
 	if (err != VAD_OK) {
 		send_failed_locked(c, err);
-		/* The caller learns the local cause, not the connection's. */
-		if (err != VAD_EGONE)
-			*own_err = err;
+		/* The caller learns the local cause, not the connection's; a hang-up before its
+		 * whole frame left means the daemon never did the call (resume.c retries it). */
+		*own_err = err == VAD_EGONE ? LIBVAD_UNSENT : err;
 	}
 	libvad_flush_queue_locked(c);
 	return VAD_OK;

@@ -14,7 +14,7 @@
 /* With c->lock held: send frame now (taking the sender role, then sending what others
  * queued meanwhile) or, when another thread is sending, append it to the out-queue. Returns
  * VAD_ENOMEM when it could not be queued, else VAD_OK; a local failure of this thread's own
- * send (not the daemon hanging up) goes to *own_err. */
+ * send goes to *own_err: LIBVAD_UNSENT when the daemon hung up before the frame left. */
 int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err);
 
 /* The sender's loop, c->lock held and c->sending set by the caller: send what other calls

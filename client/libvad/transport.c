@@ -55,13 +55,30 @@ int libvad_call_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t f
 		*fd = -1;
 
 	/* Enter the table before sending so a fast reply always finds its waiter. */
+retry:
 	pthread_mutex_lock(&c->lock);
 	int err = c->dead_err;
+	uint64_t gen = c->conn_gen;
+	if (err != VAD_OK && libvad_may_reconnect(c, err)) {
+		pthread_mutex_unlock(&c->lock);
+		err = libvad_reconnect(c, gen);
+		if (err == VAD_OK)
+			goto retry; /* sent on the new connection, the session resumed */
+		return err;
+	}
 	if (err == VAD_OK) {
 		libvad_pending_add(c, &me);
 		err = libvad_send_locked(c, frame, flen, &me.err);
 		if (err != VAD_OK)
 			libvad_pending_remove(c, &me);
+		if (err != VAD_OK && libvad_may_reconnect(c, err)) {
+			/* The daemon never got the whole frame: send it again once resumed. */
+			pthread_mutex_unlock(&c->lock);
+			err = libvad_reconnect(c, gen);
+			if (err == VAD_OK)
+				goto retry;
+			return err;
+		}
 	}
 	if (err != VAD_OK) {
 		pthread_mutex_unlock(&c->lock);
@@ -70,8 +87,34 @@ int libvad_call_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t f
 	int own_err = me.err;
 	wait_reply(c, &me);
 
+	if (own_err == LIBVAD_UNSENT) {
+		pthread_mutex_lock(&c->lock);
+		bool may = libvad_may_reconnect(c, VAD_EGONE);
+		pthread_mutex_unlock(&c->lock);
+		libvad_reply_free(me.resp, fast);
+		if (me.fd >= 0)
+			close(me.fd);
+		if (!may)
+			return VAD_EGONE;
+		int rerr = libvad_reconnect(c, gen);
+		if (rerr != VAD_OK)
+			return rerr;
+		me = (struct libvad_pending){
+		    .id = id, .fd = -1, .wants_fd = fd != NULL, .fast = fast};
+		goto retry; /* the daemon never saw it: send it again */
+	}
 	if (own_err != VAD_OK)
 		me.err = own_err;
+	if (me.err == VAD_EGONE) {
+		pthread_mutex_lock(&c->lock);
+		bool may = libvad_may_reconnect(c, me.err);
+		pthread_mutex_unlock(&c->lock);
+		if (may) {
+			/* Sent, perhaps done by the daemon, the reply lost: the caller decides. */
+			int rerr = libvad_reconnect(c, gen);
+			me.err = rerr == VAD_OK ? VAD_EINTERRUPTED : rerr;
+		}
+	}
 	if (me.err != VAD_OK) {
 		libvad_reply_free(me.resp, fast);
 		if (me.fd >= 0)

@@ -138,3 +138,10 @@ int vt_make_temp_dir(char *buf, size_t cap, const char *prefix)
 	}
 	return 0;
 }
+
+/* A test binary run alone behaves as under tests/run-tests: a connection the daemon dropped
+ * stays dropped (VAD_EGONE) unless the test asks libvad to reconnect. */
+__attribute__((constructor)) static void no_reconnect_by_default(void)
+{
+	setenv("VAD_RECONNECT_MS", "0", 0);
+}

@@ -27,6 +27,8 @@ if os.environ.get("VAD_PYTHON_INSTALLED") != "1":
 import vad  # noqa: E402
 
 MODE = os.environ.get("VAD_TEST_MODE", "normal")
+# As under tests/run-tests: a connection the daemon dropped stays dropped (VAD_EGONE).
+os.environ.setdefault("VAD_RECONNECT_MS", "0")
 FACTOR = {"asan": 4, "tsan": 8}.get(MODE, 1)
 
 # Sizes the tests rely on: quota_client is under the default arena's size (QuotaExceeded

@@ -267,12 +267,84 @@ static void test_threads(void **state)
 	vad_state_close(st);
 }
 
+struct sessions {
+	size_t n;
+	struct vad_state_session s[8];
+};
+
+static int collect_session(void *ctx, const struct vad_state_session *ss)
+{
+	struct sessions *s = ctx;
+	if (s->n < 8)
+		s->s[s->n] = *ss;
+	s->n++;
+	return 0;
+}
+
+/* Version 2: a session's resume secret is a record of its own, read back by
+ * vad_state_scan_sessions and skipped by vad_state_scan and the hold count; a version 1 file
+ * (no sessions) still loads; a damaged session record is refused. */
+static void test_sessions(void **state)
+{
+	(void)state;
+	struct vad_state *st, *ro;
+	char err[256] = "";
+	assert_int_equal(vad_state_create(arenas, 2, 100, 1, &st, err, sizeof(err)), 0);
+	uint8_t secret[VAD_STATE_SECRET_BYTES];
+	for (size_t i = 0; i < sizeof(secret); i++)
+		secret[i] = (uint8_t)(0xa0 + i);
+	uint32_t srec = vad_state_put_session(st, 42, 1000, secret);
+	uint32_t gone = vad_state_put_session(st, 43, 1000, secret);
+	assert_true(srec && gone);
+	vad_state_drop(st, gone);
+	assert_true(vad_state_put(st, 0, 4 * Q, Q, 42, 1000, 1));
+	assert_int_equal(vad_state_records(st), 1);
+
+	struct seen *h = scan_ok(vad_state_fd(st));
+	assert_int_equal(h->n, 1);
+	assert_int_equal(h->h[0].holder, 42);
+	free(h);
+	struct sessions ss = {0};
+	assert_int_equal(vad_state_open(vad_state_fd(st), &ro, err, sizeof(err)), 0);
+	assert_int_equal(vad_state_scan_sessions(ro, collect_session, &ss, err, sizeof(err)), 0);
+	vad_state_close(ro);
+	assert_int_equal(ss.n, 1);
+	assert_int_equal(ss.s[0].holder, 42);
+	assert_int_equal(ss.s[0].uid, 1000);
+	assert_memory_equal(ss.s[0].secret, secret, sizeof(secret));
+
+	/* One bit of the secret flipped: the record's check bits catch it. */
+	int fd = vad_state_fd(st);
+	uint32_t header_size;
+	assert_int_equal(pread(fd, &header_size, 4, 12), 4);
+	off_t at = (off_t)header_size + (off_t)(srec - 1) * 32 + 8;
+	uint8_t b;
+	assert_int_equal(pread(fd, &b, 1, at), 1);
+	b ^= 1;
+	assert_int_equal(pwrite(fd, &b, 1, at), 1);
+	assert_int_equal(vad_state_open(fd, &ro, err, sizeof(err)), 0);
+	ss.n = 0;
+	assert_int_equal(vad_state_scan_sessions(ro, collect_session, &ss, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "corrupted"));
+	vad_state_close(ro);
+
+	/* The same file called version 1: no sessions, and a 0xffff arena is no arena. */
+	uint32_t v1 = 1;
+	assert_int_equal(pwrite(fd, &v1, 4, 8), 4);
+	assert_int_equal(vad_state_open(fd, &ro, err, sizeof(err)), 0);
+	ss.n = 0;
+	assert_int_equal(vad_state_scan_sessions(ro, collect_session, &ss, err, sizeof(err)), 0);
+	assert_int_equal(ss.n, 0);
+	vad_state_close(ro);
+	vad_state_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip),	      cmocka_unit_test(test_full),
 	    cmocka_unit_test(test_truncated_refused), cmocka_unit_test(test_corruption_refused),
-	    cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_threads),	      cmocka_unit_test(test_sessions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,7 +48,9 @@
 	X(EREADONLY)                                                                               \
 	X(ECOMMIT)                                                                                 \
 	X(ETIMEDOUT)                                                                               \
-	X(EKILLED)
+	X(EKILLED)                                                                                 \
+	X(ERESUME)                                                                                 \
+	X(EINTERRUPTED)
 
 static PyObject *error_base;
 #define DECLARE_CLASS(name, code, doc) static PyObject *error_##name;

@@ -32,6 +32,7 @@ from ._vad import (  # noqa: F401  (re-exported)
     EEXPIRED,
     EGONE,
     EINTERNAL,
+    EINTERRUPTED,
     EINVAL,
     EKILLED,
     EMAP,
@@ -44,6 +45,7 @@ from ._vad import (  # noqa: F401  (re-exported)
     EPROTO,
     EQUOTA,
     EREADONLY,
+    ERESUME,
     EREVOKED,
     ESIZE,
     ETIMEDOUT,
@@ -112,4 +114,6 @@ __all__ = [
     "ECOMMIT",
     "ETIMEDOUT",
     "EKILLED",
+    "ERESUME",
+    "EINTERRUPTED",
 ]

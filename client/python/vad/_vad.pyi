@@ -35,6 +35,8 @@ EREADONLY: int
 ECOMMIT: int
 ETIMEDOUT: int
 EKILLED: int
+ERESUME: int
+EINTERRUPTED: int
 
 class Error(Exception):
     """A libvad call failed; .code is the VAD_E* code, str(e) the daemon's sentence."""
