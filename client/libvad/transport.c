@@ -88,14 +88,17 @@ retry:
 	wait_reply(c, &me);
 
 	if (own_err == LIBVAD_UNSENT) {
+		/* The reader read what the daemon said before it hung up (EBUSY, EKILLED):
+		 * that is the reason, and it decides whether to reconnect. */
+		int why = me.err != VAD_OK ? me.err : VAD_EGONE;
 		pthread_mutex_lock(&c->lock);
-		bool may = libvad_may_reconnect(c, VAD_EGONE);
+		bool may = libvad_may_reconnect(c, why);
 		pthread_mutex_unlock(&c->lock);
 		libvad_reply_free(me.resp, fast);
 		if (me.fd >= 0)
 			close(me.fd);
 		if (!may)
-			return VAD_EGONE;
+			return why;
 		int rerr = libvad_reconnect(c, gen);
 		if (rerr != VAD_OK)
 			return rerr;
