@@ -175,7 +175,7 @@ int vt_teardown_run(const struct vt_daemon *d, uint64_t n, enum vt_teardown_how 
 		c = how == VT_TEARDOWN_DROP ? 'd' : 'c';
 		(void)!write(go[1], &c, 1);
 	}
-	uint64_t last_poll = 0, last_check = 0, check_gap = 2000000000u;
+	uint64_t last_poll = 0, last_check = 0, check_gap = 2000000000u, rounds_at_poll = 0;
 	for (;;) {
 		uint64_t t0 = vt_now_ns();
 		int e = timed_round(&b);
@@ -193,6 +193,8 @@ int vt_teardown_run(const struct vt_daemon *d, uint64_t n, enum vt_teardown_how 
 		}
 		if (t1 - last_poll < 5000000u)
 			continue;
+		uint64_t rounds_since = out->rounds - rounds_at_poll;
+		rounds_at_poll = out->rounds;
 		/* Between B's rounds, untimed: are A's ranges back? Are the books right? */
 		last_poll = t1;
 		if (vad_stats(admin, &st) != 0) {
@@ -200,6 +202,8 @@ int vt_teardown_run(const struct vt_daemon *d, uint64_t n, enum vt_teardown_how 
 			goto out;
 		}
 		bool back = st.busy_bytes == baseline;
+		if (!back && st.busy_bytes < baseline + n * 4096 && rounds_since > 0)
+			out->partial_polls++;
 		if (back && !out->back_ns)
 			out->back_ns = vt_now_ns() - t_go;
 		/* B goes on for at least a second: with few ranges (or none: B alone, the

@@ -25,6 +25,9 @@ struct vt_teardown_result {
 	uint64_t max_ns, p99_ns; /* of those */
 	uint64_t max_at_ns;	 /* when the worst one started, from A's going */
 	uint64_t back_ns;	 /* from A's going until busy bytes were at the baseline again */
+	/* Polls that found A's ranges partly back with one of B's rounds done since the last
+	 * poll: B was served while the teardown was under way, not after it. */
+	unsigned partial_polls;
 	unsigned checks, checks_failed; /* consistency checks run between B's rounds */
 	char check_msg[256];		/* the first failure's sentence */
 };

@@ -2,8 +2,10 @@
  * test_service_teardown.c - one client's teardown never stalls another (requirement 3):
  * client A holds a million single-page ranges and closes its socket, is killed, or is
  * dropped by the daemon for a broken frame; client B, served by the same worker (workers = 1),
- * loops alloc+free meanwhile. B's worst round trip stays under a generous bound (the figure
- * itself is the bench's: make bench-registry), every range is back within seconds, and the
+ * loops alloc+free meanwhile. B is served while the teardown is under way: its rounds
+ * complete between polls that see A's ranges partly back (a teardown done in one go on the
+ * worker would show only "all held" and "all back"). B's worst round trip is printed; the
+ * figure with its bar is the bench's (make bench-registry). Every range is back, and the
  * consistency check passes while the reaper works and after. Also: the range-count limits
  * refuse with a sentence, and a daemon stopped while reaping exits cleanly.
  */
@@ -13,10 +15,6 @@
 #include "rawclient.h"
 #include "teardown.h"
 #include "vtassert.h"
-
-/* Generous: the bench shows about 10 ms on a loaded 2-core machine, the old synchronous
- * teardown of a million ranges took 3 to 8 s. */
-#define WORST_MS 200
 
 static uint64_t ranges(void)
 {
@@ -35,17 +33,20 @@ static void run(void **state, enum vt_teardown_how how)
 	uint64_t n = ranges();
 	assert_int_equal(0, vt_teardown_run(d, n, how, true, vt_timeout_ms(120000), &r));
 	printf("# %s of %llu ranges: B's worst round trip %.2f ms (p99 %.2f ms over %llu), all "
-	       "back after %.0f ms, %u checks\n",
+	       "back after %.0f ms, %u polls saw them partly back with B served between, %u "
+	       "checks\n",
 	       vt_teardown_name(how), (unsigned long long)n, r.max_ns / 1e6, r.p99_ns / 1e6,
-	       (unsigned long long)r.rounds, r.back_ns / 1e6, r.checks);
+	       (unsigned long long)r.rounds, r.back_ns / 1e6, r.partial_polls, r.checks);
 	if (r.checks_failed)
 		fail_msg("%u of %u consistency checks failed during the teardown: %s",
 			 r.checks_failed, r.checks, r.check_msg);
 	assert_true(r.checks > 0);
-	if (r.max_ns > (uint64_t)vt_timeout_ms(WORST_MS) * 1000000u)
-		fail_msg("B waited %.1f ms for one alloc+free while A's %llu ranges were torn "
-			 "down (bound %d ms)",
-			 r.max_ns / 1e6, (unsigned long long)n, vt_timeout_ms(WORST_MS));
+	/* Two such polls at least: B got answers between two partial states of the teardown. */
+	if (r.partial_polls < 2)
+		fail_msg("B was not served while A's %llu ranges were torn down: %u polls saw "
+			 "them partly back with a round of B's between (the teardown ran in one "
+			 "go; B's worst round trip %.1f ms, all back after %.0f ms)",
+			 (unsigned long long)n, r.partial_polls, r.max_ns / 1e6, r.back_ns / 1e6);
 	assert_int_equal(0, vt_check_invariants(d));
 	struct vad_stats st;
 	assert_int_equal(0, vt_stats(d, &st));
