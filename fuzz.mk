@@ -16,7 +16,7 @@ FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-
 FUZZ_CFLAGS := -std=gnu11 -O1 -g -pthread -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow \
 	       -Wno-unused-parameter $(FUZZ_SAN)
 FUZZ_CPPFLAGS := -Ilib -Iproto -I$(FUZZ_O)/proto -Idaemon -Itests/fuzz
-FUZZ_LIBS   := -linih -lprotobuf-c -levent_core -lpthread -lm
+FUZZ_LIBS   := -linih -lprotobuf-c -levent_core -lsystemd -lpthread -lm
 
 FUZZ_LIB_SRC := $(wildcard lib/*.c) $(wildcard proto/*.c) \
 		$(filter-out daemon/main.c,$(wildcard daemon/*.c))

@@ -50,6 +50,9 @@ int libvad_call_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t f
 		      struct libvad_fast_reply *fast, Vad__Response **resp, int *fd)
 {
 	struct libvad_pending me = {.id = id, .fd = -1, .wants_fd = fd != NULL, .fast = fast};
+	/* The send's own outcome, apart from me.err: the reader may finish me (and set me.err)
+	 * while the send is still returning. */
+	int own_err;
 	*resp = NULL;
 	if (fd)
 		*fd = -1;
@@ -68,7 +71,8 @@ retry:
 	}
 	if (err == VAD_OK) {
 		libvad_pending_add(c, &me);
-		err = libvad_send_locked(c, frame, flen, &me.err);
+		own_err = VAD_OK;
+		err = libvad_send_locked(c, frame, flen, &own_err);
 		if (err != VAD_OK)
 			libvad_pending_remove(c, &me);
 		if (err != VAD_OK && libvad_may_reconnect(c, err)) {
@@ -84,7 +88,6 @@ retry:
 		pthread_mutex_unlock(&c->lock);
 		return err;
 	}
-	int own_err = me.err;
 	wait_reply(c, &me);
 
 	if (own_err == LIBVAD_UNSENT) {

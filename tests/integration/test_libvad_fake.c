@@ -1398,6 +1398,7 @@ struct mixed {
 	int id;
 	unsigned long calls; /* atomic */
 	int last_err;	     /* atomic */
+	const int *armed;    /* atomic: the death is set; until then a worker stops at 3 calls */
 };
 
 /* Mixed calls (allocs and frees in two arenas, batches, stats) until one fails. */
@@ -1405,6 +1406,10 @@ static void *mixed_worker(void *arg)
 {
 	struct mixed *m = arg;
 	for (unsigned i = 0;; i++) {
+		/* The fake's bump allocation never reuses: on a loaded machine a worker left to
+		 * run while the others reach 3 calls would fill the arena (ENOSPC). */
+		while (i >= 3 && !__atomic_load_n(m->armed, __ATOMIC_ACQUIRE))
+			sched_yield();
 		const char *arena = (i + (unsigned)m->id) % 2 ? "second" : NULL;
 		void *v[2];
 		size_t sizes[2] = {4096, 8192};
@@ -1437,8 +1442,9 @@ static void test_dies_under_threads(void **state)
 			struct fake *f = start(&c, &fds0);
 			struct mixed m[THREADS];
 			pthread_t t[THREADS];
+			int armed = 0;
 			for (int i = 0; i < THREADS; i++) {
-				m[i] = (struct mixed){.c = c, .id = i};
+				m[i] = (struct mixed){.c = c, .id = i, .armed = &armed};
 				pthread_create(&t[i], NULL, mixed_worker, &m[i]);
 			}
 			/* Bump allocation never reuses: a few calls each, then the death. */
@@ -1450,6 +1456,7 @@ static void test_dies_under_threads(void **state)
 				fake_hang_up(f);
 			else
 				set_trick(f, deaths[k], 0);
+			__atomic_store_n(&armed, 1, __ATOMIC_RELEASE);
 			for (int i = 0; i < THREADS; i++) {
 				pthread_join(t[i], NULL);
 				assert_int_equal(m[i].last_err, VAD_EGONE);
