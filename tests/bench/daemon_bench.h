@@ -73,6 +73,8 @@ struct db_result {
 	uint64_t cpu_ns;	/* this process's CPU time over the window (all drivers) */
 	uint64_t daemon_cpu_ns; /* the daemon's, when daemon_pid was given */
 	uint64_t faults;	/* page faults of this process over the window (getrusage) */
+	uint64_t csw;		/* context switches of this process over the window, voluntary and
+				   involuntary (getrusage): what blocking threads pay per call */
 	uint64_t req_bytes, resp_bytes; /* frame sizes seen (alloc request, alloc reply) */
 	struct db_hist alloc_lat;	/* alloc request round trips */
 	struct db_hist all_lat;		/* every request's round trip */

@@ -394,6 +394,7 @@ void db_run(const struct db_params *p, struct db_result *r)
 		r->daemon_cpu_ns = db_pid_cpu_ns(p->daemon_pid) - dcpu0;
 	getrusage(RUSAGE_SELF, &ru1);
 	r->faults = (uint64_t)((ru1.ru_minflt + ru1.ru_majflt) - (ru0.ru_minflt + ru0.ru_majflt));
+	r->csw = (uint64_t)((ru1.ru_nvcsw + ru1.ru_nivcsw) - (ru0.ru_nvcsw + ru0.ru_nivcsw));
 	uint64_t t0 = UINT64_MAX, t1 = 0;
 	for (unsigned i = 0; i < nd; i++) {
 		const struct db_driver *d = &ds[i];

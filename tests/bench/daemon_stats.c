@@ -217,7 +217,7 @@ void db_print_json(FILE *f, const struct db_params *p, const struct db_result *r
 	    "\"all_p50_ns\":%llu,\"all_p99_ns\":%llu,"
 	    "\"client_cpu_ns_per_req\":%.0f,\"daemon_cpu_ns_per_req\":%.0f,"
 	    "\"req_frame\":%llu,\"resp_frame\":%llu,\"loadavg\":%.2f,\"populate\":%s,"
-	    "\"faults\":%llu,\"wall_ns\":%llu",
+	    "\"faults\":%llu,\"context_switches\":%llu,\"wall_ns\":%llu",
 	    p->shape ? p->shape->name : "-", (unsigned long long)p->unit, p->clients, p->pipeline,
 	    p->batch, p->drivers, p->procs ? "true" : "false", p->touch ? "true" : "false",
 	    (double)r->wall_ns / 1e9, (unsigned long long)r->requests, (unsigned long long)r->items,
@@ -235,7 +235,7 @@ void db_print_json(FILE *f, const struct db_params *p, const struct db_result *r
 	    r->requests && r->daemon_cpu_ns ? (double)r->daemon_cpu_ns / (double)r->requests : 0,
 	    (unsigned long long)r->req_bytes, (unsigned long long)r->resp_bytes, la,
 	    p->populate ? "true" : "false", (unsigned long long)r->faults,
-	    (unsigned long long)r->wall_ns);
+	    (unsigned long long)r->csw, (unsigned long long)r->wall_ns);
 	if (r->failed) {
 		fputs(",\"error\":", f);
 		bench_put_json_string(f, r->errmsg);
