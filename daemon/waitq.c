@@ -96,9 +96,24 @@ static void answer(struct vad_waiter *wt, struct vad_reply *r)
 	waiter_free(wt);
 }
 
+/* Arm wt's timer for what is left until its deadline (at least 1 us). */
+static int arm_timer(struct vad_waiter *wt, uint64_t now)
+{
+	uint64_t left_us = wt->deadline_ns > now ? (wt->deadline_ns - now + 999) / 1000 : 1;
+	struct timeval tv = {.tv_sec = (time_t)(left_us / 1000000u),
+			     .tv_usec = (suseconds_t)(left_us % 1000000u)};
+	return evtimer_add(wt->timer, &tv);
+}
+
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct vad_waiter *wt = arg;
+	/* libevent measures a timer from its loop's cached clock, which a busy worker may have
+	 * read milliseconds before the request came: a timer can fire before the wait asked
+	 * for has passed. Then it waits out the rest. */
+	uint64_t now = vad_now_ns();
+	if (now < wt->deadline_ns && arm_timer(wt, now) == 0)
+		return;
 	unqueue(wt);
 	__atomic_add_fetch(&wt->q->timeouts, 1, __ATOMIC_RELAXED);
 	struct vad_reply r;
@@ -139,10 +154,9 @@ int vad_waitq_push(struct vad_session *s, unsigned ai, uint64_t id, const char *
 	wt->align = align;
 	wt->total = total;
 	wt->since_ns = vad_now_ns();
+	wt->deadline_ns = wt->since_ns + (uint64_t)wait_ms * 1000000u;
 	wt->timer = evtimer_new(worker_base(s->worker), on_timeout, wt);
-	struct timeval tv = {.tv_sec = wait_ms / 1000,
-			     .tv_usec = (suseconds_t)(wait_ms % 1000) * 1000};
-	if (!wt->timer || evtimer_add(wt->timer, &tv) < 0) {
+	if (!wt->timer || arm_timer(wt, wt->since_ns) < 0) {
 		if (wt->timer)
 			event_free(wt->timer);
 		free(wt);

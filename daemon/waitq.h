@@ -34,6 +34,7 @@ struct vad_waiter {
 	uint64_t *sizes;     /* [n], rounded to the arena's quantum */
 	uint64_t align, total;
 	uint64_t since_ns;		     /* vad_now_ns() when it was queued */
+	uint64_t deadline_ns;		     /* since_ns + the wait it asked for */
 	TAILQ_ENTRY(vad_waiter) link;	     /* in q (q->lock) */
 	LIST_ENTRY(vad_waiter) session_link; /* the session's waiters (its worker only) */
 };
