@@ -48,7 +48,63 @@ struct vad_persist {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct vad_stored handover; /* vad_persist_prepare_exec: fds for the next image */
+	uint64_t begin_ns;	    /* vad_persist_begin: the start of the start-up */
 };
+
+/* The phases of a start-up with a state, in ns, logged on one line at its end. */
+#define RESTORE_PHASES(X)                                                                          \
+	X(OPEN, "open")		/* vad_persist_begin to the restore: fds, arenas, server */        \
+	X(LOAD, "load")		/* the state file's records read and checked */                    \
+	X(SORT, "sort")		/* in address order, checked as a whole */                         \
+	X(REBUILD, "rebuild")	/* allocators and registry made as the records say */              \
+	X(VA_CHECK, "va_check") /* every allocator's invariants */                                 \
+	X(REGISTRY_CHECK, "registry_check")                                                        \
+	X(RELEASE, "release") /* free space released (what a crash left in it) */                  \
+	X(STORE, "store")     /* the new state and fresh arenas handed to the fd store */
+
+enum restore_phase {
+#define X(id, name) PHASE_##id,
+	RESTORE_PHASES(X)
+#undef X
+	    N_PHASES
+};
+
+struct phases {
+	uint64_t ns[N_PHASES];
+	uint64_t mark; /* the end of the last phase */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Phase ph ended now. */
+static void phase_end(struct phases *t, enum restore_phase ph)
+{
+	uint64_t now = now_ns();
+	t->ns[ph] += now - t->mark;
+	t->mark = now;
+}
+
+/* The line operators (and make bench-restart) read: each phase in ms, the total, the holds. */
+static void phases_log(const struct phases *t, uint64_t begin_ns, size_t holds)
+{
+	char line[512];
+	size_t len = 0;
+	static const char *const names[N_PHASES] = {
+#define X(id, name) name,
+	    RESTORE_PHASES(X)
+#undef X
+	};
+	for (int i = 0; i < N_PHASES && len < sizeof(line); i++)
+		len += (size_t)snprintf(line + len, sizeof(line) - len, "%s %.1f, ", names[i],
+					(double)t->ns[i] / 1e6);
+	log_info("restore: phases (ms): %stotal %.1f; %zu holds", line,
+		 (double)(t->mark - begin_ns) / 1e6, holds);
+}
 
 static uint64_t now_ms(void)
 {
@@ -78,6 +134,7 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 	}
 	p->old_fd = -1;
 	p->discard = discard;
+	p->begin_ns = now_ns();
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	if (vad_fdstore_take(&p->stored, err, err_len) != 0) {
@@ -274,7 +331,8 @@ static int by_orphan(const void *key, const void *elem)
 /* Read the old state into l (arena indices mapped to the config's) and check it makes sense
  * as a whole: ranges of one place agree on their size, none overlap, one record per holder
  * and range. 0, or -1 with the reason in l->err. */
-static int load_state(struct vad_persist *p, const struct vad_config *cfg, struct loaded *l)
+static int load_state(struct vad_persist *p, const struct vad_config *cfg, struct loaded *l,
+		      struct phases *t)
 {
 	size_t n_old = 0;
 	const struct vad_state_arena *oa = vad_state_arenas(p->old, &n_old);
@@ -297,6 +355,7 @@ static int load_state(struct vad_persist *p, const struct vad_config *cfg, struc
 			snprintf(l->err, l->err_len, "%s", why);
 		return -1;
 	}
+	phase_end(t, PHASE_LOAD);
 	qsort(l->h, l->n, sizeof(*l->h), by_place);
 	for (size_t i = 1; i < l->n; i++) {
 		const struct vad_state_hold *a = &l->h[i - 1], *b = &l->h[i];
@@ -451,7 +510,8 @@ static int create_state(struct vad_persist *p, const struct vad_config *cfg, uin
 }
 
 /* Check every allocator the state touched and the registry. */
-static int verify(struct vad_persist *p, const struct vad_config *cfg, char *err, size_t err_len)
+static int verify(struct vad_persist *p, const struct vad_config *cfg, struct phases *t, char *err,
+		  size_t err_len)
 {
 	char msg[512];
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
@@ -462,12 +522,12 @@ static int verify(struct vad_persist *p, const struct vad_config *cfg, char *err
 			return -1;
 		}
 	}
-	uint64_t t = now_ms();
+	phase_end(t, PHASE_VA_CHECK);
 	if (vad_registry_check(p->reg, msg, sizeof(msg)) != 0) {
 		snprintf(err, err_len, "the rebuilt registry fails its check: %s", msg);
 		return -1;
 	}
-	log_debug("restore: the registry check took %" PRIu64 " ms", now_ms() - t);
+	phase_end(t, PHASE_REGISTRY_CHECK);
 	return 0;
 }
 
@@ -552,7 +612,8 @@ static void *grace_main(void *arg)
 int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 			const struct vad_config *cfg, char *err, size_t err_len)
 {
-	uint64_t t0 = now_ms();
+	struct phases t = {.mark = now_ns()};
+	t.ns[PHASE_OPEN] = t.mark - p->begin_ns;
 	p->reg = svc->reg;
 	p->arenas = svc->arenas; /* the service took the array main made: its first slots */
 	p->grace_ms = cfg->resume_grace_ms;
@@ -560,12 +621,13 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	struct loaded l = {.err = why, .err_len = sizeof(why)};
 	uint64_t next_session = 1;
 	if (p->old) {
-		if (load_state(p, cfg, &l) != 0)
+		if (load_state(p, cfg, &l, &t) != 0)
 			goto refuse;
 		next_session = vad_state_next_session(p->old);
 		if ((uint64_t)l.max_holder + 1 > next_session)
 			next_session = (uint64_t)l.max_holder + 1;
 	}
+	phase_end(&t, PHASE_SORT);
 	if (create_state(p, cfg, l.n, next_session, why, sizeof(why)) != 0) {
 		if (p->old)
 			goto refuse; /* it holds ranges that must not be lost */
@@ -575,7 +637,6 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	}
 	p->reg->state = p->cur;
 	p->reg->state_arenas = cfg->n_arenas;
-	uint64_t t_load = now_ms();
 	if (make_orphans(p, &l) != 0) {
 		snprintf(why, sizeof(why), "out of memory rebuilding the holders");
 		goto refuse;
@@ -584,33 +645,33 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 		goto refuse;
 	if (p->old && load_secrets(p, why, sizeof(why)) != 0)
 		goto refuse;
-	uint64_t t_rebuild = now_ms();
-	if (verify(p, cfg, why, sizeof(why)) != 0)
+	phase_end(&t, PHASE_REBUILD);
+	if (verify(p, cfg, &t, why, sizeof(why)) != 0)
 		goto refuse;
-	uint64_t t_verify = now_ms();
 	/* Free space may hold what a range freed just before a crash held: zeros for its next
 	 * holder, as always. */
 	for (size_t i = 0; p->old && i < cfg->n_arenas; i++)
 		if (p->arenas[i] && !p->fresh[i])
 			va_release_free(p->arenas[i]->vs);
-	if (p->old)
-		log_info("restore: loading %" PRIu64 " ms, rebuilding %" PRIu64
-			 " ms, checking %" PRIu64 " ms, releasing free space %" PRIu64 " ms",
-			 t_load - t0, t_rebuild - t_load, t_verify - t_rebuild,
-			 now_ms() - t_verify);
+	phase_end(&t, PHASE_RELEASE);
 	svc->next_session_id = next_session;
 	svc->persist = p;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < l.n; i++)
 		bytes += (uint64_t)l.h[i].count * l.h[i].size;
-	if (p->old)
-		log_notice("restored %zu holds (%" PRIu64
-			   " bytes) of %zu sessions from state.%" PRIu64 " in %" PRIu64
-			   " ms; they are kept %" PRIu64 " ms for their clients",
-			   l.n, bytes, p->n_orphans, p->old_gen, now_ms() - t0, p->grace_ms);
+	size_t holds = l.n;
 	free(l.h);
 	free(l.map);
 	store_all(p, cfg);
+	phase_end(&t, PHASE_STORE);
+	if (p->old) {
+		log_notice("restored %zu holds (%" PRIu64
+			   " bytes) of %zu sessions from state.%" PRIu64 " in %" PRIu64
+			   " ms; they are kept %" PRIu64 " ms for their clients",
+			   holds, bytes, p->n_orphans, p->old_gen, (t.mark - p->begin_ns) / 1000000,
+			   p->grace_ms);
+		phases_log(&t, p->begin_ns, holds);
+	}
 	if (p->n_orphans) {
 		int e = pthread_create(&p->grace, NULL, grace_main, p);
 		if (e)
