@@ -148,7 +148,10 @@ void *reaper_main(void *arg)
 		unsigned chunks = 0;
 		size_t n_keys = 0;
 		uint64_t yielded = vad_now_ns();
-		struct reap_key *keys = reap_order(d, &n_keys);
+		/* Discarding, nothing goes back to the allocator: slot order is as good. */
+		struct reap_key *keys = __atomic_load_n(&reg->discard, __ATOMIC_RELAXED)
+					    ? NULL
+					    : reap_order(d, &n_keys);
 		do {
 			empty = reap_chunk(reg, d, keys, n_keys);
 			if (!empty && keys && d->reap_pos >= n_keys) {

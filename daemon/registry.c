@@ -52,6 +52,11 @@ bool vad_registry_remove_space(struct vad_registry *reg, unsigned arena)
 	return true;
 }
 
+void vad_registry_discard(struct vad_registry *reg)
+{
+	__atomic_store_n(&reg->discard, true, __ATOMIC_RELAXED);
+}
+
 void vad_registry_free(struct vad_registry *reg)
 {
 	if (!reg)
@@ -223,6 +228,11 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 		pthread_mutex_unlock(&reg->token_lock);
 		for (size_t i = 0; i < n_gone; i++)
 			free(gone[i]);
+	}
+	if (__atomic_load_n(&reg->discard, __ATOMIC_RELAXED)) {
+		for (size_t i = 0; i < n; i++)
+			vad_range_put(dead[i]);
+		return; /* the allocator goes with the process (vad_registry_discard) */
 	}
 	for (size_t i = 0; i < n; i++)
 		addrs[i] = dead[i]->offset;

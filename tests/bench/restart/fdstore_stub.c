@@ -181,6 +181,8 @@ int stub_start(struct fdstore_stub *m, char *const argv[], const char *log_path)
 			unsetenv("LISTEN_FDNAMES");
 			unsetenv("LISTEN_PID");
 		}
+		if (m->hold_start)
+			raise(SIGSTOP);
 		execv(argv[0], argv);
 		dprintf(STDERR_FILENO, "restart_bench: exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -188,6 +190,18 @@ int stub_start(struct fdstore_stub *m, char *const argv[], const char *log_path)
 	close(log);
 	m->pid = pid;
 	m->status = 0;
+	return 0;
+}
+
+int stub_resume(struct fdstore_stub *m, void (*go)(void *ctx, pid_t pid), void *ctx)
+{
+	int st;
+	if (waitpid(m->pid, &st, WUNTRACED) != m->pid || !WIFSTOPPED(st)) {
+		fprintf(stderr, "restart_bench: the daemon did not stop before its exec\n");
+		return -1;
+	}
+	go(ctx, m->pid);
+	kill(m->pid, SIGCONT);
 	return 0;
 }
 

@@ -30,6 +30,7 @@ struct fdstore_stub {
 	uint64_t ready_ns; /* vt_now_ns when READY=1 arrived */
 	pid_t pid;	   /* the daemon, 0 when none runs */
 	int status;	   /* its waitpid status once it exited */
+	bool hold_start;   /* stub_start stops the child before its exec (stub_resume) */
 };
 
 /* Bind the notify socket at path. 0, or -1 (printed). */
@@ -44,6 +45,10 @@ void stub_pump(struct fdstore_stub *m, int timeout_ms);
 /* Start argv (argv[0] a path) with the stored fds, stdout and stderr appended to log_path.
  * 0, or -1 (printed). */
 int stub_start(struct fdstore_stub *m, char *const argv[], const char *log_path);
+
+/* With hold_start: wait until the child stopped itself before its exec (so a profiler can
+ * attach to its pid), and let it go on once go() returned. 0, or -1 (printed). */
+int stub_resume(struct fdstore_stub *m, void (*go)(void *ctx, pid_t pid), void *ctx);
 
 /* Wait for READY=1; 0, or -1 when the daemon exited or timeout_ms passed. */
 int stub_wait_ready(struct fdstore_stub *m, int timeout_ms);

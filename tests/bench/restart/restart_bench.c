@@ -9,8 +9,11 @@
  * state file's bytes per live range; then the median of each column per kind of restart.
  *
  * usage: restart_bench [--ranges N] [--clients C] [--runs R] [--shares S] [--workers W]
+ *                      [--perf PREFIX]
  *   N live ranges (default 1000000), C filling clients (4), R restarts of each kind (5),
- *   S ranges each client shares with the next (1000), W daemon workers (2).
+ *   S ranges each client shares with the next (1000), W daemon workers (2);
+ *   --perf: each restarted daemon runs under `perf record -g` from before its exec until it
+ *   exits (PREFIX.1, PREFIX.2, ...); its start column then holds perf's attach too.
  * VAD_BUILD_DIR names the build directory holding vad. The clients stay connected until the
  * first stop; from then on the previous daemon's holds are kept for their clients
  * (resume_grace is an hour here) and each restart brings back all of them.
@@ -31,31 +34,64 @@
 
 #define BATCH	  1024
 #define MAX_RUNS  64
-#define N_PHASES  9
+#define N_PHASES  13
 #define N_COLUMNS (3 + N_PHASES + 1)
 
 /* The phases the daemon logs at the end of a restore, in its order ("restore: phases"). */
 static const char *const phase_names[N_PHASES] = {
-    "open", "load", "sort", "rebuild", "va_check", "registry_check", "release", "store", "total",
+    "open",	"load",	   "sort",  "holders",	      "rebuild", "ranges", "allocators",
+    "va_check", "release", "holds", "registry_check", "store",	 "total",
 };
 
 /* One restart's figures in ms: stop, start to READY, stop to READY, the daemon's phases
  * (NAN when not logged), then exec: start to READY less the daemon's own total. */
 struct run {
 	double col[N_COLUMNS];
+	double cpu[N_PHASES]; /* the daemon's CPU time per phase ("restore: cpu") */
 	double state_bytes_per_range;
 	uint64_t holds;
 };
 
 static const char *const column_names[N_COLUMNS] = {
-    "stop",	"start",     "stop_to_ready", "open",  "load",	"sort",	      "rebuild",
-    "va_check", "reg_check", "release",	      "store", "total", "exec+ready",
+    "stop",    "start",	  "stop>READY", "open",	  "load",     "sort",
+    "holders", "rebuild", "ranges",	"allocs", "va_check", "release",
+    "holds",   "reg_chk", "store",	"total",  "exec+rdy",
 };
 
 struct opts {
 	uint64_t ranges;
 	unsigned clients, runs, shares, workers;
+	const char *perf; /* --perf PREFIX */
 };
+
+/* --perf: the profiler attached to the daemon started last. */
+static struct {
+	const char *prefix;
+	unsigned n;
+	pid_t pid;
+} perf;
+
+static void perf_attach(void *ctx, pid_t pid)
+{
+	char out[PATH_MAX], target[16];
+	snprintf(out, sizeof(out), "%s.%u", perf.prefix, ++perf.n);
+	snprintf(target, sizeof(target), "%d", (int)pid);
+	perf.pid = fork();
+	if (perf.pid == 0) {
+		execlp("perf", "perf", "record", "-q", "-F", "4999", "-g", "-p", target, "-o", out,
+		       (char *)NULL);
+		_exit(127);
+	}
+	vt_sleep_ms(500); /* perf is attached by then */
+}
+
+/* The daemon exited: its profile is complete. */
+static void perf_done(void)
+{
+	if (perf.pid > 0)
+		waitpid(perf.pid, NULL, 0);
+	perf.pid = 0;
+}
 
 static double ms(uint64_t ns)
 {
@@ -177,17 +213,17 @@ static int fill(const struct vt_daemon *d, struct client *cl, const struct opts 
 
 /* ---- one restart ------------------------------------------------------------------------- */
 
-/* The daemon's last "restore: phases" line in the log: its phase times into r->col. */
-static void read_phases(const char *log_path, struct run *r)
+/* The phase times of the daemon's last line starting with what (its log) into out[]. */
+static void parse_line(const char *log_path, const char *what, double *out, uint64_t *holds)
 {
 	for (int i = 0; i < N_PHASES; i++)
-		r->col[3 + i] = NAN;
+		out[i] = NAN;
 	FILE *f = fopen(log_path, "r");
 	if (!f)
 		return;
 	char line[2048], last[2048] = "";
 	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "restore: phases"))
+		if (strstr(line, what))
 			snprintf(last, sizeof(last), "%s", line);
 	fclose(f);
 	for (int i = 0; i < N_PHASES; i++) {
@@ -195,10 +231,18 @@ static void read_phases(const char *log_path, struct run *r)
 		snprintf(key, sizeof(key), " %s ", phase_names[i]);
 		const char *p = strstr(last, key);
 		if (p)
-			r->col[3 + i] = strtod(p + strlen(key), NULL);
+			out[i] = strtod(p + strlen(key), NULL);
 	}
 	const char *h = strstr(last, "; ");
-	r->holds = h ? strtoull(h + 2, NULL, 10) : 0;
+	if (holds)
+		*holds = h ? strtoull(h + 2, NULL, 10) : 0;
+}
+
+/* The daemon's last "restore: phases" and "restore: cpu" lines. */
+static void read_phases(const char *log_path, struct run *r)
+{
+	parse_line(log_path, "restore: phases", &r->col[3], &r->holds);
+	parse_line(log_path, "restore: cpu", r->cpu, NULL);
 }
 
 static int restart(struct fdstore_stub *m, char *const argv[], const char *log_path, int sig,
@@ -213,7 +257,12 @@ static int restart(struct fdstore_stub *m, char *const argv[], const char *log_p
 			m->status);
 		return -1;
 	}
-	if (stub_start(m, argv, log_path) != 0 || stub_wait_ready(m, 120000) != 0)
+	perf_done();
+	if (stub_start(m, argv, log_path) != 0)
+		return -1;
+	if (perf.prefix && stub_resume(m, perf_attach, NULL) != 0)
+		return -1;
+	if (stub_wait_ready(m, 120000) != 0)
 		return -1;
 	r->col[0] = ms(t1 - t0);
 	r->col[1] = ms(m->ready_ns - t1);
@@ -239,7 +288,7 @@ static void print_header(void)
 {
 	printf("%-6s", "kind");
 	for (int c = 0; c < N_COLUMNS; c++)
-		printf(" %9s", column_names[c]);
+		printf(" %8s", column_names[c]);
 	printf(" %8s %9s\n", "B/range", "holds");
 }
 
@@ -247,9 +296,15 @@ static void print_run(const char *kind, const struct run *r)
 {
 	printf("%-6s", kind);
 	for (int c = 0; c < N_COLUMNS; c++)
-		printf(" %9.1f", r->col[c]);
+		printf(" %8.1f", r->col[c]);
 	printf(" %8.1f %9" PRIu64 "\n", r->state_bytes_per_range, r->holds);
 	fflush(stdout);
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(double), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void print_median(const char *kind, const struct run *runs, unsigned n)
@@ -259,17 +314,28 @@ static void print_median(const char *kind, const struct run *runs, unsigned n)
 	for (int c = 0; c <= N_COLUMNS; c++) {
 		for (unsigned i = 0; i < n; i++)
 			v[i] = c < N_COLUMNS ? runs[i].col[c] : runs[i].state_bytes_per_range;
-		qsort(v, n, sizeof(double), cmp_double);
-		double x = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 		if (c < N_COLUMNS)
-			med.col[c] = x;
+			med.col[c] = median(v, n);
 		else
-			med.state_bytes_per_range = x;
+			med.state_bytes_per_range = median(v, n);
 	}
 	med.holds = runs[n - 1].holds;
 	char label[16];
 	snprintf(label, sizeof(label), "%s~", kind);
 	print_run(label, &med);
+}
+
+/* The daemon's CPU time per phase, median over the runs, under the wall-clock columns. */
+static void print_cpu_median(const char *kind, const struct run *runs, unsigned n)
+{
+	double v[MAX_RUNS];
+	printf("%-6s %8s %8s %8s", kind, "", "", "");
+	for (int i = 0; i < N_PHASES; i++) {
+		for (unsigned k = 0; k < n; k++)
+			v[k] = runs[k].cpu[i];
+		printf(" %8.1f", median(v, n));
+	}
+	printf("\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o)
@@ -290,6 +356,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			o->shares = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(a, "--workers") == 0)
 			o->workers = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(a, "--perf") == 0)
+			o->perf = v;
 		else
 			return -1;
 		i++;
@@ -305,7 +373,7 @@ int main(int argc, char **argv)
 	struct opts o;
 	if (parse(argc, argv, &o) != 0) {
 		fprintf(stderr, "usage: restart_bench [--ranges N] [--clients C] [--runs R] "
-				"[--shares S] [--workers W]\n");
+				"[--shares S] [--workers W] [--perf PREFIX]\n");
 		return 2;
 	}
 	struct vt_daemon d;
@@ -332,6 +400,8 @@ int main(int argc, char **argv)
 	d.pid = m.pid;
 	if (fill(&d, cl, &o) != 0)
 		goto out;
+	perf.prefix = o.perf;
+	m.hold_start = o.perf != NULL;
 	print_header();
 	for (unsigned i = 0; i < 2 * o.runs; i++) {
 		bool kill9 = i % 2; /* interleaved: the machine's noise hits both kinds alike */
@@ -354,8 +424,13 @@ int main(int argc, char **argv)
 	printf("median of %u runs each:\n", o.runs);
 	print_median("term", polite, o.runs);
 	print_median("kill9", crash, o.runs);
-	printf("columns, ms: stop = the signal to the exit; start = the exec to READY; the "
-	       "daemon's phases from its log; exec+ready = start less the daemon's total (exec, "
+	printf("the daemon's CPU time per phase (ms, median; total: every thread's):\n");
+	print_cpu_median("term", polite, o.runs);
+	print_cpu_median("kill9", crash, o.runs);
+	printf("columns, ms: stop = the signal to the exit; start = the exec to READY; then the "
+	       "daemon's phases (its \"restore: phases\" line; rebuild is the wall time of "
+	       "ranges .. reg_chk, allocs/va_check/release on one thread overlapping "
+	       "holds/reg_chk on another); exec+rdy = start less the daemon's total (exec, "
 	       "config, READY); B/range = the stored state file's memory per live range\n");
 	rc = 0;
 out:
@@ -363,6 +438,7 @@ out:
 		kill(m.pid, SIGTERM);
 		stub_wait_exit(&m, 120000);
 	}
+	perf_done();
 	d.pid = 0;
 	if (rc)
 		vt_daemon_print_log(&d, 30);
