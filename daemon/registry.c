@@ -72,9 +72,16 @@ void vad_registry_free(struct vad_registry *reg)
 		pthread_join(reg->reaper, NULL);
 	pthread_cond_destroy(&reg->reaper_wake);
 	pthread_cond_destroy(&reg->reaper_idle);
-	/* Holders are gone, so no range remains (a range lives only as long as a hold on it). */
-	HASH_CLEAR(hh_seq, reg->tokens_seq);
-	HASH_CLEAR(hh, reg->tokens);
+	/* Holders are gone, so no range remains (a range lives only as long as a hold on it),
+	 * unless the reaper abandoned them (discarding): then their range objects stay in the
+	 * range slabs, which live as long as the process, and their tokens go here. */
+	struct vad_token_entry *t, *ttmp;
+	HASH_ITER(hh, reg->tokens, t, ttmp)
+	{
+		HASH_DELETE(hh_seq, reg->tokens_seq, t);
+		HASH_DEL(reg->tokens, t);
+		free(t);
+	}
 	struct vad_uid_usage *u, *utmp;
 	HASH_ITER(hh, reg->uids, u, utmp)
 	{

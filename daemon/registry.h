@@ -243,7 +243,9 @@ int vad_registry_restore_hold(struct vad_registry *reg, struct vad_holder *h, st
 /* The process is stopping and its allocators go with it (a polite stop or restart, the state
  * file frozen): from now on a range whose last hold goes has its token and its object freed
  * but stays busy in its allocator, so tearing down millions of holds only frees memory (no
- * allocator work, nothing punched). Nothing reads the allocator's owner tags but to compare
+ * allocator work, nothing punched); and once vad_registry_free stops the reaper, the dying
+ * holders it has not reaped are freed whole (their tables, their tokens; range objects live
+ * in slabs as long as the process). Nothing reads the allocator's owner tags but to compare
  * them, so those of ranges gone are harmless. Thread-safe. */
 void vad_registry_discard(struct vad_registry *reg);
 
