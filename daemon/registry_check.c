@@ -10,6 +10,9 @@
 #include "radix_sort.h"
 #include "units.h"
 
+/* Slots ahead of the one checked whose range is prefetched. */
+#define CHECK_AHEAD 16
+
 /* What one check carries from step to step (every lock held). */
 struct check {
 	struct vad_registry *reg;
@@ -102,6 +105,9 @@ static int check_holder(struct check *c, struct vad_holder *h)
 	size_t used = 0;
 	for (size_t i = 0; i < h->cap; i++) {
 		struct vad_hold *o = &h->holds[i];
+		/* Ranges come in hash order, each a cache miss: ask for a later one meanwhile. */
+		if (i + CHECK_AHEAD < h->cap && h->holds[i + CHECK_AHEAD].range)
+			__builtin_prefetch(h->holds[i + CHECK_AHEAD].range);
 		if (!o->range)
 			continue;
 		used++;
