@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -211,9 +212,12 @@ static bool exited(struct fdstore_stub *m)
 	if (!m->pid)
 		return true;
 	int st;
-	if (waitpid(m->pid, &st, WNOHANG) != m->pid)
+	struct rusage ru;
+	if (wait4(m->pid, &st, WNOHANG, &ru) != m->pid)
 		return false;
 	m->status = st;
+	m->cpu_ms = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+		    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
 	m->pid = 0;
 	return true;
 }

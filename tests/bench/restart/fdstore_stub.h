@@ -30,6 +30,7 @@ struct fdstore_stub {
 	uint64_t ready_ns; /* vt_now_ns when READY=1 arrived */
 	pid_t pid;	   /* the daemon, 0 when none runs */
 	int status;	   /* its waitpid status once it exited */
+	double cpu_ms;	   /* its CPU time (user + system, every thread) once it exited */
 	bool hold_start;   /* stub_start stops the child before its exec (stub_resume) */
 };
 

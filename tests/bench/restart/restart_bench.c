@@ -49,6 +49,8 @@ struct run {
 	double col[N_COLUMNS];
 	double cpu[N_PHASES]; /* the daemon's CPU time per phase ("restore: cpu") */
 	double state_bytes_per_range;
+	double life_cpu; /* CPU time of the daemon this restart stopped, all its life (NAN: the
+			    one that served the fill) */
 	uint64_t holds;
 };
 
@@ -245,6 +247,8 @@ static void read_phases(const char *log_path, struct run *r)
 	parse_line(log_path, "restore: cpu", r->cpu, NULL);
 }
 
+static bool first_stop = true; /* the daemon that served the fill is stopped next */
+
 static int restart(struct fdstore_stub *m, char *const argv[], const char *log_path, int sig,
 		   uint64_t ranges, struct run *r)
 {
@@ -252,6 +256,8 @@ static int restart(struct fdstore_stub *m, char *const argv[], const char *log_p
 	if (kill(m->pid, sig) != 0 || stub_wait_exit(m, 120000) != 0)
 		return -1;
 	uint64_t t1 = vt_now_ns();
+	r->life_cpu = first_stop ? NAN : m->cpu_ms;
+	first_stop = false;
 	if (sig == SIGTERM && (!WIFEXITED(m->status) || WEXITSTATUS(m->status) != 0)) {
 		fprintf(stderr, "restart_bench: the daemon's stop failed (status 0x%x)\n",
 			m->status);
@@ -289,7 +295,7 @@ static void print_header(void)
 	printf("%-6s", "kind");
 	for (int c = 0; c < N_COLUMNS; c++)
 		printf(" %8s", column_names[c]);
-	printf(" %8s %9s\n", "B/range", "holds");
+	printf(" %8s %9s %8s\n", "B/range", "holds", "life_cpu");
 }
 
 static void print_run(const char *kind, const struct run *r)
@@ -297,7 +303,7 @@ static void print_run(const char *kind, const struct run *r)
 	printf("%-6s", kind);
 	for (int c = 0; c < N_COLUMNS; c++)
 		printf(" %8.1f", r->col[c]);
-	printf(" %8.1f %9" PRIu64 "\n", r->state_bytes_per_range, r->holds);
+	printf(" %8.1f %9" PRIu64 " %8.1f\n", r->state_bytes_per_range, r->holds, r->life_cpu);
 	fflush(stdout);
 }
 
@@ -319,6 +325,11 @@ static void print_median(const char *kind, const struct run *runs, unsigned n)
 		else
 			med.state_bytes_per_range = median(v, n);
 	}
+	unsigned k = 0; /* the daemons' CPU, those whose whole life is a restore and a stop */
+	for (unsigned i = 0; i < n; i++)
+		if (!isnan(runs[i].life_cpu))
+			v[k++] = runs[i].life_cpu;
+	med.life_cpu = k ? median(v, k) : NAN;
 	med.holds = runs[n - 1].holds;
 	char label[16];
 	snprintf(label, sizeof(label), "%s~", kind);
@@ -427,11 +438,14 @@ int main(int argc, char **argv)
 	printf("the daemon's CPU time per phase (ms, median; total: every thread's):\n");
 	print_cpu_median("term", polite, o.runs);
 	print_cpu_median("kill9", crash, o.runs);
-	printf("columns, ms: stop = the signal to the exit; start = the exec to READY; then the "
-	       "daemon's phases (its \"restore: phases\" line; rebuild is the wall time of "
-	       "ranges .. reg_chk, allocs/va_check/release on one thread overlapping "
-	       "holds/reg_chk on another); exec+rdy = start less the daemon's total (exec, "
-	       "config, READY); B/range = the stored state file's memory per live range\n");
+	printf(
+	    "columns, ms: stop = the signal to the exit; start = the exec to READY; then the "
+	    "daemon's phases (its \"restore: phases\" line; rebuild is the wall time of "
+	    "ranges .. reg_chk, allocs/va_check/release on one thread overlapping "
+	    "holds/reg_chk on another); exec+rdy = start less the daemon's total (exec, "
+	    "config, READY); B/range = the stored state file's memory per live range; life_cpu = "
+	    "the CPU time of the daemon this restart stopped over its whole life (its own "
+	    "restore, idle, and this stop: every thread, from wait4)\n");
 	rc = 0;
 out:
 	if (m.pid) {
