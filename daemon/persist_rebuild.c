@@ -128,15 +128,17 @@ struct placer {
 	size_t n_ranges;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool placed; /* lock: every range is busy in its allocator (or it failed) */
-	int rc;
+	bool placed;	/* lock: every range is busy in its allocator (or it failed) */
+	bool placed_ok; /* lock: ... and it did not fail */
+	int rc;		/* read once the thread is joined */
 	char err[1024];
 };
 
-static void placed(struct placer *pl)
+static void placed(struct placer *pl, bool ok)
 {
 	pthread_mutex_lock(&pl->lock);
 	pl->placed = true;
+	pl->placed_ok = ok;
 	pthread_cond_signal(&pl->cond);
 	pthread_mutex_unlock(&pl->lock);
 }
@@ -222,7 +224,7 @@ static void *placer_main(void *arg)
 	struct vad_span t = vad_span_now();
 	pl->rc = place_ranges(pl);
 	rb->alloc = vad_span_since(t);
-	placed(pl);
+	placed(pl, pl->rc == 0);
 	if (pl->rc)
 		return NULL;
 	t = vad_span_now();
@@ -343,10 +345,11 @@ int vad_rebuild_run(struct vad_rebuild *rb, char *err, size_t err_len)
 	pthread_mutex_lock(&pl.lock);
 	while (!pl.placed)
 		pthread_cond_wait(&pl.cond, &pl.lock);
+	bool placed_ok = pl.placed_ok;
 	pthread_mutex_unlock(&pl.lock);
 	int reg = -1;
 	char msg[400];
-	if (holds == 0 && pl.rc == 0) {
+	if (holds == 0 && placed_ok) {
 		/* With the ranges placed; the allocators' own check may run meanwhile. */
 		t = vad_span_now();
 		reg = vad_registry_check(rb->reg, msg, sizeof(msg));
