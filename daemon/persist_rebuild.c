@@ -53,7 +53,7 @@ static bool in_order(const struct vad_state_hold *h, size_t n)
 }
 
 /* Radix sort by (arena, offset) through pairs of key and index, then the records gathered in
- * that order into out, and holds of one place (a shared range: few) put in holder order.
+ * that order into out, and the holds of each place put in holder order.
  * -1 when a key does not fit (an offset past OFFSET_BITS) or memory is short. */
 static int radix_by_place(const struct vad_state_hold *h, size_t n, struct vad_state_hold *out)
 {
@@ -69,12 +69,14 @@ static int radix_by_place(const struct vad_state_hold *h, size_t n, struct vad_s
 	struct vad_sort_pair *s = vad_radix_sort(a, tmp, n);
 	for (size_t i = 0; i < n; i++)
 		out[i] = h[s[i].val];
-	for (size_t i = 1; i < n; i++) /* insertion sort: runs of one place are short */
-		for (size_t j = i; j > 0 && by_place(&out[j - 1], &out[j]) > 0; j--) {
-			struct vad_state_hold t = out[j];
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
+	/* The holds of one place (a shared range) in holder order: runs are short, but a
+	 * damaged file's are not bounded, so each is sorted by comparison, O(n log n). */
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && s[j].key == s[i].key; j++)
+			;
+		if (j - i > 1)
+			qsort(out + i, j - i, sizeof(*out), by_place);
+	}
 	rc = 0;
 out:
 	free(a);
