@@ -33,3 +33,17 @@ $(COMMIT_BENCH): tests/bench/commit/commit_bench.c $(LIBTEST) $(LIBDAEMON) $(LIB
 .PHONY: bench-commit
 bench-commit: $(VAD) $(COMMIT_BENCH)
 	VAD_BUILD_DIR=$(O) $(COMMIT_BENCH) $(COMMIT_BENCH_ARGS)
+
+# `make bench-restart`: a restart with 1M live ranges under a stand-in for systemd's fd store,
+# politely (SIGTERM) and after a kill -9, stop to READY split into the daemon's phases, and
+# the state file's bytes per live range (tests/bench/restart/). RESTART_BENCH_ARGS: --ranges N,
+# --clients C, --runs R, --shares S, --workers W.
+RESTART_BENCH := $(O)/bench/restart_bench
+RESTART_BENCH_SRC := tests/bench/restart/restart_bench.c tests/bench/restart/fdstore_stub.c
+$(RESTART_BENCH): $(RESTART_BENCH_SRC) tests/bench/restart/fdstore_stub.h $(LIBTEST) $(LIBDAEMON) $(LIBVAD_A) $(LIBPROTO) $(LIBVASPACE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/common $(CFLAGS) $(LDFLAGS) -o $@ $(RESTART_BENCH_SRC) $(TEST_LINK)
+
+.PHONY: bench-restart
+bench-restart: $(VAD) $(RESTART_BENCH)
+	VAD_BUILD_DIR=$(O) $(RESTART_BENCH) $(RESTART_BENCH_ARGS)

@@ -14,6 +14,7 @@
 
 #include "fdstore.h"
 #include "log.h"
+#include "persist_rebuild.h"
 #include "registry.h"
 #include "service.h"
 #include "state.h"
@@ -48,7 +49,86 @@ struct vad_persist {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct vad_stored handover; /* vad_persist_prepare_exec: fds for the next image */
+	uint64_t begin_ns;	    /* vad_persist_begin: the start of the start-up */
+	uint64_t begin_cpu_ns;	    /* the process's CPU time then */
 };
+
+/* The phases of a start-up with a state, in ns, logged on one line at its end. */
+#define RESTORE_PHASES(X)                                                                          \
+	X(OPEN, "open")		    /* vad_persist_begin to the restore: fds, arenas, server */    \
+	X(LOAD, "load")		    /* the state file's records read and checked */                \
+	X(SORT, "sort")		    /* in address order, checked as a whole */                     \
+	X(HOLDERS, "holders")	    /* one holder per session of the file, the new state file */   \
+	X(REBUILD, "rebuild")	    /* persist_rebuild.h, wall time; its parts below overlap */    \
+	X(RANGES, "ranges")	    /* one range object per place */                               \
+	X(ALLOCATORS, "allocators") /* thread 1: every range busy in its allocator */              \
+	X(VA_CHECK, "va_check")	    /* thread 1: every allocator's invariants */                   \
+	X(RELEASE, "release")	    /* thread 1: free space released (what a crash left there) */  \
+	X(HOLDS, "holds")	    /* thread 2: every hold given to its holder */                 \
+	X(REGISTRY_CHECK, "registry_check") /* thread 2, once the ranges are placed */             \
+	X(STORE, "store")		    /* the new state and fresh arenas to the fd store */
+
+enum restore_phase {
+#define X(id, name) PHASE_##id,
+	RESTORE_PHASES(X)
+#undef X
+	    N_PHASES
+};
+
+struct phases {
+	struct vad_span t[N_PHASES];
+	struct vad_span mark; /* the end of the last phase (this thread's CPU) */
+	uint64_t cpu0;	      /* the process's CPU time at vad_persist_begin */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t process_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* Phase ph ended now (on this thread). */
+static void phase_end(struct phases *t, enum restore_phase ph)
+{
+	struct vad_span d = vad_span_since(t->mark);
+	t->t[ph].wall += d.wall;
+	t->t[ph].cpu += d.cpu;
+	t->mark = vad_span_now();
+}
+
+/* The lines operators (and make bench-restart) read: each phase in ms, wall clock and CPU
+ * (the parts of the rebuild overlap on two threads: CPU says what each costs on a loaded
+ * machine), the totals, the holds. */
+static void phases_log(const struct phases *t, uint64_t begin_ns, size_t holds)
+{
+	static const char *const names[N_PHASES] = {
+#define X(id, name) name,
+	    RESTORE_PHASES(X)
+#undef X
+	};
+	for (int cpu = 0; cpu < 2; cpu++) {
+		char line[512];
+		size_t len = 0;
+		for (int i = 0; i < N_PHASES && len < sizeof(line); i++)
+			len +=
+			    (size_t)snprintf(line + len, sizeof(line) - len, "%s %.1f, ", names[i],
+					     (double)(cpu ? t->t[i].cpu : t->t[i].wall) / 1e6);
+		if (cpu)
+			log_info("restore: cpu (ms): %stotal %.1f (every thread)", line,
+				 (double)(process_cpu_ns() - t->cpu0) / 1e6);
+		else
+			log_info("restore: phases (ms): %stotal %.1f; %zu holds", line,
+				 (double)(t->mark.wall - begin_ns) / 1e6, holds);
+	}
+}
 
 static uint64_t now_ms(void)
 {
@@ -78,6 +158,8 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 	}
 	p->old_fd = -1;
 	p->discard = discard;
+	p->begin_ns = now_ns();
+	p->begin_cpu_ns = process_cpu_ns();
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	if (vad_fdstore_take(&p->stored, err, err_len) != 0) {
@@ -249,16 +331,6 @@ static int load_one(void *ctx, const struct vad_state_hold *h)
 	return 0;
 }
 
-static int by_place(const void *a, const void *b)
-{
-	const struct vad_state_hold *x = a, *y = b;
-	if (x->arena != y->arena)
-		return x->arena < y->arena ? -1 : 1;
-	if (x->offset != y->offset)
-		return x->offset < y->offset ? -1 : 1;
-	return x->holder < y->holder ? -1 : x->holder > y->holder;
-}
-
 static int by_u32(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -274,7 +346,8 @@ static int by_orphan(const void *key, const void *elem)
 /* Read the old state into l (arena indices mapped to the config's) and check it makes sense
  * as a whole: ranges of one place agree on their size, none overlap, one record per holder
  * and range. 0, or -1 with the reason in l->err. */
-static int load_state(struct vad_persist *p, const struct vad_config *cfg, struct loaded *l)
+static int load_state(struct vad_persist *p, const struct vad_config *cfg, struct loaded *l,
+		      struct phases *t)
 {
 	size_t n_old = 0;
 	const struct vad_state_arena *oa = vad_state_arenas(p->old, &n_old);
@@ -291,48 +364,44 @@ static int load_state(struct vad_persist *p, const struct vad_config *cfg, struc
 			    strcmp(oa[i].name, cfg->arenas[j].name) == 0)
 				l->map[i] = (uint32_t)j;
 	}
+	/* Room for every slot ever used at once: no copies as it grows. */
+	uint64_t slots = vad_state_slots(p->old);
+	l->cap = slots ? (size_t)slots : 1;
+	l->h = malloc(l->cap * sizeof(*l->h));
+	if (!l->h) {
+		l->cap = 0; /* load_one grows it as it can */
+	}
 	char why[256];
 	if (vad_state_scan(p->old, load_one, l, why, sizeof(why)) != 0) {
 		if (why[0] && !l->err[0])
 			snprintf(l->err, l->err_len, "%s", why);
 		return -1;
 	}
-	qsort(l->h, l->n, sizeof(*l->h), by_place);
-	for (size_t i = 1; i < l->n; i++) {
-		const struct vad_state_hold *a = &l->h[i - 1], *b = &l->h[i];
-		if (a->arena != b->arena)
-			continue;
-		const char *bad = NULL;
-		if (a->offset == b->offset && a->size != b->size)
-			bad = "two holds of one range disagree on its size";
-		else if (a->offset == b->offset && a->holder == b->holder)
-			bad = "one holder is recorded twice for one range";
-		else if (a->offset != b->offset && a->offset + a->size > b->offset)
-			bad = "two ranges overlap";
-		if (bad) {
-			snprintf(l->err, l->err_len,
-				 "the state file is inconsistent: %s (arena %s, offsets 0x%" PRIx64
-				 " and 0x%" PRIx64 ")",
-				 bad, cfg->arenas[a->arena].name, a->offset, b->offset);
-			return -1;
-		}
-	}
-	return 0;
+	phase_end(t, PHASE_LOAD);
+	struct vad_state_hold *spare = NULL;
+	int rc = vad_rebuild_sort(&l->h, l->n, &spare, cfg, l->err, l->err_len);
+	free(spare);
+	return rc;
 }
 
 /* One holder without a session for each distinct holder of the records. */
 static int make_orphans(struct vad_persist *p, const struct loaded *l)
 {
+	/* The ids, each run of one holder once (records in address order come in long runs
+	 * of one holder), then sorted and made unique: a few entries, not one per record. */
 	uint32_t *ids = malloc((l->n ? l->n : 1) * sizeof(*ids));
 	if (!ids)
 		return -1;
-	for (size_t i = 0; i < l->n; i++)
-		ids[i] = l->h[i].holder;
-	qsort(ids, l->n, sizeof(*ids), by_u32);
 	size_t n = 0;
 	for (size_t i = 0; i < l->n; i++)
-		if (!n || ids[n - 1] != ids[i])
-			ids[n++] = ids[i];
+		if (!n || ids[n - 1] != l->h[i].holder)
+			ids[n++] = l->h[i].holder;
+	qsort(ids, n, sizeof(*ids), by_u32);
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!k || ids[k - 1] != ids[i])
+			ids[k++] = ids[i];
+	n = k;
 	p->orphans = calloc(n ? n : 1, sizeof(*p->orphans));
 	if (!p->orphans) {
 		free(ids);
@@ -342,15 +411,27 @@ static int make_orphans(struct vad_persist *p, const struct loaded *l)
 		p->orphans[i].id = ids[i];
 	p->n_orphans = n; /* each made a holder below (its uid set) */
 	free(ids);
-	/* The uid of a holder: the one its first record names. */
+	/* The uid of a holder: the one its first record names. Its holds counted, so that its
+	 * table is made once at its final size. */
+	size_t *holds = calloc(n ? n : 1, sizeof(*holds));
+	if (!holds)
+		return -1;
+	struct orphan *o = NULL;
 	for (size_t i = 0; i < l->n; i++) {
-		struct orphan *o = bsearch(&l->h[i].holder, p->orphans, n, sizeof(*o), by_orphan);
+		if (!o || o->id != l->h[i].holder)
+			o = bsearch(&l->h[i].holder, p->orphans, n, sizeof(*o), by_orphan);
+		holds[o - p->orphans]++;
 		if (o->h.uid)
 			continue;
-		if (vad_holder_init(p->reg, &o->h, (uid_t)l->h[i].uid, NULL) != 0)
+		if (vad_holder_init(p->reg, &o->h, (uid_t)l->h[i].uid, NULL) != 0) {
+			free(holds);
 			return -1;
+		}
 		o->h.state_holder = o->id;
 	}
+	for (size_t i = 0; i < n; i++)
+		vad_registry_restore_reserve(&p->orphans[i].h, holds[i]); /* else it grows */
+	free(holds);
 	return 0;
 }
 
@@ -373,48 +454,12 @@ static int load_secrets(struct vad_persist *p, char *err, size_t err_len)
 	return vad_state_scan_sessions(p->old, load_secret, p, err, err_len);
 }
 
-/* Make the ranges busy in their allocators and give the holders their holds. */
-static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const struct loaded *l,
-		   char *err, size_t err_len)
+/* The holder of the previous daemon's session id (made by make_orphans). */
+static struct vad_holder *orphan_holder(void *ctx, uint32_t id)
 {
-	for (size_t i = 0; i < l->n;) {
-		const struct vad_state_hold *g = &l->h[i];
-		size_t end = i + 1;
-		while (end < l->n && l->h[end].arena == g->arena && l->h[end].offset == g->offset)
-			end++;
-		struct vad_range *r = vad_range_get();
-		if (!r) {
-			snprintf(err, err_len, "out of memory rebuilding the ranges");
-			return -1;
-		}
-		memset(r, 0, sizeof(*r));
-		r->offset = g->offset;
-		r->size = g->size;
-		r->arena = g->arena;
-		uint64_t got = 0;
-		int rc = va_alloc_range(p->arenas[g->arena]->vs, g->size, 0, g->offset,
-					g->offset + g->size, r, &got);
-		if (rc != VA_OK || got != g->offset) {
-			vad_range_put(r);
-			snprintf(err, err_len,
-				 "arena %s: range 0x%" PRIx64 " (%" PRIu64
-				 " bytes) cannot be made busy again: %s",
-				 cfg->arenas[g->arena].name, g->offset, g->size,
-				 rc ? va_strerror(rc) : "placed elsewhere");
-			return -1;
-		}
-		for (size_t k = i; k < end; k++) {
-			struct orphan *o = bsearch(&l->h[k].holder, p->orphans, p->n_orphans,
-						   sizeof(*o), by_orphan);
-			if (vad_registry_restore_hold(p->reg, &o->h, r, l->h[k].count,
-						      end - i > 1) != 0) {
-				snprintf(err, err_len, "cannot restore a hold: out of memory");
-				return -1;
-			}
-		}
-		i = end;
-	}
-	return 0;
+	struct vad_persist *p = ctx;
+	struct orphan *o = bsearch(&id, p->orphans, p->n_orphans, sizeof(*o), by_orphan);
+	return &o->h;
 }
 
 /* The new state file: the configured arenas (a section with tenancy has an entry nothing
@@ -450,25 +495,43 @@ static int create_state(struct vad_persist *p, const struct vad_config *cfg, uin
 	return rc;
 }
 
-/* Check every allocator the state touched and the registry. */
-static int verify(struct vad_persist *p, const struct vad_config *cfg, char *err, size_t err_len)
+/* Rebuild the allocators and the registry from the loaded holds and verify them
+ * (persist_rebuild.h); the parts' times go into t. */
+static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const struct loaded *l,
+		   struct phases *t, char *err, size_t err_len)
 {
-	char msg[512];
-	for (size_t i = 0; i < cfg->n_arenas; i++) {
-		if (p->arenas[i] && va_check(p->arenas[i]->vs, msg, sizeof(msg)) != 0) {
-			snprintf(err, err_len,
-				 "arena %s fails its allocator check after the rebuild: %s",
-				 cfg->arenas[i].name, msg);
-			return -1;
-		}
-	}
-	uint64_t t = now_ms();
-	if (vad_registry_check(p->reg, msg, sizeof(msg)) != 0) {
-		snprintf(err, err_len, "the rebuilt registry fails its check: %s", msg);
+	struct va_space **vs = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*vs));
+	bool *release = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*release));
+	if (!vs || !release) {
+		free(vs);
+		free(release);
+		snprintf(err, err_len, "out of memory");
 		return -1;
 	}
-	log_debug("restore: the registry check took %" PRIu64 " ms", now_ms() - t);
-	return 0;
+	for (size_t i = 0; i < cfg->n_arenas; i++) {
+		vs[i] = p->arenas[i] ? p->arenas[i]->vs : NULL;
+		release[i] = p->old && p->arenas[i] && !p->fresh[i];
+	}
+	struct vad_rebuild rb = {.h = l->h,
+				 .n = l->n,
+				 .reg = p->reg,
+				 .vs = vs,
+				 .release = release,
+				 .n_arenas = cfg->n_arenas,
+				 .cfg = cfg,
+				 .holder = orphan_holder,
+				 .ctx = p};
+	int rc = vad_rebuild_run(&rb, err, err_len);
+	free(vs);
+	free(release);
+	t->t[PHASE_RANGES] = rb.ranges;
+	t->t[PHASE_ALLOCATORS] = rb.alloc;
+	t->t[PHASE_VA_CHECK] = rb.va_check;
+	t->t[PHASE_RELEASE] = rb.released;
+	t->t[PHASE_HOLDS] = rb.holds;
+	t->t[PHASE_REGISTRY_CHECK] = rb.registry_check;
+	phase_end(t, PHASE_REBUILD);
+	return rc;
 }
 
 /* Hand the fresh arenas and the new state file to the fd store, then forget the old state
@@ -552,7 +615,10 @@ static void *grace_main(void *arg)
 int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 			const struct vad_config *cfg, char *err, size_t err_len)
 {
-	uint64_t t0 = now_ms();
+	struct phases t = {.mark = vad_span_now(), .cpu0 = p->begin_cpu_ns};
+	/* The open phase: wall clock since vad_persist_begin; CPU, the process's meanwhile. */
+	t.t[PHASE_OPEN] =
+	    (struct vad_span){t.mark.wall - p->begin_ns, process_cpu_ns() - p->begin_cpu_ns};
 	p->reg = svc->reg;
 	p->arenas = svc->arenas; /* the service took the array main made: its first slots */
 	p->grace_ms = cfg->resume_grace_ms;
@@ -560,12 +626,13 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	struct loaded l = {.err = why, .err_len = sizeof(why)};
 	uint64_t next_session = 1;
 	if (p->old) {
-		if (load_state(p, cfg, &l) != 0)
+		if (load_state(p, cfg, &l, &t) != 0)
 			goto refuse;
 		next_session = vad_state_next_session(p->old);
 		if ((uint64_t)l.max_holder + 1 > next_session)
 			next_session = (uint64_t)l.max_holder + 1;
 	}
+	phase_end(&t, PHASE_SORT);
 	if (create_state(p, cfg, l.n, next_session, why, sizeof(why)) != 0) {
 		if (p->old)
 			goto refuse; /* it holds ranges that must not be lost */
@@ -575,42 +642,33 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	}
 	p->reg->state = p->cur;
 	p->reg->state_arenas = cfg->n_arenas;
-	uint64_t t_load = now_ms();
 	if (make_orphans(p, &l) != 0) {
 		snprintf(why, sizeof(why), "out of memory rebuilding the holders");
 		goto refuse;
 	}
-	if (rebuild(p, cfg, &l, why, sizeof(why)) != 0)
-		goto refuse;
 	if (p->old && load_secrets(p, why, sizeof(why)) != 0)
 		goto refuse;
-	uint64_t t_rebuild = now_ms();
-	if (verify(p, cfg, why, sizeof(why)) != 0)
+	phase_end(&t, PHASE_HOLDERS);
+	if (rebuild(p, cfg, &l, &t, why, sizeof(why)) != 0)
 		goto refuse;
-	uint64_t t_verify = now_ms();
-	/* Free space may hold what a range freed just before a crash held: zeros for its next
-	 * holder, as always. */
-	for (size_t i = 0; p->old && i < cfg->n_arenas; i++)
-		if (p->arenas[i] && !p->fresh[i])
-			va_release_free(p->arenas[i]->vs);
-	if (p->old)
-		log_info("restore: loading %" PRIu64 " ms, rebuilding %" PRIu64
-			 " ms, checking %" PRIu64 " ms, releasing free space %" PRIu64 " ms",
-			 t_load - t0, t_rebuild - t_load, t_verify - t_rebuild,
-			 now_ms() - t_verify);
 	svc->next_session_id = next_session;
 	svc->persist = p;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < l.n; i++)
 		bytes += (uint64_t)l.h[i].count * l.h[i].size;
-	if (p->old)
-		log_notice("restored %zu holds (%" PRIu64
-			   " bytes) of %zu sessions from state.%" PRIu64 " in %" PRIu64
-			   " ms; they are kept %" PRIu64 " ms for their clients",
-			   l.n, bytes, p->n_orphans, p->old_gen, now_ms() - t0, p->grace_ms);
+	size_t holds = l.n;
 	free(l.h);
 	free(l.map);
 	store_all(p, cfg);
+	phase_end(&t, PHASE_STORE);
+	if (p->old) {
+		log_notice("restored %zu holds (%" PRIu64
+			   " bytes) of %zu sessions from state.%" PRIu64 " in %" PRIu64
+			   " ms; they are kept %" PRIu64 " ms for their clients",
+			   holds, bytes, p->n_orphans, p->old_gen,
+			   (t.mark.wall - p->begin_ns) / 1000000, p->grace_ms);
+		phases_log(&t, p->begin_ns, holds);
+	}
 	if (p->n_orphans) {
 		int e = pthread_create(&p->grace, NULL, grace_main, p);
 		if (e)
@@ -667,6 +725,9 @@ void vad_persist_freeze(struct vad_service *svc)
 	if (!svc->reg->state)
 		return;
 	__atomic_store_n(&svc->reg->state_frozen, true, __ATOMIC_RELAXED);
+	/* The sessions closing now need not give their ranges back: the allocators go with
+	 * the process, the next daemon rebuilds them from the file. */
+	vad_registry_discard(svc->reg);
 	/* Only the configured arenas are kept (state_arenas): their slots are set before any
 	 * thread runs, where a tenant slot is being opened by a worker meanwhile. */
 	for (size_t i = 0; i < svc->reg->state_arenas && i < svc->n_slots; i++)
@@ -681,6 +742,7 @@ void vad_persist_end(struct vad_persist *p)
 	/* Whatever stops the daemon, the state file keeps what it says now. */
 	if (p->reg && p->reg->state) {
 		__atomic_store_n(&p->reg->state_frozen, true, __ATOMIC_RELAXED);
+		vad_registry_discard(p->reg);
 		for (size_t i = 0; i < p->n_arenas; i++)
 			if (p->arenas[i])
 				__atomic_store_n(&p->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);

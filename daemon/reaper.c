@@ -130,6 +130,16 @@ static void pace(struct vad_registry *reg)
 	pthread_rwlock_unlock(&reg->spaces_lock);
 }
 
+/* The registry is going and so is the process, whose allocators keep nothing
+ * (vad_registry_discard): what is left to reap is only memory, freed wholesale by the
+ * registry's end. Not before no worker runs (reaper_stop), so a check never sees holds
+ * vanish without their accounting. */
+static bool abandon(struct vad_registry *reg)
+{
+	return __atomic_load_n(&reg->discard, __ATOMIC_RELAXED) &&
+	       __atomic_load_n(&reg->reaper_stop, __ATOMIC_RELAXED);
+}
+
 /* The reaper: takes the oldest dying holder and drops its holds a chunk at a time, yielding
  * the CPU between chunks (workers and clients share it); once stopping, at full speed. */
 void *reaper_main(void *arg)
@@ -148,8 +158,13 @@ void *reaper_main(void *arg)
 		unsigned chunks = 0;
 		size_t n_keys = 0;
 		uint64_t yielded = vad_now_ns();
-		struct reap_key *keys = reap_order(d, &n_keys);
+		/* Discarding, nothing goes back to the allocator: slot order is as good. */
+		struct reap_key *keys = __atomic_load_n(&reg->discard, __ATOMIC_RELAXED)
+					    ? NULL
+					    : reap_order(d, &n_keys);
 		do {
+			if (abandon(reg))
+				break; /* its table goes below, its ranges with the process */
 			empty = reap_chunk(reg, d, keys, n_keys);
 			if (!empty && keys && d->reap_pos >= n_keys) {
 				/* Cannot happen (the keys cover every hold): finish in slot order.

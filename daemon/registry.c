@@ -52,6 +52,11 @@ bool vad_registry_remove_space(struct vad_registry *reg, unsigned arena)
 	return true;
 }
 
+void vad_registry_discard(struct vad_registry *reg)
+{
+	__atomic_store_n(&reg->discard, true, __ATOMIC_RELAXED);
+}
+
 void vad_registry_free(struct vad_registry *reg)
 {
 	if (!reg)
@@ -67,9 +72,16 @@ void vad_registry_free(struct vad_registry *reg)
 		pthread_join(reg->reaper, NULL);
 	pthread_cond_destroy(&reg->reaper_wake);
 	pthread_cond_destroy(&reg->reaper_idle);
-	/* Holders are gone, so no range remains (a range lives only as long as a hold on it). */
-	HASH_CLEAR(hh_seq, reg->tokens_seq);
-	HASH_CLEAR(hh, reg->tokens);
+	/* Holders are gone, so no range remains (a range lives only as long as a hold on it),
+	 * unless the reaper abandoned them (discarding): then their range objects stay in the
+	 * range slabs, which live as long as the process, and their tokens go here. */
+	struct vad_token_entry *t, *ttmp;
+	HASH_ITER(hh, reg->tokens, t, ttmp)
+	{
+		HASH_DELETE(hh_seq, reg->tokens_seq, t);
+		HASH_DEL(reg->tokens, t);
+		free(t);
+	}
 	struct vad_uid_usage *u, *utmp;
 	HASH_ITER(hh, reg->uids, u, utmp)
 	{
@@ -223,6 +235,11 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 		pthread_mutex_unlock(&reg->token_lock);
 		for (size_t i = 0; i < n_gone; i++)
 			free(gone[i]);
+	}
+	if (__atomic_load_n(&reg->discard, __ATOMIC_RELAXED)) {
+		for (size_t i = 0; i < n; i++)
+			vad_range_put(dead[i]);
+		return; /* the allocator goes with the process (vad_registry_discard) */
 	}
 	for (size_t i = 0; i < n; i++)
 		addrs[i] = dead[i]->offset;

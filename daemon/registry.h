@@ -240,6 +240,20 @@ int vad_registry_check(struct vad_registry *reg, char *msg, size_t msg_len);
 int vad_registry_restore_hold(struct vad_registry *reg, struct vad_holder *h, struct vad_range *r,
 			      uint32_t count, bool shared);
 
+/* The process is stopping and its allocators go with it (a polite stop or restart, the state
+ * file frozen): from now on a range whose last hold goes has its token and its object freed
+ * but stays busy in its allocator, so tearing down millions of holds only frees memory (no
+ * allocator work, nothing punched); and once vad_registry_free stops the reaper, the dying
+ * holders it has not reaped are freed whole (their tables, their tokens; range objects live
+ * in slabs as long as the process). Nothing reads the allocator's owner tags but to compare
+ * them, so those of ranges gone are harmless. Thread-safe. */
+void vad_registry_discard(struct vad_registry *reg);
+
+/* Make room in holder h's table for n more holds at once (a restore knows how many each
+ * holder gets: one table of the final size, not a doubling and a rehash per power of two).
+ * 0, or -1 out of memory (the holds then grow the table as usual). Start-up only. */
+int vad_registry_restore_reserve(struct vad_holder *h, size_t n);
+
 /* Fill buf with n random bytes (the per-thread pool of tokens). 0, -1 on failure. */
 int vad_random_bytes(uint8_t *buf, size_t n);
 

@@ -37,6 +37,21 @@ int vad_registry_restore_hold(struct vad_registry *reg, struct vad_holder *h, st
 	return 0;
 }
 
+int vad_registry_restore_reserve(struct vad_holder *h, size_t n)
+{
+	struct vad_hold *fresh;
+	size_t cap;
+	if (table_prepare(h, n, &fresh, &cap) < 0)
+		return -1;
+	if (!fresh)
+		return 0;
+	pthread_mutex_lock(&h->lock);
+	struct vad_hold *old = table_swap_locked(h, fresh, cap);
+	pthread_mutex_unlock(&h->lock);
+	free(old);
+	return 0;
+}
+
 int vad_holder_adopt(struct vad_registry *reg, struct vad_holder *dst, struct vad_holder *src)
 {
 	pthread_mutex_lock(&reg->holders_lock); /* the lock order: holders_lock, then holders */

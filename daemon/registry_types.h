@@ -172,6 +172,9 @@ struct vad_registry {
 	struct vad_state *state;
 	size_t state_arenas;
 	bool state_frozen; /* atomic */
+	/* atomic: the process is stopping (vad_registry_discard): a range whose last hold goes
+	 * stays busy in its allocator, which goes with the process. */
+	bool discard;
 };
 
 /* The limits a charge is checked against; 0 means unlimited. */

@@ -456,3 +456,8 @@ uint64_t vad_state_bytes_used(const struct vad_state *st)
 	return st->hdr->header_size + __atomic_load_n(&st->hdr->high_water, __ATOMIC_RELAXED) *
 					  sizeof(struct state_record);
 }
+
+uint64_t vad_state_slots(const struct vad_state *st)
+{
+	return __atomic_load_n(&st->hdr->high_water, __ATOMIC_ACQUIRE);
+}

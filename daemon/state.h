@@ -116,4 +116,7 @@ uint64_t vad_state_records(const struct vad_state *st);
 /* Bytes of the file: the header and every slot ever used (what the state costs in memory). */
 uint64_t vad_state_bytes_used(const struct vad_state *st);
 
+/* Record slots ever used (the high-water mark): at least the records a scan can find. */
+uint64_t vad_state_slots(const struct vad_state *st);
+
 #endif

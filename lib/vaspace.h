@@ -101,6 +101,15 @@ int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, ui
 int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
 		   uint64_t vend, void *owner, uint64_t *out_addr);
 
+/* Rebuild a space that holds nothing (as va_create left it, or all freed and drained) with n busy
+ * areas at once, area i [starts[i], starts[i] + sizes[i]) tagged owners[i] (owners may be NULL), as
+ * n va_alloc_range calls at exactly those places would, in O(n) (lib/restore.c: a restart's million
+ * ranges). The areas must be sorted by address, quantum multiples, inside the space, and must not
+ * overlap. 0; VA_ERANGE (outside the space), VA_EINVAL (unsorted, overlapping, misaligned, empty,
+ * or the space holds something: nothing changed), VA_ENOMEM. */
+int va_restore(struct va_space *vs, size_t n, const uint64_t *starts, const uint64_t *sizes,
+	       void *const *owners);
+
 /* Congruent multi-area allocation (pcpu_get_vm_areas): find one base such that area i
  * is [base + offsets[i], base + offsets[i] + sizes[i]), all free, base aligned to align,
  * chosen as high as possible (top-down). Offsets and sizes must be quantum multiples,
