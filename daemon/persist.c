@@ -724,10 +724,12 @@ void vad_persist_freeze(struct vad_service *svc)
 {
 	if (!svc->reg->state)
 		return;
-	__atomic_store_n(&svc->reg->state_frozen, true, __ATOMIC_RELAXED);
 	/* The sessions closing now need not give their ranges back: the allocators go with
-	 * the process, the next daemon rebuilds them from the file. */
+	 * the process, the next daemon rebuilds them from the file. Discard comes first: a drop
+	 * that sees the file frozen (and so leaves the hold's record) must also see its range
+	 * kept from the allocator, or another session could be granted it and recorded too. */
 	vad_registry_discard(svc->reg);
+	__atomic_store_n(&svc->reg->state_frozen, true, __ATOMIC_RELEASE);
 	/* Only the configured arenas are kept (state_arenas): their slots are set before any
 	 * thread runs, where a tenant slot is being opened by a worker meanwhile. */
 	for (size_t i = 0; i < svc->reg->state_arenas && i < svc->n_slots; i++)

@@ -54,7 +54,7 @@ bool vad_registry_remove_space(struct vad_registry *reg, unsigned arena)
 
 void vad_registry_discard(struct vad_registry *reg)
 {
-	__atomic_store_n(&reg->discard, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&reg->discard, true, __ATOMIC_RELEASE);
 }
 
 void vad_registry_free(struct vad_registry *reg)

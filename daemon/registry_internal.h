@@ -53,7 +53,7 @@ static inline uint32_t hold_record(struct vad_registry *reg, const struct vad_ho
 /* The hold o's count changed (0: it is gone); before the allocator can get the range back. */
 static inline void hold_record_count(struct vad_registry *reg, struct vad_hold *o)
 {
-	if (!o->rec || __atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+	if (!o->rec || __atomic_load_n(&reg->state_frozen, __ATOMIC_ACQUIRE))
 		return;
 	if (o->count)
 		vad_state_set_count(reg->state, o->rec, o->count);

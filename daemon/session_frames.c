@@ -14,6 +14,8 @@
 #include "handler.h"
 #include "log.h"
 #include "op_stats.h"
+#include "registry_types.h"
+#include "service.h"
 
 #define IN_START (16u * 1024u) /* an idle session costs little */
 #define IN_BUSY	 (64u * 1024u) /* a pipelining client gets reads this large */
@@ -245,6 +247,12 @@ static void broken_framing(struct vad_session *s, Vad__Error code, const char *f
 	s->closing = true;
 }
 
+/* The daemon is stopping politely and its state file is frozen (persist.h). */
+static bool stopping(const struct vad_session *s)
+{
+	return __atomic_load_n(&s->svc->reg->state_frozen, __ATOMIC_ACQUIRE);
+}
+
 void vad_session_process(struct vad_session *s)
 {
 	uint32_t max = vad_service_max_frame(s->svc);
@@ -275,6 +283,14 @@ void vad_session_process(struct vad_session *s)
 				       "an empty frame (length %u) is not a request (max %u); the "
 				       "stream is broken and the connection closes",
 				       0, max);
+			break;
+		}
+		if (stopping(s)) {
+			/* What the daemon does now its state file would not keep (polite stop):
+			 * the request goes unanswered, its caller sees the connection close and
+			 * resumes with the next daemon, which has the holds as they were. */
+			s->closing = true;
+			s->closing_why = "the daemon is stopping";
 			break;
 		}
 		if (!t0)
