@@ -373,6 +373,73 @@ static int load_secrets(struct vad_persist *p, char *err, size_t err_len)
 	return vad_state_scan_sessions(p->old, load_secret, p, err, err_len);
 }
 
+/* What restoring the share tokens found. */
+struct tokens_loaded {
+	struct vad_persist *p;
+	const struct loaded *l;
+	uint64_t restored, expired, gone;
+	char *err;
+	size_t err_len;
+};
+
+static int load_token(void *ctx, const struct vad_state_token *t)
+{
+	struct tokens_loaded *tl = ctx;
+	struct vad_persist *p = tl->p;
+	uint32_t slot = t->arena < tl->l->n_map ? tl->l->map[t->arena] : UINT32_MAX;
+	struct va_area area;
+	/* Its range is the live range starting at its offset; none there: the range was freed
+	 * and the daemon stopped before the token's record was cleared (a crash). */
+	if (slot == UINT32_MAX || !p->arenas[slot] ||
+	    va_lookup(p->arenas[slot]->vs, t->offset, &area) != VA_OK || area.start != t->offset ||
+	    !area.owner) {
+		tl->gone++;
+		return 0;
+	}
+	int rc = vad_registry_restore_token(p->reg, area.owner, t->token, t->single_use,
+					    t->expires_ms, t->uid);
+	if (rc == -2) {
+		snprintf(tl->err, tl->err_len, "out of memory restoring the share tokens");
+		return -1;
+	}
+	if (rc == -1) {
+		snprintf(tl->err, tl->err_len,
+			 "the state file is inconsistent: token record %" PRIu64
+			 " repeats a token or gives a range a second live token (offset 0x%" PRIx64
+			 ")",
+			 t->slot, t->offset);
+		return -1;
+	}
+	if (rc == 1)
+		tl->expired++;
+	else
+		tl->restored++;
+	return 0;
+}
+
+/* The share tokens of the ranges restored (a version 3 state file), with what is left of
+ * their time to live; an expired one is remembered as such, one whose range is gone is not
+ * restored. */
+static int load_tokens(struct vad_persist *p, const struct loaded *l, char *err, size_t err_len)
+{
+	struct tokens_loaded tl = {.p = p, .l = l, .err = err, .err_len = err_len};
+	char why[256] = "";
+	err[0] = '\0';
+	pthread_mutex_lock(&p->reg->token_lock); /* nobody else runs yet: for the analysers */
+	int rc = vad_state_scan_tokens(p->old, load_token, &tl, why, sizeof(why));
+	pthread_mutex_unlock(&p->reg->token_lock);
+	if (rc != 0) {
+		if (!err[0])
+			snprintf(err, err_len, "%s", why);
+		return -1;
+	}
+	if (tl.restored || tl.expired || tl.gone)
+		log_info("restore: %" PRIu64 " share tokens restored, %" PRIu64
+			 " expired meanwhile, %" PRIu64 " of ranges freed before the stop",
+			 tl.restored, tl.expired, tl.gone);
+	return 0;
+}
+
 /* Make the ranges busy in their allocators and give the holders their holds. */
 static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const struct loaded *l,
 		   char *err, size_t err_len)
@@ -427,7 +494,7 @@ static int create_state(struct vad_persist *p, const struct vad_config *cfg, uin
 		snprintf(err, err_len, "out of memory");
 		return -1;
 	}
-	uint64_t cap = 65536;
+	uint64_t cap = 65536, tok_cap = 0;
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
 		const struct vad_arena_conf *c = &cfg->arenas[i];
 		snprintf(sa[i].name, sizeof(sa[i].name), "%s", c->name);
@@ -438,14 +505,19 @@ static int create_state(struct vad_persist *p, const struct vad_config *cfg, uin
 			sa[i].dev = (uint64_t)st.st_dev;
 			sa[i].ino = (uint64_t)st.st_ino;
 		}
-		if (p->arenas[i])
+		if (p->arenas[i]) {
 			cap += 2 * (c->size / c->quantum); /* each range, and a share of each */
+			tok_cap += c->size / c->quantum;   /* a live token per range at most */
+		}
 	}
+	if (tok_cap > VAD_STATE_TOKENS_MAX)
+		tok_cap = VAD_STATE_TOKENS_MAX;
 	if (cap < min_recs + 65536)
 		cap = min_recs + 65536;
 	if (cap > VAD_STATE_CAPACITY_MAX)
 		cap = VAD_STATE_CAPACITY_MAX;
-	int rc = vad_state_create(sa, cfg->n_arenas, cap, next_session, &p->cur, err, err_len);
+	int rc =
+	    vad_state_create(sa, cfg->n_arenas, cap, tok_cap, next_session, &p->cur, err, err_len);
 	free(sa);
 	return rc;
 }
@@ -583,6 +655,8 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	if (rebuild(p, cfg, &l, why, sizeof(why)) != 0)
 		goto refuse;
 	if (p->old && load_secrets(p, why, sizeof(why)) != 0)
+		goto refuse;
+	if (p->old && load_tokens(p, &l, why, sizeof(why)) != 0)
 		goto refuse;
 	uint64_t t_rebuild = now_ms();
 	if (verify(p, cfg, why, sizeof(why)) != 0)

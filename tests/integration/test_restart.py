@@ -8,6 +8,11 @@
     busy bytes come back, the registry check (vactl check) passes, the client reads and writes
     its memory throughout, and a new client gets none of its ranges (its ranges read zero and
     the first client's data stays intact);
+  - share tokens: the client shares ranges with data (plain, single use, a short and a long
+    time to live) before the polite restart and before the kill -9; after each a new client
+    attaches them and reads the data, the single-use token works once, the expired one is
+    refused as expired, vactl tokens lists them with their terms, and once the ranges'
+    holders are gone after resume_grace so are their tokens;
   - the holds of the sessions that did not come back are dropped after resume_grace;
   - a corrupted and a truncated state file are refused (exit 3, a sentence, nothing removed
     from the store); --discard-state then starts empty and drops them.
@@ -107,6 +112,33 @@ def read_all(s, tag, n=N):
     if bad:
         print("  first bad range #%d: %r" % (bad[0] + 1, res[bad[0]]), flush=True)
     return not bad
+
+
+def error_of(r):
+    """The error name of a failed session command (None if it succeeded)."""
+    return None if r.get("ok") else r.get("error")
+
+
+def listed_tokens(sock):
+    """vactl tokens: {(arena, offset): row} of the live tokens this uid may see."""
+    rc, out, err = vactl(sock, "tokens")
+    if rc != 0:
+        print("  vactl tokens: %s%s" % (out, err), flush=True)
+        return {}
+    return {(t["arena"], t["offset"]): t for t in json.loads(out)["tokens"]}
+
+
+def attach_and_read(sock, tokens, texts, what):
+    """A new client attaches each token and reads the text its range holds."""
+    n = Session(sock)
+    res = n.run(["attach " + t for t in tokens])
+    ok = check(all(r.get("ok") for r in res), "%s: a new client attaches %d tokens: %s"
+               % (what, len(tokens), [r for r in res if not r.get("ok")][:1]))
+    if ok:
+        got = n.run(["read #%d 32" % (i + 1) for i in range(len(tokens))])
+        check([r.get("text") for r in got] == texts,
+              "%s: and reads the data: %s" % (what, [r.get("text") for r in got]))
+    n.close()
 
 
 def start(m, argv, log):
@@ -248,6 +280,9 @@ def resume_test(tmp):
     res = r.run(["alloc 4K"] * N)
     check(all(x.get("ok") for x in res), "resume: client R holds %d ranges" % N)
     check(write_all(r, "R1"), "resume: R writes every range")
+    sh = r.run(["share #7", "share #8 once"])
+    check(all(x.get("ok") for x in sh), "resume: R shares two ranges (plain, once)")
+    rtok, ronce = [x.get("token", "") for x in sh]
 
     check(m.stop(signal.SIGTERM) == 0, "resume: polite stop")
     check(read_all(r, "R1") and write_all(r, "R2"), "resume: R reads and writes while vad is down")
@@ -256,6 +291,12 @@ def resume_test(tmp):
     check(all(e == 29 for e in errs),
           "resume: a wrong secret is refused (ERESUME) for every session id 1..32: %s"
           % sorted(set(errs)))
+    attach_and_read(sock, [rtok, ronce], ["R2-6", "R2-7"], "resume: after the polite restart")
+    n = Session(sock)
+    x = n.run(["attach " + ronce])[0]
+    check(error_of(x) == "ETOKENUSED", "resume: the single-use token works once: %s"
+          % error_of(x))
+    n.close()
     res = r.run(["free #%d" % N])
     check(res[0].get("ok"), "resume: R's first call after the restart resumes transparently: %s"
           % res[0])
@@ -263,6 +304,9 @@ def resume_test(tmp):
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "resume: vactl check after the polite restart: %s" % out.strip())
     check(read_all(r, "R2", N - 1), "resume: R's data is intact")
+    sh = r.run(["share #9"])
+    check(sh[0].get("ok"), "resume: R shares one more range after resuming")
+    rtok9 = sh[0].get("token", "")
 
     loader = subprocess.Popen(
         [sys.executable, "-c",
@@ -280,6 +324,7 @@ def resume_test(tmp):
     check(read_all(r, "R2", N - 1) and write_all(r, "R3", N - 1),
           "resume: R reads and writes while vad is dead")
     check(start(m, argv, log), "resume: vad comes back after kill -9")
+    attach_and_read(sock, [rtok9, rtok], ["R3-8", "R3-6"], "resume: after kill -9")
     res = r.run(["free #%d" % (N - 1)])
     check(res[0].get("ok"), "resume: R resumes after kill -9: %s" % res[0])
     loader.kill()
@@ -295,6 +340,10 @@ def resume_test(tmp):
     check(not bad, "resume: R frees its old pointers after resuming, no ENOTHELD (%d failed%s)"
           % (len(bad), ": %s" % bad[0] if bad else ""))
     check(busy(sock) == 0, "resume: nothing busy after R freed all (%s)" % busy(sock))
+    n = Session(sock)
+    x = n.run(["attach " + rtok])[0]
+    check(error_of(x) == "ETOKEN", "resume: R's token went with its range: %s" % error_of(x))
+    n.close()
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "resume: vactl check at the end: %s" % out.strip())
     r.close()
@@ -324,15 +373,41 @@ def main():
     check(write_all(a, "A1"), "A writes every range")
     before = busy(sock)
     check(before == N * Q, "busy bytes %s = what A holds" % before)
+    sh = a.run(["share #1", "share #2 once", "share #3 ttl 1s", "share #5 ttl 1h"])
+    check(all(r.get("ok") for r in sh), "A shares 4 ranges (plain, once, ttl 1s, ttl 1h)")
+    plain, once, short, long_ = [r.get("token", "") for r in sh]
+    short_expires = time.monotonic() + 1.0
+    offs = {i: res[i - 1]["offset"] for i in (1, 2, 3, 5, 6)}
 
     # --- polite restart
     code = m.stop(signal.SIGTERM)
     check(code == 0, "SIGTERM stops vad (exit %s)" % code)
     check(read_all(a, "A1") and write_all(a, "A2"), "A reads and writes its memory while vad is down")
     check("arena.default" in m.names() and "state.1" in m.names(), "the fds stay stored")
+    # The 1 s token expires while vad is down: the next one must not bring it back.
+    wait_for(lambda: time.monotonic() > short_expires + 0.1, 30)
     t0 = time.monotonic()
     check(start(m, argv, log), "vad comes back with the stored fds (READY in %.0f ms)"
           % ((time.monotonic() - t0) * 1000))
+    # First the tokens: A does not resume here, so its holds last resume_grace.
+    toks = listed_tokens(sock)
+    check(all(("default", offs[i]) in toks for i in (1, 2, 5))
+          and ("default", offs[3]) not in toks,
+          "vactl tokens lists the restored tokens, not the expired one: %s" % sorted(toks))
+    t5 = toks.get(("default", offs[5]), {})
+    check(toks.get(("default", offs[2]), {}).get("single_use") is True
+          and 3000 * 1000 < (t5.get("ttl_left_ms") or 0) <= 3600 * 1000,
+          "with their terms (single use; %s ms left of 1 h)" % t5.get("ttl_left_ms"))
+    attach_and_read(sock, [plain, once, long_], ["A2-0", "A2-1", "A2-4"],
+                    "after the polite restart")
+    n = Session(sock)
+    r1 = n.run(["attach " + once])[0]
+    check(error_of(r1) == "ETOKENUSED", "the single-use token works once: %s" % error_of(r1))
+    r1 = n.run(["attach " + short])[0]
+    check(error_of(r1) == "EEXPIRED",
+          "the 1 s token that expired during the restart is refused as expired: %s"
+          % error_of(r1))
+    n.close()
     check("state.2" in m.names() and "state.1" not in m.names(),
           "the new state file is stored, the old one removed: %s" % m.names())
     check(busy(sock) == before, "busy bytes after the polite restart: %s" % busy(sock))
@@ -348,6 +423,10 @@ def main():
     b.run(["write #%d B-%d" % (i + 1, i) for i in range(5000)])
     check(read_all(a, "A2"), "A's data survives B's writes: no range was handed out twice")
     b.close()
+
+    sh = a.run(["share #6"])
+    check(sh[0].get("ok"), "A shares one more range before the kill -9")
+    tok6 = sh[0].get("token", "")
 
     # --- kill -9 during a busy load
     loader = subprocess.Popen(
@@ -365,6 +444,10 @@ def main():
     check(code == -9, "kill -9 at a random moment of the load (exit %s)" % code)
     check(read_all(a, "A2") and write_all(a, "A3"), "A reads and writes while vad is dead")
     check(start(m, argv, log), "vad comes back after kill -9")
+    attach_and_read(sock, [tok6, plain], ["A3-5", "A3-0"], "after kill -9")
+    toks = listed_tokens(sock)
+    check(("default", offs[6]) in toks and ("default", offs[1]) in toks,
+          "vactl tokens lists them after kill -9")
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "vactl check after kill -9: %s" % out.strip())
     after = busy(sock)
@@ -386,6 +469,12 @@ def main():
           "(busy %s)" % busy(sock))
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "vactl check after the grace: %s" % out.strip())
+    n = Session(sock)
+    r1 = n.run(["attach " + plain, "attach " + tok6])
+    check([error_of(x) for x in r1] == ["ETOKEN", "ETOKEN"],
+          "the tokens went with their ranges' holders: %s" % [error_of(x) for x in r1])
+    n.close()
+    check(listed_tokens(sock) == {}, "vactl tokens lists none")
 
     # --- refusals: keep something in the state, then damage it
     c = Session(sock)
