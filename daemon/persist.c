@@ -36,8 +36,17 @@ struct vad_persist {
 	struct vad_arena **arenas; /* the configured arenas (not owned): main's array, then the
 				      service's slots */
 	size_t n_arenas;
-	bool *fresh;	       /* [n_arenas]: made now, not taken from the store */
-	struct vad_state *cur; /* the state file this daemon writes */
+	bool *fresh;		 /* [n_arenas]: made now, not taken from the store */
+	struct vad_service *svc; /* from vad_persist_restore on */
+	size_t n_slots;		 /* the service's arena slots: configured, then tenant slots */
+	uint32_t *tenant_map;	 /* old state file's arena entry -> the slot its tenant
+				    arena was taken back into; UINT32_MAX: none */
+	bool *state_keep;	 /* [n_slots], the registry's: which slots are recorded */
+	unsigned fdstore_max;	 /* $FDSTORE (systemd 254+): how many fds the store takes; 0:
+				    not said */
+	size_t n_stored;	 /* fds in the store by our count (the tenants' lock once
+				    serving) */
+	struct vad_state *cur;	 /* the state file this daemon writes */
 	struct vad_registry *reg;
 	struct orphan *orphans; /* sorted by id */
 	size_t n_orphans;
@@ -84,6 +93,14 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 		vad_persist_free(p);
 		return NULL;
 	}
+	p->n_stored = p->stored.n;
+	const char *max = getenv("FDSTORE");
+	if (max && *max) {
+		char *end;
+		unsigned long v = strtoul(max, &end, 10);
+		if (!*end && v <= UINT32_MAX)
+			p->fdstore_max = (unsigned)v;
+	}
 	if (discard) {
 		for (size_t i = 0; i < p->stored.n; i++) {
 			log_warn("--discard-state: dropping the stored %s from the fd store; its "
@@ -92,6 +109,7 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 			vad_fdstore_remove(p->stored.fds[i].name);
 		}
 		vad_fdstore_free(&p->stored);
+		p->n_stored = 0;
 		return p;
 	}
 	const char *newest = NULL;
@@ -119,6 +137,36 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 		return NULL;
 	}
 	return p;
+}
+
+/* Hand fd to the fd store under name, unless the store is full by $FDSTORE (systemd says how
+ * many it takes; past that it drops what it is sent, silently). False, logged, when it is not
+ * stored: what lives in it is lost at the next restart. */
+static bool store_fd(struct vad_persist *p, int fd, const char *name)
+{
+	char err[512];
+	if (p->fdstore_max && p->n_stored >= p->fdstore_max) {
+		log_warn(
+		    "the service manager's fd store is full (FileDescriptorStoreMax=%u): %s is "
+		    "not stored and what it holds is lost at the next restart; raise "
+		    "FileDescriptorStoreMax= (docs/PACKAGING.md)",
+		    p->fdstore_max, name);
+		return false;
+	}
+	if (vad_fdstore_put(fd, name, err, sizeof(err)) != 0) {
+		log_warn("%s: what it holds is lost at the next restart", err);
+		return false;
+	}
+	p->n_stored++;
+	return true;
+}
+
+/* Ask the fd store to forget name (stored once by our count). */
+static void remove_fd(struct vad_persist *p, const char *name)
+{
+	vad_fdstore_remove(name);
+	if (p->n_stored)
+		p->n_stored--;
 }
 
 /* ---- arenas ---------------------------------------------------------------------------- */
@@ -187,7 +235,7 @@ int vad_persist_open_arenas(struct vad_persist *p, const struct vad_config *cfg,
 	for (i = 0; i < cfg->n_arenas; i++) {
 		const struct vad_arena_conf *c = &cfg->arenas[i];
 		if (c->tenancy != VAD_TENANCY_NONE)
-			continue; /* tenant arenas open on first use and are not kept (yet) */
+			continue; /* tenant arenas: taken back by vad_persist_restore */
 		char name[VAD_FDNAME_MAX + 1];
 		snprintf(name, sizeof(name), "arena.%s", c->name);
 		int fd = vad_fdstore_claim(&p->stored, name);
@@ -208,6 +256,135 @@ fail:
 	}
 	return -1;
 }
+
+/* ---- tenant arenas ---------------------------------------------------------------------- */
+
+/* An arena's entry in the state file: its name, sizes and the identity of its file. */
+static void arena_entry(const struct vad_arena *a, struct vad_state_arena *e)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->name, sizeof(e->name), "%s", a->conf.name);
+	e->size = a->conf.size;
+	e->quantum = a->conf.quantum;
+	struct stat st;
+	if (fstat(a->fd, &st) == 0) {
+		e->dev = (uint64_t)st.st_dev;
+		e->ino = (uint64_t)st.st_ino;
+	}
+}
+
+/* The stored fd called name, not claimed yet; -1 if none. */
+static int stored_fd(const struct vad_persist *p, const char *name)
+{
+	for (size_t i = 0; i < p->stored.n; i++)
+		if (p->stored.fds[i].fd >= 0 && strcmp(p->stored.fds[i].name, name) == 0)
+			return p->stored.fds[i].fd;
+	return -1;
+}
+
+/* Take back the tenant arena of the old state file's entry e (index i), if its file is stored
+ * and is the one e describes (an entry whose arena closed stays in the file until another
+ * opens in its slot: its file is no longer stored, or another file of that name is).
+ * 0 (taken back into p->tenant_map[i], or not there), -1 with a sentence in err. */
+static int adopt_tenant(struct vad_persist *p, size_t i, const struct vad_state_arena *e, char *err,
+			size_t err_len)
+{
+	char name[VAD_FDNAME_MAX + 1], section[VAD_STATE_NAME_MAX + 1];
+	snprintf(name, sizeof(name), "arena.%s", e->name);
+	int fd = stored_fd(p, name);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_dev != e->dev ||
+	    (uint64_t)st.st_ino != e->ino)
+		return 0;
+	const char *at = strrchr(e->name, '@');
+	char *end;
+	unsigned long id = strtoul(at + 1, &end, 10);
+	snprintf(section, sizeof(section), "%.*s", (int)(at - e->name), e->name);
+	unsigned sec;
+	struct vad_tenants *t = p->svc->tenants;
+	if (*end || id > UINT32_MAX || vad_section_find(t, section, &sec) != 0 ||
+	    vad_section_tenancy(t, sec) == VAD_TENANCY_NONE) {
+		log_warn("the stored tenant arena %s is not taken back: no [arena %s] section with "
+			 "tenancy any more",
+			 e->name, section);
+		return 0; /* dropped from the store; a state with ranges in it is refused */
+	}
+	const struct vad_arena_conf *c = vad_section_conf(t, sec);
+	if (c->size != e->size || c->quantum != e->quantum) {
+		snprintf(err, err_len,
+			 "arena %s: the stored file is %" PRIu64 " bytes in quanta of %" PRIu64
+			 " but [arena %s] says %" PRIu64 " in quanta of %" PRIu64
+			 " (an arena's size cannot change across a restart)",
+			 e->name, e->size, e->quantum, section, c->size, c->quantum);
+		return -1;
+	}
+	unsigned slot;
+	char why[512];
+	fd = vad_fdstore_claim(&p->stored, name);
+	if (vad_tenant_adopt(t, sec, (uint32_t)id, fd, &slot, why, sizeof(why)) != VAD_TENANT_OK) {
+		snprintf(err, err_len, "cannot take back tenant arena %s: %s", e->name, why);
+		return -1;
+	}
+	p->tenant_map[i] = slot;
+	log_info("arena %s: taken back from the fd store", e->name);
+	return 0;
+}
+
+/* Take back every tenant arena ("NAME@ID": section names have no '@') of the old state file
+ * whose file is stored. 0, or -1 with a sentence in err. */
+static int adopt_tenants(struct vad_persist *p, char *err, size_t err_len)
+{
+	size_t n = 0;
+	const struct vad_state_arena *oa = vad_state_arenas(p->old, &n);
+	p->tenant_map = malloc((n ? n : 1) * sizeof(*p->tenant_map));
+	if (!p->tenant_map) {
+		snprintf(err, err_len, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		p->tenant_map[i] = UINT32_MAX;
+	for (size_t i = 0; i < n; i++)
+		if (oa[i].quantum && strchr(oa[i].name, '@') &&
+		    adopt_tenant(p, i, &oa[i], err, err_len) != 0)
+			return -1;
+	return 0;
+}
+
+/* A tenant arena opened (the tenants' lock held, nothing allocated in it yet): its file to the
+ * fd store, then its entry in the state file, then its holds and tokens are recorded. */
+static void tenant_opened(void *ctx, struct vad_arena *a)
+{
+	struct vad_persist *p = ctx;
+	if (a->index >= p->reg->state_arenas)
+		return; /* past what the state file can name: said at start */
+	char name[VAD_FDNAME_MAX + 1];
+	snprintf(name, sizeof(name), "arena.%s", a->conf.name);
+	/* Without a service manager the fds go to the next image by exec (vactl restart). */
+	if (vad_fdstore_available() && !store_fd(p, a->fd, name))
+		return;
+	struct vad_state_arena e;
+	arena_entry(a, &e);
+	vad_state_set_arena(p->cur, a->index, &e);
+	__atomic_store_n(&p->state_keep[a->index], true, __ATOMIC_RELAXED);
+}
+
+/* A tenant arena closes, holding nothing: out of the fd store. Its entry stays until another
+ * arena opens in its slot (no record names it). */
+static void tenant_closing(void *ctx, struct vad_arena *a)
+{
+	struct vad_persist *p = ctx;
+	if (a->index >= p->reg->state_arenas ||
+	    !__atomic_load_n(&p->state_keep[a->index], __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&p->state_keep[a->index], false, __ATOMIC_RELAXED);
+	if (vad_fdstore_available()) {
+		char name[VAD_FDNAME_MAX + 1];
+		snprintf(name, sizeof(name), "arena.%s", a->conf.name);
+		remove_fd(p, name);
+	}
+}
+
+static const struct vad_tenant_keeper tenant_keeper = {tenant_opened, tenant_closing};
 
 /* ---- restore --------------------------------------------------------------------------- */
 
@@ -290,6 +467,8 @@ static int load_state(struct vad_persist *p, const struct vad_config *cfg, struc
 			if (p->arenas[j] && !p->fresh[j] &&
 			    strcmp(oa[i].name, cfg->arenas[j].name) == 0)
 				l->map[i] = (uint32_t)j;
+		if (p->tenant_map && p->tenant_map[i] != UINT32_MAX)
+			l->map[i] = p->tenant_map[i];
 	}
 	char why[256];
 	if (vad_state_scan(p->old, load_one, l, why, sizeof(why)) != 0) {
@@ -313,7 +492,7 @@ static int load_state(struct vad_persist *p, const struct vad_config *cfg, struc
 			snprintf(l->err, l->err_len,
 				 "the state file is inconsistent: %s (arena %s, offsets 0x%" PRIx64
 				 " and 0x%" PRIx64 ")",
-				 bad, cfg->arenas[a->arena].name, a->offset, b->offset);
+				 bad, p->arenas[a->arena]->conf.name, a->offset, b->offset);
 			return -1;
 		}
 	}
@@ -466,7 +645,7 @@ static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const st
 			snprintf(err, err_len,
 				 "arena %s: range 0x%" PRIx64 " (%" PRIu64
 				 " bytes) cannot be made busy again: %s",
-				 cfg->arenas[g->arena].name, g->offset, g->size,
+				 p->arenas[g->arena]->conf.name, g->offset, g->size,
 				 rc ? va_strerror(rc) : "placed elsewhere");
 			return -1;
 		}
@@ -484,12 +663,28 @@ static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const st
 	return 0;
 }
 
-/* The new state file: the configured arenas (a section with tenancy has an entry nothing
- * points at, so indices stay the config's). */
+/* Quanta of an arena section, bounded so that sums of them cannot overflow. */
+static uint64_t quanta(const struct vad_arena_conf *c)
+{
+	uint64_t q = c->size / c->quantum;
+	return q > VAD_STATE_CAPACITY_MAX ? VAD_STATE_CAPACITY_MAX : q;
+}
+
+/* The new state file: an entry per arena slot. The configured arenas (a section with tenancy
+ * has an entry nothing points at, so indices stay the config's), then the tenant slots: the
+ * tenant arenas taken back, the rest empty until one opens there. Room for a hold record per
+ * range and another per share of it, and a token record per range. */
 static int create_state(struct vad_persist *p, const struct vad_config *cfg, uint64_t min_recs,
 			uint64_t next_session, char *err, size_t err_len)
 {
-	struct vad_state_arena *sa = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*sa));
+	size_t n = p->n_slots < VAD_STATE_ARENAS_MAX ? p->n_slots : VAD_STATE_ARENAS_MAX;
+	if (n < p->n_slots)
+		log_warn(
+		    "%zu arena slots (configured and tenant arenas), more than the state file "
+		    "can name (%u): the arenas of the last %zu tenant slots are not kept across "
+		    "a restart",
+		    p->n_slots, VAD_STATE_ARENAS_MAX, p->n_slots - n);
+	struct vad_state_arena *sa = calloc(n ? n : 1, sizeof(*sa));
 	if (!sa) {
 		snprintf(err, err_len, "out of memory");
 		return -1;
@@ -497,40 +692,41 @@ static int create_state(struct vad_persist *p, const struct vad_config *cfg, uin
 	uint64_t cap = 65536, tok_cap = 0;
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
 		const struct vad_arena_conf *c = &cfg->arenas[i];
-		snprintf(sa[i].name, sizeof(sa[i].name), "%s", c->name);
-		sa[i].size = c->size;
-		sa[i].quantum = c->quantum;
-		struct stat st;
-		if (p->arenas[i] && fstat(p->arenas[i]->fd, &st) == 0) {
-			sa[i].dev = (uint64_t)st.st_dev;
-			sa[i].ino = (uint64_t)st.st_ino;
-		}
+		uint64_t q = quanta(c);
 		if (p->arenas[i]) {
-			cap += 2 * (c->size / c->quantum); /* each range, and a share of each */
-			tok_cap += c->size / c->quantum;   /* a live token per range at most */
+			arena_entry(p->arenas[i], &sa[i]);
+		} else {
+			snprintf(sa[i].name, sizeof(sa[i].name), "%s", c->name);
+			sa[i].size = c->size;
+			sa[i].quantum = c->quantum;
+			q *= c->max_tenants; /* each of its tenant arenas */
 		}
+		cap += 2 * q; /* each range, and a share of each */
+		tok_cap += q; /* a live token per range at most */
 	}
+	for (size_t i = cfg->n_arenas; i < n; i++)
+		if (p->arenas[i]) /* taken back; the others open later */
+			arena_entry(p->arenas[i], &sa[i]);
 	if (tok_cap > VAD_STATE_TOKENS_MAX)
 		tok_cap = VAD_STATE_TOKENS_MAX;
 	if (cap < min_recs + 65536)
 		cap = min_recs + 65536;
 	if (cap > VAD_STATE_CAPACITY_MAX)
 		cap = VAD_STATE_CAPACITY_MAX;
-	int rc =
-	    vad_state_create(sa, cfg->n_arenas, cap, tok_cap, next_session, &p->cur, err, err_len);
+	int rc = vad_state_create(sa, n, cap, tok_cap, next_session, &p->cur, err, err_len);
 	free(sa);
 	return rc;
 }
 
 /* Check every allocator the state touched and the registry. */
-static int verify(struct vad_persist *p, const struct vad_config *cfg, char *err, size_t err_len)
+static int verify(struct vad_persist *p, char *err, size_t err_len)
 {
 	char msg[512];
-	for (size_t i = 0; i < cfg->n_arenas; i++) {
+	for (size_t i = 0; i < p->n_slots; i++) {
 		if (p->arenas[i] && va_check(p->arenas[i]->vs, msg, sizeof(msg)) != 0) {
 			snprintf(err, err_len,
 				 "arena %s fails its allocator check after the rebuild: %s",
-				 cfg->arenas[i].name, msg);
+				 p->arenas[i]->conf.name, msg);
 			return -1;
 		}
 	}
@@ -553,28 +749,31 @@ static void store_all(struct vad_persist *p, const struct vad_config *cfg)
 			 "are not kept outside the daemon");
 		return;
 	}
-	char err[512], name[VAD_FDNAME_MAX + 1];
+	char name[VAD_FDNAME_MAX + 1];
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
 		if (!p->arenas[i] || !p->fresh[i])
 			continue;
 		snprintf(name, sizeof(name), "arena.%s", cfg->arenas[i].name);
-		if (vad_fdstore_put(p->arenas[i]->fd, name, err, sizeof(err)) != 0)
-			log_warn("%s", err);
+		/* Not stored: nothing in it is recorded, so the next start begins it empty
+		 * instead of refusing a state that names an arena it cannot find. */
+		if (!store_fd(p, p->arenas[i]->fd, name) && p->state_keep)
+			__atomic_store_n(&p->state_keep[i], false, __ATOMIC_RELAXED);
 	}
 	snprintf(name, sizeof(name), "state.%" PRIu64, p->old_gen + 1);
-	if (p->cur && vad_fdstore_put(vad_state_fd(p->cur), name, err, sizeof(err)) != 0)
-		log_warn("%s: a restart will lose the live ranges", err);
+	if (p->cur && !store_fd(p, vad_state_fd(p->cur), name))
+		log_warn("the state file is not stored: a restart will lose the live ranges");
 	for (size_t i = 0; i < p->stored.n; i++) {
 		if (p->stored.fds[i].fd < 0)
 			continue; /* claimed: in use */
 		log_info("dropping the stored %s from the fd store: %s", p->stored.fds[i].name,
-			 state_gen(p->stored.fds[i].name) ? "an older state file"
-							  : "no arena of the config has that name");
-		vad_fdstore_remove(p->stored.fds[i].name);
+			 state_gen(p->stored.fds[i].name)
+			     ? "an older state file"
+			     : "no arena of the config or of the state file has that name");
+		remove_fd(p, p->stored.fds[i].name);
 	}
 	if (p->old) {
 		snprintf(name, sizeof(name), "state.%" PRIu64, p->old_gen);
-		vad_fdstore_remove(name);
+		remove_fd(p, name);
 	}
 	vad_fdstore_free(&p->stored); /* closes what was not claimed */
 }
@@ -626,13 +825,15 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 {
 	uint64_t t0 = now_ms();
 	p->reg = svc->reg;
+	p->svc = svc;
 	p->arenas = svc->arenas; /* the service took the array main made: its first slots */
+	p->n_slots = svc->n_slots;
 	p->grace_ms = cfg->resume_grace_ms;
 	char why[1024] = "";
 	struct loaded l = {.err = why, .err_len = sizeof(why)};
 	uint64_t next_session = 1;
 	if (p->old) {
-		if (load_state(p, cfg, &l) != 0)
+		if (adopt_tenants(p, why, sizeof(why)) != 0 || load_state(p, cfg, &l) != 0)
 			goto refuse;
 		next_session = vad_state_next_session(p->old);
 		if ((uint64_t)l.max_holder + 1 > next_session)
@@ -645,8 +846,18 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 		log_warn("%s: running without a state file, a restart will lose every live range",
 			 why);
 	}
+	p->state_keep = calloc(p->n_slots ? p->n_slots : 1, sizeof(*p->state_keep));
+	if (!p->state_keep) {
+		snprintf(why, sizeof(why), "out of memory");
+		goto refuse;
+	}
+	/* Every arena open now is kept: the configured ones, the tenant arenas taken back. */
+	for (size_t i = 0; i < p->n_slots; i++)
+		p->state_keep[i] = p->arenas[i] != NULL;
+	p->reg->state_keep = p->state_keep;
 	p->reg->state = p->cur;
-	p->reg->state_arenas = cfg->n_arenas;
+	p->reg->state_arenas =
+	    p->n_slots < VAD_STATE_ARENAS_MAX ? p->n_slots : VAD_STATE_ARENAS_MAX;
 	uint64_t t_load = now_ms();
 	if (make_orphans(p, &l) != 0) {
 		snprintf(why, sizeof(why), "out of memory rebuilding the holders");
@@ -659,13 +870,13 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	if (p->old && load_tokens(p, &l, why, sizeof(why)) != 0)
 		goto refuse;
 	uint64_t t_rebuild = now_ms();
-	if (verify(p, cfg, why, sizeof(why)) != 0)
+	if (verify(p, why, sizeof(why)) != 0)
 		goto refuse;
 	uint64_t t_verify = now_ms();
 	/* Free space may hold what a range freed just before a crash held: zeros for its next
-	 * holder, as always. */
-	for (size_t i = 0; p->old && i < cfg->n_arenas; i++)
-		if (p->arenas[i] && !p->fresh[i])
+	 * holder, as always. Every tenant arena open now was taken back. */
+	for (size_t i = 0; p->old && i < p->n_slots; i++)
+		if (p->arenas[i] && (i >= cfg->n_arenas || !p->fresh[i]))
 			va_release_free(p->arenas[i]->vs);
 	if (p->old)
 		log_info("restore: loading %" PRIu64 " ms, rebuilding %" PRIu64
@@ -685,6 +896,8 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	free(l.h);
 	free(l.map);
 	store_all(p, cfg);
+	if (p->cur)
+		vad_tenants_set_keeper(svc->tenants, &tenant_keeper, p);
 	if (p->n_orphans) {
 		int e = pthread_create(&p->grace, NULL, grace_main, p);
 		if (e)
@@ -741,11 +954,12 @@ void vad_persist_freeze(struct vad_service *svc)
 	if (!svc->reg->state)
 		return;
 	__atomic_store_n(&svc->reg->state_frozen, true, __ATOMIC_RELAXED);
-	/* Only the configured arenas are kept (state_arenas): their slots are set before any
-	 * thread runs, where a tenant slot is being opened by a worker meanwhile. */
-	for (size_t i = 0; i < svc->reg->state_arenas && i < svc->n_slots; i++)
+	/* The configured arenas' slots are set before any thread runs; a tenant slot may be
+	 * opening or closing on a worker meanwhile, so the tenants do theirs under their lock. */
+	for (size_t i = 0; i < svc->n_arenas; i++)
 		if (svc->arenas[i])
 			__atomic_store_n(&svc->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);
+	vad_tenants_freeze(svc->tenants);
 }
 
 void vad_persist_end(struct vad_persist *p)
@@ -758,6 +972,8 @@ void vad_persist_end(struct vad_persist *p)
 		for (size_t i = 0; i < p->n_arenas; i++)
 			if (p->arenas[i])
 				__atomic_store_n(&p->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);
+		if (p->svc)
+			vad_tenants_freeze(p->svc->tenants);
 	}
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
@@ -779,15 +995,18 @@ int vad_persist_prepare_exec(struct vad_persist *p)
 		log_err("restart in place: this daemon has no state file to hand over");
 		return -1;
 	}
-	p->handover.fds = calloc(p->n_arenas + 1, sizeof(*p->handover.fds));
+	p->handover.fds = calloc(p->n_slots + 1, sizeof(*p->handover.fds));
 	if (!p->handover.fds) {
 		log_err("restart in place: out of memory");
 		return -1;
 	}
 	/* Above any fd number the move to 3, 4, ... writes to. */
-	int min = (int)(p->n_arenas + 1) + 3;
-	for (size_t i = 0; i < p->n_arenas; i++) {
-		if (!p->arenas[i])
+	int min = (int)(p->n_slots + 1) + 3;
+	/* The configured arenas and the tenant arenas the state file keeps (the workers have
+	 * stopped and the tenants are frozen: no slot changes). */
+	for (size_t i = 0; i < p->n_slots; i++) {
+		if (!p->arenas[i] ||
+		    (i >= p->n_arenas && (i >= p->reg->state_arenas || !p->state_keep[i])))
 			continue;
 		struct vad_stored_fd *h = &p->handover.fds[p->handover.n];
 		snprintf(h->name, sizeof(h->name), "arena.%s", p->arenas[i]->conf.name);
@@ -854,6 +1073,8 @@ void vad_persist_free(struct vad_persist *p)
 	vad_state_close(p->cur);
 	free(p->orphans);
 	free(p->fresh);
+	free(p->tenant_map);
+	free(p->state_keep);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
 	free(p);

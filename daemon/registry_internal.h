@@ -41,6 +41,7 @@ void table_maybe_shrink(struct vad_holder *h);
 static inline bool state_keeps(const struct vad_registry *reg, unsigned arena)
 {
 	return reg->state && arena < reg->state_arenas &&
+	       __atomic_load_n(&reg->state_keep[arena], __ATOMIC_RELAXED) &&
 	       !__atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED);
 }
 

@@ -168,11 +168,13 @@ struct vad_registry {
 	 * session exists; NULL: nobody waits. */
 	void (*buried)(void *ctx, unsigned arena);
 	void *buried_ctx;
-	/* The state file every hold is recorded in (persist.h), NULL without one; holds of
-	 * arena slots from state_arenas on (tenant arenas) are not recorded. Once frozen (a
+	/* The state file every hold and share token is recorded in (persist.h), NULL without
+	 * one; only those of arena slots below state_arenas whose state_keep is set (a
+	 * configured arena, a tenant arena whose file the fd store has) are. Once frozen (a
 	 * polite stop) drops leave their records, so the next daemon finds them. */
 	struct vad_state *state;
 	size_t state_arenas;
+	bool *state_keep;  /* [state_arenas], atomic; owned by persist.c */
 	bool state_frozen; /* atomic */
 };
 

@@ -189,9 +189,15 @@ int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint
 				 .next_session = next_session,
 				 .token_capacity = token_capacity};
 	memcpy(h.magic, VAD_STATE_MAGIC, 8);
-	if (pwrite(st->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    (n_arenas && pwrite(st->fd, arenas, n_arenas * sizeof(*arenas), sizeof(h)) !=
-			     (ssize_t)(n_arenas * sizeof(*arenas)))) {
+	bool written = pwrite(st->fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h);
+	/* Empty entries (tenant slots) stay holes of the sparse file: 6 MiB for 65535 slots
+	 * costs nothing until arenas open there. */
+	for (size_t i = 0; written && i < n_arenas; i++)
+		if (arenas[i].quantum)
+			written = pwrite(st->fd, &arenas[i], sizeof(arenas[i]),
+					 (off_t)(sizeof(h) + i * sizeof(arenas[i]))) ==
+				  (ssize_t)sizeof(arenas[i]);
+	if (!written) {
 		snprintf(err, err_len, "state file: cannot write its header: %s", strerror(errno));
 		goto fail;
 	}

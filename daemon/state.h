@@ -37,7 +37,7 @@
 #define VAD_STATE_VERSION      3 /* the newest format this vad writes; it loads every older one */
 #define VAD_STATE_SECRET_BYTES 16
 #define VAD_STATE_NAME_MAX     63
-#define VAD_STATE_ARENAS_MAX   1024
+#define VAD_STATE_ARENAS_MAX   65535 /* arena slots: 16 bits, 0xffff marks a session record */
 #define VAD_STATE_CAPACITY_MAX (1ull << 31) /* records: 64 GiB of sparse file at most */
 #define VAD_STATE_TOKENS_MAX   (1ull << 30) /* token records: 64 GiB of sparse file at most */
 #define VAD_STATE_TOKEN_CHARS  32	    /* a share token's characters (base62) */

@@ -14,6 +14,9 @@
     refused as expired, vactl tokens lists them with their terms, and once the ranges'
     holders are gone after resume_grace so are their tokens;
   - the holds of the sessions that did not come back are dropped after resume_grace;
+  - a tenant arena (tenancy = uid) is stored as arena.NAME@UID when it opens; its client's
+    ranges, data and a token come back after a polite restart and a kill -9 under load in
+    it, and once it is idle and closes it leaves the store;
   - a corrupted and a truncated state file are refused (exit 3, a sentence, nothing removed
     from the store); --discard-state then starts empty and drops them.
 
@@ -77,9 +80,10 @@ class Session:
     """vactl session: ranges allocated through libvad; read and write go to the client's
     own mapping, so they work whatever the daemon is doing."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, arena=None):
         # libvad reconnects and resumes (tests/run-tests turns that off for other tests).
-        self.p = subprocess.Popen([VACTL, "--socket", sock, "--json", "session"],
+        extra = ["--arena", arena] if arena else []
+        self.p = subprocess.Popen([VACTL, "--socket", sock, "--json", "session"] + extra,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   bufsize=1, env=dict(os.environ, VAD_RECONNECT_MS="30000"))
 
@@ -350,6 +354,84 @@ def resume_test(tmp):
     m.stop(signal.SIGTERM)
 
 
+def tenant_test(tmp):
+    """A tenant arena (tenancy = uid) is kept like any: its file stored as arena.own@UID when
+    it opens, its ranges and tokens restored across a polite restart and a kill -9 under load
+    in it, and its file dropped from the store once it closes."""
+    sock = os.path.join(tmp, "tenant.sock")
+    conf = os.path.join(tmp, "tenant.conf")
+    log = os.path.join(tmp, "tenant.log")
+    grace = "4s" if os.environ.get("VAD_TEST_MODE", "normal") == "normal" else "30s"
+    with open(conf, "w") as f:
+        f.write("[vad]\nresume_grace = %s\nstats_db = %s/tenant-stats.db\nworkers = 2\n"
+                "[arena default]\nsize = 64M\n"
+                "[arena own]\nsize = 64M\ntenancy = uid\ntenant_idle = 1s\n" % (grace, tmp))
+    argv = [VAD, "--config", conf, "--socket", sock]
+    name = "arena.own@%d" % os.getuid()
+    m = Manager(os.path.join(tmp, "tenant-notify"))
+    check(start(m, argv, log), "tenant: vad starts")
+    check(name not in m.names(), "tenant: no tenant arena is stored before one opens")
+    T = 2000
+    t = Session(sock, "own")
+    res = t.run(["alloc 4K"] * T)
+    check(all(x.get("ok") for x in res), "tenant: client T holds %d ranges in its own arena" % T)
+    check(wait_for(lambda: name in m.names(), 30),
+          "tenant: its arena is stored when it opens: %s" % m.names())
+    check(write_all(t, "T1", T), "tenant: T writes every range")
+    sh = t.run(["share #1", "share #2 once"])
+    check(all(x.get("ok") for x in sh), "tenant: T shares two of them")
+    tok, once = [x.get("token", "") for x in sh]
+
+    check(m.stop(signal.SIGTERM) == 0, "tenant: polite stop")
+    check(read_all(t, "T1", T) and write_all(t, "T2", T), "tenant: T reads and writes while down")
+    check(start(m, argv, log), "tenant: vad comes back")
+    check(name in m.names(), "tenant: the tenant arena stays stored")
+    check(busy(sock) == T * Q, "tenant: its ranges are busy again (%s)" % busy(sock))
+    attach_and_read(sock, [tok, once], ["T2-0", "T2-1"], "tenant: after the polite restart")
+    res = t.run(["free #%d" % T])
+    check(res[0].get("ok"), "tenant: T resumes: %s" % res[0])
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "tenant: vactl check after the polite restart: %s" % out.strip())
+    check(read_all(t, "T2", T - 1), "tenant: T's data is intact")
+
+    loader = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess,sys\n"
+         "p=subprocess.Popen(sys.argv[1:],stdin=subprocess.PIPE,stdout=subprocess.DEVNULL,"
+         "text=True)\n"
+         "try:\n"
+         " for k in range(1000000):\n"
+         "  p.stdin.write('alloc 8K\\nalloc 4K\\nshare #%d\\nfree #%d\\n'%(2*k+1,2*k+1))\n"
+         "except BrokenPipeError: pass\n",
+         VACTL, "--socket", sock, "--json", "session", "--arena", "own"],
+        env=dict(os.environ, VAD_RECONNECT_MS="0"))
+    time.sleep(random.uniform(0.2, 0.8))
+    check(m.stop(signal.SIGKILL) == -9, "tenant: kill -9 under load in the tenant arena")
+    check(read_all(t, "T2", T - 1) and write_all(t, "T3", T - 1),
+          "tenant: T reads and writes while vad is dead")
+    check(start(m, argv, log), "tenant: vad comes back after kill -9")
+    attach_and_read(sock, [tok], ["T3-0"], "tenant: after kill -9")
+    res = t.run(["free #%d" % (T - 1)])
+    check(res[0].get("ok"), "tenant: T resumes after kill -9: %s" % res[0])
+    loader.kill()
+    loader.wait()
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "tenant: vactl check after kill -9: %s" % out.strip())
+    check(wait_for(lambda: busy(sock) == (T - 2) * Q, 90),
+          "tenant: after resume_grace the loader's ranges are back, T's stay (busy %s)"
+          % busy(sock))
+    check(read_all(t, "T3", T - 2), "tenant: T's data is intact after kill -9")
+    res = t.run(["free #%d" % (i + 1) for i in range(T - 2)])
+    check(all(x.get("ok") for x in res), "tenant: T frees its old pointers")
+    t.close()
+    check(busy(sock) == 0, "tenant: nothing busy (%s)" % busy(sock))
+    check(wait_for(lambda: name not in m.names(), 60),
+          "tenant: once idle the tenant arena closes and leaves the store: %s" % m.names())
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "tenant: vactl check at the end: %s" % out.strip())
+    m.stop(signal.SIGTERM)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="vad-restart.")
     sock = os.path.join(tmp, "vad.sock")
@@ -373,6 +455,13 @@ def main():
     check(write_all(a, "A1"), "A writes every range")
     before = busy(sock)
     check(before == N * Q, "busy bytes %s = what A holds" % before)
+    # A hostile client sharing in a loop cannot grow the state file: token records are
+    # reused (the header's token high-water mark, at byte 56, counts the slots ever used).
+    h = Session(sock)
+    h.run(["alloc 4K"] + ["share #1 once", "share #1", "unshare #1"] * 1000)
+    h.close()
+    hw = int.from_bytes(os.pread(m.fd_of("state.1"), 8, 56), "little")
+    check(hw <= 2, "3000 shares and revokes used %d token records of the state file" % hw)
     sh = a.run(["share #1", "share #2 once", "share #3 ttl 1s", "share #5 ttl 1h"])
     check(all(r.get("ok") for r in sh), "A shares 4 ranges (plain, once, ttl 1s, ttl 1h)")
     plain, once, short, long_ = [r.get("token", "") for r in sh]
@@ -550,6 +639,7 @@ def main():
     a.p.kill()
     in_place(tmp, conf)
     resume_test(tmp)
+    tenant_test(tmp)
     print("test_restart: %d passed, %d failed" % (passed, failed), flush=True)
     if failed:
         with open(log) as f:
