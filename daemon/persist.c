@@ -139,13 +139,15 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 	return p;
 }
 
-/* Hand fd to the fd store under name, unless the store is full by $FDSTORE (systemd says how
- * many it takes; past that it drops what it is sent, silently). False, logged, when it is not
- * stored: what lives in it is lost at the next restart. */
+/* Hand fd to the fd store under name, unless the store is full by $FDSTORE (systemd 254+ says
+ * how many it takes; past that it drops what it is sent, and only its own log says so). An
+ * arena leaves room for the next state file, which is stored before the old one is removed.
+ * False, logged, when it is not stored: what lives in it is lost at the next restart. */
 static bool store_fd(struct vad_persist *p, int fd, const char *name)
 {
 	char err[512];
-	if (p->fdstore_max && p->n_stored >= p->fdstore_max) {
+	size_t room = state_gen(name) ? 1 : 2;
+	if (p->fdstore_max && p->n_stored + room > p->fdstore_max) {
 		log_warn(
 		    "the service manager's fd store is full (FileDescriptorStoreMax=%u): %s is "
 		    "not stored and what it holds is lost at the next restart; raise "

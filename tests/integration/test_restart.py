@@ -17,6 +17,8 @@
   - a tenant arena (tenancy = uid) is stored as arena.NAME@UID when it opens; its client's
     ranges, data and a token come back after a polite restart and a kill -9 under load in
     it, and once it is idle and closes it leaves the store;
+  - with the fd store full by $FDSTORE (FileDescriptorStoreMax=, systemd 254+) a tenant
+    arena is not stored, the daemon says so, and the next start begins it empty;
   - a corrupted and a truncated state file are refused (exit 3, a sentence, nothing removed
     from the store); --discard-state then starts empty and drops them.
 
@@ -429,6 +431,33 @@ def tenant_test(tmp):
           "tenant: once idle the tenant arena closes and leaves the store: %s" % m.names())
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "tenant: vactl check at the end: %s" % out.strip())
+    m.stop(signal.SIGTERM)
+
+    # The store full ($FDSTORE=3: the default arena and two state files): the tenant arena is
+    # not stored, the daemon says why, and a restart starts without it instead of refusing.
+    m = Manager(os.path.join(tmp, "full-notify"))
+    argv = [VAD, "--config", conf, "--socket", sock, "--discard-state"]
+    m.start(argv, log, extra_env={"FDSTORE": "3"})
+    check(m.wait_ready(60), "full: vad starts with FDSTORE=3")
+    t = Session(sock, "own")
+    res = t.run(["alloc 4K"] * 10 + ["write #1 kept?"])
+    check(all(x.get("ok") for x in res), "full: T allocates in its tenant arena anyway")
+
+    def said_full():
+        with open(log) as f:
+            return "fd store is full (FileDescriptorStoreMax=3): %s is not stored" % name \
+                in f.read()
+    check(wait_for(said_full, 30), "full: the daemon logs that the store is full")
+    check(name not in m.names(), "full: the tenant arena is not stored: %s" % m.names())
+    check(m.stop(signal.SIGTERM) == 0, "full: polite stop")
+    m.start(argv[:-1], log, extra_env={"FDSTORE": "3"})
+    check(m.wait_ready(60), "full: the next start is not refused")
+    check(busy(sock) == 0, "full: it begins the tenant arena empty (busy %s)" % busy(sock))
+    check(sorted(m.names()) == ["arena.default", "state.2"],
+          "full: the store holds the arena and the new state file: %s" % m.names())
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "full: vactl check: %s" % out.strip())
+    t.p.kill()
     m.stop(signal.SIGTERM)
 
 
