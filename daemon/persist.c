@@ -478,7 +478,8 @@ static int load_state(struct vad_persist *p, const struct vad_config *cfg, struc
 			snprintf(l->err, l->err_len, "%s", why);
 		return -1;
 	}
-	qsort(l->h, l->n, sizeof(*l->h), by_place);
+	if (l->n) /* l->h is NULL for a state without holds */
+		qsort(l->h, l->n, sizeof(*l->h), by_place);
 	for (size_t i = 1; i < l->n; i++) {
 		const struct vad_state_hold *a = &l->h[i - 1], *b = &l->h[i];
 		if (a->arena != b->arena)
