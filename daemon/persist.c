@@ -304,7 +304,8 @@ static int adopt_tenant(struct vad_persist *p, size_t i, const struct vad_state_
 	snprintf(section, sizeof(section), "%.*s", (int)(at - e->name), e->name);
 	unsigned sec;
 	struct vad_tenants *t = p->svc->tenants;
-	if (*end || id > UINT32_MAX || vad_section_find(t, section, &sec) != 0 ||
+	if (at[1] < '0' || at[1] > '9' || *end || id > UINT32_MAX ||
+	    vad_section_find(t, section, &sec) != 0 ||
 	    vad_section_tenancy(t, sec) == VAD_TENANCY_NONE) {
 		log_warn("the stored tenant arena %s is not taken back: no [arena %s] section with "
 			 "tenancy any more",

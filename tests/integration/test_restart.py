@@ -386,6 +386,19 @@ def tenant_test(tmp):
 
     check(m.stop(signal.SIGTERM) == 0, "tenant: polite stop")
     check(read_all(t, "T1", T) and write_all(t, "T2", T), "tenant: T reads and writes while down")
+    stored = sorted(m.names())
+    conf2 = os.path.join(tmp, "tenant-resized.conf")
+    with open(conf) as f:
+        text = f.read()
+    with open(conf2, "w") as f:
+        f.write(text.replace("[arena own]\nsize = 64M", "[arena own]\nsize = 128M"))
+    m.start([VAD, "--config", conf2, "--socket", sock], log)
+    code = m.wait_exit(60)
+    with open(log) as f:
+        last = f.read().splitlines()[-1]
+    check(code == 3 and "own@" in last and "cannot change across a restart" in last,
+          "tenant: a resized tenant section is refused: %s" % last)
+    check(sorted(m.names()) == stored, "tenant: nothing left the store")
     check(start(m, argv, log), "tenant: vad comes back")
     check(name in m.names(), "tenant: the tenant arena stays stored")
     check(busy(sock) == T * Q, "tenant: its ranges are busy again (%s)" % busy(sock))
