@@ -443,14 +443,24 @@ int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad
 			  unsigned index, unsigned section_index, uint32_t tenant_id,
 			  struct vad_arena **out, char *err, size_t err_len)
 {
+	return vad_arena_adopt_tenant(section, cfg, index, section_index, tenant_id, -1, out, err,
+				      err_len);
+}
+
+int vad_arena_adopt_tenant(const struct vad_arena_conf *section, const struct vad_config *cfg,
+			   unsigned index, unsigned section_index, uint32_t tenant_id, int fd,
+			   struct vad_arena **out, char *err, size_t err_len)
+{
 	struct vad_arena_conf conf = *section; /* vad_arena_conf_copy copies the lists */
 	if (snprintf(conf.name, sizeof(conf.name), "%s@%u", section->name, tenant_id) >=
 	    (int)sizeof(conf.name)) {
 		snprintf(err, err_len, "arena %s: the tenant arena's name is too long",
 			 section->name);
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
-	if (vad_arena_open(&conf, cfg, index, out, err, err_len) != 0)
+	if (vad_arena_adopt(&conf, cfg, index, fd, out, err, err_len) != 0)
 		return -1;
 	struct vad_arena *a = *out;
 	snprintf(a->client_name, sizeof(a->client_name), "%s", section->name);

@@ -62,6 +62,12 @@ int vad_arena_open_tenant(const struct vad_arena_conf *section, const struct vad
 			  unsigned index, unsigned section_index, uint32_t tenant_id,
 			  struct vad_arena **out, char *err, size_t err_len);
 
+/* vad_arena_open_tenant over a file kept from an earlier daemon (fd, taken over: closed on
+ * failure too; -1: a fresh file), checked as vad_arena_adopt checks it. */
+int vad_arena_adopt_tenant(const struct vad_arena_conf *section, const struct vad_config *cfg,
+			   unsigned index, unsigned section_index, uint32_t tenant_id, int fd,
+			   struct vad_arena **out, char *err, size_t err_len);
+
 /* Give every page of the arena's file back to the system at once (a tenant arena that
  * closes: clients that still map it see zeros). */
 void vad_arena_release_all(struct vad_arena *a);

@@ -2,7 +2,8 @@
  * fdstore.h - the service manager's file descriptor store, spoken as systemd speaks it:
  * FDSTORE=1 / FDSTOREREMOVE=1 with FDNAME= on $NOTIFY_SOCKET (the fd by SCM_RIGHTS), and the
  * stored fds handed back at the next start as LISTEN_FDS / LISTEN_FDNAMES / LISTEN_PID.
- * vad's names: "arena.NAME" for an arena's file, "state.N" for its state file (generation N).
+ * vad's names: "arena.NAME" for an arena's file, "arena.NAME@ID" for a tenant arena's,
+ * "state.N" for its state file (generation N).
  * systemd refuses ':' in a name (LISTEN_FDNAMES is ':'-separated), hence the dots.
  */
 #ifndef VAD_FDSTORE_H

@@ -37,8 +37,18 @@ struct vad_persist {
 	struct vad_arena **arenas; /* the configured arenas (not owned): main's array, then the
 				      service's slots */
 	size_t n_arenas;
-	bool *fresh;	       /* [n_arenas]: made now, not taken from the store */
-	struct vad_state *cur; /* the state file this daemon writes */
+	bool *fresh;		 /* [n_arenas]: made now, not taken from the store */
+	struct vad_service *svc; /* from vad_persist_restore on */
+	size_t n_slots;		 /* the service's arena slots: configured, then tenant slots */
+	uint32_t *tenant_map;	 /* old state file's arena entry -> the slot its tenant
+				    arena was taken back into; UINT32_MAX: none */
+	bool *state_keep;	 /* [n_slots], the registry's: which slots are recorded */
+	const char **names;	 /* [n_slots]: the arena names for the restore's messages */
+	unsigned fdstore_max;	 /* $FDSTORE (systemd 254+): how many fds the store takes; 0:
+				    not said */
+	size_t n_stored;	 /* fds in the store by our count (the tenants' lock once
+				    serving) */
+	struct vad_state *cur;	 /* the state file this daemon writes */
 	struct vad_registry *reg;
 	struct orphan *orphans; /* sorted by id */
 	size_t n_orphans;
@@ -166,6 +176,14 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 		vad_persist_free(p);
 		return NULL;
 	}
+	p->n_stored = p->stored.n;
+	const char *max = getenv("FDSTORE");
+	if (max && *max) {
+		char *end;
+		unsigned long v = strtoul(max, &end, 10);
+		if (!*end && v <= UINT32_MAX)
+			p->fdstore_max = (unsigned)v;
+	}
 	if (discard) {
 		for (size_t i = 0; i < p->stored.n; i++) {
 			log_warn("--discard-state: dropping the stored %s from the fd store; its "
@@ -174,6 +192,7 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 			vad_fdstore_remove(p->stored.fds[i].name);
 		}
 		vad_fdstore_free(&p->stored);
+		p->n_stored = 0;
 		return p;
 	}
 	const char *newest = NULL;
@@ -201,6 +220,38 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 		return NULL;
 	}
 	return p;
+}
+
+/* Hand fd to the fd store under name, unless the store is full by $FDSTORE (systemd 254+ says
+ * how many it takes; past that it drops what it is sent, and only its own log says so). An
+ * arena leaves room for the next state file, which is stored before the old one is removed.
+ * False, logged, when it is not stored: what lives in it is lost at the next restart. */
+static bool store_fd(struct vad_persist *p, int fd, const char *name)
+{
+	char err[512];
+	size_t room = state_gen(name) ? 1 : 2;
+	if (p->fdstore_max && p->n_stored + room > p->fdstore_max) {
+		log_warn(
+		    "the service manager's fd store is full (FileDescriptorStoreMax=%u): %s is "
+		    "not stored and what it holds is lost at the next restart; raise "
+		    "FileDescriptorStoreMax= (docs/PACKAGING.md)",
+		    p->fdstore_max, name);
+		return false;
+	}
+	if (vad_fdstore_put(fd, name, err, sizeof(err)) != 0) {
+		log_warn("%s: what it holds is lost at the next restart", err);
+		return false;
+	}
+	p->n_stored++;
+	return true;
+}
+
+/* Ask the fd store to forget name (stored once by our count). */
+static void remove_fd(struct vad_persist *p, const char *name)
+{
+	vad_fdstore_remove(name);
+	if (p->n_stored)
+		p->n_stored--;
 }
 
 /* ---- arenas ---------------------------------------------------------------------------- */
@@ -269,7 +320,7 @@ int vad_persist_open_arenas(struct vad_persist *p, const struct vad_config *cfg,
 	for (i = 0; i < cfg->n_arenas; i++) {
 		const struct vad_arena_conf *c = &cfg->arenas[i];
 		if (c->tenancy != VAD_TENANCY_NONE)
-			continue; /* tenant arenas open on first use and are not kept (yet) */
+			continue; /* tenant arenas: taken back by vad_persist_restore */
 		char name[VAD_FDNAME_MAX + 1];
 		snprintf(name, sizeof(name), "arena.%s", c->name);
 		int fd = vad_fdstore_claim(&p->stored, name);
@@ -290,6 +341,136 @@ fail:
 	}
 	return -1;
 }
+
+/* ---- tenant arenas ---------------------------------------------------------------------- */
+
+/* An arena's entry in the state file: its name, sizes and the identity of its file. */
+static void arena_entry(const struct vad_arena *a, struct vad_state_arena *e)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->name, sizeof(e->name), "%s", a->conf.name);
+	e->size = a->conf.size;
+	e->quantum = a->conf.quantum;
+	struct stat st;
+	if (fstat(a->fd, &st) == 0) {
+		e->dev = (uint64_t)st.st_dev;
+		e->ino = (uint64_t)st.st_ino;
+	}
+}
+
+/* The stored fd called name, not claimed yet; -1 if none. */
+static int stored_fd(const struct vad_persist *p, const char *name)
+{
+	for (size_t i = 0; i < p->stored.n; i++)
+		if (p->stored.fds[i].fd >= 0 && strcmp(p->stored.fds[i].name, name) == 0)
+			return p->stored.fds[i].fd;
+	return -1;
+}
+
+/* Take back the tenant arena of the old state file's entry e (index i), if its file is stored
+ * and is the one e describes (an entry whose arena closed stays in the file until another
+ * opens in its slot: its file is no longer stored, or another file of that name is).
+ * 0 (taken back into p->tenant_map[i], or not there), -1 with a sentence in err. */
+static int adopt_tenant(struct vad_persist *p, size_t i, const struct vad_state_arena *e, char *err,
+			size_t err_len)
+{
+	char name[VAD_FDNAME_MAX + 1], section[VAD_STATE_NAME_MAX + 1];
+	snprintf(name, sizeof(name), "arena.%s", e->name);
+	int fd = stored_fd(p, name);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_dev != e->dev ||
+	    (uint64_t)st.st_ino != e->ino)
+		return 0;
+	const char *at = strrchr(e->name, '@');
+	char *end;
+	unsigned long id = strtoul(at + 1, &end, 10);
+	snprintf(section, sizeof(section), "%.*s", (int)(at - e->name), e->name);
+	unsigned sec;
+	struct vad_tenants *t = p->svc->tenants;
+	if (at[1] < '0' || at[1] > '9' || *end || id > UINT32_MAX ||
+	    vad_section_find(t, section, &sec) != 0 ||
+	    vad_section_tenancy(t, sec) == VAD_TENANCY_NONE) {
+		log_warn("the stored tenant arena %s is not taken back: no [arena %s] section with "
+			 "tenancy any more",
+			 e->name, section);
+		return 0; /* dropped from the store; a state with ranges in it is refused */
+	}
+	const struct vad_arena_conf *c = vad_section_conf(t, sec);
+	if (c->size != e->size || c->quantum != e->quantum) {
+		snprintf(err, err_len,
+			 "arena %s: the stored file is %" PRIu64 " bytes in quanta of %" PRIu64
+			 " but [arena %s] says %" PRIu64 " in quanta of %" PRIu64
+			 " (an arena's size cannot change across a restart)",
+			 e->name, e->size, e->quantum, section, c->size, c->quantum);
+		return -1;
+	}
+	unsigned slot;
+	char why[512];
+	fd = vad_fdstore_claim(&p->stored, name);
+	if (vad_tenant_adopt(t, sec, (uint32_t)id, fd, &slot, why, sizeof(why)) != VAD_TENANT_OK) {
+		snprintf(err, err_len, "cannot take back tenant arena %s: %s", e->name, why);
+		return -1;
+	}
+	p->tenant_map[i] = slot;
+	log_info("arena %s: taken back from the fd store", e->name);
+	return 0;
+}
+
+/* Take back every tenant arena ("NAME@ID": section names have no '@') of the old state file
+ * whose file is stored. 0, or -1 with a sentence in err. */
+static int adopt_tenants(struct vad_persist *p, char *err, size_t err_len)
+{
+	size_t n = 0;
+	const struct vad_state_arena *oa = vad_state_arenas(p->old, &n);
+	p->tenant_map = malloc((n ? n : 1) * sizeof(*p->tenant_map));
+	if (!p->tenant_map) {
+		snprintf(err, err_len, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		p->tenant_map[i] = UINT32_MAX;
+	for (size_t i = 0; i < n; i++)
+		if (oa[i].quantum && strchr(oa[i].name, '@') &&
+		    adopt_tenant(p, i, &oa[i], err, err_len) != 0)
+			return -1;
+	return 0;
+}
+
+/* A tenant arena opened (the tenants' lock held, nothing allocated in it yet): its file to the
+ * fd store, then its entry in the state file, then its holds and tokens are recorded. */
+static void tenant_opened(void *ctx, struct vad_arena *a)
+{
+	struct vad_persist *p = ctx;
+	if (a->index >= p->reg->state_arenas)
+		return; /* past what the state file can name: said at start */
+	char name[VAD_FDNAME_MAX + 1];
+	snprintf(name, sizeof(name), "arena.%s", a->conf.name);
+	/* Without a service manager the fds go to the next image by exec (vactl restart). */
+	if (vad_fdstore_available() && !store_fd(p, a->fd, name))
+		return;
+	struct vad_state_arena e;
+	arena_entry(a, &e);
+	vad_state_set_arena(p->cur, a->index, &e);
+	__atomic_store_n(&p->state_keep[a->index], true, __ATOMIC_RELAXED);
+}
+
+/* A tenant arena closes, holding nothing: out of the fd store. Its entry stays until another
+ * arena opens in its slot (no record names it). */
+static void tenant_closing(void *ctx, struct vad_arena *a)
+{
+	struct vad_persist *p = ctx;
+	if (a->index >= p->reg->state_arenas ||
+	    !__atomic_load_n(&p->state_keep[a->index], __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&p->state_keep[a->index], false, __ATOMIC_RELAXED);
+	if (vad_fdstore_available()) {
+		char name[VAD_FDNAME_MAX + 1];
+		snprintf(name, sizeof(name), "arena.%s", a->conf.name);
+		remove_fd(p, name);
+	}
+}
+
+static const struct vad_tenant_keeper tenant_keeper = {tenant_opened, tenant_closing};
 
 /* ---- restore --------------------------------------------------------------------------- */
 
@@ -346,6 +527,18 @@ static int by_orphan(const void *key, const void *elem)
 /* Read the old state into l (arena indices mapped to the config's) and check it makes sense
  * as a whole: ranges of one place agree on their size, none overlap, one record per holder
  * and range. 0, or -1 with the reason in l->err. */
+/* The name of each arena slot open now ("?" for an empty one, which no hold names), for the
+ * restore's messages; NULL out of memory (the messages then say "?"). */
+static const char *const *slot_names(struct vad_persist *p)
+{
+	if (!p->names && p->n_slots) {
+		p->names = calloc(p->n_slots, sizeof(*p->names));
+		for (size_t i = 0; p->names && i < p->n_slots; i++)
+			p->names[i] = p->arenas[i] ? p->arenas[i]->conf.name : "?";
+	}
+	return p->names;
+}
+
 static int load_state(struct vad_persist *p, const struct vad_config *cfg, struct loaded *l,
 		      struct phases *t)
 {
@@ -363,6 +556,8 @@ static int load_state(struct vad_persist *p, const struct vad_config *cfg, struc
 			if (p->arenas[j] && !p->fresh[j] &&
 			    strcmp(oa[i].name, cfg->arenas[j].name) == 0)
 				l->map[i] = (uint32_t)j;
+		if (p->tenant_map && p->tenant_map[i] != UINT32_MAX)
+			l->map[i] = p->tenant_map[i];
 	}
 	/* Room for every slot ever used at once: no copies as it grows. */
 	uint64_t slots = vad_state_slots(p->old);
@@ -379,7 +574,8 @@ static int load_state(struct vad_persist *p, const struct vad_config *cfg, struc
 	}
 	phase_end(t, PHASE_LOAD);
 	struct vad_state_hold *spare = NULL;
-	int rc = vad_rebuild_sort(&l->h, l->n, &spare, cfg, l->err, l->err_len);
+	int rc =
+	    vad_rebuild_sort(&l->h, l->n, &spare, slot_names(p), p->n_slots, l->err, l->err_len);
 	free(spare);
 	return rc;
 }
@@ -462,65 +658,173 @@ static struct vad_holder *orphan_holder(void *ctx, uint32_t id)
 	return &o->h;
 }
 
-/* The new state file: the configured arenas (a section with tenancy has an entry nothing
- * points at, so indices stay the config's). */
+/* What restoring the share tokens found. */
+struct tokens_loaded {
+	struct vad_persist *p;
+	const struct loaded *l;
+	uint64_t restored, expired, gone;
+	char *err;
+	size_t err_len;
+};
+
+static int load_token(void *ctx, const struct vad_state_token *t)
+{
+	struct tokens_loaded *tl = ctx;
+	struct vad_persist *p = tl->p;
+	uint32_t slot = t->arena < tl->l->n_map ? tl->l->map[t->arena] : UINT32_MAX;
+	struct va_area area;
+	/* Its range is the live range starting at its offset; none there: the range was freed
+	 * and the daemon stopped before the token's record was cleared (a crash). */
+	if (slot == UINT32_MAX || !p->arenas[slot] ||
+	    va_lookup(p->arenas[slot]->vs, t->offset, &area) != VA_OK || area.start != t->offset ||
+	    !area.owner) {
+		tl->gone++;
+		return 0;
+	}
+	int rc = vad_registry_restore_token(p->reg, area.owner, t->token, t->single_use,
+					    t->expires_ms, t->uid);
+	if (rc == -2) {
+		snprintf(tl->err, tl->err_len, "out of memory restoring the share tokens");
+		return -1;
+	}
+	if (rc == -1) {
+		snprintf(tl->err, tl->err_len,
+			 "the state file is inconsistent: token record %" PRIu64
+			 " repeats a token or gives a range a second live token (offset 0x%" PRIx64
+			 ")",
+			 t->slot, t->offset);
+		return -1;
+	}
+	if (rc == 1)
+		tl->expired++;
+	else
+		tl->restored++;
+	return 0;
+}
+
+/* The share tokens of the ranges restored (a version 3 state file), with what is left of
+ * their time to live; an expired one is remembered as such, one whose range is gone is not
+ * restored. */
+static int load_tokens(struct vad_persist *p, const struct loaded *l, char *err, size_t err_len)
+{
+	struct tokens_loaded tl = {.p = p, .l = l, .err = err, .err_len = err_len};
+	char why[256] = "";
+	err[0] = '\0';
+	pthread_mutex_lock(&p->reg->token_lock); /* nobody else runs yet: for the analysers */
+	int rc = vad_state_scan_tokens(p->old, load_token, &tl, why, sizeof(why));
+	pthread_mutex_unlock(&p->reg->token_lock);
+	if (rc != 0) {
+		if (!err[0])
+			snprintf(err, err_len, "%s", why);
+		return -1;
+	}
+	if (tl.restored || tl.expired || tl.gone)
+		log_info("restore: %" PRIu64 " share tokens restored, %" PRIu64
+			 " expired meanwhile, %" PRIu64 " of ranges freed before the stop",
+			 tl.restored, tl.expired, tl.gone);
+	return 0;
+}
+
+/* The rebuild's hook before its registry check: the share tokens, once their ranges are
+ * placed and held (a version 3 state file). */
+struct tokens_hook {
+	struct vad_persist *p;
+	const struct loaded *l;
+};
+
+static int restore_tokens(void *ctx, char *err, size_t err_len)
+{
+	struct tokens_hook *th = ctx;
+	return th->p->old ? load_tokens(th->p, th->l, err, err_len) : 0;
+}
+
+/* Quanta of an arena section, bounded so that sums of them cannot overflow. */
+static uint64_t quanta(const struct vad_arena_conf *c)
+{
+	uint64_t q = c->size / c->quantum;
+	return q > VAD_STATE_CAPACITY_MAX ? VAD_STATE_CAPACITY_MAX : q;
+}
+
+/* The new state file: an entry per arena slot. The configured arenas (a section with tenancy
+ * has an entry nothing points at, so indices stay the config's), then the tenant slots: the
+ * tenant arenas taken back, the rest empty until one opens there. Room for a hold record per
+ * range and another per share of it, and a token record per range. */
 static int create_state(struct vad_persist *p, const struct vad_config *cfg, uint64_t min_recs,
 			uint64_t next_session, char *err, size_t err_len)
 {
-	struct vad_state_arena *sa = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*sa));
+	size_t n = p->n_slots < VAD_STATE_ARENAS_MAX ? p->n_slots : VAD_STATE_ARENAS_MAX;
+	if (n < p->n_slots)
+		log_warn(
+		    "%zu arena slots (configured and tenant arenas), more than the state file "
+		    "can name (%u): the arenas of the last %zu tenant slots are not kept across "
+		    "a restart",
+		    p->n_slots, VAD_STATE_ARENAS_MAX, p->n_slots - n);
+	struct vad_state_arena *sa = calloc(n ? n : 1, sizeof(*sa));
 	if (!sa) {
 		snprintf(err, err_len, "out of memory");
 		return -1;
 	}
-	uint64_t cap = 65536;
+	uint64_t cap = 65536, tok_cap = 0;
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
 		const struct vad_arena_conf *c = &cfg->arenas[i];
-		snprintf(sa[i].name, sizeof(sa[i].name), "%s", c->name);
-		sa[i].size = c->size;
-		sa[i].quantum = c->quantum;
-		struct stat st;
-		if (p->arenas[i] && fstat(p->arenas[i]->fd, &st) == 0) {
-			sa[i].dev = (uint64_t)st.st_dev;
-			sa[i].ino = (uint64_t)st.st_ino;
+		uint64_t q = quanta(c);
+		if (p->arenas[i]) {
+			arena_entry(p->arenas[i], &sa[i]);
+		} else {
+			snprintf(sa[i].name, sizeof(sa[i].name), "%s", c->name);
+			sa[i].size = c->size;
+			sa[i].quantum = c->quantum;
+			q *= c->max_tenants; /* each of its tenant arenas */
 		}
-		if (p->arenas[i])
-			cap += 2 * (c->size / c->quantum); /* each range, and a share of each */
+		cap += 2 * q; /* each range, and a share of each */
+		tok_cap += q; /* a live token per range at most */
 	}
+	for (size_t i = cfg->n_arenas; i < n; i++)
+		if (p->arenas[i]) /* taken back; the others open later */
+			arena_entry(p->arenas[i], &sa[i]);
+	if (tok_cap > VAD_STATE_TOKENS_MAX)
+		tok_cap = VAD_STATE_TOKENS_MAX;
 	if (cap < min_recs + 65536)
 		cap = min_recs + 65536;
 	if (cap > VAD_STATE_CAPACITY_MAX)
 		cap = VAD_STATE_CAPACITY_MAX;
-	int rc = vad_state_create(sa, cfg->n_arenas, cap, next_session, &p->cur, err, err_len);
+	int rc = vad_state_create(sa, n, cap, tok_cap, next_session, &p->cur, err, err_len);
 	free(sa);
 	return rc;
 }
 
-/* Rebuild the allocators and the registry from the loaded holds and verify them
- * (persist_rebuild.h); the parts' times go into t. */
+/* Rebuild the allocators and the registry from the loaded holds, restore the share tokens and
+ * verify it all (persist_rebuild.h); the parts' times go into t. */
 static int rebuild(struct vad_persist *p, const struct vad_config *cfg, const struct loaded *l,
 		   struct phases *t, char *err, size_t err_len)
 {
-	struct va_space **vs = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*vs));
-	bool *release = calloc(cfg->n_arenas ? cfg->n_arenas : 1, sizeof(*release));
+	size_t n = p->n_slots ? p->n_slots : 1;
+	struct va_space **vs = calloc(n, sizeof(*vs));
+	bool *release = calloc(n, sizeof(*release));
 	if (!vs || !release) {
 		free(vs);
 		free(release);
 		snprintf(err, err_len, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < cfg->n_arenas; i++) {
+	/* Free space may hold what a range freed just before a crash held: zeros for its next
+	 * holder, as always. Every tenant arena open now was taken back. */
+	for (size_t i = 0; i < p->n_slots; i++) {
 		vs[i] = p->arenas[i] ? p->arenas[i]->vs : NULL;
-		release[i] = p->old && p->arenas[i] && !p->fresh[i];
+		release[i] = p->old && p->arenas[i] && (i >= cfg->n_arenas || !p->fresh[i]);
 	}
+	struct tokens_hook th = {.p = p, .l = l};
 	struct vad_rebuild rb = {.h = l->h,
 				 .n = l->n,
 				 .reg = p->reg,
 				 .vs = vs,
 				 .release = release,
-				 .n_arenas = cfg->n_arenas,
-				 .cfg = cfg,
+				 .n_arenas = p->n_slots,
+				 .names = slot_names(p),
 				 .holder = orphan_holder,
-				 .ctx = p};
+				 .ctx = p,
+				 .before_check = restore_tokens,
+				 .before_check_ctx = &th};
 	int rc = vad_rebuild_run(&rb, err, err_len);
 	free(vs);
 	free(release);
@@ -544,28 +848,31 @@ static void store_all(struct vad_persist *p, const struct vad_config *cfg)
 			 "are not kept outside the daemon");
 		return;
 	}
-	char err[512], name[VAD_FDNAME_MAX + 1];
+	char name[VAD_FDNAME_MAX + 1];
 	for (size_t i = 0; i < cfg->n_arenas; i++) {
 		if (!p->arenas[i] || !p->fresh[i])
 			continue;
 		snprintf(name, sizeof(name), "arena.%s", cfg->arenas[i].name);
-		if (vad_fdstore_put(p->arenas[i]->fd, name, err, sizeof(err)) != 0)
-			log_warn("%s", err);
+		/* Not stored: nothing in it is recorded, so the next start begins it empty
+		 * instead of refusing a state that names an arena it cannot find. */
+		if (!store_fd(p, p->arenas[i]->fd, name) && p->state_keep)
+			__atomic_store_n(&p->state_keep[i], false, __ATOMIC_RELAXED);
 	}
 	snprintf(name, sizeof(name), "state.%" PRIu64, p->old_gen + 1);
-	if (p->cur && vad_fdstore_put(vad_state_fd(p->cur), name, err, sizeof(err)) != 0)
-		log_warn("%s: a restart will lose the live ranges", err);
+	if (p->cur && !store_fd(p, vad_state_fd(p->cur), name))
+		log_warn("the state file is not stored: a restart will lose the live ranges");
 	for (size_t i = 0; i < p->stored.n; i++) {
 		if (p->stored.fds[i].fd < 0)
 			continue; /* claimed: in use */
 		log_info("dropping the stored %s from the fd store: %s", p->stored.fds[i].name,
-			 state_gen(p->stored.fds[i].name) ? "an older state file"
-							  : "no arena of the config has that name");
-		vad_fdstore_remove(p->stored.fds[i].name);
+			 state_gen(p->stored.fds[i].name)
+			     ? "an older state file"
+			     : "no arena of the config or of the state file has that name");
+		remove_fd(p, p->stored.fds[i].name);
 	}
 	if (p->old) {
 		snprintf(name, sizeof(name), "state.%" PRIu64, p->old_gen);
-		vad_fdstore_remove(name);
+		remove_fd(p, name);
 	}
 	vad_fdstore_free(&p->stored); /* closes what was not claimed */
 }
@@ -620,13 +927,15 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 	t.t[PHASE_OPEN] =
 	    (struct vad_span){t.mark.wall - p->begin_ns, process_cpu_ns() - p->begin_cpu_ns};
 	p->reg = svc->reg;
+	p->svc = svc;
 	p->arenas = svc->arenas; /* the service took the array main made: its first slots */
+	p->n_slots = svc->n_slots;
 	p->grace_ms = cfg->resume_grace_ms;
 	char why[1024] = "";
 	struct loaded l = {.err = why, .err_len = sizeof(why)};
 	uint64_t next_session = 1;
 	if (p->old) {
-		if (load_state(p, cfg, &l, &t) != 0)
+		if (adopt_tenants(p, why, sizeof(why)) != 0 || load_state(p, cfg, &l, &t) != 0)
 			goto refuse;
 		next_session = vad_state_next_session(p->old);
 		if ((uint64_t)l.max_holder + 1 > next_session)
@@ -640,8 +949,18 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 		log_warn("%s: running without a state file, a restart will lose every live range",
 			 why);
 	}
+	p->state_keep = calloc(p->n_slots ? p->n_slots : 1, sizeof(*p->state_keep));
+	if (!p->state_keep) {
+		snprintf(why, sizeof(why), "out of memory");
+		goto refuse;
+	}
+	/* Every arena open now is kept: the configured ones, the tenant arenas taken back. */
+	for (size_t i = 0; i < p->n_slots; i++)
+		p->state_keep[i] = p->arenas[i] != NULL;
+	p->reg->state_keep = p->state_keep;
 	p->reg->state = p->cur;
-	p->reg->state_arenas = cfg->n_arenas;
+	p->reg->state_arenas =
+	    p->n_slots < VAD_STATE_ARENAS_MAX ? p->n_slots : VAD_STATE_ARENAS_MAX;
 	if (make_orphans(p, &l) != 0) {
 		snprintf(why, sizeof(why), "out of memory rebuilding the holders");
 		goto refuse;
@@ -669,6 +988,8 @@ int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 			   (t.mark.wall - p->begin_ns) / 1000000, p->grace_ms);
 		phases_log(&t, p->begin_ns, holds);
 	}
+	if (p->cur)
+		vad_tenants_set_keeper(svc->tenants, &tenant_keeper, p);
 	if (p->n_orphans) {
 		int e = pthread_create(&p->grace, NULL, grace_main, p);
 		if (e)
@@ -730,11 +1051,12 @@ void vad_persist_freeze(struct vad_service *svc)
 	 * kept from the allocator, or another session could be granted it and recorded too. */
 	vad_registry_discard(svc->reg);
 	__atomic_store_n(&svc->reg->state_frozen, true, __ATOMIC_RELEASE);
-	/* Only the configured arenas are kept (state_arenas): their slots are set before any
-	 * thread runs, where a tenant slot is being opened by a worker meanwhile. */
-	for (size_t i = 0; i < svc->reg->state_arenas && i < svc->n_slots; i++)
+	/* The configured arenas' slots are set before any thread runs; a tenant slot may be
+	 * opening or closing on a worker meanwhile, so the tenants do theirs under their lock. */
+	for (size_t i = 0; i < svc->n_arenas; i++)
 		if (svc->arenas[i])
 			__atomic_store_n(&svc->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);
+	vad_tenants_freeze(svc->tenants);
 }
 
 void vad_persist_end(struct vad_persist *p)
@@ -748,6 +1070,8 @@ void vad_persist_end(struct vad_persist *p)
 		for (size_t i = 0; i < p->n_arenas; i++)
 			if (p->arenas[i])
 				__atomic_store_n(&p->arenas[i]->keep_pages, true, __ATOMIC_RELAXED);
+		if (p->svc)
+			vad_tenants_freeze(p->svc->tenants);
 	}
 	pthread_mutex_lock(&p->lock);
 	p->stop = true;
@@ -769,15 +1093,18 @@ int vad_persist_prepare_exec(struct vad_persist *p)
 		log_err("restart in place: this daemon has no state file to hand over");
 		return -1;
 	}
-	p->handover.fds = calloc(p->n_arenas + 1, sizeof(*p->handover.fds));
+	p->handover.fds = calloc(p->n_slots + 1, sizeof(*p->handover.fds));
 	if (!p->handover.fds) {
 		log_err("restart in place: out of memory");
 		return -1;
 	}
 	/* Above any fd number the move to 3, 4, ... writes to. */
-	int min = (int)(p->n_arenas + 1) + 3;
-	for (size_t i = 0; i < p->n_arenas; i++) {
-		if (!p->arenas[i])
+	int min = (int)(p->n_slots + 1) + 3;
+	/* The configured arenas and the tenant arenas the state file keeps (the workers have
+	 * stopped and the tenants are frozen: no slot changes). */
+	for (size_t i = 0; i < p->n_slots; i++) {
+		if (!p->arenas[i] ||
+		    (i >= p->n_arenas && (i >= p->reg->state_arenas || !p->state_keep[i])))
 			continue;
 		struct vad_stored_fd *h = &p->handover.fds[p->handover.n];
 		snprintf(h->name, sizeof(h->name), "arena.%s", p->arenas[i]->conf.name);
@@ -844,6 +1171,9 @@ void vad_persist_free(struct vad_persist *p)
 	vad_state_close(p->cur);
 	free(p->orphans);
 	free(p->fresh);
+	free(p->tenant_map);
+	free(p->state_keep);
+	free(p->names);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
 	free(p);

@@ -3,7 +3,9 @@
  * the service manager's fd store (fdstore.h), and at the next start the arenas taken back,
  * every live range and holder rebuilt from the state file (state.h), checked, and only then
  * READY. The holds of sessions that were connected are kept by holders without a session for
- * resume_grace, then dropped as a disconnect would drop them.
+ * resume_grace, then dropped as a disconnect would drop them; share tokens come back on their
+ * ranges. Tenant arenas are stored when they open (a keeper set on the tenants, tenants.h),
+ * removed when they close, and taken back at start before the holds are loaded.
  *
  * Start-up order (main.c): vad_persist_begin (take the stored fds, open the newest state
  * file), vad_persist_open_arenas (each configured arena: its stored file, checked, or a fresh
@@ -40,8 +42,9 @@ int vad_persist_open_arenas(struct vad_persist *p, const struct vad_config *cfg,
 
 /* Rebuild svc's allocators and registry from the stored state, verify them (va_check, the
  * registry check), write them into a fresh state file, hand it and the fresh arenas to the
- * fd store, and start the grace timer of the holds nobody resumed. 0, or -1 with a sentence
- * in err: then nothing was stored or removed, and the daemon must not start. */
+ * fd store, and start the grace timer of the holds nobody resumed; tenant arenas and share
+ * tokens with them. 0, or -1 with a sentence in err: then nothing was stored or removed, and
+ * the daemon must not start. */
 int vad_persist_restore(struct vad_persist *p, struct vad_service *svc,
 			const struct vad_config *cfg, char *err, size_t err_len);
 

@@ -32,6 +32,12 @@ struct vad_span vad_span_since(struct vad_span mark)
 	return (struct vad_span){now.wall - mark.wall, now.cpu - mark.cpu};
 }
 
+/* The name of arena slot i for a message. */
+static const char *name_of(const char *const *names, size_t n, size_t i)
+{
+	return names && i < n && names[i] ? names[i] : "?";
+}
+
 /* ---- sort ------------------------------------------------------------------------------- */
 
 static int by_place(const void *a, const void *b)
@@ -85,7 +91,7 @@ out:
 }
 
 int vad_rebuild_sort(struct vad_state_hold **hp, size_t n, struct vad_state_hold **spare,
-		     const struct vad_config *cfg, char *err, size_t err_len)
+		     const char *const *names, size_t n_names, char *err, size_t err_len)
 {
 	struct vad_state_hold *h = *hp;
 	*spare = NULL;
@@ -114,7 +120,7 @@ int vad_rebuild_sort(struct vad_state_hold **hp, size_t n, struct vad_state_hold
 			snprintf(err, err_len,
 				 "the state file is inconsistent: %s (arena %s, offsets 0x%" PRIx64
 				 " and 0x%" PRIx64 ")",
-				 bad, cfg->arenas[a->arena].name, a->offset, b->offset);
+				 bad, name_of(names, n_names, a->arena), a->offset, b->offset);
 			return -1;
 		}
 	}
@@ -160,7 +166,7 @@ static int place_one_by_one(struct placer *pl, size_t lo, size_t hi)
 			snprintf(pl->err, sizeof(pl->err),
 				 "arena %s: range 0x%" PRIx64 " (%" PRIu64
 				 " bytes) cannot be made busy again: %s",
-				 rb->cfg->arenas[r->arena].name, r->offset, r->size,
+				 name_of(rb->names, rb->n_arenas, r->arena), r->offset, r->size,
 				 rc ? va_strerror(rc) : "placed elsewhere");
 			return -1;
 		}
@@ -193,7 +199,7 @@ static int place_ranges(struct placer *pl)
 			       : VA_ENOMEM;
 		if (bulk != 0) {
 			log_info("arena %s: its ranges are placed one by one (%s)",
-				 rb->cfg->arenas[arena].name, va_strerror(bulk));
+				 name_of(rb->names, rb->n_arenas, arena), va_strerror(bulk));
 			rc = place_one_by_one(pl, lo, hi);
 		}
 		lo = hi;
@@ -212,7 +218,7 @@ static int check_allocators(struct placer *pl)
 		if (rb->vs[i] && va_check(rb->vs[i], msg, sizeof(msg)) != 0) {
 			snprintf(pl->err, sizeof(pl->err),
 				 "arena %s fails its allocator check after the rebuild: %s",
-				 rb->cfg->arenas[i].name, msg);
+				 name_of(rb->names, rb->n_arenas, i), msg);
 			return -1;
 		}
 	}
@@ -349,9 +355,11 @@ int vad_rebuild_run(struct vad_rebuild *rb, char *err, size_t err_len)
 		pthread_cond_wait(&pl.cond, &pl.lock);
 	bool placed_ok = pl.placed_ok;
 	pthread_mutex_unlock(&pl.lock);
-	int reg = -1;
+	int reg = -1, hook = 0;
 	char msg[400];
-	if (holds == 0 && placed_ok) {
+	if (holds == 0 && placed_ok && rb->before_check)
+		hook = rb->before_check(rb->before_check_ctx, err, err_len);
+	if (holds == 0 && placed_ok && hook == 0) {
 		/* With the ranges placed; the allocators' own check may run meanwhile. */
 		t = vad_span_now();
 		reg = vad_registry_check(rb->reg, msg, sizeof(msg));
@@ -365,6 +373,8 @@ int vad_rebuild_run(struct vad_rebuild *rb, char *err, size_t err_len)
 		snprintf(err, err_len, "%s", pl.err);
 		goto out;
 	}
+	if (hook != 0)
+		goto out; /* its sentence is in err */
 	if (reg != 0) {
 		snprintf(err, err_len, "the rebuilt registry fails its check: %s", msg);
 		goto out;

@@ -40,23 +40,27 @@ struct vad_rebuild {
 	const struct vad_state_hold *h; /* sorted by vad_rebuild_sort; arena: config index */
 	size_t n;
 	struct vad_registry *reg;
-	struct va_space *const *vs; /* per config arena (NULL: none) */
-	const bool *release;	    /* per config arena: va_release_free after its check */
+	struct va_space *const *vs; /* per arena slot (NULL: none) */
+	const bool *release;	    /* per arena slot: va_release_free after its check */
 	size_t n_arenas;
-	const struct vad_config *cfg; /* arena names for messages */
+	const char *const *names; /* per arena slot, for messages (NULL: "?") */
 	/* The holder of the records naming holder id (made by the caller). */
 	struct vad_holder *(*holder)(void *ctx, uint32_t id);
 	void *ctx;
+	/* Run once every range is placed and every hold given, before the registry check (the
+	 * share tokens): 0, or -1 with a sentence in err. NULL: nothing. */
+	int (*before_check)(void *ctx, char *err, size_t err_len);
+	void *before_check_ctx;
 	/* Out: the time of each part (those of the two threads overlap). */
 	struct vad_span ranges, alloc, va_check, released, holds, registry_check;
 };
 
 /* Sort the n holds at *h by arena, offset and holder (*h may then point at scratch it
- * swapped in: free both as told) and check them as a whole: holds of one place agree on its
- * size, no two places overlap, one record per holder and place. *spare is the buffer to free
- * beside *h afterwards (NULL if none). 0, or -1 with a sentence in err. */
+ * swapped in: free both as told; names[arena] for messages) and check them as a whole: holds of one
+ * place agree on its size, no two places overlap, one record per holder and place. *spare is the
+ * buffer to free beside *h afterwards (NULL if none). 0, or -1 with a sentence in err. */
 int vad_rebuild_sort(struct vad_state_hold **h, size_t n, struct vad_state_hold **spare,
-		     const struct vad_config *cfg, char *err, size_t err_len);
+		     const char *const *names, size_t n_names, char *err, size_t err_len);
 
 /* Rebuild the allocators and the registry from rb->h and verify them (va_check of every
  * arena that has holds, the registry check); then release the free space of the arenas

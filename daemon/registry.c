@@ -226,6 +226,8 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 			r->tok = NULL;
 			if (!t || t == &vad_token_none)
 				continue; /* never shared, or its token died already */
+			/* Its record goes before the allocator gets the range back. */
+			token_unrecord(reg, t);
 			HASH_DEL(reg->tokens, t);
 			HASH_DELETE(hh_seq, reg->tokens_seq, t);
 			dead_token_add(&reg->dead, t->token, VAD_TOKEN_FREED);

@@ -254,6 +254,15 @@ void vad_registry_discard(struct vad_registry *reg);
  * 0, or -1 out of memory (the holds then grow the table as usual). Start-up only. */
 int vad_registry_restore_reserve(struct vad_holder *h, size_t n);
 
+/* Give range r (restored and held, in its allocator) the live share token `token` (32 base62
+ * characters) with its terms, shared by uid, recorded in reg->state; expires_wall_ms is when it
+ * expires on CLOCK_REALTIME (0: never). An expired one is only remembered as dead (an attach
+ * is refused as VAD_ATTACH_EXPIRED). 0 restored, 1 expired, -1 r has a token already or the
+ * token is live already, -2 out of memory. Start-up only, before any session exists
+ * (tokens.c). */
+int vad_registry_restore_token(struct vad_registry *reg, struct vad_range *r, const char *token,
+			       bool single_use, uint64_t expires_wall_ms, uint32_t uid);
+
 /* Fill buf with n random bytes (the per-thread pool of tokens). 0, -1 on failure. */
 int vad_random_bytes(uint8_t *buf, size_t n);
 

@@ -267,6 +267,8 @@ static int check_tokens(struct check *c)
 			 load64(&reg->n_tokens));
 		return -1;
 	}
+	if (token_records_check(reg, c->msg, c->msg_len) < 0)
+		return -1;
 	return dead_token_check(&reg->dead, c->msg, c->msg_len);
 }
 

@@ -37,14 +37,21 @@ void table_maybe_shrink(struct vad_holder *h);
 
 /* ---- the state file (state.h): every hold recorded, in place ---- */
 
+/* Does the state file keep what lies in arena slot `arena` (and is it not frozen)? */
+static inline bool state_keeps(const struct vad_registry *reg, unsigned arena)
+{
+	return reg->state && arena < reg->state_arenas &&
+	       __atomic_load_n(&reg->state_keep[arena], __ATOMIC_RELAXED) &&
+	       !__atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED);
+}
+
 /* Record h's new hold of count references on r; its record number (0: not recorded). With h's
  * lock held. Frozen (stopping), nothing changes in the file any more: a range freed then may be
  * granted again to another session, and the two must not both be found by the next daemon. */
 static inline uint32_t hold_record(struct vad_registry *reg, const struct vad_holder *h,
 				   const struct vad_range *r, uint32_t count)
 {
-	if (!reg->state || r->arena >= reg->state_arenas ||
-	    __atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+	if (!state_keeps(reg, r->arena))
 		return 0;
 	return vad_state_put(reg->state, r->arena, r->offset, r->size, h->state_holder,
 			     (uint32_t)h->uid->uid, count);
@@ -92,6 +99,14 @@ enum vad_token_death dead_token_find(const struct vad_dead_tokens *d, const char
 
 /* Check the ring and its hash against each other: 0, or -1 with a sentence in msg. */
 int dead_token_check(const struct vad_dead_tokens *d, char *msg, size_t msg_len);
+
+/* Clear t's record in the state file (t dies, or a single use is being spent), before the
+ * effect can be seen. token_lock held. */
+void token_unrecord(struct vad_registry *reg, struct vad_token_entry *t);
+
+/* Each live token with a record matches it, and the state file has no other token record
+ * (not checked once frozen). token_lock held. 0, or -1 with a sentence in msg. */
+int token_records_check(struct vad_registry *reg, char *msg, size_t msg_len);
 
 /* ---- teardown (reaper.c) ---- */
 

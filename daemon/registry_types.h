@@ -22,7 +22,7 @@ struct vad_state;
 struct vad_session; /* the daemon session a holder belongs to (session.h) */
 
 /* Entry of the token table: allocated when a range is shared (most ranges never are, so
- * they do not carry its 112 bytes), freed when the token dies: its range dies, it is revoked
+ * they do not carry its 128 bytes), freed when the token dies: its range dies, it is revoked
  * (unshare, or replaced by a newer share), used (single use) or found expired. */
 struct vad_token_entry {
 	char token[VAD_TOKEN_CHARS + 1];
@@ -32,6 +32,8 @@ struct vad_token_entry {
 	uint64_t seq;	    /* share order, the key of hh_seq: where a listing's page resumes */
 	uint64_t shared_ns; /* CLOCK_MONOTONIC when it was made */
 	uint32_t uid;	    /* the uid that shared it: a non-admin lists its own uid's tokens */
+	uint32_t rec;	    /* its record in the state file (state.h), plus one; 0: none */
+	uint64_t expires_wall_ms; /* expires_ns as CLOCK_REALTIME ms, what the record keeps */
 	UT_hash_handle hh;
 	UT_hash_handle hh_seq;
 };
@@ -166,11 +168,13 @@ struct vad_registry {
 	 * session exists; NULL: nobody waits. */
 	void (*buried)(void *ctx, unsigned arena);
 	void *buried_ctx;
-	/* The state file every hold is recorded in (persist.h), NULL without one; holds of
-	 * arena slots from state_arenas on (tenant arenas) are not recorded. Once frozen (a
+	/* The state file every hold and share token is recorded in (persist.h), NULL without
+	 * one; only those of arena slots below state_arenas whose state_keep is set (a
+	 * configured arena, a tenant arena whose file the fd store has) are. Once frozen (a
 	 * polite stop) drops leave their records, so the next daemon finds them. */
 	struct vad_state *state;
 	size_t state_arenas;
+	bool *state_keep;  /* [state_arenas], atomic; owned by persist.c */
 	bool state_frozen; /* atomic */
 	/* atomic: the process is stopping (vad_registry_discard): a range whose last hold goes
 	 * stays busy in its allocator, which goes with the process. */

@@ -26,10 +26,11 @@ struct state_header {
 	char magic[8];
 	uint32_t version, header_size; /* header_size: a multiple of 4096, records follow */
 	uint32_t record_size, n_arenas;
-	uint64_t capacity;     /* record slots */
-	uint64_t high_water;   /* atomic: slots at or above it were never used */
-	uint64_t next_session; /* the first session id the next daemon gives out */
-	uint64_t reserved[2];
+	uint64_t capacity;	   /* record slots */
+	uint64_t high_water;	   /* atomic: slots at or above it were never used */
+	uint64_t next_session;	   /* the first session id the next daemon gives out */
+	uint64_t token_capacity;   /* version 3: token slots, after the record slots (else 0) */
+	uint64_t token_high_water; /* version 3, atomic: token slots at or above it never used */
 };
 _Static_assert(sizeof(struct state_header) == 64, "state header is 64 bytes");
 _Static_assert(sizeof(struct vad_state_arena) == 96, "state arena entry is 96 bytes");
@@ -41,6 +42,19 @@ struct state_record {
 	uint32_t holder, uid;
 };
 _Static_assert(sizeof(struct state_record) == 32, "state record is 32 bytes");
+
+/* One share token (version 3). head: valid bit, 15 check bits, 16 bits of arena, flags (bit
+ * 0: single use); check: 32 more check bits, written with the rest before the head. */
+struct state_token {
+	uint64_t head;
+	char token[VAD_STATE_TOKEN_CHARS]; /* base62, no NUL */
+	uint64_t offset;
+	uint64_t expires_ms; /* CLOCK_REALTIME; 0: never */
+	uint32_t uid;
+	uint32_t check;
+};
+_Static_assert(sizeof(struct state_token) == VAD_STATE_TOKEN_BYTES, "token record is 64 bytes");
+#define TOK_SINGLE_USE 1u
 
 struct vad_state {
 	int fd;
@@ -54,7 +68,13 @@ struct vad_state {
 	pthread_mutex_t lock;
 	uint32_t *free_slots; /* lock: slots given back beyond the threads' caches */
 	size_t n_free, cap_free;
-	uint64_t full; /* atomic */
+	uint64_t full;		 /* atomic */
+	struct state_token *tok; /* version 3: the token slots */
+	uint64_t tok_cap;	 /* their number; 0 before version 3 */
+	pthread_mutex_t tok_lock;
+	uint32_t *tok_free; /* tok_lock: token slots given back, reused first */
+	size_t n_tok_free, cap_tok_free;
+	uint64_t tok_full; /* tok_lock */
 };
 
 static uint64_t next_state_id = 1; /* atomic */
@@ -86,6 +106,23 @@ static uint64_t record_head(const struct state_record *r, uint32_t arena, uint32
 	       (uint64_t)arena << REC_ARENA_SHIFT | count;
 }
 
+/* 47 check bits over everything a token record says: 15 for the head, 32 for check. */
+static uint64_t token_check(const char *token, uint64_t offset, uint64_t expires_ms, uint32_t uid,
+			    uint32_t arena, uint32_t flags)
+{
+	uint64_t x = 0xcbf29ce484222325ull;
+	for (unsigned i = 0; i < VAD_STATE_TOKEN_CHARS; i++)
+		x = (x ^ (uint8_t)token[i]) * 0x100000001b3ull;
+	x ^= offset * 0x9e3779b97f4a7c15ull;
+	x ^= (expires_ms + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull;
+	x ^= ((uint64_t)uid << 32 | arena) * 0x94d049bb133111ebull;
+	x ^= (uint64_t)flags * 0xd6e8feb86659fd93ull;
+	x ^= x >> 31;
+	x *= 0x9e3779b97f4a7c15ull;
+	x ^= x >> 29;
+	return x;
+}
+
 static size_t header_bytes(size_t n_arenas)
 {
 	size_t b = sizeof(struct state_header) + n_arenas * sizeof(struct vad_state_arena);
@@ -105,21 +142,26 @@ static int map_state(struct vad_state *st, size_t len, char *err, size_t err_len
 	st->hdr = st->map;
 	st->arenas = (struct vad_state_arena *)(st->hdr + 1);
 	st->rec = (struct state_record *)((char *)st->map + st->hdr->header_size);
+	st->tok = (struct state_token *)(st->rec + st->hdr->capacity);
 	st->id = __atomic_fetch_add(&next_state_id, 1, __ATOMIC_RELAXED);
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_mutex_init(&st->tok_lock, NULL);
 	return 0;
 }
 
 int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint64_t capacity,
-		     uint64_t next_session, struct vad_state **out, char *err, size_t err_len)
+		     uint64_t token_capacity, uint64_t next_session, struct vad_state **out,
+		     char *err, size_t err_len)
 {
 	*out = NULL;
-	if (n_arenas > VAD_STATE_ARENAS_MAX || capacity > VAD_STATE_CAPACITY_MAX) {
+	if (n_arenas > VAD_STATE_ARENAS_MAX || capacity > VAD_STATE_CAPACITY_MAX ||
+	    token_capacity > VAD_STATE_TOKENS_MAX) {
 		snprintf(err, err_len,
-			 "state file: %zu arenas and %llu holds is more than it can keep (%u "
-			 "arenas, %llu holds)",
-			 n_arenas, (unsigned long long)capacity, VAD_STATE_ARENAS_MAX,
-			 (unsigned long long)VAD_STATE_CAPACITY_MAX);
+			 "state file: %zu arenas, %llu holds and %llu tokens is more than it can "
+			 "keep (%u arenas, %llu holds, %llu tokens)",
+			 n_arenas, (unsigned long long)capacity, (unsigned long long)token_capacity,
+			 VAD_STATE_ARENAS_MAX, (unsigned long long)VAD_STATE_CAPACITY_MAX,
+			 (unsigned long long)VAD_STATE_TOKENS_MAX);
 		return -1;
 	}
 	struct vad_state *st = calloc(1, sizeof(*st));
@@ -128,7 +170,8 @@ int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint
 		return -1;
 	}
 	size_t hb = header_bytes(n_arenas);
-	size_t len = hb + capacity * sizeof(struct state_record);
+	size_t len = hb + capacity * sizeof(struct state_record) +
+		     token_capacity * sizeof(struct state_token);
 	st->fd = memfd_create("vad-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	st->own_fd = true;
 	if (st->fd < 0 || ftruncate(st->fd, (off_t)len) != 0) {
@@ -143,16 +186,24 @@ int vad_state_create(const struct vad_state_arena *arenas, size_t n_arenas, uint
 				 .record_size = sizeof(struct state_record),
 				 .n_arenas = (uint32_t)n_arenas,
 				 .capacity = capacity,
-				 .next_session = next_session};
+				 .next_session = next_session,
+				 .token_capacity = token_capacity};
 	memcpy(h.magic, VAD_STATE_MAGIC, 8);
-	if (pwrite(st->fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    (n_arenas && pwrite(st->fd, arenas, n_arenas * sizeof(*arenas), sizeof(h)) !=
-			     (ssize_t)(n_arenas * sizeof(*arenas)))) {
+	bool written = pwrite(st->fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h);
+	/* Empty entries (tenant slots) stay holes of the sparse file: 6 MiB for 65535 slots
+	 * costs nothing until arenas open there. */
+	for (size_t i = 0; written && i < n_arenas; i++)
+		if (arenas[i].quantum)
+			written = pwrite(st->fd, &arenas[i], sizeof(arenas[i]),
+					 (off_t)(sizeof(h) + i * sizeof(arenas[i]))) ==
+				  (ssize_t)sizeof(arenas[i]);
+	if (!written) {
 		snprintf(err, err_len, "state file: cannot write its header: %s", strerror(errno));
 		goto fail;
 	}
 	if (map_state(st, len, err, err_len) != 0)
 		goto fail;
+	st->tok_cap = token_capacity;
 	*out = st;
 	return 0;
 fail:
@@ -187,17 +238,23 @@ int vad_state_open(int fd, struct vad_state **out, char *err, size_t err_len)
 			 h.version, VAD_STATE_VERSION);
 		return -1;
 	}
+	if (h.version < 3)
+		h.token_capacity = h.token_high_water = 0; /* reserved, and zero, before */
 	uint64_t need;
 	if (h.record_size != sizeof(struct state_record) || h.n_arenas > VAD_STATE_ARENAS_MAX ||
 	    h.capacity > VAD_STATE_CAPACITY_MAX || h.header_size % PAGE ||
-	    h.header_size < header_bytes(h.n_arenas)) {
+	    h.header_size < header_bytes(h.n_arenas) || h.token_capacity > VAD_STATE_TOKENS_MAX ||
+	    h.token_high_water > h.token_capacity) {
 		snprintf(err, err_len,
 			 "state file: inconsistent header (record size %u, %u arenas, capacity "
-			 "%llu, header %u bytes)",
-			 h.record_size, h.n_arenas, (unsigned long long)h.capacity, h.header_size);
+			 "%llu, header %u bytes, %llu of %llu token slots used)",
+			 h.record_size, h.n_arenas, (unsigned long long)h.capacity, h.header_size,
+			 (unsigned long long)h.token_high_water,
+			 (unsigned long long)h.token_capacity);
 		return -1;
 	}
-	need = h.header_size + h.capacity * h.record_size;
+	need = h.header_size + h.capacity * h.record_size +
+	       h.token_capacity * sizeof(struct state_token);
 	if ((uint64_t)sb.st_size < need) {
 		snprintf(err, err_len,
 			 "state file: truncated: %lld bytes where its header promises %llu",
@@ -214,8 +271,11 @@ int vad_state_open(int fd, struct vad_state **out, char *err, size_t err_len)
 		free(st);
 		return -1;
 	}
+	st->tok_cap = h.token_capacity; /* 0 before version 3, whatever the file says */
 	for (uint32_t i = 0; i < h.n_arenas; i++) {
 		const struct vad_state_arena *a = &st->arenas[i];
+		if (h.version >= 3 && !a->quantum)
+			continue; /* an empty tenant slot */
 		if (memchr(a->name, 0, sizeof(a->name)) == NULL || !a->name[0] || !a->quantum ||
 		    a->size % a->quantum) {
 			snprintf(err, err_len, "state file: arena entry %u is malformed", i);
@@ -223,7 +283,8 @@ int vad_state_open(int fd, struct vad_state **out, char *err, size_t err_len)
 			return -1;
 		}
 	}
-	if (st->hdr->high_water > h.capacity) {
+	if (st->hdr->high_water > h.capacity ||
+	    (st->tok_cap && st->hdr->token_high_water > st->tok_cap)) {
 		snprintf(err, err_len, "state file: %llu slots used of %llu (corrupted header)",
 			 (unsigned long long)st->hdr->high_water, (unsigned long long)h.capacity);
 		vad_state_close(st);
@@ -242,7 +303,9 @@ void vad_state_close(struct vad_state *st)
 	if (st->own_fd && st->fd >= 0)
 		close(st->fd);
 	pthread_mutex_destroy(&st->lock);
+	pthread_mutex_destroy(&st->tok_lock);
 	free(st->free_slots);
+	free(st->tok_free);
 	free(st);
 }
 
@@ -282,7 +345,8 @@ int vad_state_scan(const struct vad_state *st, int (*fn)(void *ctx, const struct
 		if (h.arena == REC_SESSION && st->hdr->version >= 2)
 			continue; /* vad_state_scan_sessions */
 		const char *bad = NULL;
-		const struct vad_state_arena *a = h.arena < n_arenas ? &st->arenas[h.arena] : NULL;
+		const struct vad_state_arena *a =
+		    h.arena < n_arenas && st->arenas[h.arena].quantum ? &st->arenas[h.arena] : NULL;
 		if (((head >> REC_CHECK_SHIFT) & REC_CHECK_MASK) !=
 		    record_check(h.offset, h.size, h.holder, h.uid, h.arena, h.count))
 			bad = "its check bits do not match its contents";
@@ -453,8 +517,174 @@ uint64_t vad_state_records(const struct vad_state *st)
 
 uint64_t vad_state_bytes_used(const struct vad_state *st)
 {
-	return st->hdr->header_size + __atomic_load_n(&st->hdr->high_water, __ATOMIC_RELAXED) *
-					  sizeof(struct state_record);
+	uint64_t tokens =
+	    st->tok_cap ? __atomic_load_n(&st->hdr->token_high_water, __ATOMIC_RELAXED) : 0;
+	return st->hdr->header_size +
+	       __atomic_load_n(&st->hdr->high_water, __ATOMIC_RELAXED) *
+		   sizeof(struct state_record) +
+	       tokens * sizeof(struct state_token);
+}
+
+void vad_state_set_arena(struct vad_state *st, uint32_t i, const struct vad_state_arena *a)
+{
+	if (i >= st->hdr->n_arenas)
+		return;
+	struct vad_state_arena *e = &st->arenas[i];
+	__atomic_store_n(&e->quantum, 0, __ATOMIC_RELEASE); /* empty while it changes */
+	memcpy(e->name, a->name, sizeof(e->name));
+	e->name[VAD_STATE_NAME_MAX] = '\0';
+	e->size = a->size;
+	e->dev = a->dev;
+	e->ino = a->ino;
+	__atomic_store_n(&e->quantum, a->quantum, __ATOMIC_RELEASE);
+}
+
+/* ---- share tokens (version 3) ---------------------------------------------------------- */
+
+uint32_t vad_state_put_token(struct vad_state *st, const struct vad_state_token *t)
+{
+	uint32_t slot;
+	pthread_mutex_lock(&st->tok_lock);
+	uint64_t hw = st->hdr->token_high_water;
+	if (st->n_tok_free) {
+		slot = st->tok_free[--st->n_tok_free];
+	} else if (hw < st->tok_cap) {
+		slot = (uint32_t)hw;
+		/* Published before the record in the new slot is. */
+		__atomic_store_n(&st->hdr->token_high_water, hw + 1, __ATOMIC_RELEASE);
+	} else {
+		if (st->tok_full++ == 0)
+			log_warn(
+			    "the state file's %llu token records are in use: share tokens made "
+			    "from now on are not kept across a restart (logged once)",
+			    (unsigned long long)st->tok_cap);
+		pthread_mutex_unlock(&st->tok_lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&st->tok_lock);
+	struct state_token *r = &st->tok[slot];
+	uint32_t flags = t->single_use ? TOK_SINGLE_USE : 0;
+	memcpy(r->token, t->token, VAD_STATE_TOKEN_CHARS);
+	r->offset = t->offset;
+	r->expires_ms = t->expires_ms;
+	r->uid = t->uid;
+	uint64_t x = token_check(r->token, t->offset, t->expires_ms, t->uid, t->arena, flags);
+	r->check = (uint32_t)x;
+	__atomic_store_n(&r->head,
+			 REC_VALID | ((x >> 32) & REC_CHECK_MASK) << REC_CHECK_SHIFT |
+			     (uint64_t)(t->arena & 0xffff) << REC_ARENA_SHIFT | flags,
+			 __ATOMIC_RELEASE);
+	return slot + 1;
+}
+
+void vad_state_drop_token(struct vad_state *st, uint32_t rec)
+{
+	if (!rec || rec > st->tok_cap)
+		return;
+	__atomic_store_n(&st->tok[rec - 1].head, 0, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&st->tok_lock);
+	if (st->n_tok_free == st->cap_tok_free) {
+		size_t cap = st->cap_tok_free ? st->cap_tok_free * 2 : 256;
+		uint32_t *f = realloc(st->tok_free, cap * sizeof(*f));
+		if (f) {
+			st->tok_free = f;
+			st->cap_tok_free = cap;
+		}
+	}
+	/* Without room the slot is forgotten: it stays empty until the next start. */
+	if (st->n_tok_free < st->cap_tok_free)
+		st->tok_free[st->n_tok_free++] = rec - 1;
+	pthread_mutex_unlock(&st->tok_lock);
+}
+
+static bool base62_chars(const char *t)
+{
+	for (unsigned i = 0; i < VAD_STATE_TOKEN_CHARS; i++) {
+		char c = t[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')))
+			return false;
+	}
+	return true;
+}
+
+/* Token record i read back into *out if valid: 1; 0 if its slot is empty; -1 with the reason
+ * in *bad. */
+static int read_token(const struct vad_state *st, uint64_t i, struct vad_state_token *out,
+		      const char **bad)
+{
+	const struct state_token *r = &st->tok[i];
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (!(head & REC_VALID))
+		return 0;
+	uint32_t arena = (uint32_t)(head >> REC_ARENA_SHIFT) & 0xffff, flags = (uint32_t)head;
+	memset(out, 0, sizeof(*out));
+	out->slot = i;
+	out->arena = arena;
+	out->uid = r->uid;
+	out->single_use = flags & TOK_SINGLE_USE;
+	out->offset = r->offset;
+	out->expires_ms = r->expires_ms;
+	memcpy(out->token, r->token, VAD_STATE_TOKEN_CHARS);
+	uint64_t x = token_check(r->token, r->offset, r->expires_ms, r->uid, arena, flags);
+	const struct vad_state_arena *a =
+	    arena < st->hdr->n_arenas && st->arenas[arena].quantum ? &st->arenas[arena] : NULL;
+	*bad = NULL;
+	if (((head >> REC_CHECK_SHIFT) & REC_CHECK_MASK) != ((x >> 32) & REC_CHECK_MASK) ||
+	    r->check != (uint32_t)x)
+		*bad = "its check bits do not match its contents";
+	else if (flags & ~TOK_SINGLE_USE)
+		*bad = "it has flags this vad does not know";
+	else if (!a)
+		*bad = "it names an arena the file does not have";
+	else if (out->offset % a->quantum || out->offset >= a->size)
+		*bad = "its offset is not a quantum inside its arena";
+	else if (!base62_chars(out->token))
+		*bad = "its token is not 32 letters and digits";
+	return *bad ? -1 : 1;
+}
+
+int vad_state_scan_tokens(const struct vad_state *st,
+			  int (*fn)(void *ctx, const struct vad_state_token *t), void *ctx,
+			  char *err, size_t err_len)
+{
+	uint64_t n =
+	    st->tok_cap ? __atomic_load_n(&st->hdr->token_high_water, __ATOMIC_ACQUIRE) : 0;
+	for (uint64_t i = 0; i < n; i++) {
+		struct vad_state_token t;
+		const char *bad;
+		int rc = read_token(st, i, &t, &bad);
+		if (rc == 0)
+			continue;
+		if (rc < 0) {
+			snprintf(err, err_len, "state file: token record %llu is corrupted: %s",
+				 (unsigned long long)i, bad);
+			return -1;
+		}
+		if (fn(ctx, &t))
+			return -1;
+	}
+	return 0;
+}
+
+bool vad_state_token_is(const struct vad_state *st, uint32_t rec, const char *token, uint32_t arena,
+			uint64_t offset)
+{
+	if (!rec || rec > st->tok_cap)
+		return false;
+	struct vad_state_token t;
+	const char *bad;
+	return read_token(st, rec - 1, &t, &bad) == 1 && t.arena == arena && t.offset == offset &&
+	       memcmp(t.token, token, VAD_STATE_TOKEN_CHARS) == 0;
+}
+
+uint64_t vad_state_tokens(const struct vad_state *st)
+{
+	uint64_t n = 0, hw = st->tok_cap
+				 ? __atomic_load_n(&st->hdr->token_high_water, __ATOMIC_ACQUIRE)
+				 : 0;
+	for (uint64_t i = 0; i < hw; i++)
+		n += (__atomic_load_n(&st->tok[i].head, __ATOMIC_RELAXED) & REC_VALID) != 0;
+	return n;
 }
 
 uint64_t vad_state_slots(const struct vad_state *st)

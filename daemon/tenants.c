@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "registry.h"
@@ -28,6 +29,10 @@ struct vad_tenants {
 	size_t n_slots;
 	struct vad_registry *reg; /* its allocator slots follow ours */
 	uint64_t sweep_period_ms;
+	/* Who keeps tenant arenas across a restart (persist.c), and whether it stopped (lock). */
+	const struct vad_tenant_keeper *keeper;
+	void *keeper_ctx;
+	bool frozen;
 };
 
 static void free_sections(struct vad_tenants *t)
@@ -175,6 +180,10 @@ static enum vad_tenant_status open_locked(struct vad_tenants *t, unsigned sec, u
 	if (vad_arena_open_tenant(&ts->conf, &t->env, (unsigned)slot, sec, tenant, &a, err,
 				  err_len) != 0)
 		return VAD_TENANT_FAILED;
+	if (t->frozen)
+		a->keep_pages = true; /* stopping with the state kept: as the others */
+	else if (t->keeper)
+		t->keeper->opened(t->keeper_ctx, a); /* before anything is allocated in it */
 	vad_registry_add_space(t->reg, (unsigned)slot, a->vs);
 	__atomic_store_n(&t->slots[slot], a, __ATOMIC_RELEASE);
 	ts->open++;
@@ -183,6 +192,60 @@ static enum vad_tenant_status open_locked(struct vad_tenants *t, unsigned sec, u
 		 ts->conf.max_tenants);
 	*out = a;
 	return VAD_TENANT_OK;
+}
+
+enum vad_tenant_status vad_tenant_adopt(struct vad_tenants *t, unsigned sec, uint32_t tenant,
+					int fd, unsigned *slot_out, char *err, size_t err_len)
+{
+	pthread_mutex_lock(&t->lock);
+	struct tenant_section *ts = &t->sections[sec];
+	enum vad_tenant_status st = VAD_TENANT_FAILED;
+	size_t slot = t->first_slot;
+	while (slot < t->n_slots && t->slots[slot])
+		slot++;
+	struct vad_arena *a = NULL;
+	if (find_locked(t, sec, tenant)) {
+		snprintf(err, err_len, "arena %s@%u is stored twice", ts->conf.name,
+			 (unsigned)tenant);
+		close(fd);
+	} else if (slot == t->n_slots) {
+		snprintf(err, err_len,
+			 "arena %s@%u: all %zu tenant slots are taken (max_tenants was lowered "
+			 "below the tenant arenas kept?)",
+			 ts->conf.name, (unsigned)tenant, t->n_slots - t->first_slot);
+		st = VAD_TENANT_LIMIT;
+		close(fd);
+	} else if (vad_arena_adopt_tenant(&ts->conf, &t->env, (unsigned)slot, sec, tenant, fd, &a,
+					  err, err_len) == 0) {
+		vad_registry_add_space(t->reg, (unsigned)slot, a->vs);
+		__atomic_store_n(&t->slots[slot], a, __ATOMIC_RELEASE);
+		ts->open++; /* may pass max_tenants if it was lowered: no new one opens then */
+		*slot_out = (unsigned)slot;
+		st = VAD_TENANT_OK;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return st;
+}
+
+void vad_tenants_set_keeper(struct vad_tenants *t, const struct vad_tenant_keeper *keeper,
+			    void *ctx)
+{
+	pthread_mutex_lock(&t->lock);
+	t->keeper = keeper;
+	t->keeper_ctx = ctx;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void vad_tenants_freeze(struct vad_tenants *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	t->frozen = true;
+	for (size_t i = t->first_slot; i < t->n_slots; i++)
+		if (t->slots[i])
+			__atomic_store_n(&t->slots[i]->keep_pages, true, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&t->lock);
 }
 
 enum vad_tenant_status vad_tenant_pin(struct vad_tenants *t, unsigned sec, uint32_t tenant,
@@ -255,6 +318,8 @@ static bool close_locked(struct vad_tenants *t, size_t i, uint64_t idle_ms,
 		 "arena %s closed after %" PRIu64 " ms unused: %" PRIu64 " allocations, %" PRIu64
 		 " frees in its life",
 		 a->conf.name, idle_ms, st.allocs, st.frees);
+	if (t->keeper) /* its ranges are gone: no record names it */
+		t->keeper->closing(t->keeper_ctx, a);
 	t->slots[i] = NULL;
 	t->sections[a->section].open--;
 	vad_arena_release_all(a);
@@ -270,7 +335,9 @@ unsigned vad_tenants_sweep(struct vad_tenants *t, uint64_t now_ms,
 {
 	unsigned n_closed = 0;
 	pthread_mutex_lock(&t->lock);
-	for (size_t i = t->first_slot; i < t->n_slots; i++) {
+	/* Stopping with the state kept: a hold dropped now keeps its record for the next
+	 * daemon, which must find its arena's file stored. */
+	for (size_t i = t->first_slot; i < t->n_slots && !t->frozen; i++) {
 		struct vad_arena *a = t->slots[i];
 		if (!a)
 			continue;

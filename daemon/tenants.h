@@ -46,6 +46,29 @@ int vad_tenants_create(struct vad_tenants **out, const struct vad_config *cfg,
 		       unsigned default_section, struct vad_registry *reg, char *err,
 		       size_t err_len);
 
+/* Who keeps tenant arenas across a restart (persist.c): opened is called with the tenants'
+ * lock held when a tenant arena opens, before anything is allocated in it (not for one
+ * taken back by vad_tenant_adopt); closing when one is about to close, holding nothing. */
+struct vad_tenant_keeper {
+	void (*opened)(void *ctx, struct vad_arena *a);
+	void (*closing)(void *ctx, struct vad_arena *a);
+};
+
+/* Set the keeper (before any session exists). */
+void vad_tenants_set_keeper(struct vad_tenants *t, const struct vad_tenant_keeper *keeper,
+			    void *ctx);
+
+/* Take back the arena of tenant `tenant` of section sec kept by the previous daemon (fd, its
+ * file, taken over: closed on failure too), in the lowest empty slot (*slot), unpinned: it
+ * closes when unused like any. Start-up only. VAD_TENANT_OK, or another status with a
+ * sentence in err. */
+enum vad_tenant_status vad_tenant_adopt(struct vad_tenants *t, unsigned sec, uint32_t tenant,
+					int fd, unsigned *slot, char *err, size_t err_len);
+
+/* A stop with the state kept begins: free ranges of tenant arenas are not punched any more
+ * (as vad_persist_freeze does for the others), none closes, one opening now is not kept. */
+void vad_tenants_freeze(struct vad_tenants *t);
+
 /* Close every tenant arena and free the tenants (no session may be left). */
 void vad_tenants_destroy(struct vad_tenants *t);
 

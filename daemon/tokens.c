@@ -5,12 +5,17 @@
 #include "latency.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
+
+_Static_assert(VAD_TOKEN_CHARS == VAD_STATE_TOKEN_CHARS, "the state file keeps whole tokens");
 
 static const char base62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -84,11 +89,75 @@ static bool token_plain(const struct vad_token_entry *t)
 	return !t->single_use && !t->expires_ns;
 }
 
-/* Kill r's live token t for why (token_lock held): out of the table, into the memory of dead
- * tokens; r stays shared. The caller frees t after unlocking. */
+/* ---- the state file's token records ---- */
+
+/* Record t (token_lock held) unless its arena is not kept: before the share's reply. */
+static void token_record(struct vad_registry *reg, struct vad_token_entry *t)
+{
+	t->rec = 0;
+	if (!state_keeps(reg, t->range->arena))
+		return;
+	struct vad_state_token st = {.arena = t->range->arena,
+				     .uid = t->uid,
+				     .single_use = t->single_use,
+				     .offset = t->range->offset,
+				     .expires_ms = t->expires_wall_ms};
+	memcpy(st.token, t->token, VAD_TOKEN_CHARS);
+	t->rec = vad_state_put_token(reg->state, &st);
+}
+
+void token_unrecord(struct vad_registry *reg, struct vad_token_entry *t)
+{
+	/* Frozen (a polite stop), the file keeps the picture of that moment. */
+	if (t->rec && !__atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+		vad_state_drop_token(reg->state, t->rec);
+	t->rec = 0;
+}
+
+int token_records_check(struct vad_registry *reg, char *msg, size_t msg_len)
+{
+	if (!reg->state || __atomic_load_n(&reg->state_frozen, __ATOMIC_RELAXED))
+		return 0;
+	uint64_t recorded = 0;
+	struct vad_token_entry *t, *ttmp;
+	HASH_ITER(hh, reg->tokens, t, ttmp)
+	{
+		if (!t->rec)
+			continue;
+		recorded++;
+		if (!vad_state_token_is(reg->state, t->rec, t->token, t->range->arena,
+					t->range->offset)) {
+			snprintf(msg, msg_len,
+				 "share token %.6s... is not what its state file record %u says",
+				 t->token, t->rec - 1);
+			return -1;
+		}
+	}
+	uint64_t in_file = vad_state_tokens(reg->state);
+	if (in_file != recorded) {
+		snprintf(msg, msg_len,
+			 "the state file has %" PRIu64 " token records but %" PRIu64
+			 " live share tokens are recorded",
+			 in_file, recorded);
+		return -1;
+	}
+	return 0;
+}
+
+/* CLOCK_REALTIME now, in ms: what a token's expiry is kept as across a restart. */
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Kill r's live token t for why (token_lock held): its record cleared, out of the table, into
+ * the memory of dead tokens; r stays shared. The caller frees t after unlocking. */
 static void token_kill(struct vad_registry *reg, struct vad_token_entry *t,
 		       enum vad_token_death why)
 {
+	token_unrecord(reg, t);
 	HASH_DEL(reg->tokens, t);
 	HASH_DELETE(hh_seq, reg->tokens_seq, t);
 	dead_token_add(&reg->dead, t->token, why);
@@ -105,6 +174,15 @@ static uint64_t expiry_ns(const struct vad_token_terms *terms)
 	if (terms->ttl_ms > (UINT64_MAX - now) / 1000000u)
 		return UINT64_MAX; /* half a million years: never, in effect */
 	return now + terms->ttl_ms * 1000000u;
+}
+
+/* The same on the wall clock, in ms (0: never), rounded up. */
+static uint64_t expiry_wall_ms(const struct vad_token_terms *terms)
+{
+	if (!terms || !terms->ttl_ms)
+		return 0;
+	uint64_t now = wall_ms() + 1;
+	return terms->ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + terms->ttl_ms;
 }
 
 /* Give r the fresh token t with terms (token_lock held), replacing its live one, which goes to
@@ -127,6 +205,7 @@ static int token_install(struct vad_registry *reg, struct vad_range *r, struct v
 	t->range = r;
 	t->single_use = terms && terms->single_use;
 	t->expires_ns = expiry_ns(terms);
+	t->expires_wall_ms = expiry_wall_ms(terms);
 	t->shared_ns = vad_now_ns();
 	t->uid = uid;
 	t->seq = reg->token_seq + 1;
@@ -140,10 +219,13 @@ static int token_install(struct vad_registry *reg, struct vad_range *r, struct v
 		return -2;
 	}
 	reg->token_seq = t->seq;
+	/* The old record goes before the new one is written: a crash between leaves the range
+	 * without a token (the new one was never answered), never with two. */
 	if (token_live(r->tok)) {
 		*old = r->tok;
 		token_kill(reg, r->tok, VAD_TOKEN_REPLACED);
 	}
+	token_record(reg, t);
 	__atomic_store_n(&r->tok, t, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&reg->n_tokens, 1, __ATOMIC_RELAXED);
 	return 0;
@@ -357,11 +439,18 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 	enum vad_attach_status st = attach_lookup(reg, token, allowed, out, &t, &r, &dead);
 	if (st == VAD_ATTACH_OK)
 		st = attach_charge(reg, h, r, q, out);
+	/* A single use is spent in the state file before the hold it gives is recorded: a
+	 * crash between loses the use, never lets the token attach twice. */
+	bool spent = st == VAD_ATTACH_OK && t->single_use && t->rec;
+	if (spent)
+		token_unrecord(reg, t);
 	if (st == VAD_ATTACH_OK)
 		st = attach_take(reg, h, r, out);
 	if (st == VAD_ATTACH_OK && t->single_use) {
 		token_kill(reg, t, VAD_TOKEN_USED); /* this attach used it up */
 		dead = t;
+	} else if (spent) {
+		token_record(reg, t); /* not used after all */
 	}
 	pthread_mutex_unlock(&reg->token_lock);
 	pthread_mutex_unlock(&h->lock);
@@ -373,4 +462,52 @@ enum vad_attach_status vad_registry_attach(struct vad_registry *reg, struct vad_
 uint64_t vad_registry_tokens(struct vad_registry *reg)
 {
 	return __atomic_load_n(&reg->n_tokens, __ATOMIC_RELAXED);
+}
+
+int vad_registry_restore_token(struct vad_registry *reg, struct vad_range *r, const char *token,
+			       bool single_use, uint64_t expires_wall_ms, uint32_t uid)
+{
+	struct vad_token_entry *dup;
+	HASH_FIND(hh, reg->tokens, token, VAD_TOKEN_CHARS, dup);
+	if (dup || token_live(r->tok))
+		return -1;
+	uint64_t now_wall = wall_ms();
+	if (expires_wall_ms && now_wall >= expires_wall_ms) {
+		dead_token_add(&reg->dead, token, VAD_TOKEN_EXPIRED);
+		return 1;
+	}
+	struct vad_token_entry *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -2;
+	memcpy(t->token, token, VAD_TOKEN_CHARS);
+	t->token[VAD_TOKEN_CHARS] = '\0';
+	t->range = r;
+	t->single_use = single_use;
+	t->expires_wall_ms = expires_wall_ms;
+	uint64_t now = vad_now_ns();
+	if (expires_wall_ms) { /* what is left of its time to live, on the monotonic clock */
+		uint64_t left_ms = expires_wall_ms - now_wall;
+		t->expires_ns =
+		    left_ms > (UINT64_MAX - now) / 1000000u ? UINT64_MAX : now + left_ms * 1000000u;
+	}
+	t->shared_ns = now; /* its age starts again: the state file does not keep it */
+	t->uid = uid;
+	t->seq = reg->token_seq + 1;
+	vad_hash_oom = false;
+	HASH_ADD(hh, reg->tokens, token, VAD_TOKEN_CHARS, t);
+	if (vad_hash_oom) {
+		free(t);
+		return -2;
+	}
+	HASH_ADD(hh_seq, reg->tokens_seq, seq, sizeof(t->seq), t);
+	if (vad_hash_oom) {
+		HASH_DEL(reg->tokens, t);
+		free(t);
+		return -2;
+	}
+	reg->token_seq = t->seq;
+	token_record(reg, t);
+	r->tok = t; /* shared from now on: its refs change atomically */
+	reg->n_tokens++;
+	return 0;
 }

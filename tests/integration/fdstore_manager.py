@@ -6,11 +6,16 @@ FDSTORE=1 with FDNAME= stores the fds that came with the message (SCM_RIGHTS), F
 with FDNAME= closes and forgets every fd stored under that name, READY=1 and STOPPING=1 are
 noted. start() runs the daemon the way systemd starts a service: the stored fds at 3, 4, ...
 with LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID (set in the child to its own pid).
+Like systemd it reads the socket all the time (a thread): a datagram socket holds only
+net.unix.max_dgram_qlen messages (10), and a daemon sending more (STATUS= every tick, a
+tenant arena stored) would block in sendmsg until they are read.
 """
 import array
 import os
+import select
 import signal
 import socket
+import threading
 import time
 
 
@@ -19,24 +24,37 @@ class Manager:
         self.path = notify_path
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(notify_path)
+        self.sock.setblocking(False)  # two threads read it: a poll, then a read that never waits
         self.stored = []  # [name, fd], in the order they came (as systemd keeps them)
         self.ready = False
         self.stopping = False
         self.removed = []
         self.pid = None
         self.status = None
+        self.lock = threading.RLock()  # the stored fds, against the reading thread
+        threading.Thread(target=self._read_forever, daemon=True).start()
+
+    def _read_forever(self):
+        while True:
+            self.pump(0.2)
 
     def names(self):
-        return [n for n, _ in self.stored]
+        with self.lock:
+            return [n for n, _ in self.stored]
 
     def fd_of(self, name):
-        for n, fd in self.stored:
-            if n == name:
-                return fd
+        with self.lock:
+            for n, fd in self.stored:
+                if n == name:
+                    return fd
         return None
 
     def replace_fd(self, name, fd):
         """Put fd in place of what is stored under name (a test damaging the store)."""
+        with self.lock:
+            self._replace_locked(name, fd)
+
+    def _replace_locked(self, name, fd):
         for i, (n, old) in enumerate(self.stored):
             if n == name:
                 os.close(old)
@@ -76,12 +94,15 @@ class Manager:
         deadline = time.monotonic() + timeout
         while True:
             left = max(0.0, deadline - time.monotonic())
-            self.sock.settimeout(left if left > 0 else 0.001)
             try:
-                data, fds, _, _ = socket.recv_fds(self.sock, 65536, 64)
-            except (socket.timeout, BlockingIOError):
-                return
-            self._handle(data, fds)
+                r, _, _ = select.select([self.sock], [], [], left if left > 0 else 0.001)
+                if not r:
+                    return
+                with self.lock:
+                    data, fds, _, _ = socket.recv_fds(self.sock, 65536, 64)
+                    self._handle(data, fds)
+            except BlockingIOError:
+                pass
             if time.monotonic() >= deadline:
                 return
 
@@ -96,8 +117,9 @@ class Manager:
             env.pop(k, None)
         if extra_env:
             env.update(extra_env)
-        fds = [fd for _, fd in sockets] + [fd for _, fd in self.stored]
-        names = [n for n, _ in sockets] + self.names()
+        with self.lock:
+            fds = [fd for _, fd in sockets] + [fd for _, fd in self.stored]
+            names = [n for n, _ in sockets] + self.names()
         err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         pid = os.fork()
         if pid == 0:

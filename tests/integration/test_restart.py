@@ -8,7 +8,17 @@
     busy bytes come back, the registry check (vactl check) passes, the client reads and writes
     its memory throughout, and a new client gets none of its ranges (its ranges read zero and
     the first client's data stays intact);
+  - share tokens: the client shares ranges with data (plain, single use, a short and a long
+    time to live) before the polite restart and before the kill -9; after each a new client
+    attaches them and reads the data, the single-use token works once, the expired one is
+    refused as expired, vactl tokens lists them with their terms, and once the ranges'
+    holders are gone after resume_grace so are their tokens;
   - the holds of the sessions that did not come back are dropped after resume_grace;
+  - a tenant arena (tenancy = uid) is stored as arena.NAME@UID when it opens; its client's
+    ranges, data and a token come back after a polite restart and a kill -9 under load in
+    it, and once it is idle and closes it leaves the store;
+  - with the fd store full by $FDSTORE (FileDescriptorStoreMax=, systemd 254+) a tenant
+    arena is not stored, the daemon says so, and the next start begins it empty;
   - a corrupted and a truncated state file are refused (exit 3, a sentence, nothing removed
     from the store); --discard-state then starts empty and drops them.
 
@@ -72,9 +82,10 @@ class Session:
     """vactl session: ranges allocated through libvad; read and write go to the client's
     own mapping, so they work whatever the daemon is doing."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, arena=None):
         # libvad reconnects and resumes (tests/run-tests turns that off for other tests).
-        self.p = subprocess.Popen([VACTL, "--socket", sock, "--json", "session"],
+        extra = ["--arena", arena] if arena else []
+        self.p = subprocess.Popen([VACTL, "--socket", sock, "--json", "session"] + extra,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   bufsize=1, env=dict(os.environ, VAD_RECONNECT_MS="30000"))
 
@@ -107,6 +118,33 @@ def read_all(s, tag, n=N):
     if bad:
         print("  first bad range #%d: %r" % (bad[0] + 1, res[bad[0]]), flush=True)
     return not bad
+
+
+def error_of(r):
+    """The error name of a failed session command (None if it succeeded)."""
+    return None if r.get("ok") else r.get("error")
+
+
+def listed_tokens(sock):
+    """vactl tokens: {(arena, offset): row} of the live tokens this uid may see."""
+    rc, out, err = vactl(sock, "tokens")
+    if rc != 0:
+        print("  vactl tokens: %s%s" % (out, err), flush=True)
+        return {}
+    return {(t["arena"], t["offset"]): t for t in json.loads(out)["tokens"]}
+
+
+def attach_and_read(sock, tokens, texts, what):
+    """A new client attaches each token and reads the text its range holds."""
+    n = Session(sock)
+    res = n.run(["attach " + t for t in tokens])
+    ok = check(all(r.get("ok") for r in res), "%s: a new client attaches %d tokens: %s"
+               % (what, len(tokens), [r for r in res if not r.get("ok")][:1]))
+    if ok:
+        got = n.run(["read #%d 32" % (i + 1) for i in range(len(tokens))])
+        check([r.get("text") for r in got] == texts,
+              "%s: and reads the data: %s" % (what, [r.get("text") for r in got]))
+    n.close()
 
 
 def start(m, argv, log):
@@ -248,6 +286,9 @@ def resume_test(tmp):
     res = r.run(["alloc 4K"] * N)
     check(all(x.get("ok") for x in res), "resume: client R holds %d ranges" % N)
     check(write_all(r, "R1"), "resume: R writes every range")
+    sh = r.run(["share #7", "share #8 once"])
+    check(all(x.get("ok") for x in sh), "resume: R shares two ranges (plain, once)")
+    rtok, ronce = [x.get("token", "") for x in sh]
 
     check(m.stop(signal.SIGTERM) == 0, "resume: polite stop")
     check(read_all(r, "R1") and write_all(r, "R2"), "resume: R reads and writes while vad is down")
@@ -256,6 +297,12 @@ def resume_test(tmp):
     check(all(e == 29 for e in errs),
           "resume: a wrong secret is refused (ERESUME) for every session id 1..32: %s"
           % sorted(set(errs)))
+    attach_and_read(sock, [rtok, ronce], ["R2-6", "R2-7"], "resume: after the polite restart")
+    n = Session(sock)
+    x = n.run(["attach " + ronce])[0]
+    check(error_of(x) == "ETOKENUSED", "resume: the single-use token works once: %s"
+          % error_of(x))
+    n.close()
     res = r.run(["free #%d" % N])
     check(res[0].get("ok"), "resume: R's first call after the restart resumes transparently: %s"
           % res[0])
@@ -263,6 +310,9 @@ def resume_test(tmp):
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "resume: vactl check after the polite restart: %s" % out.strip())
     check(read_all(r, "R2", N - 1), "resume: R's data is intact")
+    sh = r.run(["share #9"])
+    check(sh[0].get("ok"), "resume: R shares one more range after resuming")
+    rtok9 = sh[0].get("token", "")
 
     loader = subprocess.Popen(
         [sys.executable, "-c",
@@ -280,6 +330,7 @@ def resume_test(tmp):
     check(read_all(r, "R2", N - 1) and write_all(r, "R3", N - 1),
           "resume: R reads and writes while vad is dead")
     check(start(m, argv, log), "resume: vad comes back after kill -9")
+    attach_and_read(sock, [rtok9, rtok], ["R3-8", "R3-6"], "resume: after kill -9")
     res = r.run(["free #%d" % (N - 1)])
     check(res[0].get("ok"), "resume: R resumes after kill -9: %s" % res[0])
     loader.kill()
@@ -295,9 +346,131 @@ def resume_test(tmp):
     check(not bad, "resume: R frees its old pointers after resuming, no ENOTHELD (%d failed%s)"
           % (len(bad), ": %s" % bad[0] if bad else ""))
     check(busy(sock) == 0, "resume: nothing busy after R freed all (%s)" % busy(sock))
+    n = Session(sock)
+    x = n.run(["attach " + rtok])[0]
+    check(error_of(x) == "ETOKEN", "resume: R's token went with its range: %s" % error_of(x))
+    n.close()
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "resume: vactl check at the end: %s" % out.strip())
     r.close()
+    m.stop(signal.SIGTERM)
+
+
+def tenant_test(tmp):
+    """A tenant arena (tenancy = uid) is kept like any: its file stored as arena.own@UID when
+    it opens, its ranges and tokens restored across a polite restart and a kill -9 under load
+    in it, and its file dropped from the store once it closes."""
+    sock = os.path.join(tmp, "tenant.sock")
+    conf = os.path.join(tmp, "tenant.conf")
+    log = os.path.join(tmp, "tenant.log")
+    grace = "4s" if os.environ.get("VAD_TEST_MODE", "normal") == "normal" else "30s"
+    with open(conf, "w") as f:
+        f.write("[vad]\nresume_grace = %s\nstats_db = %s/tenant-stats.db\nworkers = 2\n"
+                "[arena default]\nsize = 64M\n"
+                "[arena own]\nsize = 64M\ntenancy = uid\ntenant_idle = 1s\n" % (grace, tmp))
+    argv = [VAD, "--config", conf, "--socket", sock]
+    name = "arena.own@%d" % os.getuid()
+    m = Manager(os.path.join(tmp, "tenant-notify"))
+    check(start(m, argv, log), "tenant: vad starts")
+    check(name not in m.names(), "tenant: no tenant arena is stored before one opens")
+    T = 2000
+    t = Session(sock, "own")
+    res = t.run(["alloc 4K"] * T)
+    check(all(x.get("ok") for x in res), "tenant: client T holds %d ranges in its own arena" % T)
+    check(wait_for(lambda: name in m.names(), 30),
+          "tenant: its arena is stored when it opens: %s" % m.names())
+    check(write_all(t, "T1", T), "tenant: T writes every range")
+    sh = t.run(["share #1", "share #2 once"])
+    check(all(x.get("ok") for x in sh), "tenant: T shares two of them")
+    tok, once = [x.get("token", "") for x in sh]
+
+    check(m.stop(signal.SIGTERM) == 0, "tenant: polite stop")
+    check(read_all(t, "T1", T) and write_all(t, "T2", T), "tenant: T reads and writes while down")
+    stored = sorted(m.names())
+    conf2 = os.path.join(tmp, "tenant-resized.conf")
+    with open(conf) as f:
+        text = f.read()
+    with open(conf2, "w") as f:
+        f.write(text.replace("[arena own]\nsize = 64M", "[arena own]\nsize = 128M"))
+    m.start([VAD, "--config", conf2, "--socket", sock], log)
+    code = m.wait_exit(60)
+    with open(log) as f:
+        last = f.read().splitlines()[-1]
+    check(code == 3 and "own@" in last and "cannot change across a restart" in last,
+          "tenant: a resized tenant section is refused: %s" % last)
+    check(sorted(m.names()) == stored, "tenant: nothing left the store")
+    check(start(m, argv, log), "tenant: vad comes back")
+    check(name in m.names(), "tenant: the tenant arena stays stored")
+    check(busy(sock) == T * Q, "tenant: its ranges are busy again (%s)" % busy(sock))
+    attach_and_read(sock, [tok, once], ["T2-0", "T2-1"], "tenant: after the polite restart")
+    res = t.run(["free #%d" % T])
+    check(res[0].get("ok"), "tenant: T resumes: %s" % res[0])
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "tenant: vactl check after the polite restart: %s" % out.strip())
+    check(read_all(t, "T2", T - 1), "tenant: T's data is intact")
+
+    loader = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess,sys\n"
+         "p=subprocess.Popen(sys.argv[1:],stdin=subprocess.PIPE,stdout=subprocess.DEVNULL,"
+         "text=True)\n"
+         "try:\n"
+         " for k in range(1000000):\n"
+         "  p.stdin.write('alloc 8K\\nalloc 4K\\nshare #%d\\nfree #%d\\n'%(2*k+1,2*k+1))\n"
+         "except BrokenPipeError: pass\n",
+         VACTL, "--socket", sock, "--json", "session", "--arena", "own"],
+        env=dict(os.environ, VAD_RECONNECT_MS="0"))
+    time.sleep(random.uniform(0.2, 0.8))
+    check(m.stop(signal.SIGKILL) == -9, "tenant: kill -9 under load in the tenant arena")
+    check(read_all(t, "T2", T - 1) and write_all(t, "T3", T - 1),
+          "tenant: T reads and writes while vad is dead")
+    check(start(m, argv, log), "tenant: vad comes back after kill -9")
+    attach_and_read(sock, [tok], ["T3-0"], "tenant: after kill -9")
+    res = t.run(["free #%d" % (T - 1)])
+    check(res[0].get("ok"), "tenant: T resumes after kill -9: %s" % res[0])
+    loader.kill()
+    loader.wait()
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "tenant: vactl check after kill -9: %s" % out.strip())
+    check(wait_for(lambda: busy(sock) == (T - 2) * Q, 90),
+          "tenant: after resume_grace the loader's ranges are back, T's stay (busy %s)"
+          % busy(sock))
+    check(read_all(t, "T3", T - 2), "tenant: T's data is intact after kill -9")
+    res = t.run(["free #%d" % (i + 1) for i in range(T - 2)])
+    check(all(x.get("ok") for x in res), "tenant: T frees its old pointers")
+    t.close()
+    check(busy(sock) == 0, "tenant: nothing busy (%s)" % busy(sock))
+    check(wait_for(lambda: name not in m.names(), 60),
+          "tenant: once idle the tenant arena closes and leaves the store: %s" % m.names())
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "tenant: vactl check at the end: %s" % out.strip())
+    m.stop(signal.SIGTERM)
+
+    # The store full ($FDSTORE=3: the default arena and two state files): the tenant arena is
+    # not stored, the daemon says why, and a restart starts without it instead of refusing.
+    m = Manager(os.path.join(tmp, "full-notify"))
+    argv = [VAD, "--config", conf, "--socket", sock, "--discard-state"]
+    m.start(argv, log, extra_env={"FDSTORE": "3"})
+    check(m.wait_ready(60), "full: vad starts with FDSTORE=3")
+    t = Session(sock, "own")
+    res = t.run(["alloc 4K"] * 10 + ["write #1 kept?"])
+    check(all(x.get("ok") for x in res), "full: T allocates in its tenant arena anyway")
+
+    def said_full():
+        with open(log) as f:
+            return "fd store is full (FileDescriptorStoreMax=3): %s is not stored" % name \
+                in f.read()
+    check(wait_for(said_full, 30), "full: the daemon logs that the store is full")
+    check(name not in m.names(), "full: the tenant arena is not stored: %s" % m.names())
+    check(m.stop(signal.SIGTERM) == 0, "full: polite stop")
+    m.start(argv[:-1], log, extra_env={"FDSTORE": "3"})
+    check(m.wait_ready(60), "full: the next start is not refused")
+    check(busy(sock) == 0, "full: it begins the tenant arena empty (busy %s)" % busy(sock))
+    check(sorted(m.names()) == ["arena.default", "state.2"],
+          "full: the store holds the arena and the new state file: %s" % m.names())
+    rc, out, err = vactl(sock, "check")
+    check(rc == 0, "full: vactl check: %s" % out.strip())
+    t.p.kill()
     m.stop(signal.SIGTERM)
 
 
@@ -324,15 +497,48 @@ def main():
     check(write_all(a, "A1"), "A writes every range")
     before = busy(sock)
     check(before == N * Q, "busy bytes %s = what A holds" % before)
+    # A hostile client sharing in a loop cannot grow the state file: token records are
+    # reused (the header's token high-water mark, at byte 56, counts the slots ever used).
+    h = Session(sock)
+    h.run(["alloc 4K"] + ["share #1 once", "share #1", "unshare #1"] * 1000)
+    h.close()
+    hw = int.from_bytes(os.pread(m.fd_of("state.1"), 8, 56), "little")
+    check(hw <= 2, "3000 shares and revokes used %d token records of the state file" % hw)
+    sh = a.run(["share #1", "share #2 once", "share #3 ttl 1s", "share #5 ttl 1h"])
+    check(all(r.get("ok") for r in sh), "A shares 4 ranges (plain, once, ttl 1s, ttl 1h)")
+    plain, once, short, long_ = [r.get("token", "") for r in sh]
+    short_expires = time.monotonic() + 1.0
+    offs = {i: res[i - 1]["offset"] for i in (1, 2, 3, 5, 6)}
 
     # --- polite restart
     code = m.stop(signal.SIGTERM)
     check(code == 0, "SIGTERM stops vad (exit %s)" % code)
     check(read_all(a, "A1") and write_all(a, "A2"), "A reads and writes its memory while vad is down")
     check("arena.default" in m.names() and "state.1" in m.names(), "the fds stay stored")
+    # The 1 s token expires while vad is down: the next one must not bring it back.
+    wait_for(lambda: time.monotonic() > short_expires + 0.1, 30)
     t0 = time.monotonic()
     check(start(m, argv, log), "vad comes back with the stored fds (READY in %.0f ms)"
           % ((time.monotonic() - t0) * 1000))
+    # First the tokens: A does not resume here, so its holds last resume_grace.
+    toks = listed_tokens(sock)
+    check(all(("default", offs[i]) in toks for i in (1, 2, 5))
+          and ("default", offs[3]) not in toks,
+          "vactl tokens lists the restored tokens, not the expired one: %s" % sorted(toks))
+    t5 = toks.get(("default", offs[5]), {})
+    check(toks.get(("default", offs[2]), {}).get("single_use") is True
+          and 3000 * 1000 < (t5.get("ttl_left_ms") or 0) <= 3600 * 1000,
+          "with their terms (single use; %s ms left of 1 h)" % t5.get("ttl_left_ms"))
+    attach_and_read(sock, [plain, once, long_], ["A2-0", "A2-1", "A2-4"],
+                    "after the polite restart")
+    n = Session(sock)
+    r1 = n.run(["attach " + once])[0]
+    check(error_of(r1) == "ETOKENUSED", "the single-use token works once: %s" % error_of(r1))
+    r1 = n.run(["attach " + short])[0]
+    check(error_of(r1) == "EEXPIRED",
+          "the 1 s token that expired during the restart is refused as expired: %s"
+          % error_of(r1))
+    n.close()
     check("state.2" in m.names() and "state.1" not in m.names(),
           "the new state file is stored, the old one removed: %s" % m.names())
     check(busy(sock) == before, "busy bytes after the polite restart: %s" % busy(sock))
@@ -348,6 +554,10 @@ def main():
     b.run(["write #%d B-%d" % (i + 1, i) for i in range(5000)])
     check(read_all(a, "A2"), "A's data survives B's writes: no range was handed out twice")
     b.close()
+
+    sh = a.run(["share #6"])
+    check(sh[0].get("ok"), "A shares one more range before the kill -9")
+    tok6 = sh[0].get("token", "")
 
     # --- kill -9 during a busy load
     loader = subprocess.Popen(
@@ -365,6 +575,10 @@ def main():
     check(code == -9, "kill -9 at a random moment of the load (exit %s)" % code)
     check(read_all(a, "A2") and write_all(a, "A3"), "A reads and writes while vad is dead")
     check(start(m, argv, log), "vad comes back after kill -9")
+    attach_and_read(sock, [tok6, plain], ["A3-5", "A3-0"], "after kill -9")
+    toks = listed_tokens(sock)
+    check(("default", offs[6]) in toks and ("default", offs[1]) in toks,
+          "vactl tokens lists them after kill -9")
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "vactl check after kill -9: %s" % out.strip())
     after = busy(sock)
@@ -386,6 +600,12 @@ def main():
           "(busy %s)" % busy(sock))
     rc, out, err = vactl(sock, "check")
     check(rc == 0, "vactl check after the grace: %s" % out.strip())
+    n = Session(sock)
+    r1 = n.run(["attach " + plain, "attach " + tok6])
+    check([error_of(x) for x in r1] == ["ETOKEN", "ETOKEN"],
+          "the tokens went with their ranges' holders: %s" % [error_of(x) for x in r1])
+    n.close()
+    check(listed_tokens(sock) == {}, "vactl tokens lists none")
 
     # --- refusals: keep something in the state, then damage it
     c = Session(sock)
@@ -461,6 +681,7 @@ def main():
     a.p.kill()
     in_place(tmp, conf)
     resume_test(tmp)
+    tenant_test(tmp)
     print("test_restart: %d passed, %d failed" % (passed, failed), flush=True)
     if failed:
         with open(log) as f:

@@ -90,8 +90,7 @@ static void test_radix_sort(void **state)
 	assert_ptr_equal(vad_radix_sort(NULL, NULL, 0), NULL);
 }
 
-static struct vad_arena_conf arena_confs[2] = {{.name = "default"}, {.name = "big"}};
-static struct vad_config cfg = {.arenas = arena_confs, .n_arenas = 2};
+static const char *const names[2] = {"default", "big"};
 
 static int by_place(const void *a, const void *b)
 {
@@ -133,7 +132,7 @@ static void sorts_to(struct vad_state_hold *h, size_t n)
 	qsort(want, n, sizeof(*want), by_place);
 	struct vad_state_hold *spare = NULL;
 	char err[256] = "";
-	assert_int_equal(vad_rebuild_sort(&h, n, &spare, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(vad_rebuild_sort(&h, n, &spare, names, 2, err, sizeof(err)), 0);
 	assert_memory_equal(h, want, n * sizeof(*h));
 	if (spare)
 		free(h); /* the sorted copy; the caller's buffer is spare */
@@ -160,7 +159,7 @@ static void refused(struct vad_state_hold *h, size_t n, const char *why)
 {
 	struct vad_state_hold *spare = NULL;
 	char err[256] = "";
-	assert_int_equal(vad_rebuild_sort(&h, n, &spare, &cfg, err, sizeof(err)), -1);
+	assert_int_equal(vad_rebuild_sort(&h, n, &spare, names, 2, err, sizeof(err)), -1);
 	if (!strstr(err, why)) {
 		print_error("want '%s' in '%s'\n", why, err);
 		fail();
@@ -196,7 +195,7 @@ static void test_inconsistent(void **state)
 	};
 	struct vad_state_hold *h = apart, *spare = NULL;
 	char err[256];
-	assert_int_equal(vad_rebuild_sort(&h, 2, &spare, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(vad_rebuild_sort(&h, 2, &spare, names, 2, err, sizeof(err)), 0);
 	assert_int_equal(h[0].arena, 0);
 	if (spare)
 		free(h);
