@@ -24,14 +24,27 @@ static unsigned refill_count(const struct va_space *vs, unsigned q)
 	return n ? n : 1;
 }
 
+/* A dirty pool block taken: counted in its pool's node (zeroed once the lock is dropped). */
+static inline void count_zero(struct va_node *hn, uint64_t size)
+{
+	hn->zeroed_bytes += size;
+	hn->zero_calls++;
+}
+
+static inline void uncount_zero(struct va_node *hn, uint64_t size)
+{
+	hn->zeroed_bytes -= size;
+	hn->zero_calls--;
+}
+
 /* A block popped from home node hn's pool becomes busy in its address's node bn (both
  * locked; the same node in the common case). */
-static void pool_hit(struct va_node *hn, struct va_node *bn, struct va_block *b, unsigned home,
-		     void *owner)
+static void pool_hit(const struct va_space *vs, struct va_node *hn, struct va_node *bn,
+		     struct va_block *b, unsigned home, void *owner)
 {
 	b->owner = owner;
 	b->home = home;
-	busy_insert(bn, b);
+	busy_insert(bn, b, vs->qshift);
 	va_sat_inc(&hn->pool_hits);
 	va_sat_inc(&hn->allocs);
 }
@@ -47,6 +60,8 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 {
 	struct va_node *hn = &vs->node[home], *bn;
 	struct va_block *b;
+	uint64_t start;
+	bool dirty;
 	unsigned j;
 
 	va_lock(&hn->lock);
@@ -58,23 +73,31 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 		va_unlock(&hn->lock);
 		return false;
 	}
-	j = va_node_of(vs, b->start);
+	start = b->start;
+	dirty = b->dirty;
+	if (dirty)
+		count_zero(hn, (uint64_t)q << vs->qshift);
+	j = va_node_of(vs, start);
 	if (j == home) {
-		pool_hit(hn, hn, b, home, owner);
+		pool_hit(vs, hn, hn, b, home, owner);
 	} else {
 		bn = &vs->node[j];
 		if (j > home) {
 			va_lock(&bn->lock);
 		} else if (!va_spin_trylock(&bn->lock)) {
-			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
+			if (dirty)
+				uncount_zero(hn, (uint64_t)q << vs->qshift);
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum, dirty);
 			va_unlock(&hn->lock);
 			return false;
 		}
-		pool_hit(hn, bn, b, home, owner);
+		pool_hit(vs, hn, bn, b, home, owner);
 		va_unlock(&bn->lock);
 	}
 	va_unlock(&hn->lock);
-	*out = b->start;
+	if (dirty) /* freed straight into the pool: it reads zeros before it is handed out */
+		vs->cfg.zero(vs->cfg.release_ctx, start, (uint64_t)q << vs->qshift);
+	*out = start;
 	return true;
 }
 
@@ -138,7 +161,7 @@ static void refill_push(struct va_space *vs, struct va_node *hn, unsigned home, 
 	p->end = a + size;
 	p->owner = NULL;
 	p->home = home;
-	if (!pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum))
+	if (!pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum, false))
 		ft_insert(&vs->free.tree, p, bag);
 }
 
@@ -231,7 +254,7 @@ static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size,
 			break;
 		p->owner = NULL;
 		p->home = home;
-		pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum);
+		pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum, false);
 		if (p == b)
 			break; /* full fit: b itself went to the pool */
 	}
@@ -271,7 +294,7 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 	nb->home = home;
 	bn = &vs->node[va_node_of(vs, a)];
 	va_lock(&bn->lock);
-	busy_insert(bn, nb);
+	busy_insert(bn, nb, vs->qshift);
 	va_sat_inc(&bn->allocs);
 	va_unlock(&bn->lock);
 	va_unlock(&vs->free.lock);
@@ -357,6 +380,8 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 		lazy_leave(vs, outer);
 	if (rc == VA_ENOSPC)
 		va_sat_add_atomic(&vs->fails, 1);
+	if (!rc)
+		busy_hash_check(vs, *out_addr);
 	return rc;
 }
 
@@ -398,8 +423,11 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 				  uint64_t *out)
 {
 	struct va_node *hn = &vs->node[home];
+	uint64_t dirty = 0; /* bit j: area j was freed straight into the pool, zero it */
 	size_t j = 0;
 
+	if (n > 64)
+		n = 64; /* one lock hold covers at most 64 areas (the dirty mask's bits) */
 	va_lock(&hn->lock);
 	for (; j < n; j++) {
 		unsigned q = pool_class_of(vs, sizes[j], align);
@@ -411,15 +439,25 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 		if (!b)
 			break; /* the single path counts the wish and refills */
 		if (va_node_of(vs, b->start) != home) {
-			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum, b->dirty);
 			break;
 		}
 		if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 			hn->pool[q - 1].wanted++;
-		pool_hit(hn, hn, b, home, owners ? owners[j] : NULL);
+		if (b->dirty) {
+			dirty |= 1ull << j;
+			count_zero(hn, (uint64_t)q << vs->qshift);
+		}
+		pool_hit(vs, hn, hn, b, home, owners ? owners[j] : NULL);
 		out[j] = b->start;
 	}
 	va_unlock(&hn->lock);
+	for (; dirty; dirty &= dirty - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(dirty);
+
+		vs->cfg.zero(vs->cfg.release_ctx, out[k],
+			     (uint64_t)pool_class_of(vs, sizes[k], align) << vs->qshift);
+	}
 	return j;
 }
 
@@ -433,10 +471,17 @@ int va_alloc_batch(struct va_space *vs, size_t n, const uint64_t *sizes, uint64_
 	if (!vs || (n && (!sizes || !out_addrs)))
 		return VA_EINVAL;
 	home = va_home_node(vs);
+	/* room in the home node's hash for the run of pool hits, taken before any lock */
+	if (n > 1 && bh_wants_grow(&vs->node[home].hash, n))
+		busy_hash_grow(vs, home, n);
 	while (i < n) {
 		if (pool_class_of(vs, sizes[i], align)) {
-			i += alloc_run_from_pool(vs, home, n - i, sizes + i, align,
-						 owners ? owners + i : NULL, out_addrs + i);
+			size_t got = alloc_run_from_pool(vs, home, n - i, sizes + i, align,
+							 owners ? owners + i : NULL, out_addrs + i);
+
+			if (got)
+				busy_hash_check(vs, out_addrs[i + got - 1]);
+			i += got;
 			if (i == n)
 				break;
 		}
@@ -563,13 +608,15 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 				nb->owner = owner;
 				nb->home = home;
 				va_lock(&bn->lock);
-				busy_insert(bn, nb);
+				busy_insert(bn, nb, vs->qshift);
 				va_sat_inc(&bn->allocs);
 				va_unlock(&bn->lock);
 				out_addrs[i] = a;
 			}
 			va_unlock(&vs->free.lock);
 			objcache_return(&bag);
+			for (unsigned i = 0; i < n; i++)
+				busy_hash_check(vs, out_addrs[i]);
 			break;
 		}
 		va_unlock(&vs->free.lock);

@@ -416,7 +416,7 @@ static void place_in_pools(struct va_space *vs)
 			hn->pool[q - 1].chosen--;
 		/* with cfg.zero only blocks zeroed for a pool: the rest is not released yet */
 		if ((vs->cfg.zero ? (it->flags & LI_ZEROED) != 0 : pool_wants(vs, hn, q)) &&
-		    pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum)) {
+		    pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum, false)) {
 			it->flags |= LI_PLACED;
 			in->bytes -= size;
 			in->blocks--;

@@ -95,6 +95,7 @@ static void set_geometry(struct va_space *vs)
 		classes = (unsigned)(vs->size / vs->quantum);
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
 	vs->exact = vs->nodes == 1 && vs->cfg.no_pools && vs->cfg.eager;
+	vs->recycle = vs->cfg.zero && vs->pool_classes && !vs->cfg.eager;
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;
@@ -231,12 +232,12 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	uint64_t size;
 
 	va_lock(&n->lock);
-	b = busy_find(n, addr);
+	b = busy_find(n, addr, vs->qshift);
 	if (!b) {
 		va_unlock(&n->lock);
 		return classify_miss(vs, addr, k);
 	}
-	busy_remove(n, b);
+	busy_remove(n, b, vs->qshift);
 	va_sat_inc(&n->frees);
 	if (owner_out)
 		*owner_out = b->owner;
@@ -276,6 +277,34 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	return 0;
 }
 
+/*
+ * With cfg.zero and pools: a freed block of a pooled size whose class in this node was asked
+ * for lately and has room goes straight back into the pool, dirty, instead of through the lazy
+ * array, a drain pass, its sort and a zero there: it is zeroed when it is taken (by the
+ * allocating thread, outside the locks, before its address is handed out). Dirty or not,
+ * pooled memory is released when it decays to the tree, so nothing a holder wrote reaches
+ * the tree or another holder. false: the lazy path takes it.
+ */
+static bool recycle_locked(struct va_space *vs, struct va_node *n, struct va_block *b,
+			   void **owner_out)
+{
+	uint64_t size = blk_size(b), q = size >> vs->qshift;
+	struct va_pool_class *pc;
+
+	if (q > vs->pool_classes)
+		return false;
+	pc = &n->pool[q - 1];
+	if (pc->count >= vs->cfg.pool_depth || !(pc->wanted | pc->recent))
+		return false;
+	busy_remove(n, b, vs->qshift);
+	if (owner_out)
+		*owner_out = b->owner;
+	pool_push(n, b, (unsigned)q, vs->cfg.pool_depth, vs->quantum, true);
+	va_sat_inc(&n->frees);
+	n->recycled++;
+	return true;
+}
+
 /* What lazy_free_locked did with an address. */
 enum lazy_free_result {
 	LF_DONE,  /* moved to the lazy array */
@@ -292,19 +321,21 @@ enum lazy_free_result {
 static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n, uint64_t addr,
 					      void **owner_out, uint64_t *flush)
 {
-	struct va_block *b = busy_find(n, addr);
+	struct va_block *b = busy_find(n, addr, vs->qshift);
 	uint64_t size;
 
 	if (!b)
 		return LF_MISS;
+	if (vs->recycle && recycle_locked(vs, n, b, owner_out))
+		return LF_DONE;
 	if (n->lazy_len == n->lazy_cap) {
 		if (!lazy_reserve(n))
 			return LF_EAGER;
-		b = busy_find(n, addr); /* the lock was dropped: look again */
+		b = busy_find(n, addr, vs->qshift); /* the lock was dropped: look again */
 		if (!b)
 			return LF_MISS;
 	}
-	busy_remove(n, b);
+	busy_remove(n, b, vs->qshift);
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
@@ -430,7 +461,7 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner)
 	k = va_node_of(vs, addr);
 	n = &vs->node[k];
 	va_lock(&n->lock);
-	b = busy_find(n, addr);
+	b = busy_find(n, addr, vs->qshift);
 	if (b)
 		b->owner = owner;
 	va_unlock(&n->lock);
@@ -478,6 +509,9 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 		out->allocs = va_sat_add(out->allocs, n->allocs);
 		out->frees = va_sat_add(out->frees, n->frees);
 		out->pool_hits = va_sat_add(out->pool_hits, n->pool_hits);
+		out->zeroed_bytes = va_sat_add(out->zeroed_bytes, n->zeroed_bytes);
+		out->zero_calls = va_sat_add(out->zero_calls, n->zero_calls);
+		out->recycled = va_sat_add(out->recycled, n->recycled);
 	}
 	out->lazy_bytes = va_sat_add(out->lazy_bytes, vs->inflight.bytes);
 	out->lazy_blocks = va_sat_add(out->lazy_blocks, vs->inflight.blocks);
@@ -492,8 +526,8 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->drains = ld(&vs->drains);
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
-	out->zeroed_bytes = ld(&vs->zeroed_bytes);
-	out->zero_calls = ld(&vs->zero_calls);
+	out->zeroed_bytes = va_sat_add(out->zeroed_bytes, ld(&vs->zeroed_bytes));
+	out->zero_calls = va_sat_add(out->zero_calls, ld(&vs->zero_calls));
 	out->free_released_bytes = ld(&vs->free_released_bytes);
 	out->free_release_calls = ld(&vs->free_release_calls);
 	out->drain_yields = ld(&vs->drain_yields);
