@@ -265,29 +265,28 @@ static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size,
 static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, unsigned home,
 			   unsigned refill, void *owner, uint64_t *out)
 {
-	struct va_bag bag = {0};
+	struct va_bag *bag;
 	struct va_block *nb = NULL, *b;
 	struct va_node *bn;
 	uint64_t a;
-	int rc;
 
-	rc = objcache_fill(&bag, refill > 1 ? 2 * refill + 1 : 2);
-	if (rc)
-		return rc;
+	bag = objcache_bag(refill > 1 ? 2 * refill + 1 : 2);
+	if (!bag)
+		return VA_ENOMEM;
 	va_lock(&vs->free.lock);
 	if (refill > 1 && vs->affinity_span)
-		nb = refill_pool(vs, home, req->size, req->align, refill, &bag);
+		nb = refill_pool(vs, home, req->size, req->align, refill, bag);
 	if (!nb) {
 		b = find_fit(vs, req, &a);
 		if (!b) {
 			va_unlock(&vs->free.lock);
-			objcache_return(&bag);
+			objcache_bag_done(bag);
 			return VA_ENOSPC;
 		}
-		nb = ft_carve(&vs->free.tree, b, a, req->size, &bag);
+		nb = ft_carve(&vs->free.tree, b, a, req->size, bag);
 		/* no zone of the home node has room (a small space): refill from what follows */
 		if (refill > 1 && req->align == vs->quantum && nb != b && b->start == a + req->size)
-			refill_after(vs, b, req->size, refill - 1, home, &bag);
+			refill_after(vs, b, req->size, refill - 1, home, bag);
 	}
 	a = nb->start;
 	nb->owner = owner;
@@ -298,7 +297,7 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 	va_sat_inc(&bn->allocs);
 	va_unlock(&bn->lock);
 	va_unlock(&vs->free.lock);
-	objcache_return(&bag);
+	objcache_bag_done(bag);
 	*out = a;
 	return 0;
 }

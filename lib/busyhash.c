@@ -36,13 +36,14 @@ bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift)
 	uint64_t mix = bh_mix(b->start, qshift);
 	uint32_t mask, i;
 
-	if (!h->cap || (h->count + 1) * 8 > (uint64_t)h->cap * 7)
+	if (h->count >= h->limit)
 		return false;
 	mask = h->cap - 1;
 	for (i = bh_slot(h, mix); h->tag[i]; i = (i + 1) & mask)
 		;
 	h->tag[i] = bh_tag(mix);
 	h->blk[i] = b;
+	b->slot = i;
 	h->count++;
 	atomic_store_explicit(&h->count_pub, h->count, memory_order_relaxed);
 	return true;
@@ -80,6 +81,7 @@ static void bh_delete_slot(struct va_busy_hash *h, uint32_t i, unsigned qshift)
 			continue;
 		h->tag[i] = h->tag[j];
 		h->blk[i] = h->blk[j];
+		h->blk[i]->slot = i;
 		i = j;
 	}
 	h->tag[i] = 0;
@@ -90,14 +92,7 @@ static void bh_delete_slot(struct va_busy_hash *h, uint32_t i, unsigned qshift)
 
 void bh_remove(struct va_busy_hash *h, const struct va_block *b, unsigned qshift)
 {
-	uint64_t mix = bh_mix(b->start, qshift);
-	uint32_t mask = h->cap - 1, i;
-
-	for (i = bh_slot(h, mix); h->tag[i]; i = (i + 1) & mask)
-		if (h->blk[i] == b) {
-			bh_delete_slot(h, i, qshift);
-			return;
-		}
+	bh_delete_slot(h, b->slot, qshift);
 }
 
 bool bh_wants_grow(const struct va_busy_hash *h, size_t extra)
@@ -120,6 +115,7 @@ int bh_alloc(struct va_busy_hash *t, uint32_t cap)
 		return VA_ENOMEM;
 	}
 	t->cap = cap;
+	t->limit = cap / 8 * 7;
 	t->shift_bits = (unsigned)__builtin_ctz(cap);
 	t->count = 0;
 	atomic_store_explicit(&t->count_pub, 0, memory_order_relaxed);
@@ -137,6 +133,7 @@ void bh_move(struct va_busy_hash *h, struct va_busy_hash *fresh, unsigned qshift
 	h->tag = fresh->tag;
 	h->blk = fresh->blk;
 	h->cap = fresh->cap;
+	h->limit = fresh->limit;
 	h->shift_bits = fresh->shift_bits;
 	h->count = fresh->count;
 	atomic_store_explicit(&h->count_pub, h->count, memory_order_relaxed);
@@ -144,6 +141,7 @@ void bh_move(struct va_busy_hash *h, struct va_busy_hash *fresh, unsigned qshift
 	fresh->tag = old.tag;
 	fresh->blk = old.blk;
 	fresh->cap = old.cap;
+	fresh->limit = old.limit;
 }
 
 void bh_free(struct va_busy_hash *h)
@@ -153,6 +151,7 @@ void bh_free(struct va_busy_hash *h)
 	h->tag = NULL;
 	h->blk = NULL;
 	h->cap = 0;
+	h->limit = 0;
 	h->count = 0;
 }
 

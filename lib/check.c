@@ -186,7 +186,8 @@ static int check_busy(struct checker *c, unsigned i)
 		if (b->pend != VA_PEND_NONE)
 			return fail(c, "node %u: busy block 0x%llx is in the tree and pending", i,
 				    (unsigned long long)b->start);
-		if (b->hashed && bh_find(&n->hash, b->start, vs->qshift) != b)
+		if (b->hashed && (bh_find(&n->hash, b->start, vs->qshift) != b ||
+				  b->slot >= n->hash.cap || n->hash.blk[b->slot] != b))
 			return fail(c, "node %u: busy block 0x%llx is not found through the hash",
 				    i, (unsigned long long)b->start);
 		hashed += b->hashed;

@@ -118,8 +118,36 @@ static struct va_block *lowest_fit(struct rb_node *n, const struct va_fit_req *r
 	return NULL;
 }
 
+/* lowest_fit when every block of min_block bytes or more fits (the window holds the whole
+ * tree, and the alignment is the quantum or min_block has room for any misalignment): one
+ * descent, no backtracking, no recursion. */
+static struct va_block *lowest_fit_plain(struct rb_node *n, uint64_t min_block)
+{
+	if (!n || to_blk(n)->subtree_max < min_block)
+		return NULL;
+	for (;;) {
+		struct va_block *b = to_blk(n);
+
+		if (n->left && to_blk(n->left)->subtree_max >= min_block)
+			n = n->left;
+		else if (blk_size(b) >= min_block)
+			return b;
+		else
+			n = n->right; /* its subtree holds the fit: the maximum says so */
+	}
+}
+
 struct va_block *ft_lowest_fit(struct va_freetree *ft, const struct va_fit_req *r, uint64_t *addr)
 {
+	struct va_block *lo = ft->head.next, *hi = ft->head.prev, *b;
+
+	if (lo != &ft->head && r->vstart <= lo->start && r->vend >= hi->end &&
+	    (r->align <= ft->quantum || r->min_block - r->size >= r->align - ft->quantum)) {
+		b = lowest_fit_plain(ft->root.node, r->min_block);
+		if (b)
+			*addr = (b->start + r->align - 1) & ~(r->align - 1);
+		return b;
+	}
 	return lowest_fit(ft->root.node, r, addr);
 }
 

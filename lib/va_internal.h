@@ -63,6 +63,7 @@ struct va_block {
 			bool hashed;   /* busy: in its node's busy hash */
 			bool dirty;    /* pooled: freed straight into the pool, not zeroed
 					  yet (zeroed when taken, see lazy_free_locked) */
+			uint32_t slot; /* busy and hashed: its slot in the busy hash */
 		};
 	};
 } __attribute__((aligned(16))); /* rb's parent word needs 4 free low bits */
@@ -142,6 +143,7 @@ struct va_freetree {
 	struct rb_root root;
 	struct va_block head; /* list sentinel: head.next is the lowest block */
 	uint64_t bytes, blocks;
+	uint64_t quantum; /* every block starts and ends on a multiple of it */
 };
 
 /* One size class of a node pool: a stack of ready blocks of exactly (class + 1) quanta. */
@@ -179,7 +181,8 @@ struct lazy_item {
 struct va_busy_hash {
 	uint16_t *tag;
 	struct va_block **blk;
-	uint32_t cap; /* a power of two, or 0 */
+	uint32_t cap;	/* a power of two, or 0 */
+	uint32_t limit; /* entries an insert may fill under a lock: 7/8 of cap */
 	unsigned shift_bits;
 	uint64_t count;
 	_Atomic uint64_t count_pub;
@@ -367,6 +370,32 @@ void objcache_give(struct va_block *b);
 
 /* Bytes of slabs the process holds for block objects (in use or spare, every space). */
 uint64_t objcache_bytes(void);
+
+/* The calling thread's bag of spares, kept between operations. */
+extern __thread struct va_bag va_tls_bag;
+#define VA_BAG_KEEP 64
+
+/* Slow path of objcache_bag: fill the thread's bag to want; NULL if memory is short. */
+struct va_bag *objcache_bag_fill(unsigned want);
+
+/* Slow path of objcache_bag_done: give all but VA_BAG_KEEP / 2 back (no lock held). */
+void objcache_bag_trim(struct va_bag *bag);
+
+/* The thread's bag with at least want spares (call with no lock held), or NULL if memory is
+ * short. Use it only where no callback can run (under the allocator's locks), so a callback
+ * that calls back into the library never finds it in use; objcache_bag_done after. */
+static inline struct va_bag *objcache_bag(unsigned want)
+{
+	return va_tls_bag.n >= want ? &va_tls_bag : objcache_bag_fill(want);
+}
+
+/* After an operation used the thread's bag (no lock held): trim it if it grew past
+ * VA_BAG_KEEP (merges give objects back into it). */
+static inline void objcache_bag_done(struct va_bag *bag)
+{
+	if (bag->n > VA_BAG_KEEP)
+		objcache_bag_trim(bag);
+}
 
 /* ---- busyhash.c: busy blocks by start (callers hold the node's lock, but where said) -- */
 

@@ -172,6 +172,7 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	set_geometry(vs);
 	set_lazy_limits(vs);
 	ft_init(&vs->free.tree);
+	vs->free.tree.quantum = vs->quantum;
 	va_spin_init(&vs->free.lock);
 	va_spin_init(&vs->inflight.lock);
 	if (va_mutex_init(&vs->drain_lock)) {
@@ -227,7 +228,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 {
 	unsigned k = va_node_of(vs, addr);
 	struct va_node *n = &vs->node[k];
-	struct va_bag bag = {0};
+	struct va_bag *bag;
 	struct va_block *b;
 	uint64_t size;
 
@@ -260,6 +261,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	va_sat_add_atomic(&vs->released_bytes, size);
 	va_sat_add_atomic(&vs->release_calls, 1);
 
+	bag = objcache_bag(1); /* merges give objects into it (1: the thread is registered) */
 	va_lock(&vs->free.lock);
 	va_lock(&vs->inflight.lock);
 	if (b->prev)
@@ -271,9 +273,9 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	vs->inflight.bytes -= size;
 	vs->inflight.blocks--;
 	va_unlock(&vs->inflight.lock);
-	ft_insert(&vs->free.tree, b, &bag);
+	ft_insert(&vs->free.tree, b, bag);
 	va_unlock(&vs->free.lock);
-	objcache_return(&bag);
+	objcache_bag_done(bag);
 	return 0;
 }
 
