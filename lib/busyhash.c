@@ -2,18 +2,24 @@
  * busyhash.c - busy areas found by their start in O(1): an open-addressing hash table per
  * node (linear probing, deletion by backward shift, so no tombstones).
  *
- * A slot is a 16-bit tag (0: empty) in one array and the block's object in another, so a
- * probe scans tags, two bytes each, and reads an object only when the tag matches. The
- * table is grown outside every lock (busy_hash_grow in node.c) once it is three quarters
- * full; under a lock an insert never allocates and refuses only when the table is 7/8
- * full or has no slots yet, and the caller then keeps the block in the busy tree alone.
+ * A slot is one 64-bit word: the block's object address shifted right by 6 (objects are
+ * 64-byte aligned, and user addresses fit in 48 bits, so it takes 42 bits) and a 22-bit tag
+ * from the start's hash above it; 0 is empty. A probe reads an object only when the tag
+ * matches (one in four million otherwise). A block whose address does not fit 48 bits is
+ * refused like one that finds the table full, and the caller keeps it in the busy tree
+ * alone. The table is grown outside every lock (busy_hash_grow in node.c) once it is three
+ * quarters full; under a lock an insert never allocates and refuses once it is 7/8 full.
  */
 #include <stdlib.h>
 
 #include "va_internal.h"
 
-/* Multiplicative hash of the start in quanta: the slot from the top bits, the tag from
- * the low 16 bits (a bijection mod 2^16 of consecutive starts), never 0. */
+#define BH_PTR_BITS 42
+#define BH_PTR_MASK ((1ull << BH_PTR_BITS) - 1)
+#define BH_TAG_MASK ((1ull << (64 - BH_PTR_BITS)) - 1)
+
+/* Multiplicative hash of the start in quanta: the slot from the top bits, the tag from the
+ * low bits (a bijection mod 2^22 of consecutive starts). */
 static inline uint64_t bh_mix(uint64_t start, unsigned qshift)
 {
 	return (start >> qshift) * 0x9e3779b97f4a7c15ull;
@@ -24,25 +30,27 @@ static inline uint32_t bh_slot(const struct va_busy_hash *h, uint64_t mix)
 	return (uint32_t)(mix >> (64 - h->shift_bits));
 }
 
-static inline uint16_t bh_tag(uint64_t mix)
+static inline uint64_t bh_tag(uint64_t mix)
 {
-	uint16_t t = (uint16_t)mix;
+	return (mix & BH_TAG_MASK) << BH_PTR_BITS;
+}
 
-	return t ? t : 1;
+static inline struct va_block *bh_blk(uint64_t e)
+{
+	return (struct va_block *)(uintptr_t)((e & BH_PTR_MASK) << 6);
 }
 
 bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift)
 {
-	uint64_t mix = bh_mix(b->start, qshift);
+	uint64_t mix = bh_mix(b->start, qshift), p = (uint64_t)(uintptr_t)b;
 	uint32_t mask, i;
 
-	if (h->count >= h->limit)
+	if (h->count >= h->limit || (p >> 6) > BH_PTR_MASK || (p & 63))
 		return false;
 	mask = h->cap - 1;
-	for (i = bh_slot(h, mix); h->tag[i]; i = (i + 1) & mask)
+	for (i = bh_slot(h, mix); h->slot[i]; i = (i + 1) & mask)
 		;
-	h->tag[i] = bh_tag(mix);
-	h->blk[i] = b;
+	h->slot[i] = bh_tag(mix) | (p >> 6);
 	b->slot = i;
 	h->count++;
 	atomic_store_explicit(&h->count_pub, h->count, memory_order_relaxed);
@@ -51,16 +59,15 @@ bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift)
 
 struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned qshift)
 {
-	uint64_t mix = bh_mix(start, qshift);
-	uint16_t tag = bh_tag(mix);
+	uint64_t mix = bh_mix(start, qshift), tag = bh_tag(mix), e;
 	uint32_t mask, i;
 
 	if (!h->cap)
 		return NULL;
 	mask = h->cap - 1;
-	for (i = bh_slot(h, mix); h->tag[i]; i = (i + 1) & mask)
-		if (h->tag[i] == tag && h->blk[i]->start == start)
-			return h->blk[i];
+	for (i = bh_slot(h, mix); (e = h->slot[i]); i = (i + 1) & mask)
+		if ((e & ~BH_PTR_MASK) == tag && bh_blk(e)->start == start)
+			return bh_blk(e);
 	return NULL;
 }
 
@@ -69,23 +76,23 @@ struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned 
 static void bh_delete_slot(struct va_busy_hash *h, uint32_t i, unsigned qshift)
 {
 	uint32_t mask = h->cap - 1, j = i;
+	uint64_t e;
 
 	for (;;) {
 		j = (j + 1) & mask;
-		if (!h->tag[j])
+		e = h->slot[j];
+		if (!e)
 			break;
-		uint32_t home = bh_slot(h, bh_mix(h->blk[j]->start, qshift));
+		uint32_t home = bh_slot(h, bh_mix(bh_blk(e)->start, qshift));
 
 		/* j's entry stays unless its home lies cyclically in (i, j] */
 		if (i <= j ? (home > i && home <= j) : (home > i || home <= j))
 			continue;
-		h->tag[i] = h->tag[j];
-		h->blk[i] = h->blk[j];
-		h->blk[i]->slot = i;
+		h->slot[i] = e;
+		bh_blk(e)->slot = i;
 		i = j;
 	}
-	h->tag[i] = 0;
-	h->blk[i] = NULL;
+	h->slot[i] = 0;
 	h->count--;
 	atomic_store_explicit(&h->count_pub, h->count, memory_order_relaxed);
 }
@@ -93,6 +100,11 @@ static void bh_delete_slot(struct va_busy_hash *h, uint32_t i, unsigned qshift)
 void bh_remove(struct va_busy_hash *h, const struct va_block *b, unsigned qshift)
 {
 	bh_delete_slot(h, b->slot, qshift);
+}
+
+struct va_block *bh_at(const struct va_busy_hash *h, uint32_t i)
+{
+	return h->slot[i] ? bh_blk(h->slot[i]) : NULL;
 }
 
 bool bh_wants_grow(const struct va_busy_hash *h, size_t extra)
@@ -105,15 +117,9 @@ bool bh_wants_grow(const struct va_busy_hash *h, size_t extra)
 
 int bh_alloc(struct va_busy_hash *t, uint32_t cap)
 {
-	t->tag = calloc(cap, sizeof(*t->tag));
-	t->blk = calloc(cap, sizeof(*t->blk));
-	if (!t->tag || !t->blk) {
-		free(t->tag);
-		free(t->blk);
-		t->tag = NULL;
-		t->blk = NULL;
+	t->slot = calloc(cap, sizeof(*t->slot));
+	if (!t->slot)
 		return VA_ENOMEM;
-	}
 	t->cap = cap;
 	t->limit = cap / 8 * 7;
 	t->shift_bits = (unsigned)__builtin_ctz(cap);
@@ -128,28 +134,24 @@ void bh_move(struct va_busy_hash *h, struct va_busy_hash *fresh, unsigned qshift
 	struct va_busy_hash old = *h;
 
 	for (uint32_t i = 0; i < old.cap; i++)
-		if (old.tag[i])
-			bh_insert(fresh, old.blk[i], qshift);
-	h->tag = fresh->tag;
-	h->blk = fresh->blk;
+		if (old.slot[i])
+			bh_insert(fresh, bh_blk(old.slot[i]), qshift);
+	h->slot = fresh->slot;
 	h->cap = fresh->cap;
 	h->limit = fresh->limit;
 	h->shift_bits = fresh->shift_bits;
 	h->count = fresh->count;
 	atomic_store_explicit(&h->count_pub, h->count, memory_order_relaxed);
 	atomic_store_explicit(&h->cap_pub, h->cap, memory_order_relaxed);
-	fresh->tag = old.tag;
-	fresh->blk = old.blk;
+	fresh->slot = old.slot;
 	fresh->cap = old.cap;
 	fresh->limit = old.limit;
 }
 
 void bh_free(struct va_busy_hash *h)
 {
-	free(h->tag);
-	free(h->blk);
-	h->tag = NULL;
-	h->blk = NULL;
+	free(h->slot);
+	h->slot = NULL;
 	h->cap = 0;
 	h->limit = 0;
 	h->count = 0;
@@ -157,5 +159,5 @@ void bh_free(struct va_busy_hash *h)
 
 uint64_t bh_bytes(const struct va_busy_hash *h)
 {
-	return (uint64_t)h->cap * (sizeof(*h->tag) + sizeof(*h->blk));
+	return (uint64_t)h->cap * sizeof(*h->slot);
 }

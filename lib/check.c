@@ -187,7 +187,7 @@ static int check_busy(struct checker *c, unsigned i)
 			return fail(c, "node %u: busy block 0x%llx is in the tree and pending", i,
 				    (unsigned long long)b->start);
 		if (b->hashed && (bh_find(&n->hash, b->start, vs->qshift) != b ||
-				  b->slot >= n->hash.cap || n->hash.blk[b->slot] != b))
+				  b->slot >= n->hash.cap || bh_at(&n->hash, b->slot) != b))
 			return fail(c, "node %u: busy block 0x%llx is not found through the hash",
 				    i, (unsigned long long)b->start);
 		hashed += b->hashed;
@@ -203,12 +203,14 @@ static int check_busy(struct checker *c, unsigned i)
 	if (hashed != n->hash.count || blocks - hashed != n->tree_only)
 		return fail(c, "node %u: the hash holds %llu blocks, %llu are marked hashed", i,
 			    (unsigned long long)n->hash.count, (unsigned long long)hashed);
-	for (uint32_t k = 0; k < n->hash.cap; k++)
-		if (n->hash.tag[k] &&
-		    (blk_state(n->hash.blk[k]) != VA_ST_BUSY || !n->hash.blk[k]->hashed ||
-		     va_node_of(vs, n->hash.blk[k]->start) != i))
+	for (uint32_t k = 0; k < n->hash.cap; k++) {
+		const struct va_block *hb = bh_at(&n->hash, k);
+
+		if (hb &&
+		    (blk_state(hb) != VA_ST_BUSY || !hb->hashed || va_node_of(vs, hb->start) != i))
 			return fail(c, "node %u: hash slot %u holds a block that is not busy here",
 				    i, k);
+	}
 	if (bytes != n->busy_bytes || blocks != n->busy_blocks)
 		return fail(
 		    c, "node %u: busy counters (%llu bytes, %llu blocks) != tree (%llu, %llu)", i,

@@ -175,12 +175,11 @@ struct lazy_item {
 	uint64_t gap; /* free-tree bytes a drain joined to its end (absorb_gaps): free, not lazy */
 };
 
-/* Busy blocks by start (busyhash.c): open addressing, a 16-bit tag per slot (0 = empty)
- * beside the object pointer. count_pub and cap_pub mirror count and cap for the unlocked
- * look that decides to grow the table. */
+/* Busy blocks by start (busyhash.c): open addressing, one word per slot (the object's
+ * address and a tag; 0 = empty). count_pub and cap_pub mirror count and cap for the
+ * unlocked look that decides to grow the table. */
 struct va_busy_hash {
-	uint16_t *tag;
-	struct va_block **blk;
+	uint64_t *slot;
 	uint32_t cap;	/* a power of two, or 0 */
 	uint32_t limit; /* entries an insert may fill under a lock: 7/8 of cap */
 	unsigned shift_bits;
@@ -407,6 +406,9 @@ struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned 
 
 /* Take b (entered before) out. */
 void bh_remove(struct va_busy_hash *h, const struct va_block *b, unsigned qshift);
+
+/* The block in slot i, or NULL if it is empty (va_check). */
+struct va_block *bh_at(const struct va_busy_hash *h, uint32_t i);
 
 /* Whether the table should grow before extra more inserts (an unlocked look, no lock
  * needed: a stale answer only grows late, and inserts never need the growth). */

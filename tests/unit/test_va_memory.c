@@ -73,8 +73,8 @@ static void test_bytes_per_busy_range(void **state)
 	if (obj_per_range > 72)
 		fail_msg("block objects take %llu bytes per busy range, over 72",
 			 (unsigned long long)obj_per_range);
-	/* 64 B of block object, and the busy hash's slots (10 B each, between 3/8 and 3/4
-	 * full: 13 to 27 B per busy range), and the lazy and pending arrays' slack */
+	/* 64 B of block object, and the busy hash's slots (8 B each, between 3/8 and 3/4
+	 * full: 11 to 22 B per busy range), and the lazy and pending arrays' slack */
 	if (plain_build() && per_range > 96)
 		fail_msg("%llu bytes per busy range, over 96", (unsigned long long)per_range);
 }
