@@ -64,13 +64,13 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 	bool dirty;
 	unsigned j;
 
-	va_lock(&hn->lock);
+	va_lock(hn->lk);
 	if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 		hn->pool[q - 1].wanted++;
 	b = align > vs->quantum ? pool_pop_aligned(hn, q, align, vs->quantum)
 				: pool_pop(hn, q, vs->quantum);
 	if (!b) {
-		va_unlock(&hn->lock);
+		va_unlock(hn->lk);
 		return false;
 	}
 	start = b->start;
@@ -83,18 +83,18 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 	} else {
 		bn = &vs->node[j];
 		if (j > home) {
-			va_lock(&bn->lock);
-		} else if (!va_spin_trylock(&bn->lock)) {
+			va_lock(bn->lk);
+		} else if (!va_spin_trylock(bn->lk)) {
 			if (dirty)
 				uncount_zero(hn, (uint64_t)q << vs->qshift);
 			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum, dirty);
-			va_unlock(&hn->lock);
+			va_unlock(hn->lk);
 			return false;
 		}
 		pool_hit(vs, hn, bn, b, home, owner);
-		va_unlock(&bn->lock);
+		va_unlock(bn->lk);
 	}
-	va_unlock(&hn->lock);
+	va_unlock(hn->lk);
 	if (dirty) /* freed straight into the pool: it reads zeros before it is handed out */
 		vs->cfg.zero(vs->cfg.release_ctx, start, (uint64_t)q << vs->qshift);
 	*out = start;
@@ -199,10 +199,10 @@ static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t
 		return NULL;
 	first->end = a + size;
 	hn->refill_cursor = a + count * stride;
-	va_lock(&hn->lock);
+	va_lock_in(&vs->free.lock, hn->lk);
 	for (unsigned i = count; i-- > 1;)
 		refill_push(vs, hn, home, a + i * stride, size, q, bag);
-	va_unlock(&hn->lock);
+	va_unlock_in(&vs->free.lock, hn->lk);
 	for (unsigned i = 0; stride != size && i + 1 < count; i++) { /* the gaps: free again */
 		struct va_block *g = bag_take(bag);
 
@@ -246,7 +246,7 @@ static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size,
 	struct va_node *hn = &vs->node[home];
 	unsigned q = (unsigned)(size >> vs->qshift);
 
-	va_lock(&hn->lock);
+	va_lock_in(&vs->free.lock, hn->lk);
 	while (count-- && hn->pool[q - 1].count < vs->cfg.pool_depth && blk_size(b) >= size) {
 		struct va_block *p = ft_carve(&vs->free.tree, b, b->start, size, bag);
 
@@ -258,7 +258,7 @@ static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size,
 		if (p == b)
 			break; /* full fit: b itself went to the pool */
 	}
-	va_unlock(&hn->lock);
+	va_unlock(hn->lk);
 }
 
 /* Lowest first fit in the free tree; refill > 1 means a pool miss that refills the pool. */
@@ -292,10 +292,10 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 	nb->owner = owner;
 	nb->home = home;
 	bn = &vs->node[va_node_of(vs, a)];
-	va_lock(&bn->lock);
+	va_lock_in(&vs->free.lock, bn->lk);
 	busy_insert(bn, nb, vs->qshift);
 	va_sat_inc(&bn->allocs);
-	va_unlock(&bn->lock);
+	va_unlock_in(&vs->free.lock, bn->lk);
 	va_unlock(&vs->free.lock);
 	objcache_bag_done(bag);
 	*out = a;
@@ -427,7 +427,7 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 
 	if (n > 64)
 		n = 64; /* one lock hold covers at most 64 areas (the dirty mask's bits) */
-	va_lock(&hn->lock);
+	va_lock(hn->lk);
 	for (; j < n; j++) {
 		unsigned q = pool_class_of(vs, sizes[j], align);
 		struct va_block *b;
@@ -450,7 +450,7 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 		pool_hit(vs, hn, hn, b, home, owners ? owners[j] : NULL);
 		out[j] = b->start;
 	}
-	va_unlock(&hn->lock);
+	va_unlock(hn->lk);
 	for (; dirty; dirty &= dirty - 1) {
 		unsigned k = (unsigned)__builtin_ctzll(dirty);
 
@@ -606,10 +606,10 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 
 				nb->owner = owner;
 				nb->home = home;
-				va_lock(&bn->lock);
+				va_lock_in(&vs->free.lock, bn->lk);
 				busy_insert(bn, nb, vs->qshift);
 				va_sat_inc(&bn->allocs);
-				va_unlock(&bn->lock);
+				va_unlock_in(&vs->free.lock, bn->lk);
 				out_addrs[i] = a;
 			}
 			va_unlock(&vs->free.lock);

@@ -11,15 +11,15 @@ void va_freeze(struct va_space *vs)
 {
 	va_lock(&vs->free.lock);
 	for (unsigned i = 0; i < vs->nodes; i++)
-		va_lock(&vs->node[i].lock);
-	va_lock(&vs->inflight.lock);
+		va_lock_in(&vs->free.lock, vs->node[i].lk);
+	va_lock_in(&vs->free.lock, vs->inflight.lk);
 }
 
 void va_thaw(struct va_space *vs)
 {
-	va_unlock(&vs->inflight.lock);
+	va_unlock_in(&vs->free.lock, vs->inflight.lk);
 	for (unsigned i = vs->nodes; i-- > 0;)
-		va_unlock(&vs->node[i].lock);
+		va_unlock_in(&vs->free.lock, vs->node[i].lk);
 	va_unlock(&vs->free.lock);
 }
 

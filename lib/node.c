@@ -34,6 +34,7 @@ unsigned va_home_node(const struct va_space *vs)
 int node_init(struct va_node *n, unsigned pool_classes)
 {
 	memset(n, 0, sizeof(*n));
+	n->lk = &n->lock;
 	n->refill_cursor = UINT64_MAX;
 	n->pend = malloc(VA_PEND_MAX * sizeof(*n->pend));
 	if (!n->pend || bh_alloc(&n->hash, 64)) {
@@ -294,7 +295,7 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 		struct va_block *b;
 		bool hit = false;
 
-		va_lock(&n->lock);
+		va_lock(n->lk);
 		b = busy_floor(n, addr);
 		if (b && addr < b->end) {
 			out->start = b->start;
@@ -303,7 +304,7 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 			out->node = k;
 			hit = true;
 		}
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 		if (hit)
 			return true;
 	}
@@ -328,19 +329,19 @@ int busy_hash_grow(struct va_space *vs, unsigned k, size_t extra)
 
 	/* sized with the lock dropped (no malloc under an allocator lock); another thread may
 	 * have grown it meanwhile, then this one gives its arrays back */
-	va_lock(&n->lock);
+	va_lock(n->lk);
 	cap = hash_cap_for(n->hash.count, extra);
 	if (cap <= n->hash.cap) {
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 		return 0;
 	}
-	va_unlock(&n->lock);
+	va_unlock(n->lk);
 	if (bh_alloc(&fresh, (uint32_t)cap))
 		return VA_ENOMEM;
-	va_lock(&n->lock);
+	va_lock(n->lk);
 	if (n->hash.cap < cap)
 		bh_move(&n->hash, &fresh, vs->qshift);
-	va_unlock(&n->lock);
+	va_unlock(n->lk);
 	bh_free(&fresh);
 	return 0;
 }

@@ -199,6 +199,7 @@ struct va_busy_hash {
  */
 struct va_node {
 	struct va_spin lock;
+	struct va_spin *lk;	  /* the lock to take: &lock, or in exact mode &free.lock */
 	struct va_busy_hash hash; /* every busy block, but those it had no room for */
 	struct va_block **pend;	  /* VA_PEND_MAX: busy blocks in hash and not in busy */
 	uint32_t pend_len;
@@ -222,6 +223,7 @@ struct va_node {
 /* A drain's batch and eager frees being released: visible to va_walk/va_check as lazy. */
 struct va_inflight {
 	struct va_spin lock;
+	struct va_spin *lk;	 /* the lock to take: &lock, or in exact mode &free.lock */
 	struct lazy_item *items; /* the drain batch (drain_lock owner writes it) */
 	size_t n;
 	uint64_t bytes, blocks; /* lazy: not yet placed, plus eager blocks (lazy_total has them) */
@@ -344,6 +346,20 @@ static inline void va_pmutex_lock(pthread_mutex_t *m)
 static inline void va_pmutex_unlock(pthread_mutex_t *m)
 {
 	pthread_mutex_unlock(m);
+}
+
+/* Take l inside held unless it is the same lock: in exact mode a node's and the in-flight
+ * table's lock are the free tree's (one lock round trip where there were three). */
+static inline void va_lock_in(struct va_spin *held, struct va_spin *l)
+{
+	if (l != held)
+		va_spin_lock(l);
+}
+
+static inline void va_unlock_in(struct va_spin *held, struct va_spin *l)
+{
+	if (l != held)
+		va_spin_unlock(l);
 }
 
 /* One name for both kinds, so callers need not care which a lock is. */

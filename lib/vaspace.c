@@ -7,9 +7,12 @@
  *   1. drain_lock        one drain at a time (held across the release callbacks of a drain,
  *                        of a va_release_free chunk, and across an allocation's retry)
  *   2. free.lock         the free tree
- *   3. node[i].lock      a node's busy tree, lazy array, pools and counters
+ *   3. node[i].lock      a node's busy hash and tree, lazy array, pools and counters
  *   4. inflight.lock     blocks being released (a drain batch, eager frees)
- * Locks 2-4 are futex locks (struct va_spin, lock.c), the others pthread mutexes.
+ * Locks 2-4 are futex locks (struct va_spin, lock.c), the others pthread mutexes. Code takes
+ * a node's and the in-flight table's lock through their lk pointers: in exact mode (one
+ * node, no pools, eager) both point at free.lock, and a lock taken inside another through
+ * va_lock_in is skipped when it is the same one.
  * Leaves, never held while taking another lock: ctl_lock (background thread control) and
  * the object depot lock (objcache.c). No allocator lock is held while the release callback
  * runs (drain_lock is not an allocator lock: nothing but drains takes it).
@@ -179,8 +182,20 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 		free(vs);
 		return VA_ENOMEM;
 	}
+	vs->inflight.lk = &vs->inflight.lock;
 	/* from here on va_destroy tears down whatever was made */
-	if (create_nodes(vs) || add_whole_space(vs) || lazy_thread_start(vs)) {
+	if (create_nodes(vs)) {
+		va_destroy(vs);
+		return VA_ENOMEM;
+	}
+	if (vs->exact) {
+		/* one node, nothing lazy or pooled: every operation takes the free tree's lock
+		 * anyway, so the node and the in-flight table share it (a pair of alloc and
+		 * eager free takes 3 lock round trips, not 6) */
+		vs->node[0].lk = &vs->free.lock;
+		vs->inflight.lk = &vs->free.lock;
+	}
+	if (add_whole_space(vs) || lazy_thread_start(vs)) {
 		va_destroy(vs);
 		return VA_ENOMEM;
 	}
@@ -232,10 +247,10 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	struct va_block *b;
 	uint64_t size;
 
-	va_lock(&n->lock);
+	va_lock(n->lk);
 	b = busy_find(n, addr, vs->qshift);
 	if (!b) {
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 		return classify_miss(vs, addr, k);
 	}
 	busy_remove(n, b, vs->qshift);
@@ -245,7 +260,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	b->owner = NULL;
 	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
-	va_lock(&vs->inflight.lock);
+	va_lock_in(n->lk, vs->inflight.lk);
 	b->prev = NULL;
 	b->next = vs->inflight.eager;
 	if (b->next)
@@ -253,8 +268,8 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	vs->inflight.eager = b;
 	vs->inflight.bytes += size;
 	vs->inflight.blocks++;
-	va_unlock(&vs->inflight.lock);
-	va_unlock(&n->lock);
+	va_unlock_in(n->lk, vs->inflight.lk);
+	va_unlock(n->lk);
 
 	if (vs->cfg.release)
 		vs->cfg.release(vs->cfg.release_ctx, b->start, size);
@@ -263,7 +278,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 
 	bag = objcache_bag(1); /* merges give objects into it (1: the thread is registered) */
 	va_lock(&vs->free.lock);
-	va_lock(&vs->inflight.lock);
+	va_lock_in(&vs->free.lock, vs->inflight.lk);
 	if (b->prev)
 		b->prev->next = b->next;
 	else
@@ -272,7 +287,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 		b->next->prev = b->prev;
 	vs->inflight.bytes -= size;
 	vs->inflight.blocks--;
-	va_unlock(&vs->inflight.lock);
+	va_unlock_in(&vs->free.lock, vs->inflight.lk);
 	ft_insert(&vs->free.tree, b, bag);
 	va_unlock(&vs->free.lock);
 	objcache_bag_done(bag);
@@ -406,7 +421,7 @@ int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **o
 		/* one lock hold for the run of addresses in this node */
 		k = va_node_of(vs, addr);
 		nd = &vs->node[k];
-		va_lock(&nd->lock);
+		va_lock(nd->lk);
 		for (;;) {
 			res = lazy_free_locked(vs, nd, addr, owners_out ? &owners_out[i] : NULL,
 					       &flush);
@@ -418,7 +433,7 @@ int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **o
 			if (addr < vs->base || addr >= vs->end || va_node_of(vs, addr) != k)
 				break;
 		}
-		va_unlock(&nd->lock);
+		va_unlock(nd->lk);
 		if (res == LF_MISS) {
 			rc = classify_miss(vs, addr, k);
 			break;
@@ -462,11 +477,11 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner)
 		return VA_ERANGE;
 	k = va_node_of(vs, addr);
 	n = &vs->node[k];
-	va_lock(&n->lock);
+	va_lock(n->lk);
 	b = busy_find(n, addr, vs->qshift);
 	if (b)
 		b->owner = owner;
-	va_unlock(&n->lock);
+	va_unlock(n->lk);
 	if (b)
 		return 0;
 	return classify_miss(vs, addr, k) == VA_ENOTSTART ? VA_ENOTSTART : VA_ENOTFOUND;
