@@ -189,7 +189,7 @@ struct va_busy_hash {
 };
 
 /* Busy blocks not yet in the busy tree: at most this many per node (see busy_insert). */
-#define VA_PEND_MAX  512
+#define VA_PEND_MAX  1024
 #define VA_PEND_NONE UINT32_MAX
 
 /*
