@@ -35,6 +35,15 @@ static bool ft_update(struct rb_node *n)
 
 static const struct rb_augment ft_aug = {.update = ft_update};
 
+/* rb_propagate with ft_update inlined: a carve from or a merge into the largest free block
+ * changes the maximum of every ancestor, so this loop runs the whole path on most exact-mode
+ * operations, and the indirect call was a third of its cost. */
+static inline void ft_propagate(struct rb_node *n)
+{
+	while (n && ft_update(n))
+		n = rb_parent(n);
+}
+
 void ft_init(struct va_freetree *ft)
 {
 	ft->root.node = NULL;
@@ -245,7 +254,7 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 		/* fix prev's cached maxima before erasing: a rotation inside the erase may
 		 * recompute prev without touching its ancestors */
 		prev->end = next->end;
-		rb_propagate(&prev->rb, &ft_aug);
+		ft_propagate(&prev->rb);
 		list_del(next);
 		rb_erase(&ft->root, &next->rb, &ft_aug);
 		ft->blocks--;
@@ -253,11 +262,11 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 		bag_give(bag, b);
 	} else if (mprev) {
 		prev->end = b->end;
-		rb_propagate(&prev->rb, &ft_aug);
+		ft_propagate(&prev->rb);
 		bag_give(bag, b);
 	} else if (mnext) {
 		next->start = b->start;
-		rb_propagate(&next->rb, &ft_aug);
+		ft_propagate(&next->rb);
 		bag_give(bag, b);
 	} else {
 		link_plain(ft, b, parent, link);
@@ -324,7 +333,7 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 			b->start += size;
 		else
 			b->end = a;
-		rb_propagate(&b->rb, &ft_aug);
+		ft_propagate(&b->rb);
 	} else {
 		/* NE_FIT_TYPE: the block keeps its right part, a new object takes the left */
 		if (bag->n < 2)
@@ -334,7 +343,7 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 		left->start = b->start;
 		left->end = a;
 		b->start = a + size;
-		rb_propagate(&b->rb, &ft_aug);
+		ft_propagate(&b->rb);
 		/* left lies in the gap b just left, so it cannot overlap */
 		if (find_link(ft, left, &parent, &link))
 			link_plain(ft, left, parent, link);
