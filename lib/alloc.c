@@ -322,8 +322,9 @@ static int normalise(const struct va_space *vs, uint64_t size, uint64_t align, u
 	return 0;
 }
 
+/* pool_tried: the caller's fast path found the home pool empty already (va_alloc). */
 static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
-			uint64_t vend, void *owner, uint64_t *out_addr)
+			uint64_t vend, void *owner, uint64_t *out_addr, bool pool_tried)
 {
 	struct va_fit_req req;
 	unsigned home, q = 0, stride_q = 0;
@@ -365,7 +366,8 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 	bool held = false;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (poolable && alloc_from_pool(vs, home, q, req.align, owner, out_addr)) {
+		if (poolable && !(pool_tried && !attempt) &&
+		    alloc_from_pool(vs, home, q, req.align, owner, out_addr)) {
 			rc = 0;
 			break;
 		}
@@ -386,15 +388,30 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 
 int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, uint64_t *out_addr)
 {
+	bool tried = false;
+
 	if (!vs)
 		return VA_EINVAL;
-	return alloc_common(vs, size, align, vs->base, vs->end, owner, out_addr);
+	/* a pool hit of a size the pools keep at the quantum's alignment: alloc_common's first
+	 * step, without its checks and window arithmetic */
+	if (out_addr && vs->pool_classes && size &&
+	    size - 1 < ((uint64_t)vs->pool_classes << vs->qshift) && align <= vs->quantum &&
+	    !(align & (align - 1))) {
+		unsigned q = (unsigned)((size + vs->quantum - 1) >> vs->qshift);
+
+		if (alloc_from_pool(vs, va_home_node(vs), q, vs->quantum, owner, out_addr)) {
+			busy_hash_check(vs, *out_addr);
+			return 0;
+		}
+		tried = true;
+	}
+	return alloc_common(vs, size, align, vs->base, vs->end, owner, out_addr, tried);
 }
 
 int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
 		   uint64_t vend, void *owner, uint64_t *out_addr)
 {
-	return alloc_common(vs, size, align, vstart, vend, owner, out_addr);
+	return alloc_common(vs, size, align, vstart, vend, owner, out_addr, false);
 }
 
 /* ---- batches ---------------------------------------------------------------------- */
@@ -486,7 +503,7 @@ int va_alloc_batch(struct va_space *vs, size_t n, const uint64_t *sizes, uint64_
 		}
 		/* a miss, another node's block or an area the pools do not keep */
 		rc = alloc_common(vs, sizes[i], align, vs->base, vs->end, owners ? owners[i] : NULL,
-				  &out_addrs[i]);
+				  &out_addrs[i], false);
 		if (rc)
 			break;
 		i++;

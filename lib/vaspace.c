@@ -387,6 +387,24 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 {
 	size_t done;
 
+	/* the lazy path of va_free_batch for one address, without the batch's loop */
+	if (vs && !vs->cfg.eager && addr >= vs->base && addr < vs->end) {
+		unsigned k = va_node_of(vs, addr);
+		struct va_node *nd = &vs->node[k];
+		enum lazy_free_result res;
+		uint64_t flush = 0;
+		int rc = 0;
+
+		va_lock(nd->lk);
+		res = lazy_free_locked(vs, nd, addr, owner_out, &flush);
+		va_unlock(nd->lk);
+		if (res == LF_MISS)
+			rc = classify_miss(vs, addr, k);
+		else if (res == LF_EAGER)
+			rc = free_eager(vs, addr, owner_out);
+		lazy_flush_bytes(vs, flush);
+		return rc;
+	}
 	return va_free_batch(vs, 1, &addr, owner_out, &done);
 }
 
