@@ -487,9 +487,12 @@ int va_alloc_batch(struct va_space *vs, size_t n, const uint64_t *sizes, uint64_
 	if (!vs || (n && (!sizes || !out_addrs)))
 		return VA_EINVAL;
 	home = va_home_node(vs);
-	/* room in the home node's hash for the run of pool hits, taken before any lock */
-	if (n > 1 && bh_wants_grow(&vs->node[home].hash, n))
-		busy_hash_grow(vs, home, n);
+	/* room in the home node's hash for the runs of pool hits, taken before any lock (at
+	 * most 4096 ahead: each run of 64 checks again after it) */
+	size_t ahead = n < 4096 ? n : 4096;
+
+	if (ahead > 1 && bh_wants_grow(&vs->node[home].hash, ahead))
+		busy_hash_grow(vs, home, ahead);
 	while (i < n) {
 		if (pool_class_of(vs, sizes[i], align)) {
 			size_t got = alloc_run_from_pool(vs, home, n - i, sizes + i, align,
