@@ -57,6 +57,12 @@ bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift)
 	return true;
 }
 
+void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift)
+{
+	if (h->cap)
+		__builtin_prefetch(&h->slot[bh_slot(h, bh_mix(start, qshift))], 1);
+}
+
 struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned qshift)
 {
 	uint64_t mix = bh_mix(start, qshift), tag = bh_tag(mix), e;

@@ -23,6 +23,9 @@
 
 #include "va_internal.h"
 
+/* How many blocks ahead a bulk hash insert prefetches its slot. */
+#define BH_AHEAD 16
+
 /* The space holds nothing: one free block over all of it (as va_create made it, or all
  * freed and drained again), nothing busy, lazy, pooled or in flight. Frozen. */
 static bool pristine(struct va_space *vs)
@@ -178,6 +181,8 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 			struct va_block *b = busy[i];
 
 			nd->busy_bytes += blk_size(b);
+			if (i + BH_AHEAD < first + cnt)
+				bh_prefetch(&nd->hash, busy[i + BH_AHEAD]->start, vs->qshift);
 			/* a full hash (its growth failed) leaves the block in the tree alone */
 			b->hashed = bh_insert(&nd->hash, b, vs->qshift);
 			nd->tree_only += !b->hashed;

@@ -417,6 +417,10 @@ static inline void objcache_bag_done(struct va_bag *bag)
 /* Enter b under its start; false (nothing done) if the table is 7/8 full or empty. */
 bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift);
 
+/* Bring the slot where start's probe begins into the cache (a bulk insert asks for the
+ * slot of a block some places ahead: a random slot of a large table is a cache miss). */
+void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
+
 /* The block entered under start, or NULL. */
 struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
 
