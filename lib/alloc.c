@@ -24,14 +24,27 @@ static unsigned refill_count(const struct va_space *vs, unsigned q)
 	return n ? n : 1;
 }
 
+/* A dirty pool block taken: counted in its pool's node (zeroed once the lock is dropped). */
+static inline void count_zero(struct va_node *hn, uint64_t size)
+{
+	hn->zeroed_bytes += size;
+	hn->zero_calls++;
+}
+
+static inline void uncount_zero(struct va_node *hn, uint64_t size)
+{
+	hn->zeroed_bytes -= size;
+	hn->zero_calls--;
+}
+
 /* A block popped from home node hn's pool becomes busy in its address's node bn (both
  * locked; the same node in the common case). */
-static void pool_hit(struct va_node *hn, struct va_node *bn, struct va_block *b, unsigned home,
-		     void *owner)
+static void pool_hit(const struct va_space *vs, struct va_node *hn, struct va_node *bn,
+		     struct va_block *b, unsigned home, void *owner)
 {
 	b->owner = owner;
 	b->home = home;
-	busy_insert(bn, b);
+	busy_insert(bn, b, vs->qshift);
 	va_sat_inc(&hn->pool_hits);
 	va_sat_inc(&hn->allocs);
 }
@@ -47,34 +60,44 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 {
 	struct va_node *hn = &vs->node[home], *bn;
 	struct va_block *b;
+	uint64_t start;
+	bool dirty;
 	unsigned j;
 
-	va_lock(&hn->lock);
+	va_lock(hn->lk);
 	if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 		hn->pool[q - 1].wanted++;
 	b = align > vs->quantum ? pool_pop_aligned(hn, q, align, vs->quantum)
 				: pool_pop(hn, q, vs->quantum);
 	if (!b) {
-		va_unlock(&hn->lock);
+		va_unlock(hn->lk);
 		return false;
 	}
-	j = va_node_of(vs, b->start);
+	start = b->start;
+	dirty = b->dirty;
+	if (dirty)
+		count_zero(hn, (uint64_t)q << vs->qshift);
+	j = va_node_of(vs, start);
 	if (j == home) {
-		pool_hit(hn, hn, b, home, owner);
+		pool_hit(vs, hn, hn, b, home, owner);
 	} else {
 		bn = &vs->node[j];
 		if (j > home) {
-			va_lock(&bn->lock);
-		} else if (!va_spin_trylock(&bn->lock)) {
-			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
-			va_unlock(&hn->lock);
+			va_lock(bn->lk);
+		} else if (!va_spin_trylock(bn->lk)) {
+			if (dirty)
+				uncount_zero(hn, (uint64_t)q << vs->qshift);
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum, dirty);
+			va_unlock(hn->lk);
 			return false;
 		}
-		pool_hit(hn, bn, b, home, owner);
-		va_unlock(&bn->lock);
+		pool_hit(vs, hn, bn, b, home, owner);
+		va_unlock(bn->lk);
 	}
-	va_unlock(&hn->lock);
-	*out = b->start;
+	va_unlock(hn->lk);
+	if (dirty) /* freed straight into the pool: it reads zeros before it is handed out */
+		vs->cfg.zero(vs->cfg.release_ctx, start, (uint64_t)q << vs->qshift);
+	*out = start;
 	return true;
 }
 
@@ -138,7 +161,7 @@ static void refill_push(struct va_space *vs, struct va_node *hn, unsigned home, 
 	p->end = a + size;
 	p->owner = NULL;
 	p->home = home;
-	if (!pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum))
+	if (!pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum, false))
 		ft_insert(&vs->free.tree, p, bag);
 }
 
@@ -176,10 +199,10 @@ static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t
 		return NULL;
 	first->end = a + size;
 	hn->refill_cursor = a + count * stride;
-	va_lock(&hn->lock);
+	va_lock_in(&vs->free.lock, hn->lk);
 	for (unsigned i = count; i-- > 1;)
 		refill_push(vs, hn, home, a + i * stride, size, q, bag);
-	va_unlock(&hn->lock);
+	va_unlock_in(&vs->free.lock, hn->lk);
 	for (unsigned i = 0; stride != size && i + 1 < count; i++) { /* the gaps: free again */
 		struct va_block *g = bag_take(bag);
 
@@ -223,7 +246,7 @@ static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size,
 	struct va_node *hn = &vs->node[home];
 	unsigned q = (unsigned)(size >> vs->qshift);
 
-	va_lock(&hn->lock);
+	va_lock_in(&vs->free.lock, hn->lk);
 	while (count-- && hn->pool[q - 1].count < vs->cfg.pool_depth && blk_size(b) >= size) {
 		struct va_block *p = ft_carve(&vs->free.tree, b, b->start, size, bag);
 
@@ -231,51 +254,50 @@ static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size,
 			break;
 		p->owner = NULL;
 		p->home = home;
-		pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum);
+		pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum, false);
 		if (p == b)
 			break; /* full fit: b itself went to the pool */
 	}
-	va_unlock(&hn->lock);
+	va_unlock(hn->lk);
 }
 
 /* Lowest first fit in the free tree; refill > 1 means a pool miss that refills the pool. */
 static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, unsigned home,
 			   unsigned refill, void *owner, uint64_t *out)
 {
-	struct va_bag bag = {0};
+	struct va_bag *bag;
 	struct va_block *nb = NULL, *b;
 	struct va_node *bn;
 	uint64_t a;
-	int rc;
 
-	rc = objcache_fill(&bag, refill > 1 ? 2 * refill + 1 : 2);
-	if (rc)
-		return rc;
+	bag = objcache_bag(refill > 1 ? 2 * refill + 1 : 2);
+	if (!bag)
+		return VA_ENOMEM;
 	va_lock(&vs->free.lock);
 	if (refill > 1 && vs->affinity_span)
-		nb = refill_pool(vs, home, req->size, req->align, refill, &bag);
+		nb = refill_pool(vs, home, req->size, req->align, refill, bag);
 	if (!nb) {
 		b = find_fit(vs, req, &a);
 		if (!b) {
 			va_unlock(&vs->free.lock);
-			objcache_return(&bag);
+			objcache_bag_done(bag);
 			return VA_ENOSPC;
 		}
-		nb = ft_carve(&vs->free.tree, b, a, req->size, &bag);
+		nb = ft_carve(&vs->free.tree, b, a, req->size, bag);
 		/* no zone of the home node has room (a small space): refill from what follows */
 		if (refill > 1 && req->align == vs->quantum && nb != b && b->start == a + req->size)
-			refill_after(vs, b, req->size, refill - 1, home, &bag);
+			refill_after(vs, b, req->size, refill - 1, home, bag);
 	}
 	a = nb->start;
 	nb->owner = owner;
 	nb->home = home;
 	bn = &vs->node[va_node_of(vs, a)];
-	va_lock(&bn->lock);
-	busy_insert(bn, nb);
+	va_lock_in(&vs->free.lock, bn->lk);
+	busy_insert(bn, nb, vs->qshift);
 	va_sat_inc(&bn->allocs);
-	va_unlock(&bn->lock);
+	va_unlock_in(&vs->free.lock, bn->lk);
 	va_unlock(&vs->free.lock);
-	objcache_return(&bag);
+	objcache_bag_done(bag);
 	*out = a;
 	return 0;
 }
@@ -300,8 +322,9 @@ static int normalise(const struct va_space *vs, uint64_t size, uint64_t align, u
 	return 0;
 }
 
+/* pool_tried: the caller's fast path found the home pool empty already (va_alloc). */
 static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
-			uint64_t vend, void *owner, uint64_t *out_addr)
+			uint64_t vend, void *owner, uint64_t *out_addr, bool pool_tried)
 {
 	struct va_fit_req req;
 	unsigned home, q = 0, stride_q = 0;
@@ -343,7 +366,8 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 	bool held = false;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (poolable && alloc_from_pool(vs, home, q, req.align, owner, out_addr)) {
+		if (poolable && !(pool_tried && !attempt) &&
+		    alloc_from_pool(vs, home, q, req.align, owner, out_addr)) {
 			rc = 0;
 			break;
 		}
@@ -357,20 +381,37 @@ static int alloc_common(struct va_space *vs, uint64_t size, uint64_t align, uint
 		lazy_leave(vs, outer);
 	if (rc == VA_ENOSPC)
 		va_sat_add_atomic(&vs->fails, 1);
+	if (!rc)
+		busy_hash_check(vs, *out_addr);
 	return rc;
 }
 
 int va_alloc(struct va_space *vs, uint64_t size, uint64_t align, void *owner, uint64_t *out_addr)
 {
+	bool tried = false;
+
 	if (!vs)
 		return VA_EINVAL;
-	return alloc_common(vs, size, align, vs->base, vs->end, owner, out_addr);
+	/* a pool hit of a size the pools keep at the quantum's alignment: alloc_common's first
+	 * step, without its checks and window arithmetic */
+	if (out_addr && vs->pool_classes && size &&
+	    size - 1 < ((uint64_t)vs->pool_classes << vs->qshift) && align <= vs->quantum &&
+	    !(align & (align - 1))) {
+		unsigned q = (unsigned)((size + vs->quantum - 1) >> vs->qshift);
+
+		if (alloc_from_pool(vs, va_home_node(vs), q, vs->quantum, owner, out_addr)) {
+			busy_hash_check(vs, *out_addr);
+			return 0;
+		}
+		tried = true;
+	}
+	return alloc_common(vs, size, align, vs->base, vs->end, owner, out_addr, tried);
 }
 
 int va_alloc_range(struct va_space *vs, uint64_t size, uint64_t align, uint64_t vstart,
 		   uint64_t vend, void *owner, uint64_t *out_addr)
 {
-	return alloc_common(vs, size, align, vstart, vend, owner, out_addr);
+	return alloc_common(vs, size, align, vstart, vend, owner, out_addr, false);
 }
 
 /* ---- batches ---------------------------------------------------------------------- */
@@ -398,9 +439,12 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 				  uint64_t *out)
 {
 	struct va_node *hn = &vs->node[home];
+	uint64_t dirty = 0; /* bit j: area j was freed straight into the pool, zero it */
 	size_t j = 0;
 
-	va_lock(&hn->lock);
+	if (n > 64)
+		n = 64; /* one lock hold covers at most 64 areas (the dirty mask's bits) */
+	va_lock(hn->lk);
 	for (; j < n; j++) {
 		unsigned q = pool_class_of(vs, sizes[j], align);
 		struct va_block *b;
@@ -411,15 +455,25 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 		if (!b)
 			break; /* the single path counts the wish and refills */
 		if (va_node_of(vs, b->start) != home) {
-			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum);
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum, b->dirty);
 			break;
 		}
 		if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 			hn->pool[q - 1].wanted++;
-		pool_hit(hn, hn, b, home, owners ? owners[j] : NULL);
+		if (b->dirty) {
+			dirty |= 1ull << j;
+			count_zero(hn, (uint64_t)q << vs->qshift);
+		}
+		pool_hit(vs, hn, hn, b, home, owners ? owners[j] : NULL);
 		out[j] = b->start;
 	}
-	va_unlock(&hn->lock);
+	va_unlock(hn->lk);
+	for (; dirty; dirty &= dirty - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(dirty);
+
+		vs->cfg.zero(vs->cfg.release_ctx, out[k],
+			     (uint64_t)pool_class_of(vs, sizes[k], align) << vs->qshift);
+	}
 	return j;
 }
 
@@ -433,16 +487,26 @@ int va_alloc_batch(struct va_space *vs, size_t n, const uint64_t *sizes, uint64_
 	if (!vs || (n && (!sizes || !out_addrs)))
 		return VA_EINVAL;
 	home = va_home_node(vs);
+	/* room in the home node's hash for the runs of pool hits, taken before any lock (at
+	 * most 4096 ahead: each run of 64 checks again after it) */
+	size_t ahead = n < 4096 ? n : 4096;
+
+	if (ahead > 1 && bh_wants_grow(&vs->node[home].hash, ahead))
+		busy_hash_grow(vs, home, ahead);
 	while (i < n) {
 		if (pool_class_of(vs, sizes[i], align)) {
-			i += alloc_run_from_pool(vs, home, n - i, sizes + i, align,
-						 owners ? owners + i : NULL, out_addrs + i);
+			size_t got = alloc_run_from_pool(vs, home, n - i, sizes + i, align,
+							 owners ? owners + i : NULL, out_addrs + i);
+
+			if (got)
+				busy_hash_check(vs, out_addrs[i + got - 1]);
+			i += got;
 			if (i == n)
 				break;
 		}
 		/* a miss, another node's block or an area the pools do not keep */
 		rc = alloc_common(vs, sizes[i], align, vs->base, vs->end, owners ? owners[i] : NULL,
-				  &out_addrs[i]);
+				  &out_addrs[i], false);
 		if (rc)
 			break;
 		i++;
@@ -562,14 +626,16 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 
 				nb->owner = owner;
 				nb->home = home;
-				va_lock(&bn->lock);
-				busy_insert(bn, nb);
+				va_lock_in(&vs->free.lock, bn->lk);
+				busy_insert(bn, nb, vs->qshift);
 				va_sat_inc(&bn->allocs);
-				va_unlock(&bn->lock);
+				va_unlock_in(&vs->free.lock, bn->lk);
 				out_addrs[i] = a;
 			}
 			va_unlock(&vs->free.lock);
 			objcache_return(&bag);
+			for (unsigned i = 0; i < n; i++)
+				busy_hash_check(vs, out_addrs[i]);
 			break;
 		}
 		va_unlock(&vs->free.lock);

@@ -11,15 +11,15 @@ void va_freeze(struct va_space *vs)
 {
 	va_lock(&vs->free.lock);
 	for (unsigned i = 0; i < vs->nodes; i++)
-		va_lock(&vs->node[i].lock);
-	va_lock(&vs->inflight.lock);
+		va_lock_in(&vs->free.lock, vs->node[i].lk);
+	va_lock_in(&vs->free.lock, vs->inflight.lk);
 }
 
 void va_thaw(struct va_space *vs)
 {
-	va_unlock(&vs->inflight.lock);
+	va_unlock_in(&vs->free.lock, vs->inflight.lk);
 	for (unsigned i = vs->nodes; i-- > 0;)
-		va_unlock(&vs->node[i].lock);
+		va_unlock_in(&vs->free.lock, vs->node[i].lk);
 	va_unlock(&vs->free.lock);
 }
 
@@ -51,6 +51,7 @@ static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_bl
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		struct va_node *n = &vs->node[i];
 
+		busy_settle(n); /* the tree then holds every busy block */
 		for (struct rb_node *r = rb_first(&n->busy); r; r = rb_next(r)) {
 			struct va_block *b = rb_entry(r, struct va_block, rb);
 
@@ -160,10 +161,11 @@ static int check_busy(struct checker *c, unsigned i)
 	struct va_space *vs = c->vs;
 	struct va_node *n = &vs->node[i];
 	const char *why = NULL;
-	uint64_t bytes = 0, blocks = 0;
+	uint64_t bytes = 0, blocks = 0, hashed = 0;
 	const struct va_block *prev = NULL;
 	bool hint_seen = false;
 
+	busy_settle(n); /* the tree then holds every busy block */
 	if (n->busy.node && rb_red(n->busy.node))
 		return fail(c, "node %u: busy tree root is red", i);
 	if (rb_validate(n->busy.node, NULL, &why) < 0)
@@ -181,6 +183,14 @@ static int check_busy(struct checker *c, unsigned i)
 				    (unsigned long long)b->start, i);
 		if (add_range(c, b, VA_BLOCK_BUSY))
 			return -1;
+		if (b->pend != VA_PEND_NONE)
+			return fail(c, "node %u: busy block 0x%llx is in the tree and pending", i,
+				    (unsigned long long)b->start);
+		if (b->hashed && (bh_find(&n->hash, b->start, vs->qshift) != b ||
+				  b->slot >= n->hash.cap || bh_at(&n->hash, b->slot) != b))
+			return fail(c, "node %u: busy block 0x%llx is not found through the hash",
+				    i, (unsigned long long)b->start);
+		hashed += b->hashed;
 		bytes += blk_size(b);
 		blocks++;
 		prev = b;
@@ -190,6 +200,17 @@ static int check_busy(struct checker *c, unsigned i)
 	if (n->busy_hint && !hint_seen)
 		return fail(c, "node %u: busy hint 0x%llx is not a block of the busy tree", i,
 			    (unsigned long long)n->busy_hint->start);
+	if (hashed != n->hash.count || blocks - hashed != n->tree_only)
+		return fail(c, "node %u: the hash holds %llu blocks, %llu are marked hashed", i,
+			    (unsigned long long)n->hash.count, (unsigned long long)hashed);
+	for (uint32_t k = 0; k < n->hash.cap; k++) {
+		const struct va_block *hb = bh_at(&n->hash, k);
+
+		if (hb &&
+		    (blk_state(hb) != VA_ST_BUSY || !hb->hashed || va_node_of(vs, hb->start) != i))
+			return fail(c, "node %u: hash slot %u holds a block that is not busy here",
+				    i, k);
+	}
 	if (bytes != n->busy_bytes || blocks != n->busy_blocks)
 		return fail(
 		    c, "node %u: busy counters (%llu bytes, %llu blocks) != tree (%llu, %llu)", i,

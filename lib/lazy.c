@@ -66,9 +66,9 @@ bool lazy_reserve(struct va_node *n)
 
 		if (want <= n->lazy_cap)
 			return false;
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 		p = malloc(want * sizeof(*p));
-		va_lock(&n->lock);
+		va_lock(n->lk);
 		if (!p)
 			return false;
 		old = p;
@@ -79,9 +79,9 @@ bool lazy_reserve(struct va_node *n)
 			n->lazy = p;
 			n->lazy_cap = want;
 		}
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 		free(old);
-		va_lock(&n->lock);
+		va_lock(n->lk);
 	}
 	return true;
 }
@@ -105,12 +105,12 @@ static bool batch_reserve(struct va_space *vs, size_t n)
 		free(t);
 		return false;
 	}
-	va_lock(&vs->inflight.lock);
+	va_lock(vs->inflight.lk);
 	if (vs->inflight.n)
 		memcpy(a, vs->inflight.items, vs->inflight.n * sizeof(*a));
 	old = vs->inflight.items;
 	vs->inflight.items = a;
-	va_unlock(&vs->inflight.lock);
+	va_unlock(vs->inflight.lk);
 	free(old);
 	free(vs->scratch_tmp);
 	vs->scratch_tmp = t;
@@ -131,21 +131,21 @@ static uint64_t detach_lazy(struct va_space *vs)
 		struct va_node *n = &vs->node[i];
 		bool room = true;
 
-		va_lock(&n->lock);
+		va_lock(n->lk);
 		while (room && n->lazy_len > vs->scratch_cap - in->n) {
 			size_t want = in->n + n->lazy_len + n->lazy_len / 2;
 
-			va_unlock(&n->lock);
+			va_unlock(n->lk);
 			room = batch_reserve(vs, want);
-			va_lock(&n->lock);
+			va_lock(n->lk);
 		}
 		if (room && n->lazy_len) {
-			va_lock(&in->lock);
+			va_lock_in(n->lk, in->lk);
 			memcpy(&in->items[in->n], n->lazy, n->lazy_len * sizeof(*n->lazy));
 			in->n += n->lazy_len;
 			in->bytes += n->lazy_bytes;
 			in->blocks += n->lazy_len;
-			va_unlock(&in->lock);
+			va_unlock_in(n->lk, in->lk);
 			atomic_fetch_add_explicit(&vs->lazy_total, n->lazy_unflushed,
 						  memory_order_relaxed);
 			flushed += n->lazy_bytes;
@@ -153,7 +153,7 @@ static uint64_t detach_lazy(struct va_space *vs)
 			n->lazy_bytes = 0;
 			n->lazy_unflushed = 0;
 		}
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 	}
 	return flushed;
 }
@@ -175,7 +175,7 @@ static void detach_decay(struct va_space *vs, enum drain_kind kind)
 		struct va_block *d, *next;
 		bool room = true;
 
-		va_lock(&n->lock);
+		va_lock(n->lk);
 		/* a new demand period for every class (see place_in_pools) */
 		for (unsigned c = 0; c < vs->pool_classes; c++) {
 			n->pool[c].recent = n->pool[c].wanted;
@@ -184,14 +184,14 @@ static void detach_decay(struct va_space *vs, enum drain_kind kind)
 		while (room && n->pool_blocks > vs->scratch_cap - in->n) {
 			size_t want = in->n + n->pool_blocks;
 
-			va_unlock(&n->lock);
+			va_unlock(n->lk);
 			room = batch_reserve(vs, want);
-			va_lock(&n->lock);
+			va_lock(n->lk);
 		}
 		d = room && n->pool_blocks ? pool_take_decay(n, vs->pool_classes, kind, vs->quantum)
 					   : NULL;
 		if (d) {
-			va_lock(&in->lock);
+			va_lock_in(n->lk, in->lk);
 			for (; d; d = next) {
 				next = d->next;
 				in->items[in->n++] = (struct lazy_item){.start = d->start,
@@ -202,9 +202,9 @@ static void detach_decay(struct va_space *vs, enum drain_kind kind)
 				in->decay_bytes += blk_size(d);
 				in->decay_blocks++;
 			}
-			va_unlock(&in->lock);
+			va_unlock_in(n->lk, in->lk);
 		}
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 	}
 }
 
@@ -246,11 +246,11 @@ static void sort_batch(struct va_space *vs)
 
 	if (n < 2)
 		return;
-	va_lock(&in->lock);
+	va_lock(in->lk);
 	src = in->items;
 	if (n <= SMALL_SORT) {
 		insertion_sort(src, n);
-		va_unlock(&in->lock);
+		va_unlock(in->lk);
 		return;
 	}
 	for (size_t k = 0; k < n; k++) {
@@ -283,7 +283,7 @@ static void sort_batch(struct va_space *vs)
 	}
 	in->items = src;
 	vs->scratch_tmp = dst;
-	va_unlock(&in->lock);
+	va_unlock(in->lk);
 }
 
 /* One release callback per run of adjacent freed blocks, no allocator lock held. The batch
@@ -341,13 +341,13 @@ static void choose_for_pools(struct va_space *vs)
 		hn = &vs->node[it->home % vs->nodes];
 		if (locked != hn || held >= vs->cfg.drain_chunk) {
 			if (locked) {
-				va_unlock(&in->lock);
-				va_unlock(&locked->lock);
+				va_unlock_in(locked->lk, in->lk);
+				va_unlock(locked->lk);
 			}
 			locked = hn;
 			held = 0;
-			va_lock(&hn->lock);
-			va_lock(&in->lock); /* the checker reads the flags */
+			va_lock(hn->lk);
+			va_lock_in(hn->lk, in->lk); /* the checker reads the flags */
 		}
 		held++;
 		if (pool_wants(vs, hn, q)) {
@@ -356,8 +356,8 @@ static void choose_for_pools(struct va_space *vs)
 		}
 	}
 	if (locked) {
-		va_unlock(&in->lock);
-		va_unlock(&locked->lock);
+		va_unlock_in(locked->lk, in->lk);
+		va_unlock(locked->lk);
 	}
 }
 
@@ -375,11 +375,11 @@ static void zero_chosen(struct va_space *vs)
 		va_sat_add_atomic(&vs->zero_calls, 1);
 		drain_step(vs);
 	}
-	va_lock(&vs->inflight.lock); /* the checker reads the flags */
+	va_lock(vs->inflight.lk); /* the checker reads the flags */
 	for (size_t k = 0; k < n; k++)
 		if (it[k].flags & LI_WANT)
 			it[k].flags |= LI_ZEROED;
-	va_unlock(&vs->inflight.lock);
+	va_unlock(vs->inflight.lk);
 }
 
 /* Released (or, with cfg.zero, zeroed) blocks of a pooled size go to their home pool while
@@ -402,21 +402,21 @@ static void place_in_pools(struct va_space *vs)
 		hn = &vs->node[it->home % vs->nodes];
 		if (locked != hn || held >= vs->cfg.drain_chunk) {
 			if (locked) {
-				va_unlock(&in->lock);
-				va_unlock(&locked->lock);
+				va_unlock_in(locked->lk, in->lk);
+				va_unlock(locked->lk);
 				drain_step(vs);
 			}
 			locked = hn;
 			held = 0;
-			va_lock(&hn->lock);
-			va_lock(&in->lock);
+			va_lock(hn->lk);
+			va_lock_in(hn->lk, in->lk);
 		}
 		held++;
 		if (it->flags & LI_WANT)
 			hn->pool[q - 1].chosen--;
 		/* with cfg.zero only blocks zeroed for a pool: the rest is not released yet */
 		if ((vs->cfg.zero ? (it->flags & LI_ZEROED) != 0 : pool_wants(vs, hn, q)) &&
-		    pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum)) {
+		    pool_push(hn, it->b, (unsigned)q, vs->cfg.pool_depth, vs->quantum, false)) {
 			it->flags |= LI_PLACED;
 			in->bytes -= size;
 			in->blocks--;
@@ -425,8 +425,8 @@ static void place_in_pools(struct va_space *vs)
 		}
 	}
 	if (locked) {
-		va_unlock(&in->lock);
-		va_unlock(&locked->lock);
+		va_unlock_in(locked->lk, in->lk);
+		va_unlock(locked->lk);
 	}
 }
 
@@ -462,7 +462,7 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 			break;
 		k0 = k;
 		va_lock(&vs->free.lock);
-		va_lock(&in->lock);
+		va_lock_in(&vs->free.lock, in->lk);
 		for (unsigned cnt = 0; k < n && cnt < vs->cfg.drain_chunk;) {
 			struct lazy_item *it = &in->items[k];
 			struct va_block *b0;
@@ -491,7 +491,7 @@ static void place_in_tree(struct va_space *vs, struct va_bag *bag)
 			b0->end = end;
 			ft_insert(&vs->free.tree, b0, bag);
 		}
-		va_unlock(&in->lock);
+		va_unlock_in(&vs->free.lock, in->lk);
 		va_unlock(&vs->free.lock);
 		/* the objects of merged blocks become spares: collected as pointers in the
 		 * (now unused) sort buffer, so they are not touched */
@@ -524,7 +524,7 @@ static void absorb_gaps(struct va_space *vs, struct va_bag *bag)
 
 	while (k + 1 < n) {
 		va_lock(&vs->free.lock);
-		va_lock(&in->lock);
+		va_lock_in(&vs->free.lock, in->lk);
 		for (unsigned cnt = 0; k + 1 < n && cnt < vs->cfg.drain_chunk; k++) {
 			struct lazy_item *it = &in->items[k], *nx = &in->items[k + 1];
 			struct va_block *g;
@@ -548,7 +548,7 @@ static void absorb_gaps(struct va_space *vs, struct va_bag *bag)
 			    g->end; /* a lazy object is in no tree: its range is only read */
 			bag_give(bag, g);
 		}
-		va_unlock(&in->lock);
+		va_unlock_in(&vs->free.lock, in->lk);
 		va_unlock(&vs->free.lock);
 		drain_step(vs);
 	}
@@ -578,9 +578,9 @@ static void drain_pass(struct va_space *vs, enum drain_kind kind)
 			place_in_pools(vs);
 	}
 	place_in_tree(vs, &bag);
-	va_lock(&vs->inflight.lock);
+	va_lock(vs->inflight.lk);
 	vs->inflight.n = 0;
-	va_unlock(&vs->inflight.lock);
+	va_unlock(vs->inflight.lk);
 	atomic_fetch_sub_explicit(&vs->lazy_total, flushed, memory_order_relaxed);
 	va_sat_add_atomic(&vs->drains, 1);
 	objcache_return(&bag);
@@ -694,9 +694,9 @@ static uint64_t total_activity(struct va_space *vs)
 	uint64_t f = 0;
 
 	for (unsigned i = 0; i < vs->nodes; i++) {
-		va_lock(&vs->node[i].lock);
+		va_lock(vs->node[i].lk);
 		f += vs->node[i].frees + vs->node[i].allocs;
-		va_unlock(&vs->node[i].lock);
+		va_unlock(vs->node[i].lk);
 	}
 	return f;
 }
@@ -707,9 +707,9 @@ static bool has_leftovers(struct va_space *vs)
 	bool any = false;
 
 	for (unsigned i = 0; !any && i < vs->nodes; i++) {
-		va_lock(&vs->node[i].lock);
+		va_lock(vs->node[i].lk);
 		any = vs->node[i].lazy_len || vs->node[i].pool_blocks;
-		va_unlock(&vs->node[i].lock);
+		va_unlock(vs->node[i].lk);
 	}
 	return any;
 }

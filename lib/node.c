@@ -34,11 +34,22 @@ unsigned va_home_node(const struct va_space *vs)
 int node_init(struct va_node *n, unsigned pool_classes)
 {
 	memset(n, 0, sizeof(*n));
+	n->lk = &n->lock;
 	n->refill_cursor = UINT64_MAX;
+	n->pend = malloc(VA_PEND_MAX * sizeof(*n->pend));
+	if (!n->pend || bh_alloc(&n->hash, 64)) {
+		free(n->pend);
+		n->pend = NULL;
+		return VA_ENOMEM;
+	}
 	if (pool_classes) {
 		n->pool = calloc(pool_classes, sizeof(*n->pool));
-		if (!n->pool)
+		if (!n->pool) {
+			free(n->pend);
+			n->pend = NULL;
+			bh_free(&n->hash);
 			return VA_ENOMEM;
+		}
 	}
 	va_spin_init(&n->lock);
 	return 0;
@@ -70,6 +81,12 @@ void node_destroy(struct va_node *n, unsigned pool_classes)
 	free_subtree(n->busy.node);
 	n->busy.node = NULL;
 	n->busy_hint = NULL;
+	for (uint32_t i = 0; i < n->pend_len; i++)
+		objcache_give(n->pend[i]);
+	free(n->pend);
+	n->pend = NULL;
+	n->pend_len = 0;
+	bh_free(&n->hash);
 	for (uint32_t i = 0; i < n->lazy_len; i++)
 		objcache_give(n->lazy[i].b);
 	free(n->lazy);
@@ -152,7 +169,7 @@ static bool hint_link(const struct va_node *n, const struct va_block *b, struct 
 	return false;
 }
 
-void busy_insert(struct va_node *n, struct va_block *b)
+static void tree_insert(struct va_node *n, struct va_block *b)
 {
 	struct rb_node **link = &n->busy.node, *parent = NULL;
 
@@ -165,26 +182,75 @@ void busy_insert(struct va_node *n, struct va_block *b)
 				link = &parent->right;
 		}
 	}
-	blk_set_state(b, VA_ST_BUSY);
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&n->busy, &b->rb, NULL);
 	n->busy_hint = b;
-	n->busy_bytes += blk_size(b);
-	n->busy_blocks++;
+	b->pend = VA_PEND_NONE;
 }
 
-void busy_remove(struct va_node *n, struct va_block *b)
+static void tree_remove(struct va_node *n, struct va_block *b)
 {
 	struct rb_node *next = rb_erase_next(&n->busy, &b->rb);
 
 	n->busy_hint = next ? busy_blk(next) : NULL;
-	n->busy_bytes -= blk_size(b);
-	n->busy_blocks--;
 }
 
-struct va_block *busy_find(struct va_node *n, uint64_t addr)
+void busy_settle(struct va_node *n)
 {
+	while (n->pend_len)
+		tree_insert(n, n->pend[--n->pend_len]);
+}
+
+/*
+ * A busy block goes into the hash (a free finds it in O(1)) and the pending array, not the
+ * tree: most areas are freed soon and never need the tree, which only lookups of interior
+ * addresses (va_lookup, telling a bad free's ENOTSTART from EDOUBLEFREE) and the walk need;
+ * those settle the pending blocks into it first. A full pending array is settled at once,
+ * so a settle costs at most VA_PEND_MAX tree inserts and a block enters the tree at most
+ * once: never more tree work than inserting every block at once, usually much less.
+ */
+void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift)
+{
+	blk_set_state(b, VA_ST_BUSY);
+	n->busy_bytes += blk_size(b);
+	n->busy_blocks++;
+	b->hashed = bh_insert(&n->hash, b, qshift);
+	if (!b->hashed) {
+		n->tree_only++;
+		tree_insert(n, b);
+		return;
+	}
+	if (n->pend_len == VA_PEND_MAX)
+		busy_settle(n);
+	b->pend = n->pend_len;
+	n->pend[n->pend_len++] = b;
+}
+
+void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift)
+{
+	n->busy_bytes -= blk_size(b);
+	n->busy_blocks--;
+	if (b->hashed)
+		bh_remove(&n->hash, b, qshift);
+	else
+		n->tree_only--;
+	if (b->pend == VA_PEND_NONE) {
+		tree_remove(n, b);
+		return;
+	}
+	/* the last pending block takes b's place */
+	n->pend[b->pend] = n->pend[--n->pend_len];
+	n->pend[b->pend]->pend = b->pend;
+}
+
+struct va_block *busy_find(struct va_node *n, uint64_t addr, unsigned qshift)
+{
+	struct va_block *hit = bh_find(&n->hash, addr, qshift);
 	struct rb_node *rn = n->busy.node;
+
+	if (hit || !n->tree_only)
+		return hit;
+	/* some blocks found no room in the hash: they are in the tree alone */
 
 	if (n->busy_hint && n->busy_hint->start == addr)
 		return n->busy_hint;
@@ -203,9 +269,11 @@ struct va_block *busy_find(struct va_node *n, uint64_t addr)
 
 struct va_block *busy_floor(struct va_node *n, uint64_t addr)
 {
-	struct rb_node *rn = n->busy.node;
+	struct rb_node *rn;
 	struct va_block *best = NULL;
 
+	busy_settle(n);
+	rn = n->busy.node;
 	while (rn) {
 		struct va_block *b = rb_entry(rn, struct va_block, rb);
 
@@ -227,7 +295,7 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 		struct va_block *b;
 		bool hit = false;
 
-		va_lock(&n->lock);
+		va_lock(n->lk);
 		b = busy_floor(n, addr);
 		if (b && addr < b->end) {
 			out->start = b->start;
@@ -236,11 +304,46 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 			out->node = k;
 			hit = true;
 		}
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 		if (hit)
 			return true;
 	}
 	return false;
+}
+
+/* Slots for count + extra entries at most three quarters full (at least 64). */
+static uint64_t hash_cap_for(uint64_t count, uint64_t extra)
+{
+	uint64_t want = (count + extra + 1) * 4 / 3 + 1, cap = 64;
+
+	while (cap < want && cap < (1ull << 31))
+		cap *= 2;
+	return cap;
+}
+
+int busy_hash_grow(struct va_space *vs, unsigned k, size_t extra)
+{
+	struct va_node *n = &vs->node[k];
+	struct va_busy_hash fresh = {0};
+	uint64_t cap;
+
+	/* sized with the lock dropped (no malloc under an allocator lock); another thread may
+	 * have grown it meanwhile, then this one gives its arrays back */
+	va_lock(n->lk);
+	cap = hash_cap_for(n->hash.count, extra);
+	if (cap <= n->hash.cap) {
+		va_unlock(n->lk);
+		return 0;
+	}
+	va_unlock(n->lk);
+	if (bh_alloc(&fresh, (uint32_t)cap))
+		return VA_ENOMEM;
+	va_lock(n->lk);
+	if (n->hash.cap < cap)
+		bh_move(&n->hash, &fresh, vs->qshift);
+	va_unlock(n->lk);
+	bh_free(&fresh);
+	return 0;
 }
 
 /* ---- pools ---------------------------------------------------------------------------- */
@@ -277,13 +380,15 @@ struct va_block *pool_pop_aligned(struct va_node *n, unsigned q, uint64_t align,
 	return NULL;
 }
 
-bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum)
+bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum,
+	       bool dirty)
 {
 	struct va_pool_class *pc = &n->pool[q - 1];
 
 	if (pc->count >= depth)
 		return false;
 	blk_set_state(b, VA_ST_POOLED);
+	b->dirty = dirty;
 	b->next = pc->head;
 	pc->head = b;
 	pc->count++;

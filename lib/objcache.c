@@ -32,6 +32,11 @@ struct slab {
 	struct slab *next;
 } __attribute__((aligned(64)));
 
+/* The spares an operation draws from and gives back to, kept between operations (see
+ * objcache_bag): a filled bag per call, emptied after it, cost more than the tree work of an
+ * exact-mode allocation. */
+__thread struct va_bag va_tls_bag;
+
 static __thread struct va_block *tls_objs[TLS_CAP];
 static __thread unsigned tls_n;
 static __thread bool tls_registered;
@@ -116,7 +121,18 @@ static struct va_block *carve(void)
 /* Thread exit: hand the thread's cache and the rest of its slab to the depot. */
 static void thread_exit(void *arg)
 {
+	struct va_block *b;
+
 	(void)arg;
+	depot_put(tls_objs, tls_n);
+	tls_n = 0;
+	while ((b = bag_take(&va_tls_bag))) {
+		tls_objs[tls_n++] = b;
+		if (tls_n == TLS_CAP) {
+			depot_put(tls_objs, tls_n);
+			tls_n = 0;
+		}
+	}
 	depot_put(tls_objs, tls_n);
 	tls_n = 0;
 	while (tls_carve_left) {
@@ -168,6 +184,20 @@ int objcache_fill(struct va_bag *bag, unsigned want)
 		bag_give(bag, b);
 	}
 	return 0;
+}
+
+struct va_bag *objcache_bag_fill(unsigned want)
+{
+	return objcache_fill(&va_tls_bag, want) ? NULL : &va_tls_bag;
+}
+
+void objcache_bag_trim(struct va_bag *bag)
+{
+	struct va_bag extra = {0};
+
+	while (bag->n > VA_BAG_KEEP / 2)
+		bag_give(&extra, bag_take(bag));
+	objcache_return(&extra);
 }
 
 void objcache_give(struct va_block *b)

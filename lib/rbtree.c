@@ -69,12 +69,6 @@ void rb_propagate(struct rb_node *node, const struct rb_augment *aug)
 		node = rb_parent(node);
 }
 
-static void propagate_full(struct rb_node *node, const struct rb_augment *aug)
-{
-	for (; node; node = rb_parent(node))
-		aug->update(node);
-}
-
 RB_INLINE void insert_fixup(struct rb_root *root, struct rb_node *z, const struct rb_augment *aug)
 {
 	if (aug) {
@@ -207,7 +201,7 @@ RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
 				const struct rb_augment *aug, enum erase_next mode)
 {
 	const bool want_next = mode == ERASE_FIND_NEXT;
-	struct rb_node *child, *parent, *next = NULL;
+	struct rb_node *child, *parent, *next = NULL, *moved = NULL;
 	bool removed_red;
 
 	if (!z->left || !z->right) {
@@ -228,6 +222,7 @@ RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
 		while (y->left)
 			y = y->left;
 		next = y;
+		moved = y;
 		removed_red = rb_red(y);
 		child = y->right;
 		if (rb_parent(y) == z) {
@@ -246,8 +241,21 @@ RB_INLINE struct rb_node *erase(struct rb_root *root, struct rb_node *z,
 		rb_set_parent(y->left, y);
 		rb_set_red(y, rb_red(z));
 	}
-	if (aug)
-		propagate_full(parent, aug);
+	if (aug) {
+		/* every node from parent up to the one moved into z's place lost it from its
+		 * subtree, and the moved one's own block changed: those recomputed; above, only a
+		 * changed subtree maximum goes further up */
+		if (moved) {
+			struct rb_node *n;
+
+			for (n = parent; n != moved; n = rb_parent(n))
+				aug->update(n);
+			aug->update(moved);
+			rb_propagate(rb_parent(moved), aug);
+		} else {
+			rb_propagate(parent, aug);
+		}
+	}
 	if (!removed_red)
 		erase_fixup(root, child, parent, aug);
 	return next;

@@ -108,7 +108,7 @@ static void put_back(struct va_space *vs, struct va_block **pieces, unsigned n, 
 	struct va_inflight *in = &vs->inflight;
 
 	va_lock(&vs->free.lock);
-	va_lock(&in->lock);
+	va_lock_in(&vs->free.lock, in->lk);
 	for (unsigned i = 0; i < n; i++) {
 		struct va_block *p = pieces[i];
 
@@ -122,7 +122,7 @@ static void put_back(struct va_space *vs, struct va_block **pieces, unsigned n, 
 		in->blocks--;
 		ft_insert(&vs->free.tree, p, bag);
 	}
-	va_unlock(&in->lock);
+	va_unlock_in(&vs->free.lock, in->lk);
 	va_unlock(&vs->free.lock);
 	atomic_fetch_sub_explicit(&vs->lazy_total, bytes, memory_order_relaxed);
 }
@@ -150,9 +150,9 @@ uint64_t va_release_free(struct va_space *vs)
 		}
 		want = reserve_chunk(vs, cap);
 		va_lock(&vs->free.lock);
-		va_lock(&vs->inflight.lock);
+		va_lock_in(&vs->free.lock, vs->inflight.lk);
 		n = take_chunk(vs, &cursor, want, pieces, &bytes, &bag);
-		va_unlock(&vs->inflight.lock);
+		va_unlock_in(&vs->free.lock, vs->inflight.lk);
 		va_unlock(&vs->free.lock);
 		atomic_fetch_sub_explicit(&vs->lazy_total, want - bytes, memory_order_relaxed);
 		for (unsigned i = 0; i < n; i++) {

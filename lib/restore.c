@@ -6,15 +6,25 @@
  * the last level red when it is not full: every path then has as many black nodes), where n
  * placements cost a tree descent, a split and a rebalance each.
  *
- * What it relies on inside the library: struct va_block (rb, start, end; owner and home for
- * busy blocks; next, prev and subtree_max for free ones), a node's busy tree, busy_hint,
- * busy_bytes, busy_blocks and allocs, the free tree's root, list sentinel, bytes and blocks,
- * va_node_of, va_home_node, objcache_fill / objcache_return, lazy_enter / lazy_leave,
- * va_freeze / va_thaw, and rbtree.h's node word (parent, colour, the block state's bits).
+ * Every busy block also goes into its node's busy hash (found by start in O(1)), grown to
+ * its final size before the locks are taken; the node's pending array stays empty (every
+ * block is in the tree already), and a block the hash has no room for is counted tree_only
+ * as busy_insert would.
+ *
+ * What it relies on inside the library: struct va_block (rb, start, end; owner, home, pend,
+ * hashed, slot and dirty for busy blocks; next, prev and subtree_max for free ones), a
+ * node's busy tree, busy_hint, busy hash, pending array, tree_only, busy_bytes, busy_blocks
+ * and allocs, the free tree's root, list sentinel, bytes and blocks, va_node_of,
+ * va_home_node, busy_hash_grow / bh_insert, objcache_fill / objcache_return, lazy_enter /
+ * lazy_leave, va_freeze / va_thaw, and rbtree.h's node word (parent, colour, the block
+ * state's bits).
  */
 #include <stdlib.h>
 
 #include "va_internal.h"
+
+/* How many blocks ahead a bulk hash insert prefetches its slot. */
+#define BH_AHEAD 16
 
 /* The space holds nothing: one free block over all of it (as va_create made it, or all
  * freed and drained again), nothing busy, lazy, pooled or in flight. Frozen. */
@@ -29,7 +39,8 @@ static bool pristine(struct va_space *vs)
 	for (unsigned i = 0; i < vs->nodes; i++) {
 		const struct va_node *n = &vs->node[i];
 
-		if (n->busy.node || n->busy_blocks || n->lazy_len || n->pool_blocks)
+		if (n->busy.node || n->busy_blocks || n->pend_len || n->hash.count ||
+		    n->tree_only || n->lazy_len || n->pool_blocks)
 			return false;
 	}
 	return true;
@@ -137,6 +148,10 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 		b->end = starts[i] + sizes[i];
 		b->owner = owners ? owners[i] : NULL;
 		b->home = home;
+		b->pend = VA_PEND_NONE; /* straight into the tree: never pending */
+		b->hashed = false;
+		b->dirty = false;
+		b->slot = 0;
 		busy[next[k]++] = b;
 		at = b->end;
 	}
@@ -161,8 +176,17 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 		nd->busy_hint = cnt ? busy[first + cnt - 1] : NULL;
 		nd->busy_blocks = cnt;
 		nd->busy_bytes = 0;
-		for (size_t i = first; i < first + cnt; i++)
-			nd->busy_bytes += blk_size(busy[i]);
+		nd->tree_only = 0;
+		for (size_t i = first; i < first + cnt; i++) {
+			struct va_block *b = busy[i];
+
+			nd->busy_bytes += blk_size(b);
+			if (i + BH_AHEAD < first + cnt)
+				bh_prefetch(&nd->hash, busy[i + BH_AHEAD]->start, vs->qshift);
+			/* a full hash (its growth failed) leaves the block in the tree alone */
+			b->hashed = bh_insert(&nd->hash, b, vs->qshift);
+			nd->tree_only += !b->hashed;
+		}
 		nd->allocs += cnt;
 		first += cnt;
 	}
@@ -194,6 +218,12 @@ int va_restore(struct va_space *vs, size_t n, const uint64_t *starts, const uint
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		per_node[va_node_of(vs, starts[i])]++;
+	/* Each node's hash sized for its areas now (it allocates: no lock may be held). Had it
+	 * no memory, the areas it has no room for stay in the busy tree alone, as in
+	 * busy_insert. */
+	for (unsigned k = 0; k < vs->nodes; k++)
+		if (per_node[k])
+			(void)busy_hash_grow(vs, k, per_node[k]);
 	/* No drain or release pass (the idle thread's) runs while the space is rebuilt. */
 	const struct va_space *outer;
 	bool entered = lazy_enter(vs, &outer);

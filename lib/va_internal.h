@@ -58,6 +58,12 @@ struct va_block {
 		struct {
 			void *owner;   /* busy: the caller's tag */
 			uint32_t home; /* busy: node whose thread allocated it */
+			uint32_t pend; /* busy: index in its node's pending array, or
+					  VA_PEND_NONE (in the busy tree) */
+			bool hashed;   /* busy: in its node's busy hash */
+			bool dirty;    /* pooled: freed straight into the pool, not zeroed
+					  yet (zeroed when taken, see lazy_free_locked) */
+			uint32_t slot; /* busy and hashed: its slot in the busy hash */
 		};
 	};
 } __attribute__((aligned(16))); /* rb's parent word needs 4 free low bits */
@@ -137,6 +143,7 @@ struct va_freetree {
 	struct rb_root root;
 	struct va_block head; /* list sentinel: head.next is the lowest block */
 	uint64_t bytes, blocks;
+	uint64_t quantum; /* every block starts and ends on a multiple of it */
 };
 
 /* One size class of a node pool: a stack of ready blocks of exactly (class + 1) quanta. */
@@ -168,6 +175,23 @@ struct lazy_item {
 	uint64_t gap; /* free-tree bytes a drain joined to its end (absorb_gaps): free, not lazy */
 };
 
+/* Busy blocks by start (busyhash.c): open addressing, one word per slot (the object's
+ * address and a tag; 0 = empty). count_pub and cap_pub mirror count and cap for the
+ * unlocked look that decides to grow the table. */
+struct va_busy_hash {
+	uint64_t *slot;
+	uint32_t cap;	/* a power of two, or 0 */
+	uint32_t limit; /* entries an insert may fill under a lock: 7/8 of cap */
+	unsigned shift_bits;
+	uint64_t count;
+	_Atomic uint64_t count_pub;
+	_Atomic uint32_t cap_pub;
+};
+
+/* Busy blocks not yet in the busy tree: at most this many per node (see busy_insert). */
+#define VA_PEND_MAX  1024
+#define VA_PEND_NONE UINT32_MAX
+
 /*
  * A node: busy areas found by address, lazy frees of those areas, pools of ready blocks
  * for the threads whose home it is, and counters, all under one lock so a pool hit and a
@@ -175,7 +199,12 @@ struct lazy_item {
  */
 struct va_node {
 	struct va_spin lock;
-	struct rb_root busy;
+	struct va_spin *lk;	  /* the lock to take: &lock, or in exact mode &free.lock */
+	struct va_busy_hash hash; /* every busy block, but those it had no room for */
+	struct va_block **pend;	  /* VA_PEND_MAX: busy blocks in hash and not in busy */
+	uint32_t pend_len;
+	uint32_t tree_only;  /* busy blocks in busy and not in hash (the hash was full) */
+	struct rb_root busy; /* busy blocks but the pending ones: for lookups by any address */
 	struct va_block *busy_hint; /* NULL or a block in busy: the last inserted, or the
 				       successor of the last removed (see busy_insert) */
 	uint64_t busy_bytes, busy_blocks;
@@ -186,12 +215,15 @@ struct va_node {
 	struct va_pool_class *pool; /* pool_classes entries */
 	uint64_t pool_bytes, pool_blocks;
 	uint64_t allocs, frees, pool_hits;
+	uint64_t zeroed_bytes, zero_calls; /* dirty pool blocks taken (zeroed as they went) */
+	uint64_t recycled;		   /* frees that went straight into a pool */
 	uint64_t refill_cursor; /* under free.lock: where this node's next pool refill goes */
 } __attribute__((aligned(VA_CACHELINE)));
 
 /* A drain's batch and eager frees being released: visible to va_walk/va_check as lazy. */
 struct va_inflight {
 	struct va_spin lock;
+	struct va_spin *lk;	 /* the lock to take: &lock, or in exact mode &free.lock */
 	struct lazy_item *items; /* the drain batch (drain_lock owner writes it) */
 	size_t n;
 	uint64_t bytes, blocks; /* lazy: not yet placed, plus eager blocks (lazy_total has them) */
@@ -208,7 +240,8 @@ struct va_space {
 	uint64_t zone;
 	unsigned zone_shift; /* log2(zone) if zone is a power of two */
 	bool zone_pow2;
-	bool exact;		/* nodes = 1, no pools, eager: lowest-address first fit always */
+	bool exact;   /* nodes = 1, no pools, eager: lowest-address first fit always */
+	bool recycle; /* cfg.zero, pools, lazy: frees of wanted classes go straight to a pool */
 	unsigned pool_classes;	/* pool size classes per node; 0 when pools are off */
 	unsigned nodes_ready;	/* nodes initialised (for teardown after a failed create) */
 	uint64_t lazy_flush;	/* per-node batch of lazy bytes added to lazy_total at once */
@@ -315,6 +348,20 @@ static inline void va_pmutex_unlock(pthread_mutex_t *m)
 	pthread_mutex_unlock(m);
 }
 
+/* Take l inside held unless it is the same lock: in exact mode a node's and the in-flight
+ * table's lock are the free tree's (one lock round trip where there were three). */
+static inline void va_lock_in(struct va_spin *held, struct va_spin *l)
+{
+	if (l != held)
+		va_spin_lock(l);
+}
+
+static inline void va_unlock_in(struct va_spin *held, struct va_spin *l)
+{
+	if (l != held)
+		va_spin_unlock(l);
+}
+
 /* One name for both kinds, so callers need not care which a lock is. */
 #define va_lock(m)                                                                                 \
 	_Generic((m), struct va_spin * : va_spin_lock, pthread_mutex_t * : va_pmutex_lock)(m)
@@ -338,6 +385,66 @@ void objcache_give(struct va_block *b);
 
 /* Bytes of slabs the process holds for block objects (in use or spare, every space). */
 uint64_t objcache_bytes(void);
+
+/* The calling thread's bag of spares, kept between operations. */
+extern __thread struct va_bag va_tls_bag;
+#define VA_BAG_KEEP 64
+
+/* Slow path of objcache_bag: fill the thread's bag to want; NULL if memory is short. */
+struct va_bag *objcache_bag_fill(unsigned want);
+
+/* Slow path of objcache_bag_done: give all but VA_BAG_KEEP / 2 back (no lock held). */
+void objcache_bag_trim(struct va_bag *bag);
+
+/* The thread's bag with at least want spares (call with no lock held), or NULL if memory is
+ * short. Use it only where no callback can run (under the allocator's locks), so a callback
+ * that calls back into the library never finds it in use; objcache_bag_done after. */
+static inline struct va_bag *objcache_bag(unsigned want)
+{
+	return va_tls_bag.n >= want ? &va_tls_bag : objcache_bag_fill(want);
+}
+
+/* After an operation used the thread's bag (no lock held): trim it if it grew past
+ * VA_BAG_KEEP (merges give objects back into it). */
+static inline void objcache_bag_done(struct va_bag *bag)
+{
+	if (bag->n > VA_BAG_KEEP)
+		objcache_bag_trim(bag);
+}
+
+/* ---- busyhash.c: busy blocks by start (callers hold the node's lock, but where said) -- */
+
+/* Enter b under its start; false (nothing done) if the table is 7/8 full or empty. */
+bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift);
+
+/* Bring the slot where start's probe begins into the cache (a bulk insert asks for the
+ * slot of a block some places ahead: a random slot of a large table is a cache miss). */
+void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
+
+/* The block entered under start, or NULL. */
+struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
+
+/* Take b (entered before) out. */
+void bh_remove(struct va_busy_hash *h, const struct va_block *b, unsigned qshift);
+
+/* The block in slot i, or NULL if it is empty (va_check). */
+struct va_block *bh_at(const struct va_busy_hash *h, uint32_t i);
+
+/* Whether the table should grow before extra more inserts (an unlocked look, no lock
+ * needed: a stale answer only grows late, and inserts never need the growth). */
+bool bh_wants_grow(const struct va_busy_hash *h, size_t extra);
+
+/* Empty arrays of cap slots (a power of two) in *t (no lock needed); 0 or VA_ENOMEM. */
+int bh_alloc(struct va_busy_hash *t, uint32_t cap);
+
+/* Move h's entries into fresh and make fresh's arrays h's; fresh gets h's old arrays. */
+void bh_move(struct va_busy_hash *h, struct va_busy_hash *fresh, unsigned qshift);
+
+/* Free the arrays (no lock needed once nobody else uses h). */
+void bh_free(struct va_busy_hash *h);
+
+/* Bytes the table's arrays take. */
+uint64_t bh_bytes(const struct va_busy_hash *h);
 
 /* ---- freetree.c ------------------------------------------------------------------- */
 
@@ -389,18 +496,35 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len);
 int node_init(struct va_node *n, unsigned pool_classes);
 void node_destroy(struct va_node *n, unsigned pool_classes);
 
-/* Insert b (keyed by start); next to busy_hint without a descent when b is its
- * address-order neighbour. b becomes the hint. */
-void busy_insert(struct va_node *n, struct va_block *b);
+/* Make b busy in n: into the hash and the pending array (a full pending array goes into
+ * the busy tree first), or into the busy tree alone if the hash has no room. */
+void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift);
 
-/* Remove b; its successor (else NULL) becomes the hint. */
-void busy_remove(struct va_node *n, struct va_block *b);
+/* Take busy block b out of n (hash, pending array or tree). */
+void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift);
 
-/* Busy block starting exactly at addr, or NULL (the hint is tried first). */
-struct va_block *busy_find(struct va_node *n, uint64_t addr);
+/* Busy block starting exactly at addr, or NULL: O(1) through the hash. */
+struct va_block *busy_find(struct va_node *n, uint64_t addr, unsigned qshift);
 
-/* Busy block with the greatest start <= addr, or NULL. */
+/* Put every pending block into the busy tree, so it holds every busy block of n. */
+void busy_settle(struct va_node *n);
+
+/* Busy block with the greatest start <= addr, or NULL (settles n first). */
 struct va_block *busy_floor(struct va_node *n, uint64_t addr);
+
+/* With no lock held: grow node k's hash so extra more blocks keep it at most three
+ * quarters full. 0 or VA_ENOMEM (the hash keeps working; blocks it has no room for go to
+ * the busy tree). */
+int busy_hash_grow(struct va_space *vs, unsigned k, size_t extra);
+
+/* Grow the hash of the node addr belongs to if needed (no lock held). */
+static inline void busy_hash_check(struct va_space *vs, uint64_t addr)
+{
+	unsigned k = va_node_of(vs, addr);
+
+	if (bh_wants_grow(&vs->node[k].hash, 0))
+		busy_hash_grow(vs, k, 0);
+}
 
 /* Busy block containing addr in any node (each node locked in turn, first one first),
  * copied to *out. Returns true if found. */
@@ -414,8 +538,10 @@ struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum);
 #define POOL_ALIGN_LOOK 4
 struct va_block *pool_pop_aligned(struct va_node *n, unsigned q, uint64_t align, uint64_t quantum);
 
-/* Push b (size q quanta) if its class has room; false if full. */
-bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum);
+/* Push b (size q quanta) if its class has room; false if full. dirty: b holds what its last
+ * holder wrote (it must be zeroed when taken). */
+bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum,
+	       bool dirty);
 
 /* What a drain pass does to the pools: a quarter of every class decays to the tree (and
  * classes in demand are refilled from the pass), or every pool is emptied. */

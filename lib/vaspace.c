@@ -7,9 +7,12 @@
  *   1. drain_lock        one drain at a time (held across the release callbacks of a drain,
  *                        of a va_release_free chunk, and across an allocation's retry)
  *   2. free.lock         the free tree
- *   3. node[i].lock      a node's busy tree, lazy array, pools and counters
+ *   3. node[i].lock      a node's busy hash and tree, lazy array, pools and counters
  *   4. inflight.lock     blocks being released (a drain batch, eager frees)
- * Locks 2-4 are futex locks (struct va_spin, lock.c), the others pthread mutexes.
+ * Locks 2-4 are futex locks (struct va_spin, lock.c), the others pthread mutexes. Code takes
+ * a node's and the in-flight table's lock through their lk pointers: in exact mode (one
+ * node, no pools, eager) both point at free.lock, and a lock taken inside another through
+ * va_lock_in is skipped when it is the same one.
  * Leaves, never held while taking another lock: ctl_lock (background thread control) and
  * the object depot lock (objcache.c). No allocator lock is held while the release callback
  * runs (drain_lock is not an allocator lock: nothing but drains takes it).
@@ -95,6 +98,7 @@ static void set_geometry(struct va_space *vs)
 		classes = (unsigned)(vs->size / vs->quantum);
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
 	vs->exact = vs->nodes == 1 && vs->cfg.no_pools && vs->cfg.eager;
+	vs->recycle = vs->cfg.zero && vs->pool_classes && !vs->cfg.eager;
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;
@@ -171,14 +175,27 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	set_geometry(vs);
 	set_lazy_limits(vs);
 	ft_init(&vs->free.tree);
+	vs->free.tree.quantum = vs->quantum;
 	va_spin_init(&vs->free.lock);
 	va_spin_init(&vs->inflight.lock);
 	if (va_mutex_init(&vs->drain_lock)) {
 		free(vs);
 		return VA_ENOMEM;
 	}
+	vs->inflight.lk = &vs->inflight.lock;
 	/* from here on va_destroy tears down whatever was made */
-	if (create_nodes(vs) || add_whole_space(vs) || lazy_thread_start(vs)) {
+	if (create_nodes(vs)) {
+		va_destroy(vs);
+		return VA_ENOMEM;
+	}
+	if (vs->exact) {
+		/* one node, nothing lazy or pooled: every operation takes the free tree's lock
+		 * anyway, so the node and the in-flight table share it (a pair of alloc and
+		 * eager free takes 3 lock round trips, not 6) */
+		vs->node[0].lk = &vs->free.lock;
+		vs->inflight.lk = &vs->free.lock;
+	}
+	if (add_whole_space(vs) || lazy_thread_start(vs)) {
 		va_destroy(vs);
 		return VA_ENOMEM;
 	}
@@ -226,24 +243,24 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 {
 	unsigned k = va_node_of(vs, addr);
 	struct va_node *n = &vs->node[k];
-	struct va_bag bag = {0};
+	struct va_bag *bag;
 	struct va_block *b;
 	uint64_t size;
 
-	va_lock(&n->lock);
-	b = busy_find(n, addr);
+	va_lock(n->lk);
+	b = busy_find(n, addr, vs->qshift);
 	if (!b) {
-		va_unlock(&n->lock);
+		va_unlock(n->lk);
 		return classify_miss(vs, addr, k);
 	}
-	busy_remove(n, b);
+	busy_remove(n, b, vs->qshift);
 	va_sat_inc(&n->frees);
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
 	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
-	va_lock(&vs->inflight.lock);
+	va_lock_in(n->lk, vs->inflight.lk);
 	b->prev = NULL;
 	b->next = vs->inflight.eager;
 	if (b->next)
@@ -251,16 +268,17 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	vs->inflight.eager = b;
 	vs->inflight.bytes += size;
 	vs->inflight.blocks++;
-	va_unlock(&vs->inflight.lock);
-	va_unlock(&n->lock);
+	va_unlock_in(n->lk, vs->inflight.lk);
+	va_unlock(n->lk);
 
 	if (vs->cfg.release)
 		vs->cfg.release(vs->cfg.release_ctx, b->start, size);
 	va_sat_add_atomic(&vs->released_bytes, size);
 	va_sat_add_atomic(&vs->release_calls, 1);
 
+	bag = objcache_bag(1); /* merges give objects into it (1: the thread is registered) */
 	va_lock(&vs->free.lock);
-	va_lock(&vs->inflight.lock);
+	va_lock_in(&vs->free.lock, vs->inflight.lk);
 	if (b->prev)
 		b->prev->next = b->next;
 	else
@@ -269,11 +287,39 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 		b->next->prev = b->prev;
 	vs->inflight.bytes -= size;
 	vs->inflight.blocks--;
-	va_unlock(&vs->inflight.lock);
-	ft_insert(&vs->free.tree, b, &bag);
+	va_unlock_in(&vs->free.lock, vs->inflight.lk);
+	ft_insert(&vs->free.tree, b, bag);
 	va_unlock(&vs->free.lock);
-	objcache_return(&bag);
+	objcache_bag_done(bag);
 	return 0;
+}
+
+/*
+ * With cfg.zero and pools: a freed block of a pooled size whose class in this node was asked
+ * for lately and has room goes straight back into the pool, dirty, instead of through the lazy
+ * array, a drain pass, its sort and a zero there: it is zeroed when it is taken (by the
+ * allocating thread, outside the locks, before its address is handed out). Dirty or not,
+ * pooled memory is released when it decays to the tree, so nothing a holder wrote reaches
+ * the tree or another holder. false: the lazy path takes it.
+ */
+static bool recycle_locked(struct va_space *vs, struct va_node *n, struct va_block *b,
+			   void **owner_out)
+{
+	uint64_t size = blk_size(b), q = size >> vs->qshift;
+	struct va_pool_class *pc;
+
+	if (q > vs->pool_classes)
+		return false;
+	pc = &n->pool[q - 1];
+	if (pc->count >= vs->cfg.pool_depth || !(pc->wanted | pc->recent))
+		return false;
+	busy_remove(n, b, vs->qshift);
+	if (owner_out)
+		*owner_out = b->owner;
+	pool_push(n, b, (unsigned)q, vs->cfg.pool_depth, vs->quantum, true);
+	va_sat_inc(&n->frees);
+	n->recycled++;
+	return true;
 }
 
 /* What lazy_free_locked did with an address. */
@@ -292,19 +338,21 @@ enum lazy_free_result {
 static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n, uint64_t addr,
 					      void **owner_out, uint64_t *flush)
 {
-	struct va_block *b = busy_find(n, addr);
+	struct va_block *b = busy_find(n, addr, vs->qshift);
 	uint64_t size;
 
 	if (!b)
 		return LF_MISS;
+	if (vs->recycle && recycle_locked(vs, n, b, owner_out))
+		return LF_DONE;
 	if (n->lazy_len == n->lazy_cap) {
 		if (!lazy_reserve(n))
 			return LF_EAGER;
-		b = busy_find(n, addr); /* the lock was dropped: look again */
+		b = busy_find(n, addr, vs->qshift); /* the lock was dropped: look again */
 		if (!b)
 			return LF_MISS;
 	}
-	busy_remove(n, b);
+	busy_remove(n, b, vs->qshift);
 	if (owner_out)
 		*owner_out = b->owner;
 	b->owner = NULL;
@@ -339,6 +387,24 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 {
 	size_t done;
 
+	/* the lazy path of va_free_batch for one address, without the batch's loop */
+	if (vs && !vs->cfg.eager && addr >= vs->base && addr < vs->end) {
+		unsigned k = va_node_of(vs, addr);
+		struct va_node *nd = &vs->node[k];
+		enum lazy_free_result res;
+		uint64_t flush = 0;
+		int rc = 0;
+
+		va_lock(nd->lk);
+		res = lazy_free_locked(vs, nd, addr, owner_out, &flush);
+		va_unlock(nd->lk);
+		if (res == LF_MISS)
+			rc = classify_miss(vs, addr, k);
+		else if (res == LF_EAGER)
+			rc = free_eager(vs, addr, owner_out);
+		lazy_flush_bytes(vs, flush);
+		return rc;
+	}
 	return va_free_batch(vs, 1, &addr, owner_out, &done);
 }
 
@@ -373,7 +439,7 @@ int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **o
 		/* one lock hold for the run of addresses in this node */
 		k = va_node_of(vs, addr);
 		nd = &vs->node[k];
-		va_lock(&nd->lock);
+		va_lock(nd->lk);
 		for (;;) {
 			res = lazy_free_locked(vs, nd, addr, owners_out ? &owners_out[i] : NULL,
 					       &flush);
@@ -385,7 +451,7 @@ int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **o
 			if (addr < vs->base || addr >= vs->end || va_node_of(vs, addr) != k)
 				break;
 		}
-		va_unlock(&nd->lock);
+		va_unlock(nd->lk);
 		if (res == LF_MISS) {
 			rc = classify_miss(vs, addr, k);
 			break;
@@ -429,11 +495,11 @@ int va_set_owner(struct va_space *vs, uint64_t addr, void *owner)
 		return VA_ERANGE;
 	k = va_node_of(vs, addr);
 	n = &vs->node[k];
-	va_lock(&n->lock);
-	b = busy_find(n, addr);
+	va_lock(n->lk);
+	b = busy_find(n, addr, vs->qshift);
 	if (b)
 		b->owner = owner;
-	va_unlock(&n->lock);
+	va_unlock(n->lk);
 	if (b)
 		return 0;
 	return classify_miss(vs, addr, k) == VA_ENOTSTART ? VA_ENOTSTART : VA_ENOTFOUND;
@@ -478,6 +544,9 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 		out->allocs = va_sat_add(out->allocs, n->allocs);
 		out->frees = va_sat_add(out->frees, n->frees);
 		out->pool_hits = va_sat_add(out->pool_hits, n->pool_hits);
+		out->zeroed_bytes = va_sat_add(out->zeroed_bytes, n->zeroed_bytes);
+		out->zero_calls = va_sat_add(out->zero_calls, n->zero_calls);
+		out->recycled = va_sat_add(out->recycled, n->recycled);
 	}
 	out->lazy_bytes = va_sat_add(out->lazy_bytes, vs->inflight.bytes);
 	out->lazy_blocks = va_sat_add(out->lazy_blocks, vs->inflight.blocks);
@@ -492,8 +561,8 @@ void va_get_stats(struct va_space *vs, struct va_stats *out)
 	out->drains = ld(&vs->drains);
 	out->released_bytes = ld(&vs->released_bytes);
 	out->release_calls = ld(&vs->release_calls);
-	out->zeroed_bytes = ld(&vs->zeroed_bytes);
-	out->zero_calls = ld(&vs->zero_calls);
+	out->zeroed_bytes = va_sat_add(out->zeroed_bytes, ld(&vs->zeroed_bytes));
+	out->zero_calls = va_sat_add(out->zero_calls, ld(&vs->zero_calls));
 	out->free_released_bytes = ld(&vs->free_released_bytes);
 	out->free_release_calls = ld(&vs->free_release_calls);
 	out->drain_yields = ld(&vs->drain_yields);

@@ -177,7 +177,9 @@ struct va_stats {
 	uint64_t released_bytes; /* bytes of freed ranges passed to the release callback */
 	uint64_t release_calls;	 /* release callback invocations for freed ranges */
 	uint64_t zeroed_bytes, zero_calls; /* freed blocks passed to zero (pooled in place) */
-	uint64_t pool_hits;		   /* allocations served from a pool */
+	uint64_t recycled;     /* frees that went straight back into a pool (with zero set): zeroed
+				  when taken again, counted in zero_calls then */
+	uint64_t pool_hits;    /* allocations served from a pool */
 	uint64_t drain_yields; /* times the background drain offered its CPU (every 20 us) */
 	uint64_t object_bytes; /* block objects the process holds, every space together: 64 B
 				  each, in 64 KiB slabs kept at their high-water mark */

@@ -547,6 +547,7 @@ static void test_zero_pooled_in_place(void **state)
 	}
 	va_get_stats(vs, &st);
 	assert_true(d.zeros > 0);
+	assert_true(st.recycled > 0); /* frees went straight back to pools too */
 	assert_int_equal(st.zero_calls, d.zeros);
 	assert_int_equal(st.zeroed_bytes, d.zeroed_quanta * Q);
 	/* the pooled share is zeroed, not released: fewer release calls than zero calls */
@@ -558,9 +559,62 @@ static void test_zero_pooled_in_place(void **state)
 	va_destroy(vs);
 }
 
+/* Frees of a class in demand go straight back to the pool, dirty; a batch allocation that
+ * takes them zeroes each before it returns, single allocations too, and va_check counts
+ * them as pooled meanwhile. */
+static void test_recycled_blocks_zeroed_when_taken(void **state)
+{
+	static struct dirt d;
+	struct va_config cfg = {
+	    .size = ZQ * Q,
+	    .nodes = 1,
+	    .no_thread = true,
+	    .release = dirt_release,
+	    .zero = dirt_zero,
+	    .release_ctx = &d,
+	};
+	uint64_t sizes[16], addrs[16];
+	struct va_space *vs;
+	struct va_stats st;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	for (unsigned i = 0; i < 16; i++)
+		sizes[i] = (i % 3 + 1) * Q;
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	for (unsigned round = 0; round < 50; round++) {
+		if (round % 2)
+			assert_int_equal(va_alloc_batch(vs, 16, sizes, 0, NULL, addrs, NULL), 0);
+		else
+			for (unsigned i = 0; i < 16; i++)
+				assert_int_equal(va_alloc(vs, sizes[i], 0, NULL, &addrs[i]), 0);
+		for (unsigned i = 0; i < 16; i++)
+			for (uint64_t k = addrs[i] / Q; k < (addrs[i] + sizes[i]) / Q; k++) {
+				if (d.dirty[k])
+					fail_msg("round %u: quantum %llu handed out unzeroed",
+						 round, ULL(k));
+				d.dirty[k] = 1;
+				d.resident[k] = 1;
+			}
+		CHECK(vs);
+		assert_int_equal(va_free_batch(vs, 16, addrs, NULL, NULL), 0);
+		CHECK(vs);
+		assert_int_equal(va_walk(vs, free_not_resident, &d), 0);
+	}
+	va_get_stats(vs, &st);
+	assert_true(st.recycled >= 16 * 45); /* all but the first rounds' frees */
+	assert_int_equal(st.zero_calls, d.zeros);
+	assert_true(st.pooled_blocks >= 16); /* the last round's (dirty), beside refills */
+	va_drain(vs);
+	assert_int_equal(va_walk(vs, free_not_resident, &d), 0);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_recycled_blocks_zeroed_when_taken),
 	    cmocka_unit_test(test_release_free_exact_blocks),
 	    cmocka_unit_test(test_release_free_cuts_big_blocks),
 	    cmocka_unit_test(test_release_free_beside_allocations),
