@@ -171,7 +171,13 @@ struct vad_persist *vad_persist_begin(bool discard, char *err, size_t err_len)
 	p->begin_ns = now_ns();
 	p->begin_cpu_ns = process_cpu_ns();
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_cond_init(&p->cond, NULL);
+	/* grace_main's deadline is on CLOCK_MONOTONIC (a cond on the default CLOCK_REALTIME
+	 * took it for long past and spun a core for the whole grace). */
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	if (vad_fdstore_take(&p->stored, err, err_len) != 0) {
 		vad_persist_free(p);
 		return NULL;
