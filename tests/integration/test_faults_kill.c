@@ -150,6 +150,8 @@ static void test_clients_killed_mid_flight(void **state)
 				fail_msg("round %d: child %d never got going", round, i);
 			close(pipes[i][0]);
 		}
+		/* A duration, not a wait: the kill lands at a random point of the children's
+		 * requests (all are going, as their pipes said). */
 		vt_sleep_ms((int)(rand_r(&seed) % 40));
 		for (int i = 0; i < CHILDREN; i++)
 			kill(pids[i], SIGKILL);

@@ -108,7 +108,7 @@ static void test_trickled_frames(void **state)
 		for (int i = 0; i < SLOW_CLIENTS; i++)
 			if (pos < len[i])
 				assert_int_equal(0, vt_raw_send(&slow[i], &msg[i][pos], 1));
-		vt_sleep_ms(40);
+		vt_sleep_ms(40); /* a pace, not a wait: the attack's duration */
 	}
 	printf("trickled %zu bytes per client over %.1f s\n", longest,
 	       (double)(vt_now_ns() - t0) / 1e9);
