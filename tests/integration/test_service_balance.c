@@ -380,7 +380,7 @@ static void test_moved_connections_keep_working(void **state)
 	 * the load is spread: that one is handed over when the workers gather. */
 	enum { STAYS = 3 };
 	vad_client *c[STAYS];
-	char name[STAYS][16];
+	char name[STAYS][32];
 	int on_1 = -1;
 	for (int k = 0; k < STAYS; k++) {
 		snprintf(name[k], sizeof(name[k]), "stays-%d", k);
