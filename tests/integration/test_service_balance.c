@@ -333,7 +333,7 @@ static void test_idle_client_is_looked_at_rarely(void **state)
 	/* Counted against the window it really was (a loaded machine may stretch it): at 10
 	 * looks a second it would be 10 per second; at one a second, 1 (and a few for whatever
 	 * else a listener may wake for). */
-	printf("the listener woke %ld times in %.2f s with one idle client\n", woke, secs);
+	print_message("the listener woke %ld times in %.2f s with one idle client\n", woke, secs);
 	if ((double)woke > 4 + 2 * secs)
 		fail_msg("the listener woke %ld times in %.2f s with one idle client: more than "
 			 "2 a second",
@@ -412,9 +412,10 @@ static void test_moved_connections_keep_working(void **state)
 		vad_close(c[k]);
 	}
 	if (spread)
-		printf("%s was on worker 1 while the load was spread, handed to worker 0 when it "
-		       "went\n",
-		       on_1 >= 0 ? name[on_1] : "no idle client (the spread was undone first)");
+		print_message(
+		    "%s was on worker 1 while the load was spread, handed to worker 0 when it "
+		    "went\n",
+		    on_1 >= 0 ? name[on_1] : "no idle client (the spread was undone first)");
 
 	struct vad_stats s;
 	if (vt_wait_busy(d, base.busy_bytes, 1, vt_timeout_ms(5000), &s) != 0)
