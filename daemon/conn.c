@@ -490,6 +490,9 @@ void conn_adopt(struct worker *w, struct conn *c)
 		conn_close(c, "out of memory for its events");
 		return;
 	}
+	/* Which worker serves a session, for people and tests reading the log beside the
+	 * balancer's decisions ("session N opened: ..., worker W" says where it started). */
+	log_debug("session %llu moved to worker %u", (unsigned long long)c->sess->id, w->index);
 	conn_update(c);
 }
 

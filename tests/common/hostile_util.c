@@ -229,8 +229,11 @@ static void *probe_main(void *arg)
 	struct vt_probe *p = arg;
 	while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
 		probe_once(p);
-		if (p->failed)
+		if (p->failed) {
+			__atomic_store_n(&p->gave_up, 1, __ATOMIC_RELEASE);
 			break; /* a lost connection cannot recover; report it */
+		}
+		__atomic_store_n(&p->done, p->n, __ATOMIC_RELEASE);
 		vt_sleep_ms(1);
 	}
 	return NULL;
@@ -240,6 +243,8 @@ int vt_probe_start(struct vt_probe *p)
 {
 	p->n = p->failed = 0;
 	p->first_error[0] = '\0';
+	__atomic_store_n(&p->done, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&p->gave_up, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&p->stop, 0, __ATOMIC_RELEASE);
 	if (pthread_create(&p->thread, NULL, probe_main, p) != 0) {
 		fprintf(stderr, "hostile: pthread_create failed\n");
@@ -247,6 +252,27 @@ int vt_probe_start(struct vt_probe *p)
 	}
 	p->running = true;
 	return 0;
+}
+
+int vt_probe_wait(struct vt_probe *p, unsigned n, int timeout_ms)
+{
+	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	for (;;) {
+		unsigned done = __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
+		if (done >= n)
+			return 0;
+		if (__atomic_load_n(&p->gave_up, __ATOMIC_ACQUIRE)) {
+			fprintf(stderr, "hostile: probe failed after %u of %u round trips\n", done,
+				n);
+			return -1;
+		}
+		if (vt_now_ns() >= deadline) {
+			fprintf(stderr, "hostile: probe did %u of %u round trips in %d ms\n", done,
+				n, timeout_ms);
+			return -1;
+		}
+		vt_sleep_ms(5);
+	}
 }
 
 void vt_probe_stop(struct vt_probe *p, struct vt_latency *out)

@@ -62,6 +62,8 @@ struct vt_probe {
 	int timeout_ms;	  /* for each reply */
 	uint64_t *lat_ns; /* completed round trips, up to cap */
 	unsigned n, cap, failed;
+	unsigned done; /* atomic: round trips completed so far, for vt_probe_wait */
+	int gave_up;   /* atomic: the thread stopped on a failure */
 	char first_error[256];
 };
 
@@ -73,6 +75,10 @@ int vt_probe_measure(struct vt_probe *p, unsigned n, struct vt_latency *out);
 
 /* Start round trips in a background thread until vt_probe_stop (results reset). */
 int vt_probe_start(struct vt_probe *p);
+
+/* Wait until the started probe has completed n round trips since vt_probe_start: 0, or -1
+ * (with a message) if it failed or timeout_ms passed first. */
+int vt_probe_wait(struct vt_probe *p, unsigned n, int timeout_ms);
 
 /* Stop the thread and summarise what it measured. */
 void vt_probe_stop(struct vt_probe *p, struct vt_latency *out);

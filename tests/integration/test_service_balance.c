@@ -226,6 +226,40 @@ static void count_light(const struct vt_daemon *d, int per_worker[2])
 	fclose(f);
 }
 
+/* The worker serving the session that said hello as name, from the log: where it opened
+ * ("session N opened: ..., worker W") or, once moved, where it went last ("session N moved
+ * to worker W"); -1 if the log does not say yet. */
+static int session_worker(const struct vt_daemon *d, const char *name)
+{
+	char hello[128];
+	snprintf(hello, sizeof(hello), ": hello from '%s'", name);
+	static int worker_of[4096];
+	int id_of_name = -1;
+	memset(worker_of, -1, sizeof(worker_of));
+	FILE *f = fopen(d->log_path, "r");
+	assert_non_null(f);
+	char line[1024];
+	while (fgets(line, sizeof(line), f)) {
+		const char *at = strstr(line, "session ");
+		if (!at)
+			continue;
+		int id = atoi(at + strlen("session "));
+		if (id < 0 || id >= 4096)
+			continue;
+		const char *w = strstr(at, " opened: ");
+		w = w ? strstr(w, ", worker ") : NULL;
+		const char *m = strstr(at, " moved to worker ");
+		if (w)
+			worker_of[id] = atoi(w + strlen(", worker "));
+		else if (m)
+			worker_of[id] = atoi(m + strlen(" moved to worker "));
+		else if (strstr(at, hello))
+			id_of_name = id;
+	}
+	fclose(f);
+	return id_of_name >= 0 ? worker_of[id_of_name] : -1;
+}
+
 /* n clients connect one after the other and each does one alloc and free. */
 static void light_clients(const struct vt_daemon *d, int n)
 {
@@ -279,21 +313,31 @@ static void test_idle_client_is_looked_at_rarely(void **state)
 	void *p;
 	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p));
 	VT_ASSERT_OK(c, vad_free(c, p));
-	vt_sleep_ms(1200); /* past the first quiet look */
+	/* A duration, not a wait: what the test counts is how often the listener wakes per
+	 * second, so it looks over seconds. The first quiet look comes a tick or two after the
+	 * last request; wakeups before it fall in this settling time, and the bound below has
+	 * room for a few anyway. */
+	vt_sleep_ms(1200);
 	long before = listener_wakeups(d);
 	if (before < 0) {
 		vad_close(c);
 		assert_int_equal(0, vt_daemon_stop(d));
 		skip(); /* no per-thread status here */
 	}
-	vt_sleep_ms(3000);
+	uint64_t t0 = vt_now_ns();
+	vt_sleep_ms(3000); /* a duration: the window the wakeups are counted over */
 	long woke = listener_wakeups(d) - before;
+	double secs = (double)(vt_now_ns() - t0) / 1e9;
 	vad_close(c);
 	assert_int_equal(0, vt_daemon_stop(d));
-	/* 3 s at 10 looks a second would be 30 wakeups; at one a second, 3 (and a few for
-	 * whatever else a listener may wake for) */
-	if (woke > 10)
-		fail_msg("the listener woke %ld times in 3 s with one idle client", woke);
+	/* Counted against the window it really was (a loaded machine may stretch it): at 10
+	 * looks a second it would be 10 per second; at one a second, 1 (and a few for whatever
+	 * else a listener may wake for). */
+	print_message("the listener woke %ld times in %.2f s with one idle client\n", woke, secs);
+	if ((double)woke > 4 + 2 * secs)
+		fail_msg("the listener woke %ld times in %.2f s with one idle client: more than "
+			 "2 a second",
+			 woke, secs);
 }
 
 static void test_even_deals_round_robin(void **state)
@@ -312,8 +356,9 @@ static void test_even_deals_round_robin(void **state)
 static void test_moved_connections_keep_working(void **state)
 {
 	struct vt_daemon *d = *state;
-	assert_int_equal(0, vt_daemon_setup(
-				d, "workers = 2\nworker_spread_idle = 0\nlog_level = debug\n", NULL));
+	assert_int_equal(
+	    0,
+	    vt_daemon_setup(d, "workers = 2\nworker_spread_idle = 0\nlog_level = debug\n", NULL));
 	struct vad_stats base;
 	assert_int_equal(0, vt_stats(d, &base));
 
@@ -328,24 +373,49 @@ static void test_moved_connections_keep_working(void **state)
 	while (spread && load_min_rounds(&ld) < after && vt_now_ns() < end)
 		vt_sleep_ms(20);
 	uint64_t reached = load_min_rounds(&ld);
-	/* One client stays, idle, while the load goes: the workers gather on one again (the
+	/* A few clients stay, idle, while the load goes: the workers gather on one again (the
 	 * last one hands its connections over, unless the spread was already undone because
-	 * it did not pay) and it is still served. */
-	vad_client *c;
-	assert_int_equal(0, vt_connect(d, "stays", &c));
+	 * it did not pay) and they are still served. New clients go to the active worker with
+	 * the fewest connections (worker 0 on a tie), so of three one lands on worker 1 while
+	 * the load is spread: that one is handed over when the workers gather. */
+	enum { STAYS = 3 };
+	vad_client *c[STAYS];
+	char name[STAYS][32];
+	int on_1 = -1;
+	for (int k = 0; k < STAYS; k++) {
+		snprintf(name[k], sizeof(name[k]), "stays-%d", k);
+		assert_int_equal(0, vt_connect(d, name[k], &c[k]));
+		if (on_1 < 0 && session_worker(d, name[k]) == 1)
+			on_1 = k;
+	}
 	load_finish(&ld);
 	if (spread && reached < after)
 		fail_msg("a loader did only %llu rounds of %llu within 30 s after the move",
 			 (unsigned long long)reached, (unsigned long long)after);
 	if (spread && !wait_back_on_one(d, vt_timeout_ms(10000)))
-		fail_msg("the workers did not gather on one with a single idle client");
-	vt_sleep_ms(300); /* the hand-over follows the decision */
-	void *p;
-	VT_ASSERT_OK(c, vad_alloc(c, 3 * PAGE, 0, &p));
-	vt_fill_pattern(p, 3 * PAGE, 77);
-	assert_true(vt_check_pattern(p, 3 * PAGE, 77) < 0);
-	VT_ASSERT_OK(c, vad_free(c, p));
-	vad_close(c);
+		fail_msg("the workers did not gather on one with idle clients only");
+	/* The hand-over follows the decision: every idle client ends up on worker 0. */
+	uint64_t moved_by = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
+	for (int k = 0; spread && k < STAYS; k++) {
+		while (session_worker(d, name[k]) != 0 && vt_now_ns() < moved_by)
+			vt_sleep_ms(20);
+		if (session_worker(d, name[k]) != 0)
+			fail_msg("idle client %s is on worker %d after the workers gathered on one",
+				 name[k], session_worker(d, name[k]));
+	}
+	for (int k = 0; k < STAYS; k++) {
+		void *p;
+		VT_ASSERT_OK(c[k], vad_alloc(c[k], 3 * PAGE, 0, &p));
+		vt_fill_pattern(p, 3 * PAGE, 77 + (uint64_t)k);
+		assert_true(vt_check_pattern(p, 3 * PAGE, 77 + (uint64_t)k) < 0);
+		VT_ASSERT_OK(c[k], vad_free(c[k], p));
+		vad_close(c[k]);
+	}
+	if (spread)
+		print_message(
+		    "%s was on worker 1 while the load was spread, handed to worker 0 when it "
+		    "went\n",
+		    on_1 >= 0 ? name[on_1] : "no idle client (the spread was undone first)");
 
 	struct vad_stats s;
 	if (vt_wait_busy(d, base.busy_bytes, 1, vt_timeout_ms(5000), &s) != 0)
@@ -356,6 +426,8 @@ static void test_moved_connections_keep_working(void **state)
 	assert_int_equal(0, vt_daemon_stop(d));
 	if (!spread)
 		skip(); /* served correctly, but the load never saturated a worker here */
+	if (on_1 < 0)
+		skip(); /* served correctly, but no idle client had to be handed over */
 }
 
 /* No idle CPU to be had (more asked than the machine has): saturated workers are left as
@@ -363,8 +435,9 @@ static void test_moved_connections_keep_working(void **state)
 static void test_no_spread_without_idle_cpu(void **state)
 {
 	struct vt_daemon *d = *state;
-	assert_int_equal(0, vt_daemon_setup(
-				d, "workers = 2\nworker_spread_idle = 1024\nlog_level = debug\n", NULL));
+	assert_int_equal(
+	    0, vt_daemon_setup(d, "workers = 2\nworker_spread_idle = 1024\nlog_level = debug\n",
+			       NULL));
 	struct load ld;
 	load_start(&ld, d, false);
 	bool refused = wait_log(d, "not spreading", vt_timeout_ms(20000));
@@ -380,8 +453,9 @@ static void test_no_spread_without_idle_cpu(void **state)
 static void test_stop_while_moving(void **state)
 {
 	struct vt_daemon *d = *state;
-	assert_int_equal(0, vt_daemon_setup(
-				d, "workers = 2\nworker_spread_idle = 0\nlog_level = debug\n", NULL));
+	assert_int_equal(
+	    0,
+	    vt_daemon_setup(d, "workers = 2\nworker_spread_idle = 0\nlog_level = debug\n", NULL));
 	struct load ld;
 	load_start(&ld, d, true);
 	bool spread = wait_log(d, "handed", vt_timeout_ms(20000));

@@ -713,7 +713,14 @@ static void test_daemon_out_of_fds(void **state)
 			connected++;
 	}
 	print_message("%d of %d flood connections were accepted or queued\n", connected, FLOOD);
-	vt_sleep_ms(vt_timeout_ms(300));
+	/* It runs out: accept fails (EMFILE) and the daemon says so and pauses accepting. */
+	uint64_t out_by = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
+	while (!vt_daemon_log_contains(&d, "accept failed: ") && vt_now_ns() < out_by)
+		vt_sleep_ms(20);
+	if (!vt_daemon_log_contains(&d, "accept failed: ")) {
+		vt_daemon_print_log(&d, 20);
+		fail_msg("the daemon never said it could not accept with RLIMIT_NOFILE 128");
+	}
 	/* The client the daemon already had is still served. */
 	void *q;
 	VT_ASSERT_OK(bystander, vad_alloc(bystander, PAGE, 0, &q));

@@ -189,7 +189,7 @@ static void test_byte_at_a_time(void **state)
 	assert_true(n > VAD_FRAME_HEADER);
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(0, vt_raw_send(&r, &frame[i], 1));
-		vt_sleep_ms(2);
+		vt_sleep_ms(2); /* a pace, not a wait: each byte its own read in the daemon */
 	}
 	Vad__Response *resp = NULL;
 	assert_int_equal(VT_RAW_RESPONSE, vt_raw_recv(&r, &resp, REPLY_TIMEOUT));

@@ -823,6 +823,26 @@ static void history_events(const struct vt_daemon *d, bool oldest_first, char *o
 	vt_output_free(&o);
 }
 
+/* Whether vactl history on d's database has a snapshot whose default arena shows
+ * busy and resident bytes of at least want each. */
+static bool history_has_snapshot(const struct vt_daemon *d, uint64_t want)
+{
+	struct vt_output o;
+	assert_int_equal(0, vt_vactl(NULL, NULL, &o, "--json", "history", "--db", d->stats_db,
+				     "--since", "all", NULL));
+	struct json_object *j = o.exit_code == 0 ? vt_json_parse(o.out) : NULL;
+	struct json_object *snaps = j ? vt_json_path(j, "snapshots") : NULL;
+	bool seen = false;
+	for (size_t i = 0; snaps && i < json_object_array_length(snaps) && !seen; i++) {
+		struct json_object *a = arena_named(json_object_array_get_idx(snaps, i), "default");
+		seen = a && ju64(a, "busy_bytes") >= want && ju64(a, "resident_bytes") >= want;
+	}
+	if (j)
+		json_object_put(j);
+	vt_output_free(&o);
+	return seen;
+}
+
 static void history_kinds(const struct vt_daemon *d, char *out, size_t len)
 {
 	history_events(d, false, out, len, NULL, NULL, 0);
@@ -836,12 +856,16 @@ static void test_history_unclean_stop(void **state)
 	assert_int_equal(0, vt_daemon_setup(d, "stats_interval = 100ms\n", NULL));
 	char kinds[512];
 	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(30000) * 1000000u;
-	do { /* its start is on disk at once */
+	/* Its start and a first snapshot are on disk (the snapshot follows the start event: an
+	 * unclean stop is dated at the last snapshot, and none is recorded without one). */
+	do {
 		history_kinds(d, kinds, sizeof(kinds));
-		if (!vt_contains(kinds, "start"))
-			vt_sleep_ms(20);
-	} while (!vt_contains(kinds, "start") && vt_now_ns() < deadline);
+		if (vt_contains(kinds, "start") && history_has_snapshot(d, 0))
+			break;
+		vt_sleep_ms(20);
+	} while (vt_now_ns() < deadline);
 	assert_string_equal("start", kinds);
+	assert_true(history_has_snapshot(d, 0));
 	pid_t killed = d->pid;
 	assert_int_equal(0, vt_daemon_signal(d, SIGKILL));
 	while (vt_daemon_alive(d))
@@ -877,7 +901,13 @@ static void test_history(void **state)
 	void *p;
 	VT_ASSERT_OK(c, vad_alloc(c, 5 * PAGE, 0, &p));
 	memset(p, 1, 5 * PAGE); /* resident while held */
-	vt_sleep_ms(vt_timeout_ms(600));
+	/* Held until a periodic snapshot has recorded it. */
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(30000) * 1000000u;
+	while (!history_has_snapshot(d, 5 * PAGE)) {
+		if (vt_now_ns() > deadline)
+			fail_msg("no snapshot of the 5 held pages in %s", d->stats_db);
+		vt_sleep_ms(50);
+	}
 	VT_ASSERT_OK(c, vad_free(c, p));
 	vad_close(c);
 	assert_int_equal(0, vt_daemon_stop(d));

@@ -183,6 +183,34 @@ static int alloc_eventually(vad_client *c, size_t size, void **out)
 	return rc;
 }
 
+/* Lines of the daemon's log that contain needle. */
+static int log_lines_with(const struct vt_daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->log_path, "r");
+	if (!f)
+		return 0;
+	char line[2048];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Wait until the daemon has logged n lines containing needle. */
+static void wait_log_lines(const struct vt_daemon *d, const char *needle, int n)
+{
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
+	while (log_lines_with(d, needle) < n) {
+		if (vt_now_ns() > deadline) {
+			vt_daemon_print_log(d, 20);
+			fail_msg("the daemon logged %d lines with \"%s\", not %d",
+				 log_lines_with(d, needle), needle, n);
+		}
+		vt_sleep_ms(20);
+	}
+}
+
 static void test_sighup_reloads_quota(void **state)
 {
 	struct vt_daemon *d = *state;
@@ -205,7 +233,7 @@ static void test_sighup_reloads_quota(void **state)
 	/* A broken file on SIGHUP: the daemon keeps running with the limits it has. */
 	write_file(d->conf_path, "[vad]\nquota_client = lots\n");
 	assert_int_equal(0, vt_daemon_signal(d, SIGHUP));
-	vt_sleep_ms(vt_timeout_ms(300));
+	wait_log_lines(d, "SIGHUP: ", 2); /* the second SIGHUP handled (refused) */
 	assert_true(vt_daemon_alive(d));
 	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p3));
 	VT_ASSERT_OK(c, vad_free(c, p3));
@@ -295,7 +323,7 @@ static void *busy_client_run(void *arg)
 		}
 		if (rc != 0)
 			break;
-		b->ops++;
+		__atomic_store_n(&b->ops, b->ops + 1, __ATOMIC_RELEASE);
 	}
 	b->final_rc = rc;
 	/* once gone, always gone */
@@ -319,7 +347,11 @@ static void test_sigterm_under_load(void **state)
 		b[i] = (struct busy_client){.socket_path = d->socket_path};
 		assert_int_equal(0, pthread_create(&t[i], NULL, busy_client_run, &b[i]));
 	}
-	vt_sleep_ms(vt_timeout_ms(300));
+	/* Every client busy (some rounds done, more in flight) before the SIGTERM. */
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
+	for (int i = 0; i < N; i++)
+		while (__atomic_load_n(&b[i].ops, __ATOMIC_ACQUIRE) < 10 && vt_now_ns() < deadline)
+			vt_sleep_ms(5);
 	assert_int_equal(0, vt_daemon_stop(d));
 	for (int i = 0; i < N; i++)
 		pthread_join(t[i], NULL);
@@ -329,7 +361,10 @@ static void test_sigterm_under_load(void **state)
 		if (b[i].final_rc != VAD_EGONE)
 			fail_msg("client %d stopped with %d (%s), expected EGONE", i, b[i].final_rc,
 				 vad_strerror(b[i].final_rc));
-		assert_true(b[i].ops > 0);
+		if (b[i].ops < 10)
+			fail_msg(
+			    "client %d did %d rounds, not the 10 waited for before the SIGTERM", i,
+			    b[i].ops);
 	}
 }
 
@@ -364,7 +399,22 @@ static void stats_run(struct vt_daemon *d, int n)
 	void *p[8];
 	for (int i = 0; i < n; i++)
 		VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &p[i]));
-	vt_sleep_ms(vt_timeout_ms(700)); /* several 200 ms intervals */
+	/* Held until a periodic snapshot of this run (not the final one) has recorded them. */
+	int64_t before = access(d->stats_db, F_OK) == 0
+			     ? sqlite_int(d->stats_db, "SELECT coalesce(max(id), 0) FROM snapshot")
+			     : 0;
+	char sql[512];
+	snprintf(sql, sizeof(sql),
+		 "SELECT count(*) FROM session_snapshot ss JOIN snapshot s ON s.id = "
+		 "ss.snapshot_id WHERE s.id > %lld AND s.final = 0 AND ss.name = 'stats-client' "
+		 "AND ss.held_ranges = %d",
+		 (long long)before, n);
+	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(30000) * 1000000u;
+	while (access(d->stats_db, F_OK) != 0 || sqlite_int(d->stats_db, sql) < 1) {
+		if (vt_now_ns() > deadline)
+			fail_msg("no periodic snapshot of %d held ranges in %s", n, d->stats_db);
+		vt_sleep_ms(20);
+	}
 	for (int i = 0; i < n; i++)
 		VT_ASSERT_OK(c, vad_free(c, p[i]));
 	vad_close(c);
