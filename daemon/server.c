@@ -399,7 +399,8 @@ static void begin_stop(struct vad_server *s, const char *why)
 	log_notice("%s: stopping (no new connections; closing every session)", why);
 	snprintf(s->svc->stop_reason, sizeof(s->svc->stop_reason), "%s", why); /* the stop event */
 	sd_notify(0, "STOPPING=1");
-	vad_persist_freeze(s->svc); /* before any session closes: their holds stay recorded */
+	vad_persist_freeze(s->svc);	 /* before any session closes: their holds stay recorded */
+	vad_service_wait_served(s->svc); /* and every grant answered was recorded */
 	__atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
 	if (s->listening) {
 		event_del(s->ev_listen);

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -164,6 +165,27 @@ static void report_client_log_suppressed(struct vad_service *svc, uint64_t now)
 		"1 per %u ms)",
 		n, span / 1000, span % 1000 / 100, VAD_RATE_ALL_BURST, VAD_RATE_ALL_PERIOD_MS);
 	svc->log_suppressed_level = VAD_LOG_DEBUG;
+}
+
+bool vad_service_serve_begin(struct vad_service *svc)
+{
+	/* With the stop's store of state_frozen and load of serving (both seq_cst): either this
+	 * pass sees the freeze, or the stop sees the pass and waits for it. */
+	__atomic_add_fetch(&svc->serving, 1, __ATOMIC_SEQ_CST);
+	return !__atomic_load_n(&svc->reg->state_frozen, __ATOMIC_SEQ_CST);
+}
+
+void vad_service_serve_end(struct vad_service *svc)
+{
+	__atomic_sub_fetch(&svc->serving, 1, __ATOMIC_RELEASE);
+}
+
+void vad_service_wait_served(struct vad_service *svc)
+{
+	/* A pass is bounded (a session's input up to the high watermark; a queue's head
+	 * retries), and passes begun after the freeze end at once. */
+	while (__atomic_load_n(&svc->serving, __ATOMIC_SEQ_CST))
+		sched_yield();
 }
 
 bool vad_service_client_log(struct vad_service *svc, int level)

@@ -62,6 +62,9 @@ struct vad_service {
 	unsigned default_arena; /* the section named "default", else the first */
 	struct vad_tenants *tenants;
 	struct vad_registry *reg;
+	/* (atomic) workers inside a pass that may change holds (vad_service_serve_begin): a
+	 * polite stop waits for it to reach 0 after freezing the state file. */
+	unsigned serving;
 	struct vad_limits limits; /* atomics */
 	uid_t daemon_uid;
 	bool has_admin_group;
@@ -197,5 +200,17 @@ static inline size_t vad_service_low_watermark(const struct vad_service *svc)
 {
 	return vad_service_high_watermark(svc) / 4;
 }
+
+/* A worker starts a pass that may change holds (a session's requests, a retry of waiting
+ * allocations): false once a polite stop froze the state file, when it must serve nothing
+ * (what it did the file would not keep). Always pair with vad_service_serve_end. */
+bool vad_service_serve_begin(struct vad_service *svc);
+
+/* The pass vad_service_serve_begin started is over. */
+void vad_service_serve_end(struct vad_service *svc);
+
+/* After the state file froze: wait until no pass begun before the freeze is still running,
+ * so every hold granted was recorded or none will be answered. */
+void vad_service_wait_served(struct vad_service *svc);
 
 #endif

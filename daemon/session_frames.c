@@ -14,7 +14,6 @@
 #include "handler.h"
 #include "log.h"
 #include "op_stats.h"
-#include "registry_types.h"
 #include "service.h"
 
 #define IN_START (16u * 1024u) /* an idle session costs little */
@@ -247,12 +246,6 @@ static void broken_framing(struct vad_session *s, Vad__Error code, const char *f
 	s->closing = true;
 }
 
-/* The daemon is stopping politely and its state file is frozen (persist.h). */
-static bool stopping(const struct vad_session *s)
-{
-	return __atomic_load_n(&s->svc->reg->state_frozen, __ATOMIC_ACQUIRE);
-}
-
 void vad_session_process(struct vad_session *s)
 {
 	uint32_t max = vad_service_max_frame(s->svc);
@@ -264,6 +257,7 @@ void vad_session_process(struct vad_session *s)
 	/* A request's latency runs from the end of the one before it in this pass (or the pass's
 	 * start): one clock read per request. */
 	uint64_t t0 = 0;
+	bool serving = vad_service_serve_begin(s->svc);
 
 	while (!s->closing && !s->pause_ms && vad_session_output_pending(s) < high) {
 		size_t plen = 0;
@@ -285,7 +279,7 @@ void vad_session_process(struct vad_session *s)
 				       0, max);
 			break;
 		}
-		if (stopping(s)) {
+		if (!serving) {
 			/* What the daemon does now its state file would not keep (polite stop):
 			 * the request goes unanswered, its caller sees the connection close and
 			 * resumes with the next daemon, which has the holds as they were. */
@@ -303,6 +297,7 @@ void vad_session_process(struct vad_session *s)
 		t0 = t1;
 		pos += VAD_FRAME_HEADER + plen;
 	}
+	vad_service_serve_end(s->svc);
 	if (s->closing) {
 		s->in_len = 0; /* nothing after broken framing is trustworthy */
 	} else if (pos) {

@@ -201,9 +201,12 @@ static void retry_queue(struct vad_waitq *q, struct worker *w)
 
 void vad_waitq_retry(struct vad_service *svc, struct worker *w)
 {
-	for (size_t i = 0; i < svc->n_slots; i++)
-		if (__atomic_load_n(&svc->waitqs[i].n, __ATOMIC_ACQUIRE))
-			retry_queue(&svc->waitqs[i], w);
+	/* Stopping politely, no waiter is granted anything: their sessions are closing. */
+	if (vad_service_serve_begin(svc))
+		for (size_t i = 0; i < svc->n_slots; i++)
+			if (__atomic_load_n(&svc->waitqs[i].n, __ATOMIC_ACQUIRE))
+				retry_queue(&svc->waitqs[i], w);
+	vad_service_serve_end(svc);
 }
 
 void vad_waitq_cancel_session(struct vad_session *s)
