@@ -76,6 +76,23 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def start_loader(sock, arena=None):
+    """A client that allocates, shares and frees in a loop through vactl session until it is
+    killed, and dies with the daemon (no reconnect): what a restart finds in flight."""
+    extra = ["--arena", arena] if arena else []
+    return subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess,sys\n"
+         "p=subprocess.Popen(sys.argv[1:],stdin=subprocess.PIPE,stdout=subprocess.DEVNULL,"
+         "text=True)\n"
+         "try:\n"
+         " for k in range(1000000):\n"
+         "  p.stdin.write('alloc 8K\\nalloc 4K\\nshare #%d\\nfree #%d\\n'%(2*k+1,2*k+1))\n"
+         "except BrokenPipeError: pass\n",
+         VACTL, "--socket", sock, "--json", "session"] + extra,
+        env=dict(os.environ, VAD_RECONNECT_MS="0"))
+
+
 def wait_for(cond, timeout, step=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -321,17 +338,7 @@ def resume_test(tmp):
     check(sh[0].get("ok"), "resume: R shares one more range after resuming")
     rtok9 = sh[0].get("token", "")
 
-    loader = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess,sys\n"
-         "p=subprocess.Popen(sys.argv[1:],stdin=subprocess.PIPE,stdout=subprocess.DEVNULL,"
-         "text=True)\n"
-         "try:\n"
-         " for k in range(1000000):\n"
-         "  p.stdin.write('alloc 8K\\nalloc 4K\\nshare #%d\\nfree #%d\\n'%(2*k+1,2*k+1))\n"
-         "except BrokenPipeError: pass\n",
-         VACTL, "--socket", sock, "--json", "session"],
-        env=dict(os.environ, VAD_RECONNECT_MS="0"))  # a client that dies with the daemon
+    loader = start_loader(sock)
     time.sleep(random.uniform(0.2, 0.8))
     check(m.stop(signal.SIGKILL) == -9, "resume: kill -9 under load")
     check(read_all(r, "R2", N - 1) and write_all(r, "R3", N - 1),
@@ -416,17 +423,7 @@ def tenant_test(tmp):
     check(rc == 0, "tenant: vactl check after the polite restart: %s" % out.strip())
     check(read_all(t, "T2", T - 1), "tenant: T's data is intact")
 
-    loader = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess,sys\n"
-         "p=subprocess.Popen(sys.argv[1:],stdin=subprocess.PIPE,stdout=subprocess.DEVNULL,"
-         "text=True)\n"
-         "try:\n"
-         " for k in range(1000000):\n"
-         "  p.stdin.write('alloc 8K\\nalloc 4K\\nshare #%d\\nfree #%d\\n'%(2*k+1,2*k+1))\n"
-         "except BrokenPipeError: pass\n",
-         VACTL, "--socket", sock, "--json", "session", "--arena", "own"],
-        env=dict(os.environ, VAD_RECONNECT_MS="0"))
+    loader = start_loader(sock, "own")
     time.sleep(random.uniform(0.2, 0.8))
     check(m.stop(signal.SIGKILL) == -9, "tenant: kill -9 under load in the tenant arena")
     check(read_all(t, "T2", T - 1) and write_all(t, "T3", T - 1),
@@ -570,16 +567,7 @@ def main():
     tok6 = sh[0].get("token", "")
 
     # --- kill -9 during a busy load
-    loader = subprocess.Popen(
-        [sys.executable, "-c",
-         "import subprocess,sys\n"
-         "p=subprocess.Popen(sys.argv[1:],stdin=subprocess.PIPE,stdout=subprocess.DEVNULL,"
-         "text=True)\n"
-         "try:\n"
-         " for k in range(1000000):\n"
-         "  p.stdin.write('alloc 8K\\nalloc 4K\\nshare #%d\\nfree #%d\\n'%(2*k+1,2*k+1))\n"
-         "except BrokenPipeError: pass\n",
-         VACTL, "--socket", sock, "--json", "session"])
+    loader = start_loader(sock)
     time.sleep(random.uniform(0.2, 0.8))
     code = m.stop(signal.SIGKILL)
     check(code == -9, "kill -9 at a random moment of the load (exit %s)" % code)
