@@ -39,8 +39,8 @@ bench-commit: $(VAD) $(COMMIT_BENCH)
 # the state file's bytes per live range (tests/bench/restart/). RESTART_BENCH_ARGS: --ranges N,
 # --clients C, --runs R, --shares S, --workers W.
 RESTART_BENCH := $(O)/bench/restart_bench
-RESTART_BENCH_SRC := tests/bench/restart/restart_bench.c tests/bench/restart/fdstore_stub.c
-$(RESTART_BENCH): $(RESTART_BENCH_SRC) tests/bench/restart/fdstore_stub.h $(LIBTEST) $(LIBDAEMON) $(LIBVAD_A) $(LIBPROTO) $(LIBVASPACE)
+RESTART_BENCH_SRC := tests/bench/restart/restart_bench.c tests/bench/restart/fdstore_standin.c
+$(RESTART_BENCH): $(RESTART_BENCH_SRC) tests/bench/restart/fdstore_standin.h $(LIBTEST) $(LIBDAEMON) $(LIBVAD_A) $(LIBPROTO) $(LIBVASPACE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/common $(CFLAGS) $(LDFLAGS) -o $@ $(RESTART_BENCH_SRC) $(TEST_LINK)
 

@@ -120,6 +120,19 @@ static bool socket_accepts(const char *path)
 	return ok;
 }
 
+int vt_daemon_log_count(const struct vt_daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->log_path, "r");
+	if (!f)
+		return -1;
+	char line[2048];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
 void vt_daemon_print_log(const struct vt_daemon *d, int max_lines)
 {
 	FILE *f = fopen(d->log_path, "r");

@@ -126,6 +126,9 @@ void vt_daemon_destroy(struct vt_daemon *d);
 /* Print the last max_lines lines of the daemon's log to stderr. */
 void vt_daemon_print_log(const struct vt_daemon *d, int max_lines);
 
+/* Lines of d's log that contain needle; -1 when the log cannot be read. */
+int vt_daemon_log_count(const struct vt_daemon *d, const char *needle);
+
 /* Does the daemon's log contain needle? */
 bool vt_daemon_log_contains(const struct vt_daemon *d, const char *needle);
 

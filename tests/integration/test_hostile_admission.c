@@ -290,20 +290,6 @@ static uint32_t wait_clients(vad_client *admin, uint32_t want, int timeout_ms)
 	return n;
 }
 
-/* Lines of the daemon's log that contain needle. */
-static int log_lines(const struct vt_daemon *d, const char *needle)
-{
-	FILE *f = fopen(d->log_path, "r");
-	if (!f)
-		return -1;
-	char line[2048];
-	int n = 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 /* Poll until the log has a line with needle. */
 static bool wait_log(const struct vt_daemon *d, const char *needle, int timeout_ms)
 {
@@ -430,7 +416,7 @@ static void fill_and_status(int max_clients, int admin_slots, const char *more)
 			 ans.busy_msg);
 
 	/* One refusal in the log, however many there were. */
-	assert_true(log_lines(&d, "keeps the last") <= 1);
+	assert_true(vt_daemon_log_count(&d, "keeps the last") <= 1);
 
 	crowd_stop(&cw);
 	assert_int_equal(1, wait_clients(admin, 1, REPLY_TIMEOUT));
@@ -479,7 +465,7 @@ static void test_defaults_stop_one_uid(void **state)
 	double s = timed_status(&d);
 	printf("root's vactl status at the defaults with uid %u at its limit: %.3f s\n", NOBODY, s);
 	assert_true(s < 5.0);
-	assert_true(log_lines(&d, "max_clients_uid") <= 1);
+	assert_true(vt_daemon_log_count(&d, "max_clients_uid") <= 1);
 	crowd_stop(&cw);
 	vad_close(admin);
 	stop_daemon(&d);
@@ -537,7 +523,7 @@ static void test_silent_closed_at_timeout(void **state)
 	/* One line for the first, one summary with the count of the others. */
 	if (!wait_log(&d, "more connections closed for not completing hello", vt_timeout_ms(30000)))
 		fail_msg("no summary line of the hello timeouts in the log");
-	assert_int_equal(1, log_lines(&d, "no hello within hello_timeout"));
+	assert_int_equal(1, vt_daemon_log_count(&d, "no hello within hello_timeout"));
 	char summary[96];
 	snprintf(summary, sizeof(summary), "%d more connections closed for not completing hello",
 		 SILENT - 1);
@@ -740,7 +726,7 @@ static void test_moved_silent_connections_time_out(void **state)
 	/* Silent connections now land on both workers (the least loaded takes each)... */
 	enum { SILENT = 20 };
 	struct vt_raw silent[SILENT];
-	int handed_before = log_lines(&d, "handed");
+	int handed_before = vt_daemon_log_count(&d, "handed");
 	uint64_t t0 = vt_now_ns();
 	for (int i = 0; i < SILENT; i++)
 		assert_int_equal(0, vt_raw_connect(&silent[i], d.socket_path));
@@ -760,7 +746,7 @@ static void test_moved_silent_connections_time_out(void **state)
 		vt_raw_close(&silent[i]);
 	}
 	double gone_s = (double)(vt_now_ns() - t0) / 1e9;
-	bool moved = log_lines(&d, "handed") > handed_before;
+	bool moved = vt_daemon_log_count(&d, "handed") > handed_before;
 	printf("%d silent connections, %s between workers, closed %.2f s after the first connect "
 	       "(hello_timeout %d s)\n",
 	       closed, moved ? "handed over" : "not handed over", gone_s, timeout_s);
@@ -830,7 +816,7 @@ static void test_uid_limit(void **state)
 	if (strncmp(reply, "ok 2 refused 1 ", 15) != 0 || !vt_contains(reply, "max_clients_uid 10"))
 		fail_msg("expected 2 more taken and 1 refused at 10: %s", reply);
 	/* One line in the log for the refusals, counted after that. */
-	assert_true(log_lines(&d, "already has") <= 2);
+	assert_true(vt_daemon_log_count(&d, "already has") <= 2);
 	crowd_stop(&nob);
 	crowd_stop(&other);
 	stop_daemon(&d);
@@ -899,7 +885,7 @@ static void test_out_of_fds_no_spin(void **state)
 		}
 		vt_sleep_ms(50);
 	}
-	int full_lines = log_lines(&d, "accept failed");
+	int full_lines = vt_daemon_log_count(&d, "accept failed");
 	uint64_t window_ms = (vt_now_ns() - t0) / 1000000u;
 	/* Every failure but the first (logged in full) falls in the window. Twice the pauses
 	 * that fit it, plus one: slack for a timer that fires a little early. */

@@ -183,29 +183,15 @@ static int alloc_eventually(vad_client *c, size_t size, void **out)
 	return rc;
 }
 
-/* Lines of the daemon's log that contain needle. */
-static int log_lines_with(const struct vt_daemon *d, const char *needle)
-{
-	FILE *f = fopen(d->log_path, "r");
-	if (!f)
-		return 0;
-	char line[2048];
-	int n = 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 /* Wait until the daemon has logged n lines containing needle. */
 static void wait_log_lines(const struct vt_daemon *d, const char *needle, int n)
 {
 	uint64_t deadline = vt_now_ns() + (uint64_t)vt_timeout_ms(10000) * 1000000u;
-	while (log_lines_with(d, needle) < n) {
+	while (vt_daemon_log_count(d, needle) < n) {
 		if (vt_now_ns() > deadline) {
 			vt_daemon_print_log(d, 20);
 			fail_msg("the daemon logged %d lines with \"%s\", not %d",
-				 log_lines_with(d, needle), needle, n);
+				 vt_daemon_log_count(d, needle), needle, n);
 		}
 		vt_sleep_ms(20);
 	}

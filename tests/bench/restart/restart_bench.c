@@ -1,6 +1,6 @@
 /*
  * restart_bench - what a restart costs with many live ranges (run by `make bench-restart`):
- * vad runs under a stand-in for systemd's fd store (fdstore_stub.h); a few clients fill it
+ * vad runs under a stand-in for systemd's fd store (fdstore_standin.h); a few clients fill it
  * with N live ranges (batches of 1024 allocations of 4, 8, 4 and 16 KiB, a quarter of each
  * batch freed again so free space is cut into many gaps; some ranges shared to another
  * client), then the daemon is restarted again and again: politely (SIGTERM, wait for its
@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fdstore_stub.h"
+#include "fdstore_standin.h"
 #include "harness.h"
 #include "rawclient.h"
 
@@ -249,11 +249,11 @@ static void read_phases(const char *log_path, struct run *r)
 
 static bool first_stop = true; /* the daemon that served the fill is stopped next */
 
-static int restart(struct fdstore_stub *m, char *const argv[], const char *log_path, int sig,
+static int restart(struct fdstore_standin *m, char *const argv[], const char *log_path, int sig,
 		   uint64_t ranges, struct run *r)
 {
 	uint64_t t0 = vt_now_ns();
-	if (kill(m->pid, sig) != 0 || stub_wait_exit(m, 120000) != 0)
+	if (kill(m->pid, sig) != 0 || standin_wait_exit(m, 120000) != 0)
 		return -1;
 	uint64_t t1 = vt_now_ns();
 	r->life_cpu = first_stop ? NAN : m->cpu_ms;
@@ -264,11 +264,11 @@ static int restart(struct fdstore_stub *m, char *const argv[], const char *log_p
 		return -1;
 	}
 	perf_done();
-	if (stub_start(m, argv, log_path) != 0)
+	if (standin_start(m, argv, log_path) != 0)
 		return -1;
-	if (perf.prefix && stub_resume(m, perf_attach, NULL) != 0)
+	if (perf.prefix && standin_resume(m, perf_attach, NULL) != 0)
 		return -1;
-	if (stub_wait_ready(m, 120000) != 0)
+	if (standin_wait_ready(m, 120000) != 0)
 		return -1;
 	r->col[0] = ms(t1 - t0);
 	r->col[1] = ms(m->ready_ns - t1);
@@ -276,7 +276,7 @@ static int restart(struct fdstore_stub *m, char *const argv[], const char *log_p
 	read_phases(log_path, r);
 	r->col[N_COLUMNS - 1] = r->col[1] - r->col[3 + N_PHASES - 1];
 	struct stat sb;
-	int fd = stub_fd_prefixed(m, "state.");
+	int fd = standin_fd_prefixed(m, "state.");
 	r->state_bytes_per_range =
 	    fd >= 0 && fstat(fd, &sb) == 0 ? (double)sb.st_blocks * 512 / (double)ranges : NAN;
 	return 0;
@@ -399,14 +399,15 @@ int main(int argc, char **argv)
 	snprintf(arena, sizeof(arena), "[arena default]\nsize = %" PRIu64 "M\n",
 		 (o.ranges * 8192 * 4 / 3 >> 20) + 512);
 	snprintf(notify, sizeof(notify), "%s/notify.sock", d.dir);
-	struct fdstore_stub m;
-	if (vt_daemon_write_config(&d, vad_extra, arena) != 0 || stub_open(&m, notify) != 0)
+	struct fdstore_standin m;
+	if (vt_daemon_write_config(&d, vad_extra, arena) != 0 || standin_open(&m, notify) != 0)
 		return 1;
 	char *vad_argv[] = {d.vad_bin, "-c", d.conf_path, "--foreground", NULL};
 	int rc = 1;
 	struct client *cl = calloc(o.clients, sizeof(*cl));
 	struct run polite[MAX_RUNS], crash[MAX_RUNS];
-	if (!cl || stub_start(&m, vad_argv, d.log_path) != 0 || stub_wait_ready(&m, 60000) != 0)
+	if (!cl || standin_start(&m, vad_argv, d.log_path) != 0 ||
+	    standin_wait_ready(&m, 60000) != 0)
 		goto out;
 	d.pid = m.pid;
 	if (fill(&d, cl, &o) != 0)
@@ -450,13 +451,13 @@ int main(int argc, char **argv)
 out:
 	if (m.pid) {
 		kill(m.pid, SIGTERM);
-		stub_wait_exit(&m, 120000);
+		standin_wait_exit(&m, 120000);
 	}
 	perf_done();
 	d.pid = 0;
 	if (rc)
 		vt_daemon_print_log(&d, 30);
-	stub_close(&m);
+	standin_close(&m);
 	vt_daemon_destroy(&d);
 	for (unsigned i = 0; cl && i < o.clients; i++)
 		free(cl[i].kept);

@@ -1,5 +1,6 @@
-/* fdstore_stub.c - the restart benchmark's stand-in for systemd's fd store; see fdstore_stub.h. */
-#include "fdstore_stub.h"
+/* fdstore_standin.c - the restart benchmark's stand-in for systemd's fd store; see
+ * fdstore_standin.h. */
+#include "fdstore_standin.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +17,7 @@
 
 #include "harness.h"
 
-int stub_open(struct fdstore_stub *m, const char *path)
+int standin_open(struct fdstore_standin *m, const char *path)
 {
 	memset(m, 0, sizeof(*m));
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -36,7 +37,7 @@ int stub_open(struct fdstore_stub *m, const char *path)
 	return 0;
 }
 
-void stub_close(struct fdstore_stub *m)
+void standin_close(struct fdstore_standin *m)
 {
 	for (unsigned i = 0; i < m->n; i++)
 		close(m->stored[i].fd);
@@ -67,7 +68,7 @@ static bool field(const char *msg, const char *key, char *out, size_t cap)
 	return false;
 }
 
-static void handle(struct fdstore_stub *m, const char *msg, const int *fds, size_t n_fds)
+static void handle(struct fdstore_standin *m, const char *msg, const int *fds, size_t n_fds)
 {
 	char val[STUB_NAME_MAX + 1], name[STUB_NAME_MAX + 1] = "stored";
 	bool stored = false;
@@ -103,7 +104,7 @@ static void handle(struct fdstore_stub *m, const char *msg, const int *fds, size
 			close(fds[i]);
 }
 
-void stub_pump(struct fdstore_stub *m, int timeout_ms)
+void standin_pump(struct fdstore_standin *m, int timeout_ms)
 {
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000;
 	for (;;) {
@@ -139,7 +140,7 @@ void stub_pump(struct fdstore_stub *m, int timeout_ms)
 	}
 }
 
-int stub_start(struct fdstore_stub *m, char *const argv[], const char *log_path)
+int standin_start(struct fdstore_standin *m, char *const argv[], const char *log_path)
 {
 	int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (log < 0) {
@@ -194,7 +195,7 @@ int stub_start(struct fdstore_stub *m, char *const argv[], const char *log_path)
 	return 0;
 }
 
-int stub_resume(struct fdstore_stub *m, void (*go)(void *ctx, pid_t pid), void *ctx)
+int standin_resume(struct fdstore_standin *m, void (*go)(void *ctx, pid_t pid), void *ctx)
 {
 	int st;
 	if (waitpid(m->pid, &st, WUNTRACED) != m->pid || !WIFSTOPPED(st)) {
@@ -207,7 +208,7 @@ int stub_resume(struct fdstore_stub *m, void (*go)(void *ctx, pid_t pid), void *
 }
 
 /* Has the daemon exited (reaped into m->status)? */
-static bool exited(struct fdstore_stub *m)
+static bool exited(struct fdstore_standin *m)
 {
 	if (!m->pid)
 		return true;
@@ -222,11 +223,11 @@ static bool exited(struct fdstore_stub *m)
 	return true;
 }
 
-int stub_wait_ready(struct fdstore_stub *m, int timeout_ms)
+int standin_wait_ready(struct fdstore_standin *m, int timeout_ms)
 {
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000;
 	while (!m->ready && vt_now_ns() < deadline) {
-		stub_pump(m, 2);
+		standin_pump(m, 2);
 		if (!m->ready && exited(m)) {
 			fprintf(stderr,
 				"restart_bench: the daemon exited before READY (status 0x%x)\n",
@@ -237,21 +238,21 @@ int stub_wait_ready(struct fdstore_stub *m, int timeout_ms)
 	return m->ready ? 0 : -1;
 }
 
-int stub_wait_exit(struct fdstore_stub *m, int timeout_ms)
+int standin_wait_exit(struct fdstore_standin *m, int timeout_ms)
 {
 	uint64_t deadline = vt_now_ns() + (uint64_t)timeout_ms * 1000000;
 	while (vt_now_ns() < deadline) {
 		if (exited(m)) {
-			stub_pump(m, 0); /* what it sent last */
+			standin_pump(m, 0); /* what it sent last */
 			return 0;
 		}
-		stub_pump(m, 1);
+		standin_pump(m, 1);
 	}
 	fprintf(stderr, "restart_bench: the daemon did not exit within %d ms\n", timeout_ms);
 	return -1;
 }
 
-int stub_fd_of(const struct fdstore_stub *m, const char *name)
+int standin_fd_of(const struct fdstore_standin *m, const char *name)
 {
 	for (unsigned i = 0; i < m->n; i++)
 		if (strcmp(m->stored[i].name, name) == 0)
@@ -259,7 +260,7 @@ int stub_fd_of(const struct fdstore_stub *m, const char *name)
 	return -1;
 }
 
-int stub_fd_prefixed(const struct fdstore_stub *m, const char *prefix)
+int standin_fd_prefixed(const struct fdstore_standin *m, const char *prefix)
 {
 	int fd = -1;
 	for (unsigned i = 0; i < m->n; i++)
