@@ -611,10 +611,62 @@ static void test_recycled_blocks_zeroed_when_taken(void **state)
 	va_destroy(vs);
 }
 
+/* A block allocated by a thread of node 0 at an address of node 1's zone goes back into node
+ * 0's pool when freed (its home's, where its class is in demand), dirty, and is zeroed when
+ * node 0 takes it again; before, node 1's pool, which nobody asked of, refused it and it
+ * went lazy (and with it a drain per few thousand such frees). */
+static void test_recycled_into_home_pool(void **state)
+{
+	static struct dirt d;
+	struct va_config cfg = {
+	    .size = ZQ * Q,
+	    .nodes = 2,
+	    .zone_size = 64 * Q,
+	    .no_thread = true,
+	    .release = dirt_release,
+	    .zero = dirt_zero,
+	    .release_ctx = &d,
+	};
+	struct va_space *vs;
+	struct va_stats before, after;
+	uint64_t first, away, again;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	va_set_home_node(0);
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	/* a pooled allocation: node 0's one-quantum class is in demand */
+	assert_int_equal(va_alloc(vs, Q, 0, NULL, &first), 0);
+	/* the same size in zone 1, which belongs to node 1 */
+	assert_int_equal(va_alloc_range(vs, Q, 0, 64 * Q, 128 * Q, NULL, &away), 0);
+	assert_int_equal(away / (64 * Q) % 2, 1);
+	d.dirty[away / Q] = d.resident[away / Q] = 1;
+	CHECK(vs);
+	va_get_stats(vs, &before);
+	assert_int_equal(va_free(vs, away, NULL), 0);
+	va_get_stats(vs, &after);
+	CHECK(vs);
+	assert_int_equal(after.recycled, before.recycled + 1);
+	assert_int_equal(after.lazy_blocks, before.lazy_blocks);
+	assert_int_equal(after.pooled_blocks, before.pooled_blocks + 1);
+	/* node 0 takes it back first (its pool is a stack), zeroed */
+	assert_int_equal(va_alloc(vs, Q, 0, NULL, &again), 0);
+	assert_int_equal(again, away);
+	if (d.dirty[again / Q])
+		fail_msg("the recycled block was handed out unzeroed");
+	CHECK(vs);
+	assert_int_equal(va_free(vs, again, NULL), 0);
+	assert_int_equal(va_free(vs, first, NULL), 0);
+	va_drain(vs);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_recycled_blocks_zeroed_when_taken),
+	    cmocka_unit_test(test_recycled_into_home_pool),
 	    cmocka_unit_test(test_release_free_exact_blocks),
 	    cmocka_unit_test(test_release_free_cuts_big_blocks),
 	    cmocka_unit_test(test_release_free_beside_allocations),
