@@ -165,7 +165,12 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 		ft->head.prev = gaps[n_gaps - 1];
 	}
 	ft->blocks = n_gaps;
-	ft->root.node = build(gaps, 0, n_gaps, NULL, 0, red_depth_of(n_gaps), true);
+	/* the highest gap is top (freetree.c), the others the tree */
+	if (n_gaps) {
+		ft->top = gaps[n_gaps - 1];
+		ft->top->subtree_max = blk_size(ft->top);
+		ft->root.node = build(gaps, 0, n_gaps - 1, NULL, 0, red_depth_of(n_gaps - 1), true);
+	}
 	/* Each node's busy tree. */
 	size_t first = 0;
 	for (unsigned k = 0; k < vs->nodes; k++) {

@@ -138,9 +138,11 @@ static inline void bag_give(struct va_bag *bag, struct va_block *b)
 	bag->n++;
 }
 
-/* The global free tree: augmented rbtree plus address-ordered circular list. */
+/* The global free tree: augmented rbtree plus address-ordered circular list. The highest
+ * free block (top) stays out of the rbtree (see freetree.c); the list holds it, last. */
 struct va_freetree {
-	struct rb_root root;
+	struct rb_root root;  /* every free block but top */
+	struct va_block *top; /* the highest free block, or NULL when nothing is free */
 	struct va_block head; /* list sentinel: head.next is the lowest block */
 	uint64_t bytes, blocks;
 	uint64_t quantum; /* every block starts and ends on a multiple of it */
@@ -484,7 +486,9 @@ struct va_block *ft_next(struct va_freetree *ft, struct va_block *b);
 /* Largest free block size. */
 static inline uint64_t ft_largest(const struct va_freetree *ft)
 {
-	return ft->root.node ? rb_entry(ft->root.node, struct va_block, rb)->subtree_max : 0;
+	uint64_t t = ft->root.node ? rb_entry(ft->root.node, struct va_block, rb)->subtree_max : 0;
+
+	return ft->top && blk_size(ft->top) > t ? blk_size(ft->top) : t;
 }
 
 /* Check tree and list invariants; 0 or -1 with a sentence in msg. */
