@@ -1,8 +1,10 @@
 /*
  * freetree.c - the free tree: free blocks in an address-ordered red-black tree augmented
- * with the largest block of each subtree, plus an address-ordered list for O(1)
- * neighbours (the 2018 free-tree rework; the augmented descent is the 2019 augmented-tree
- * work's). The caller holds the free-tree lock for every function here.
+ * with the largest block of each subtree (the 2018 free-tree rework; the augmented descent
+ * is the 2019 augmented-tree work's). The rework also kept an address-ordered list for O(1)
+ * neighbours; here the neighbours come from the tree: an insert's descent passes both of
+ * them, and walks step with rb_next (O(1) amortised), so a record saves the list's two
+ * words. The caller holds the free-tree lock for every function here.
  */
 #include <stdio.h>
 
@@ -44,35 +46,12 @@ static inline void ft_propagate(struct rb_node *n)
 		n = rb_parent(n);
 }
 
-void ft_init(struct va_freetree *ft)
+void ft_init(struct va_freetree *ft, uint64_t span_lo, uint64_t span_hi)
 {
 	ft->root.node = NULL;
-	ft->head.next = ft->head.prev = &ft->head;
+	ft->span_lo = span_lo;
+	ft->span_hi = span_hi;
 	ft->bytes = ft->blocks = 0;
-}
-
-static void list_insert_before(struct va_block *b, struct va_block *next)
-{
-	b->next = next;
-	b->prev = next->prev;
-	next->prev->next = b;
-	next->prev = b;
-}
-
-static void list_del(struct va_block *b)
-{
-	b->prev->next = b->next;
-	b->next->prev = b->prev;
-}
-
-struct va_block *ft_prev(struct va_freetree *ft, struct va_block *b)
-{
-	return b->prev == &ft->head ? NULL : b->prev;
-}
-
-struct va_block *ft_next(struct va_freetree *ft, struct va_block *b)
-{
-	return b->next == &ft->head ? NULL : b->next;
 }
 
 /* Does an aligned [a, a + size) fit in b clipped to the window? */
@@ -148,9 +127,10 @@ static struct va_block *lowest_fit_plain(struct rb_node *n, uint64_t min_block)
 
 struct va_block *ft_lowest_fit(struct va_freetree *ft, const struct va_fit_req *r, uint64_t *addr)
 {
-	struct va_block *lo = ft->head.next, *hi = ft->head.prev, *b;
+	struct va_block *b;
 
-	if (lo != &ft->head && r->vstart <= lo->start && r->vend >= hi->end &&
+	/* a window holding the whole space holds every free block */
+	if (r->vstart <= ft->span_lo && r->vend >= ft->span_hi &&
 	    (r->align <= ft->quantum || r->min_block - r->size >= r->align - ft->quantum)) {
 		b = lowest_fit_plain(ft->root.node, r->min_block);
 		if (b)
@@ -187,45 +167,43 @@ struct va_block *ft_highest_fit(struct va_freetree *ft, uint64_t limit, uint64_t
 	return highest_fit(ft->root.node, limit, size);
 }
 
-/* Link b (not overlapping anything) into tree and list with no merging. */
+/* Link b (not overlapping anything) into the tree with no merging. */
 static void link_plain(struct va_freetree *ft, struct va_block *b, struct rb_node *parent,
 		       struct rb_node **link)
 {
-	struct va_block *next;
-
-	if (!parent)
-		next = &ft->head;
-	else if (link == &parent->left)
-		next = to_blk(parent);
-	else
-		next = to_blk(parent)->next;
 	blk_set_state(b, VA_ST_FREE);
 	b->subtree_max = blk_size(b);
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&ft->root, &b->rb, &ft_aug);
-	list_insert_before(b, next);
 	ft->blocks++;
 }
 
-/* Find where b would be linked; false if it overlaps a free block. */
+/* Find where b would be linked; false if it overlaps a free block. The descent passes b's
+ * address-order neighbours: the last block it went right of (*prev) and left of (*next). */
 static bool find_link(struct va_freetree *ft, const struct va_block *b, struct rb_node **parent,
-		      struct rb_node ***link)
+		      struct rb_node ***link, struct va_block **prev, struct va_block **next)
 {
 	struct rb_node **l = &ft->root.node, *p = NULL;
+	struct va_block *lo = NULL, *hi = NULL;
 
 	while (*l) {
 		struct va_block *t = to_blk(*l);
 
 		p = *l;
-		if (b->end <= t->start)
+		if (b->end <= t->start) {
+			hi = t;
 			l = &p->left;
-		else if (b->start >= t->end)
+		} else if (b->start >= t->end) {
+			lo = t;
 			l = &p->right;
-		else
+		} else {
 			return false;
+		}
 	}
 	*parent = p;
 	*link = l;
+	*prev = lo;
+	*next = hi;
 	return true;
 }
 
@@ -235,19 +213,12 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 	struct va_block *next, *prev;
 	bool mprev, mnext;
 
-	if (!find_link(ft, b, &parent, &link)) {
+	if (!find_link(ft, b, &parent, &link, &prev, &next)) {
 		bag_give(bag, b);
 		return false;
 	}
-	if (!parent)
-		next = &ft->head;
-	else if (link == &parent->left)
-		next = to_blk(parent);
-	else
-		next = to_blk(parent)->next;
-	prev = next->prev;
-	mprev = prev != &ft->head && prev->end == b->start;
-	mnext = next != &ft->head && next->start == b->end;
+	mprev = prev && prev->end == b->start;
+	mnext = next && next->start == b->end;
 	ft->bytes += blk_size(b);
 
 	if (mprev && mnext) {
@@ -255,7 +226,6 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 		 * recompute prev without touching its ancestors */
 		prev->end = next->end;
 		ft_propagate(&prev->rb);
-		list_del(next);
 		rb_erase(&ft->root, &next->rb, &ft_aug);
 		ft->blocks--;
 		bag_give(bag, next);
@@ -283,7 +253,7 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
  *     |<--------- b --------->|
  *     |           A           |
  *     |-----------------------|
- *   b leaves the tree and the list, and its object becomes the area (no object taken).
+ *   b leaves the tree, and its object becomes the area (no object taken).
  *
  * LE_FIT_TYPE, left-edge fit: A starts where b starts.
  *
@@ -305,7 +275,7 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
  *     |    L    |    A    |    R    |
  *     |---------|---------|---------|
  *   b keeps R in place (b->start moves up to a + size); a second new object takes L and is
- *   linked into the tree and the list; one more for the area (so bag must hold two).
+ *   linked into the tree; one more for the area (so bag must hold two).
  *
  * In every fit but the full one b keeps its place in address order, so shrinking it costs
  * one propagation of the cached maxima above it, not an erase and an insert.
@@ -313,12 +283,11 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a, uint64_t size,
 			  struct va_bag *bag)
 {
-	struct va_block *nb, *left;
+	struct va_block *nb, *left, *lo, *hi;
 	struct rb_node *parent = NULL, **link = NULL;
 
 	if (a == b->start && a + size == b->end) {
 		/* FL_FIT_TYPE: the free block object itself becomes the area */
-		list_del(b);
 		rb_erase(&ft->root, &b->rb, &ft_aug);
 		ft->blocks--;
 		ft->bytes -= size;
@@ -345,7 +314,7 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 		b->start = a + size;
 		ft_propagate(&b->rb);
 		/* left lies in the gap b just left, so it cannot overlap */
-		if (find_link(ft, left, &parent, &link))
+		if (find_link(ft, left, &parent, &link, &lo, &hi))
 			link_plain(ft, left, parent, link);
 	}
 	ft->bytes -= size;
@@ -375,7 +344,6 @@ struct va_block *ft_floor(struct va_freetree *ft, uint64_t addr)
 struct check_ctx {
 	struct va_freetree *ft;
 	uint64_t quantum;
-	struct va_block *cursor; /* list position matching the in-order walk */
 	const struct va_block *last;
 	uint64_t blocks, bytes;
 	char *msg;
@@ -419,11 +387,6 @@ static int check_walk(struct check_ctx *c, struct rb_node *n)
 		m = max_of(n->right);
 	if (b->subtree_max != m)
 		return check_fail(c, b, "a cached subtree maximum is wrong");
-	if (c->cursor != b)
-		return check_fail(c, b, "the address-ordered list disagrees with the tree");
-	if (b->next->prev != b || b->prev->next != b)
-		return check_fail(c, b, "the list's prev/next links are inconsistent");
-	c->cursor = b->next;
 	c->last = b;
 	c->blocks++;
 	c->bytes += blk_size(b);
@@ -432,8 +395,7 @@ static int check_walk(struct check_ctx *c, struct rb_node *n)
 
 int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 {
-	struct check_ctx c = {
-	    .ft = ft, .quantum = quantum, .cursor = ft->head.next, .msg = msg, .len = len};
+	struct check_ctx c = {.ft = ft, .quantum = quantum, .msg = msg, .len = len};
 	const char *why = NULL;
 
 	if (ft->root.node && rb_red(ft->root.node))
@@ -442,9 +404,28 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 		return check_fail(&c, NULL, why);
 	if (check_walk(&c, ft->root.node))
 		return -1;
-	if (c.cursor != &ft->head)
-		return check_fail(&c, NULL, "the list has blocks the tree does not");
+	if (c.last && (c.last->end > ft->span_hi || ft_first(ft)->start < ft->span_lo))
+		return check_fail(&c, NULL, "a block lies outside the space");
 	if (c.blocks != ft->blocks || c.bytes != ft->bytes)
 		return check_fail(&c, NULL, "block or byte counters do not match the tree");
 	return 0;
+}
+
+/* Post-order, so no object is read after it is given back. */
+static void give_subtree(struct rb_node *n)
+{
+	while (n) {
+		struct rb_node *right = n->right;
+
+		give_subtree(n->left);
+		objcache_give(to_blk(n));
+		n = right;
+	}
+}
+
+void ft_destroy(struct va_freetree *ft)
+{
+	give_subtree(ft->root.node);
+	ft->root.node = NULL;
+	ft->bytes = ft->blocks = 0;
 }
