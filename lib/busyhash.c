@@ -75,7 +75,7 @@ void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift)
 		__builtin_prefetch(&h->slot[bh_home(h, bh_key(start, qshift))], 1);
 }
 
-struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned qshift)
+struct va_block *bh_find(struct va_busy_hash *h, uint64_t start, unsigned qshift)
 {
 	uint64_t key = bh_key(start, qshift), e;
 	uint32_t i;
@@ -83,8 +83,10 @@ struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned 
 	if (!h->cap)
 		return NULL;
 	for (i = bh_home(h, key); (e = h->slot[i]); i = bh_step(h, i))
-		if (e >> BH_PTR_BITS == key && bh_blk(e)->start == start)
+		if (e >> BH_PTR_BITS == key && bh_blk(e)->start == start) {
+			h->found = i;
 			return bh_blk(e);
+		}
 	return NULL;
 }
 
@@ -116,13 +118,14 @@ static void bh_delete_slot(struct va_busy_hash *h, uint32_t i)
 void bh_remove(struct va_busy_hash *h, const struct va_block *b, unsigned qshift)
 {
 	uint64_t want = (uint64_t)(uintptr_t)b >> 4;
-	uint32_t i;
+	uint32_t i = h->found;
 
-	/* b is there: the probe from its home reaches it (the free path has just found it, so
-	 * these slots are in the cache) */
-	for (i = bh_home(h, bh_key(b->start, qshift)); (h->slot[i] & BH_PTR_MASK) != want;
-	     i = bh_step(h, i))
-		;
+	/* a free has just found b (the record keeps no slot: 4 bytes it has no room for); else
+	 * b is there, and the probe from its home reaches it */
+	if (i >= h->cap || (h->slot[i] & BH_PTR_MASK) != want)
+		for (i = bh_home(h, bh_key(b->start, qshift)); (h->slot[i] & BH_PTR_MASK) != want;
+		     i = bh_step(h, i))
+			;
 	bh_delete_slot(h, i);
 }
 

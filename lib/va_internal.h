@@ -223,6 +223,7 @@ struct va_busy_hash {
 	uint64_t *slot;
 	uint32_t cap;	/* any size (multiply-shift range reduction), or 0 */
 	uint32_t limit; /* entries an insert may fill under a lock: 7/8 of cap */
+	uint32_t found; /* the slot of bh_find's last hit: a free finds, then removes */
 	uint64_t count;
 	_Atomic uint64_t count_pub;
 	_Atomic uint32_t cap_pub;
@@ -462,9 +463,10 @@ bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift);
 void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
 
 /* The block entered under start, or NULL. */
-struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
+struct va_block *bh_find(struct va_busy_hash *h, uint64_t start, unsigned qshift);
 
-/* Take b (entered before) out: its slot is found again from its start. */
+/* Take b (entered before) out: from the slot the last bh_find found it in, or probed for
+ * again from its start. */
 void bh_remove(struct va_busy_hash *h, const struct va_block *b, unsigned qshift);
 
 /* The block in slot i, or NULL if it is empty (va_check). */
