@@ -54,9 +54,10 @@ enum va_state {
  * tag, a pooled or spare block's next link. The free tree's address order is the tree's
  * own in-order (rb_prev/rb_next, amortised O(1) in walks); blocks in no tree (a node's
  * pending busy blocks, the eager in-flight list) link through rb.left (prev) and rb.right
- * (next). A busy block's home node is its address's node (va_node_of): pool refills go to
- * the home node's zones, and a free gives a block back to the pools of the node that holds
- * it. A busy block's hash slot is found again by probing when it is removed.
+ * (next). A busy block keeps no home node: a lazy free hands it to the freeing thread's
+ * node (lazy_item.home), whose pools a drain may give it back to, as magazine allocators
+ * give a freed object to the freeing CPU. A busy block's hash slot is not kept either: a
+ * free removes it from the slot its find has just hit.
  */
 struct va_block {
 	struct rb_node rb;   /* free tree or busy tree; rb_user_bits: enum va_state */
@@ -211,7 +212,7 @@ enum {
 struct lazy_item {
 	uint64_t start, end;
 	struct va_block *b;
-	uint32_t home;	/* the node whose pool may take it back: its lazy array's node */
+	uint32_t home;	/* the node whose pool may take it back: the freeing thread's */
 	uint32_t flags; /* LI_*: in a drain batch */
 	uint64_t gap; /* free-tree bytes a drain joined to its end (absorb_gaps): free, not lazy */
 };

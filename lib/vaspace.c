@@ -342,10 +342,10 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	b->owner = NULL;
 	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
-	/* home: the node holding the address (its pools are where a refill for this node's
-	 * threads put the block, and where a recycled free goes too) */
+	/* home: the freeing thread's node, whose pools the drain may give the block back to
+	 * (the record has no room to remember the allocating thread's; mostly they are one) */
 	n->lazy[n->lazy_len++] = (struct lazy_item){
-	    .start = b->start, .end = b->end, .b = b, .home = (uint32_t)(n - vs->node)};
+	    .start = b->start, .end = b->end, .b = b, .home = va_home_node(vs)};
 	n->lazy_bytes += size;
 	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
