@@ -32,8 +32,8 @@ static bool pristine(struct va_space *vs)
 {
 	struct va_block *b = ft_first(&vs->free.tree);
 
-	if (vs->free.tree.blocks != 1 || !b || b->start != vs->base ||
-	    b->end != vs->end || vs->inflight.n || vs->inflight.blocks || vs->inflight.eager ||
+	if (vs->free.tree.blocks != 1 || !b || b->start != vs->base || b->end != vs->end ||
+	    vs->inflight.n || vs->inflight.blocks || vs->inflight.eager ||
 	    vs->inflight.decay_blocks)
 		return false;
 	for (unsigned i = 0; i < vs->nodes; i++) {

@@ -63,9 +63,9 @@ struct va_block {
 	struct rb_node rb;   /* free tree or busy tree; rb_user_bits: enum va_state */
 	uint64_t start, end; /* [start, end) */
 	union {
-		uint64_t subtree_max;	/* free: largest block in the subtree */
-		void *owner;		/* busy: the caller's tag */
-		struct va_block *next;	/* pooled, spare: the pool's or the bag's list */
+		uint64_t subtree_max;  /* free: largest block in the subtree */
+		void *owner;	       /* busy: the caller's tag */
+		struct va_block *next; /* pooled, spare: the pool's or the bag's list */
 	};
 } __attribute__((aligned(16))); /* rb's parent word needs 4 free low bits */
 

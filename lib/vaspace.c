@@ -344,8 +344,8 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	size = blk_size(b);
 	/* home: the freeing thread's node, whose pools the drain may give the block back to
 	 * (the record has no room to remember the allocating thread's; mostly they are one) */
-	n->lazy[n->lazy_len++] = (struct lazy_item){
-	    .start = b->start, .end = b->end, .b = b, .home = va_home_node(vs)};
+	n->lazy[n->lazy_len++] =
+	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = va_home_node(vs)};
 	n->lazy_bytes += size;
 	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
