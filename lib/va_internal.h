@@ -565,11 +565,11 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len);
 int node_init(struct va_node *n, unsigned pool_classes);
 void node_destroy(struct va_node *n, unsigned pool_classes);
 
-/* Make b busy in n: into the hash and the pending array (a full pending array goes into
+/* Make b busy in n: into the hash and the pending list (a full pending list goes into
  * the busy tree first), or into the busy tree alone if the hash has no room. */
 void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift);
 
-/* Take busy block b out of n (hash, pending array or tree). */
+/* Take busy block b out of n (hash, pending list or tree). */
 void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift);
 
 /* Busy block starting exactly at addr, or NULL: O(1) through the hash. */
