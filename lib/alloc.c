@@ -40,10 +40,9 @@ static inline void uncount_zero(struct va_node *hn, uint64_t size)
 /* A block popped from home node hn's pool becomes busy in its address's node bn (both
  * locked; the same node in the common case). */
 static void pool_hit(const struct va_space *vs, struct va_node *hn, struct va_node *bn,
-		     struct va_block *b, unsigned home, void *owner)
+		     struct va_block *b, void *owner)
 {
 	b->owner = owner;
-	b->home = home;
 	busy_insert(bn, b, vs->qshift);
 	va_sat_inc(&hn->pool_hits);
 	va_sat_inc(&hn->allocs);
@@ -74,12 +73,12 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 		return false;
 	}
 	start = b->start;
-	dirty = b->dirty;
+	dirty = blk_state(b) == VA_ST_POOLED_DIRTY;
 	if (dirty)
 		count_zero(hn, (uint64_t)q << vs->qshift);
 	j = va_node_of(vs, start);
 	if (j == home) {
-		pool_hit(vs, hn, hn, b, home, owner);
+		pool_hit(vs, hn, hn, b, owner);
 	} else {
 		bn = &vs->node[j];
 		if (j > home) {
@@ -91,7 +90,7 @@ static bool alloc_from_pool(struct va_space *vs, unsigned home, unsigned q, uint
 			va_unlock(hn->lk);
 			return false;
 		}
-		pool_hit(vs, hn, bn, b, home, owner);
+		pool_hit(vs, hn, bn, b, owner);
 		va_unlock(bn->lk);
 	}
 	va_unlock(hn->lk);
@@ -152,15 +151,13 @@ static struct va_block *refill_spot(struct va_space *vs, unsigned home, uint64_t
 
 /* Make [a, a + size) of a carved run a pooled block of home's class q, or give it back
  * to the tree if the class filled up meanwhile (hn->lock and free.lock held). */
-static void refill_push(struct va_space *vs, struct va_node *hn, unsigned home, uint64_t a,
-			uint64_t size, unsigned q, struct va_bag *bag)
+static void refill_push(struct va_space *vs, struct va_node *hn, uint64_t a, uint64_t size,
+			unsigned q, struct va_bag *bag)
 {
 	struct va_block *p = bag_take(bag);
 
 	p->start = a;
 	p->end = a + size;
-	p->owner = NULL;
-	p->home = home;
 	if (!pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum, false))
 		ft_insert(&vs->free.tree, p, bag);
 }
@@ -201,7 +198,7 @@ static struct va_block *refill_pool(struct va_space *vs, unsigned home, uint64_t
 	hn->refill_cursor = a + count * stride;
 	va_lock_in(&vs->free.lock, hn->lk);
 	for (unsigned i = count; i-- > 1;)
-		refill_push(vs, hn, home, a + i * stride, size, q, bag);
+		refill_push(vs, hn, a + i * stride, size, q, bag);
 	va_unlock_in(&vs->free.lock, hn->lk);
 	for (unsigned i = 0; stride != size && i + 1 < count; i++) { /* the gaps: free again */
 		struct va_block *g = bag_take(bag);
@@ -252,8 +249,6 @@ static void refill_after(struct va_space *vs, struct va_block *b, uint64_t size,
 
 		if (!p)
 			break;
-		p->owner = NULL;
-		p->home = home;
 		pool_push(hn, p, q, vs->cfg.pool_depth, vs->quantum, false);
 		if (p == b)
 			break; /* full fit: b itself went to the pool */
@@ -290,7 +285,6 @@ static int alloc_from_tree(struct va_space *vs, const struct va_fit_req *req, un
 	}
 	a = nb->start;
 	nb->owner = owner;
-	nb->home = home;
 	bn = &vs->node[va_node_of(vs, a)];
 	va_lock_in(&vs->free.lock, bn->lk);
 	busy_insert(bn, nb, vs->qshift);
@@ -455,16 +449,17 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 		if (!b)
 			break; /* the single path counts the wish and refills */
 		if (va_node_of(vs, b->start) != home) {
-			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum, b->dirty);
+			pool_push(hn, b, q, vs->cfg.pool_depth, vs->quantum,
+				  blk_state(b) == VA_ST_POOLED_DIRTY);
 			break;
 		}
 		if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 			hn->pool[q - 1].wanted++;
-		if (b->dirty) {
+		if (blk_state(b) == VA_ST_POOLED_DIRTY) {
 			dirty |= 1ull << j;
 			count_zero(hn, (uint64_t)q << vs->qshift);
 		}
-		pool_hit(vs, hn, hn, b, home, owners ? owners[j] : NULL);
+		pool_hit(vs, hn, hn, b, owners ? owners[j] : NULL);
 		out[j] = b->start;
 	}
 	va_unlock(hn->lk);
@@ -591,7 +586,6 @@ static int congruent_args(const struct va_space *vs, const uint64_t *off, const 
 int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint64_t *sizes,
 		       unsigned n, uint64_t align, void *owner, uint64_t *out_addrs)
 {
-	unsigned home;
 	int rc;
 
 	if (!vs || !out_addrs)
@@ -601,7 +595,6 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 		return rc;
 	if (align < vs->quantum)
 		align = vs->quantum;
-	home = va_home_node(vs);
 
 	const struct va_space *outer = NULL;
 	bool held = false; /* the retry holds drain_lock, as in alloc_common */
@@ -625,7 +618,6 @@ int va_alloc_congruent(struct va_space *vs, const uint64_t *offsets, const uint6
 				struct va_node *bn = &vs->node[va_node_of(vs, a)];
 
 				nb->owner = owner;
-				nb->home = home;
 				va_lock_in(&vs->free.lock, bn->lk);
 				busy_insert(bn, nb, vs->qshift);
 				va_sat_inc(&bn->allocs);

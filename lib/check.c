@@ -45,7 +45,7 @@ static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_bl
 	struct va_inflight *in = &vs->inflight;
 	int rc;
 
-	for (struct va_block *b = vs->free.tree.head.next; b != &vs->free.tree.head; b = b->next)
+	for (struct va_block *b = ft_first(&vs->free.tree); b; b = ft_next(&vs->free.tree, b))
 		if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_FREE, 0, NULL)))
 			return rc;
 	for (unsigned i = 0; i < vs->nodes; i++) {
@@ -79,7 +79,7 @@ static int walk_frozen(struct va_space *vs, int (*fn)(void *, const struct va_bl
 			       decay ? it->home : va_node_of(vs, it->start), NULL)))
 			return rc;
 	}
-	for (struct va_block *b = in->eager; b; b = b->next)
+	for (struct va_block *b = in->eager; b; b = blk_list_next(b))
 		if ((rc = emit(fn, ctx, b->start, b->end, VA_BLOCK_LAZY, va_node_of(vs, b->start),
 			       NULL)))
 			return rc;
@@ -164,7 +164,18 @@ static int check_busy(struct checker *c, unsigned i)
 	uint64_t bytes = 0, blocks = 0, hashed = 0;
 	const struct va_block *prev = NULL;
 	bool hint_seen = false;
+	uint32_t pending = 0;
 
+	/* the pending list first: settling empties it */
+	for (const struct va_block *b = n->pend; b; b = blk_list_next(b)) {
+		const struct va_block *next = blk_list_next(b);
+
+		if (blk_state(b) != VA_ST_BUSY_PEND || (next && blk_list_prev(next) != b) ||
+		    (b == n->pend && b->rb.left) || ++pending > VA_PEND_MAX)
+			return fail(c, "node %u: the pending list is inconsistent", i);
+	}
+	if (pending != n->pend_len)
+		return fail(c, "node %u: %u pending blocks, %u counted", i, pending, n->pend_len);
 	busy_settle(n); /* the tree then holds every busy block */
 	if (n->busy.node && rb_red(n->busy.node))
 		return fail(c, "node %u: busy tree root is red", i);
@@ -173,7 +184,9 @@ static int check_busy(struct checker *c, unsigned i)
 	for (struct rb_node *r = rb_first(&n->busy); r; r = rb_next(r)) {
 		struct va_block *b = rb_entry(r, struct va_block, rb);
 
-		if (blk_state(b) != VA_ST_BUSY)
+		bool in_hash = blk_state(b) == VA_ST_BUSY;
+
+		if (!in_hash && blk_state(b) != VA_ST_BUSY_TREE)
 			return fail(c, "node %u: a block in the busy tree is not marked busy", i);
 		if (prev && prev->end > b->start)
 			return fail(c, "node %u: busy tree out of order or overlapping at 0x%llx",
@@ -183,14 +196,10 @@ static int check_busy(struct checker *c, unsigned i)
 				    (unsigned long long)b->start, i);
 		if (add_range(c, b, VA_BLOCK_BUSY))
 			return -1;
-		if (b->pend != VA_PEND_NONE)
-			return fail(c, "node %u: busy block 0x%llx is in the tree and pending", i,
-				    (unsigned long long)b->start);
-		if (b->hashed && (bh_find(&n->hash, b->start, vs->qshift) != b ||
-				  b->slot >= n->hash.cap || bh_at(&n->hash, b->slot) != b))
+		if (in_hash && bh_find(&n->hash, b->start, vs->qshift) != b)
 			return fail(c, "node %u: busy block 0x%llx is not found through the hash",
 				    i, (unsigned long long)b->start);
-		hashed += b->hashed;
+		hashed += in_hash;
 		bytes += blk_size(b);
 		blocks++;
 		prev = b;
@@ -206,8 +215,7 @@ static int check_busy(struct checker *c, unsigned i)
 	for (uint32_t k = 0; k < n->hash.cap; k++) {
 		const struct va_block *hb = bh_at(&n->hash, k);
 
-		if (hb &&
-		    (blk_state(hb) != VA_ST_BUSY || !hb->hashed || va_node_of(vs, hb->start) != i))
+		if (hb && (blk_state(hb) != VA_ST_BUSY || va_node_of(vs, hb->start) != i))
 			return fail(c, "node %u: hash slot %u holds a block that is not busy here",
 				    i, k);
 	}
@@ -224,9 +232,9 @@ static int check_busy(struct checker *c, unsigned i)
 static int check_item(struct checker *c, const struct lazy_item *it, const char *where)
 {
 	bool decay = it->flags & LI_DECAY;
-	unsigned want = decay ? VA_ST_POOLED : VA_ST_LAZY;
+	unsigned st = it->b ? blk_state(it->b) : VA_ST_SPARE;
 
-	if (!it->b || blk_state(it->b) != want)
+	if (!it->b || (decay ? st != VA_ST_POOLED && st != VA_ST_POOLED_DIRTY : st != VA_ST_LAZY))
 		return fail(c, "%s: %s block 0x%llx has no object or it is not marked so", where,
 			    decay ? "decaying pool" : "lazy", (unsigned long long)it->start);
 	if (it->b->start != it->start || it->b->end != it->end)
@@ -279,8 +287,10 @@ static int check_inflight(struct checker *c)
 			blocks++;
 		}
 	}
-	for (struct va_block *b = in->eager; b; b = b->next) {
-		if (blk_state(b) != VA_ST_LAZY || (b->next && b->next->prev != b))
+	for (struct va_block *b = in->eager; b; b = blk_list_next(b)) {
+		if (blk_state(b) != VA_ST_LAZY ||
+		    (blk_list_next(b) && blk_list_prev(blk_list_next(b)) != b) ||
+		    (b == in->eager && b->rb.left))
 			return fail(c, "the eager in-flight list is inconsistent");
 		if (add_range(c, b, VA_BLOCK_LAZY))
 			return -1;
@@ -306,7 +316,7 @@ static int check_pools(struct checker *c, unsigned i)
 		uint32_t count = 0;
 
 		for (struct va_block *b = n->pool[k].head; b; b = b->next) {
-			if (blk_state(b) != VA_ST_POOLED)
+			if (blk_state(b) != VA_ST_POOLED && blk_state(b) != VA_ST_POOLED_DIRTY)
 				return fail(c, "node %u: a pooled block is not marked pooled", i);
 			if (blk_size(b) != (uint64_t)(k + 1) * vs->quantum)
 				return fail(
@@ -344,7 +354,7 @@ static int check_frozen(struct checker *c)
 
 	if (ft_check(&vs->free.tree, vs->quantum, c->msg, c->len))
 		return -1;
-	for (struct va_block *b = vs->free.tree.head.next; b != &vs->free.tree.head; b = b->next)
+	for (struct va_block *b = ft_first(&vs->free.tree); b; b = ft_next(&vs->free.tree, b))
 		if (add_range(c, b, VA_BLOCK_FREE))
 			return -1;
 	for (unsigned i = 0; i < vs->nodes; i++)

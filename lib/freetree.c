@@ -1,8 +1,10 @@
 /*
  * freetree.c - the free tree: free blocks in an address-ordered red-black tree augmented
- * with the largest block of each subtree, plus an address-ordered list for O(1)
- * neighbours (the 2018 free-tree rework; the augmented descent is the 2019 augmented-tree
- * work's). The caller holds the free-tree lock for every function here.
+ * with the largest block of each subtree (the 2018 free-tree rework; the augmented descent
+ * is the 2019 augmented-tree work's). The rework also kept an address-ordered list for O(1)
+ * neighbours; here the neighbours come from the tree: an insert's descent passes both of
+ * them, and walks step with rb_next (O(1) amortised), so a record saves the list's two
+ * words. The caller holds the free-tree lock for every function here.
  *
  * The highest free block, top, stays out of the rbtree (dlmalloc's "top chunk"): a space
  * fills from its low end, so the block above everything handed out is the largest by far and
@@ -11,7 +13,8 @@
  * ancestor (a carve, and a merge after its free, each walked the whole path: 1,200 of the
  * 3,000 instructions of an exact-mode pair with 1M areas held). Outside it, they change two
  * words. Lowest-address first fit holds: top lies above every block in the tree, so it is
- * tried only when no block of the tree fits. The list holds top too, last, so walks see it.
+ * tried only when no block of the tree fits. Walks reach it after the tree's last block
+ * (ft_next).
  */
 #include <stdio.h>
 
@@ -53,36 +56,13 @@ static inline void ft_propagate(struct rb_node *n)
 		n = rb_parent(n);
 }
 
-void ft_init(struct va_freetree *ft)
+void ft_init(struct va_freetree *ft, uint64_t span_lo, uint64_t span_hi)
 {
 	ft->root.node = NULL;
 	ft->top = NULL;
-	ft->head.next = ft->head.prev = &ft->head;
+	ft->span_lo = span_lo;
+	ft->span_hi = span_hi;
 	ft->bytes = ft->blocks = 0;
-}
-
-static void list_insert_before(struct va_block *b, struct va_block *next)
-{
-	b->next = next;
-	b->prev = next->prev;
-	next->prev->next = b;
-	next->prev = b;
-}
-
-static void list_del(struct va_block *b)
-{
-	b->prev->next = b->next;
-	b->next->prev = b->prev;
-}
-
-struct va_block *ft_prev(struct va_freetree *ft, struct va_block *b)
-{
-	return b->prev == &ft->head ? NULL : b->prev;
-}
-
-struct va_block *ft_next(struct va_freetree *ft, struct va_block *b)
-{
-	return b->next == &ft->head ? NULL : b->next;
 }
 
 /* Does an aligned [a, a + size) fit in b clipped to the window? */
@@ -166,9 +146,10 @@ static struct va_block *top_fit(struct va_freetree *ft, const struct va_fit_req 
 
 struct va_block *ft_lowest_fit(struct va_freetree *ft, const struct va_fit_req *r, uint64_t *addr)
 {
-	struct va_block *lo = ft->head.next, *hi = ft->head.prev, *b;
+	struct va_block *b;
 
-	if (lo != &ft->head && r->vstart <= lo->start && r->vend >= hi->end &&
+	/* a window holding the whole space holds every free block */
+	if (r->vstart <= ft->span_lo && r->vend >= ft->span_hi &&
 	    (r->align <= ft->quantum || r->min_block - r->size >= r->align - ft->quantum)) {
 		b = lowest_fit_plain(ft->root.node, r->min_block);
 		if (b) {
@@ -214,50 +195,48 @@ struct va_block *ft_highest_fit(struct va_freetree *ft, uint64_t limit, uint64_t
 	return highest_fit(ft->root.node, limit, size);
 }
 
-/* Link b (not overlapping anything) into tree and list with no merging. */
+/* Link b (not overlapping anything) into the tree with no merging. */
 static void link_plain(struct va_freetree *ft, struct va_block *b, struct rb_node *parent,
 		       struct rb_node **link)
 {
-	struct va_block *next;
-
-	if (!parent)
-		next = ft->top ? ft->top : &ft->head; /* the tree is empty: b goes before top */
-	else if (link == &parent->left)
-		next = to_blk(parent);
-	else
-		next = to_blk(parent)->next;
 	blk_set_state(b, VA_ST_FREE);
 	b->subtree_max = blk_size(b);
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&ft->root, &b->rb, &ft_aug);
-	list_insert_before(b, next);
 	ft->blocks++;
 }
 
-/* Find where b would be linked; false if it overlaps a free block. */
+/* Find where b would be linked; false if it overlaps a free block. The descent passes b's
+ * address-order neighbours: the last block it went right of (*prev) and left of (*next). */
 static bool find_link(struct va_freetree *ft, const struct va_block *b, struct rb_node **parent,
-		      struct rb_node ***link)
+		      struct rb_node ***link, struct va_block **prev, struct va_block **next)
 {
 	struct rb_node **l = &ft->root.node, *p = NULL;
+	struct va_block *lo = NULL, *hi = NULL;
 
 	while (*l) {
 		struct va_block *t = to_blk(*l);
 
 		p = *l;
-		if (b->end <= t->start)
+		if (b->end <= t->start) {
+			hi = t;
 			l = &p->left;
-		else if (b->start >= t->end)
+		} else if (b->start >= t->end) {
+			lo = t;
 			l = &p->right;
-		else
+		} else {
 			return false;
+		}
 	}
 	*parent = p;
 	*link = l;
+	*prev = lo;
+	*next = hi;
 	return true;
 }
 
-/* Make b (free space above every free block, not on the list) top; the old top, if any, goes
- * into the tree as its highest block (it stays on the list). */
+/* Make b (free space above every free block) top; the old top, if any, goes into the tree as
+ * its highest block. */
 static void push_top(struct va_freetree *ft, struct va_block *b)
 {
 	struct va_block *old = ft->top;
@@ -276,7 +255,6 @@ static void push_top(struct va_freetree *ft, struct va_block *b)
 	}
 	blk_set_state(b, VA_ST_FREE);
 	b->subtree_max = blk_size(b);
-	list_insert_before(b, &ft->head);
 	ft->top = b;
 	ft->blocks++;
 }
@@ -296,10 +274,12 @@ static void pop_top(struct va_freetree *ft)
 	}
 }
 
-/* ft_insert of b at or above top's start: b becomes or joins top. false if it overlaps. */
+/* ft_insert of b ending at or above top's start: b becomes or joins top. false if it
+ * overlaps. */
 static bool insert_at_top(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 {
-	struct va_block *t = ft->top, *prev;
+	struct va_block *t = ft->top;
+	struct rb_node *last;
 
 	if (b->start >= t->end) {
 		ft->bytes += blk_size(b);
@@ -318,11 +298,16 @@ static bool insert_at_top(struct va_freetree *ft, struct va_block *b, struct va_
 	}
 	/* b ends where top starts: top grows down, over the tree's highest block too if b
 	 * closes the gap between them */
+	last = rb_last(&ft->root);
+	if (last && to_blk(last)->end > b->start) {
+		bag_give(bag, b); /* overlaps the tree's highest block */
+		return false;
+	}
 	ft->bytes += blk_size(b);
-	prev = t->prev;
-	if (prev != &ft->head && prev->end == b->start) {
-		list_del(prev);
-		rb_erase(&ft->root, &prev->rb, &ft_aug);
+	if (last && to_blk(last)->end == b->start) {
+		struct va_block *prev = to_blk(last);
+
+		rb_erase(&ft->root, last, &ft_aug);
 		ft->blocks--;
 		t->start = prev->start;
 		bag_give(bag, prev);
@@ -347,20 +332,13 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 	}
 	if (b->end >= ft->top->start)
 		return insert_at_top(ft, b, bag);
-	if (!find_link(ft, b, &parent, &link)) {
+	/* below top and not touching it: the tree's insert, with merges inside the tree */
+	if (!find_link(ft, b, &parent, &link, &prev, &next)) {
 		bag_give(bag, b);
 		return false;
 	}
-	/* below top and not touching it: the tree's insert, with merges inside the tree */
-	if (!parent)
-		next = ft->top;
-	else if (link == &parent->left)
-		next = to_blk(parent);
-	else
-		next = to_blk(parent)->next;
-	prev = next->prev;
-	mprev = prev != &ft->head && prev->end == b->start;
-	mnext = next != &ft->head && next->start == b->end;
+	mprev = prev && prev->end == b->start;
+	mnext = next && next->start == b->end;
 	ft->bytes += blk_size(b);
 
 	if (mprev && mnext) {
@@ -368,7 +346,6 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 		 * recompute prev without touching its ancestors */
 		prev->end = next->end;
 		ft_propagate(&prev->rb);
-		list_del(next);
 		rb_erase(&ft->root, &next->rb, &ft_aug);
 		ft->blocks--;
 		bag_give(bag, next);
@@ -396,7 +373,7 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
  *     |<--------- b --------->|
  *     |           A           |
  *     |-----------------------|
- *   b leaves the tree and the list, and its object becomes the area (no object taken).
+ *   b leaves the tree, and its object becomes the area (no object taken).
  *
  * LE_FIT_TYPE, left-edge fit: A starts where b starts.
  *
@@ -418,7 +395,7 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
  *     |    L    |    A    |    R    |
  *     |---------|---------|---------|
  *   b keeps R in place (b->start moves up to a + size); a second new object takes L and is
- *   linked into the tree and the list; one more for the area (so bag must hold two).
+ *   linked into the tree; one more for the area (so bag must hold two).
  *
  * In every fit but the full one b keeps its place in address order, so shrinking it costs
  * one propagation of the cached maxima above it, not an erase and an insert.
@@ -429,11 +406,10 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 static struct va_block *carve_top(struct va_freetree *ft, struct va_block *t, uint64_t a,
 				  uint64_t size, struct va_bag *bag)
 {
-	struct va_block *nb, *left;
+	struct va_block *nb, *left, *lo, *hi;
 	struct rb_node *parent, **link;
 
 	if (a == t->start && a + size == t->end) {
-		list_del(t);
 		pop_top(ft);
 		ft->blocks--;
 		ft->bytes -= size;
@@ -455,7 +431,8 @@ static struct va_block *carve_top(struct va_freetree *ft, struct va_block *t, ui
 		left->start = t->start;
 		left->end = a;
 		t->start = a + size;
-		if (find_link(ft, left, &parent, &link))
+		/* left lies in the gap top just left, above the whole tree */
+		if (find_link(ft, left, &parent, &link, &lo, &hi))
 			link_plain(ft, left, parent, link);
 	}
 	t->subtree_max = blk_size(t);
@@ -468,14 +445,13 @@ static struct va_block *carve_top(struct va_freetree *ft, struct va_block *t, ui
 struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a, uint64_t size,
 			  struct va_bag *bag)
 {
-	struct va_block *nb, *left;
+	struct va_block *nb, *left, *lo, *hi;
 	struct rb_node *parent = NULL, **link = NULL;
 
 	if (b == ft->top)
 		return carve_top(ft, b, a, size, bag);
 	if (a == b->start && a + size == b->end) {
 		/* FL_FIT_TYPE: the free block object itself becomes the area */
-		list_del(b);
 		rb_erase(&ft->root, &b->rb, &ft_aug);
 		ft->blocks--;
 		ft->bytes -= size;
@@ -502,7 +478,7 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 		b->start = a + size;
 		ft_propagate(&b->rb);
 		/* left lies in the gap b just left, so it cannot overlap */
-		if (find_link(ft, left, &parent, &link))
+		if (find_link(ft, left, &parent, &link, &lo, &hi))
 			link_plain(ft, left, parent, link);
 	}
 	ft->bytes -= size;
@@ -534,7 +510,6 @@ struct va_block *ft_floor(struct va_freetree *ft, uint64_t addr)
 struct check_ctx {
 	struct va_freetree *ft;
 	uint64_t quantum;
-	struct va_block *cursor; /* list position matching the in-order walk */
 	const struct va_block *last;
 	uint64_t blocks, bytes;
 	char *msg;
@@ -578,11 +553,6 @@ static int check_walk(struct check_ctx *c, struct rb_node *n)
 		m = max_of(n->right);
 	if (b->subtree_max != m)
 		return check_fail(c, b, "a cached subtree maximum is wrong");
-	if (c->cursor != b)
-		return check_fail(c, b, "the address-ordered list disagrees with the tree");
-	if (b->next->prev != b || b->prev->next != b)
-		return check_fail(c, b, "the list's prev/next links are inconsistent");
-	c->cursor = b->next;
 	c->last = b;
 	c->blocks++;
 	c->bytes += blk_size(b);
@@ -591,8 +561,7 @@ static int check_walk(struct check_ctx *c, struct rb_node *n)
 
 int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 {
-	struct check_ctx c = {
-	    .ft = ft, .quantum = quantum, .cursor = ft->head.next, .msg = msg, .len = len};
+	struct check_ctx c = {.ft = ft, .quantum = quantum, .msg = msg, .len = len};
 	const char *why = NULL;
 
 	if (ft->root.node && rb_red(ft->root.node))
@@ -606,8 +575,6 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 	if (ft->top) {
 		const struct va_block *t = ft->top;
 
-		if (c.cursor != t)
-			return check_fail(&c, t, "top is not the list's last block");
 		if (blk_state(t) != VA_ST_FREE)
 			return check_fail(&c, t, "top is not marked free");
 		if (t->start >= t->end || t->start % quantum || t->end % quantum)
@@ -615,15 +582,35 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 		if (c.last && c.last->end >= t->start)
 			return check_fail(&c, t,
 					  "top overlaps or touches the tree's highest block");
-		if (t->next != &ft->head || t->prev->next != t)
-			return check_fail(&c, t, "top's list links are inconsistent");
-		c.cursor = t->next;
+		c.last = t;
 		c.blocks++;
 		c.bytes += blk_size(t);
 	}
-	if (c.cursor != &ft->head)
-		return check_fail(&c, NULL, "the list has blocks the tree does not");
+	if (c.last && (c.last->end > ft->span_hi || ft_first(ft)->start < ft->span_lo))
+		return check_fail(&c, NULL, "a block lies outside the space");
 	if (c.blocks != ft->blocks || c.bytes != ft->bytes)
 		return check_fail(&c, NULL, "block or byte counters do not match the tree");
 	return 0;
+}
+
+/* Post-order, so no object is read after it is given back. */
+static void give_subtree(struct rb_node *n)
+{
+	while (n) {
+		struct rb_node *right = n->right;
+
+		give_subtree(n->left);
+		objcache_give(to_blk(n));
+		n = right;
+	}
+}
+
+void ft_destroy(struct va_freetree *ft)
+{
+	give_subtree(ft->root.node);
+	ft->root.node = NULL;
+	if (ft->top)
+		objcache_give(ft->top);
+	ft->top = NULL;
+	ft->bytes = ft->blocks = 0;
 }

@@ -36,17 +36,11 @@ int node_init(struct va_node *n, unsigned pool_classes)
 	memset(n, 0, sizeof(*n));
 	n->lk = &n->lock;
 	n->refill_cursor = UINT64_MAX;
-	n->pend = malloc(VA_PEND_MAX * sizeof(*n->pend));
-	if (!n->pend || bh_alloc(&n->hash, 64)) {
-		free(n->pend);
-		n->pend = NULL;
+	if (bh_alloc(&n->hash, 64))
 		return VA_ENOMEM;
-	}
 	if (pool_classes) {
 		n->pool = calloc(pool_classes, sizeof(*n->pool));
 		if (!n->pool) {
-			free(n->pend);
-			n->pend = NULL;
 			bh_free(&n->hash);
 			return VA_ENOMEM;
 		}
@@ -81,10 +75,12 @@ void node_destroy(struct va_node *n, unsigned pool_classes)
 	free_subtree(n->busy.node);
 	n->busy.node = NULL;
 	n->busy_hint = NULL;
-	for (uint32_t i = 0; i < n->pend_len; i++)
-		objcache_give(n->pend[i]);
-	free(n->pend);
-	n->pend = NULL;
+	while (n->pend) {
+		struct va_block *b = n->pend;
+
+		blk_list_del(&n->pend, b);
+		objcache_give(b);
+	}
 	n->pend_len = 0;
 	bh_free(&n->hash);
 	for (uint32_t i = 0; i < n->lazy_len; i++)
@@ -185,7 +181,6 @@ static void tree_insert(struct va_node *n, struct va_block *b)
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&n->busy, &b->rb, NULL);
 	n->busy_hint = b;
-	b->pend = VA_PEND_NONE;
 }
 
 static void tree_remove(struct va_node *n, struct va_block *b)
@@ -197,50 +192,59 @@ static void tree_remove(struct va_node *n, struct va_block *b)
 
 void busy_settle(struct va_node *n)
 {
-	while (n->pend_len)
-		tree_insert(n, n->pend[--n->pend_len]);
+	struct va_block *b = n->pend, *next;
+
+	/* the list's links are the tree links: read next before the insert overwrites them */
+	for (; b; b = next) {
+		next = blk_list_next(b);
+		blk_set_state(b, VA_ST_BUSY);
+		tree_insert(n, b);
+	}
+	n->pend = NULL;
+	n->pend_len = 0;
 }
 
 /*
- * A busy block goes into the hash (a free finds it in O(1)) and the pending array, not the
+ * A busy block goes into the hash (a free finds it in O(1)) and the pending list, not the
  * tree: most areas are freed soon and never need the tree, which only lookups of interior
  * addresses (va_lookup, telling a bad free's ENOTSTART from EDOUBLEFREE) and the walk need;
- * those settle the pending blocks into it first. A full pending array is settled at once,
+ * those settle the pending blocks into it first. A full pending list is settled at once,
  * so a settle costs at most VA_PEND_MAX tree inserts and a block enters the tree at most
  * once: never more tree work than inserting every block at once, usually much less.
  */
 void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift)
 {
-	blk_set_state(b, VA_ST_BUSY);
 	n->busy_bytes += blk_size(b);
 	n->busy_blocks++;
-	b->hashed = bh_insert(&n->hash, b, qshift);
-	if (!b->hashed) {
+	if (!bh_insert(&n->hash, b, qshift)) {
+		blk_set_state(b, VA_ST_BUSY_TREE);
 		n->tree_only++;
 		tree_insert(n, b);
 		return;
 	}
 	if (n->pend_len == VA_PEND_MAX)
 		busy_settle(n);
-	b->pend = n->pend_len;
-	n->pend[n->pend_len++] = b;
+	blk_set_state(b, VA_ST_BUSY_PEND);
+	blk_list_push(&n->pend, b);
+	n->pend_len++;
 }
 
 void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift)
 {
+	enum va_state st = blk_state(b);
+
 	n->busy_bytes -= blk_size(b);
 	n->busy_blocks--;
-	if (b->hashed)
-		bh_remove(&n->hash, b, qshift);
-	else
+	if (st == VA_ST_BUSY_TREE)
 		n->tree_only--;
-	if (b->pend == VA_PEND_NONE) {
+	else
+		bh_remove(&n->hash, b, qshift);
+	if (st != VA_ST_BUSY_PEND) {
 		tree_remove(n, b);
 		return;
 	}
-	/* the last pending block takes b's place */
-	n->pend[b->pend] = n->pend[--n->pend_len];
-	n->pend[b->pend]->pend = b->pend;
+	blk_list_del(&n->pend, b);
+	n->pend_len--;
 }
 
 struct va_block *busy_find(struct va_node *n, uint64_t addr, unsigned qshift)
@@ -311,16 +315,6 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 	return false;
 }
 
-/* Slots for count + extra entries at most three quarters full (at least 64). */
-static uint64_t hash_cap_for(uint64_t count, uint64_t extra)
-{
-	uint64_t want = (count + extra + 1) * 4 / 3 + 1, cap = 64;
-
-	while (cap < want && cap < (1ull << 31))
-		cap *= 2;
-	return cap;
-}
-
 int busy_hash_grow(struct va_space *vs, unsigned k, size_t extra)
 {
 	struct va_node *n = &vs->node[k];
@@ -330,8 +324,8 @@ int busy_hash_grow(struct va_space *vs, unsigned k, size_t extra)
 	/* sized with the lock dropped (no malloc under an allocator lock); another thread may
 	 * have grown it meanwhile, then this one gives its arrays back */
 	va_lock(n->lk);
-	cap = hash_cap_for(n->hash.count, extra);
-	if (cap <= n->hash.cap) {
+	cap = bh_grown_cap(n->hash.count + extra + 1);
+	if ((n->hash.count + extra + 1) * 4 <= (uint64_t)n->hash.cap * 3 || cap <= n->hash.cap) {
 		va_unlock(n->lk);
 		return 0;
 	}
@@ -387,8 +381,7 @@ bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth
 
 	if (pc->count >= depth)
 		return false;
-	blk_set_state(b, VA_ST_POOLED);
-	b->dirty = dirty;
+	blk_set_state(b, dirty ? VA_ST_POOLED_DIRTY : VA_ST_POOLED);
 	b->next = pc->head;
 	pc->head = b;
 	pc->count++;

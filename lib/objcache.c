@@ -1,8 +1,8 @@
 /*
  * objcache.c - block objects: carved from slabs, kept in caches, so no malloc or free
- * happens under an allocator lock and an object costs its 64 bytes and nothing more.
+ * happens under an allocator lock and an object costs its 48 bytes and nothing more.
  *
- * Objects come from 64 KiB slabs (1023 objects after a 64-byte slab header), carved by
+ * Objects come from 64 KiB slabs (1364 objects after a 64-byte slab header), carved by
  * each thread from a slab of its own, so a busy range pays no malloc header and no
  * rounding. Each thread keeps a small array of spare objects; a process-wide depot (an
  * array too) moves them from threads that release many (the drain merges blocks and frees
@@ -23,11 +23,9 @@
 #define DEPOT_BATCH 64	       /* objects taken from the depot at once beyond the need */
 #define DEPOT_CAP   (1u << 18) /* objects the depot's array keeps; beyond, a list */
 #define SLAB_BYTES  (64u << 10)
-#define SLAB_OBJS   (SLAB_BYTES / sizeof(struct va_block) - 1)
+#define SLAB_OBJS   ((SLAB_BYTES - sizeof(struct slab)) / sizeof(struct va_block))
 
-_Static_assert(sizeof(struct va_block) == 64, "a block object is one cache line");
-
-/* The first object-sized slot of a slab: slabs are listed so they stay reachable. */
+/* The first cache line of a slab: slabs are listed so they stay reachable. */
 struct slab {
 	struct slab *next;
 } __attribute__((aligned(64)));

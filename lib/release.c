@@ -70,7 +70,7 @@ static unsigned take_chunk(struct va_space *vs, uint64_t *cursor, uint64_t cap,
 	unsigned n = 0;
 
 	if (!b)
-		b = ft->head.next == &ft->head ? NULL : ft->head.next;
+		b = ft_first(ft);
 	else if (b->end <= *cursor)
 		b = ft_next(ft, b);
 	while (b && n < RELEASE_CHUNK_BLOCKS && bytes < cap && bag->n >= 2) {
@@ -83,11 +83,7 @@ static unsigned take_chunk(struct va_space *vs, uint64_t *cursor, uint64_t cap,
 		if (!p)
 			break;
 		blk_set_state(p, VA_ST_LAZY);
-		p->prev = NULL;
-		p->next = in->eager;
-		if (p->next)
-			p->next->prev = p;
-		in->eager = p;
+		blk_list_push(&in->eager, p);
 		in->bytes += e - s;
 		in->blocks++;
 		pieces[n++] = p;
@@ -112,12 +108,7 @@ static void put_back(struct va_space *vs, struct va_block **pieces, unsigned n, 
 	for (unsigned i = 0; i < n; i++) {
 		struct va_block *p = pieces[i];
 
-		if (p->prev)
-			p->prev->next = p->next;
-		else
-			in->eager = p->next;
-		if (p->next)
-			p->next->prev = p->prev;
+		blk_list_del(&in->eager, p);
 		in->bytes -= blk_size(p);
 		in->blocks--;
 		ft_insert(&vs->free.tree, p, bag);

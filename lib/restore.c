@@ -7,15 +7,15 @@
  * placements cost a tree descent, a split and a rebalance each.
  *
  * Every busy block also goes into its node's busy hash (found by start in O(1)), grown to
- * its final size before the locks are taken; the node's pending array stays empty (every
+ * its final size before the locks are taken; the node's pending list stays empty (every
  * block is in the tree already), and a block the hash has no room for is counted tree_only
- * as busy_insert would.
+ * (VA_ST_BUSY_TREE) as busy_insert would.
  *
- * What it relies on inside the library: struct va_block (rb, start, end; owner, home, pend,
- * hashed, slot and dirty for busy blocks; next, prev and subtree_max for free ones), a
- * node's busy tree, busy_hint, busy hash, pending array, tree_only, busy_bytes, busy_blocks
- * and allocs, the free tree's root, list sentinel, bytes and blocks, va_node_of,
- * va_home_node, busy_hash_grow / bh_insert, objcache_fill / objcache_return, lazy_enter /
+ * What it relies on inside the library: struct va_block (rb, start, end; owner for busy
+ * blocks, subtree_max for free ones; the state in rb's word), a node's busy tree,
+ * busy_hint, busy hash, pending list, tree_only, busy_bytes, busy_blocks and allocs, the
+ * free tree's root, span, bytes and blocks, va_node_of, busy_hash_grow / bh_insert,
+ * objcache_fill / objcache_return, lazy_enter /
  * lazy_leave, va_freeze / va_thaw, and rbtree.h's node word (parent, colour, the block
  * state's bits).
  */
@@ -30,10 +30,10 @@
  * freed and drained again), nothing busy, lazy, pooled or in flight. Frozen. */
 static bool pristine(struct va_space *vs)
 {
-	struct va_block *b = vs->free.tree.head.next;
+	struct va_block *b = ft_first(&vs->free.tree);
 
-	if (vs->free.tree.blocks != 1 || b == &vs->free.tree.head || b->start != vs->base ||
-	    b->end != vs->end || vs->inflight.n || vs->inflight.blocks || vs->inflight.eager ||
+	if (vs->free.tree.blocks != 1 || !b || b->start != vs->base || b->end != vs->end ||
+	    vs->inflight.n || vs->inflight.blocks || vs->inflight.eager ||
 	    vs->inflight.decay_blocks)
 		return false;
 	for (unsigned i = 0; i < vs->nodes; i++) {
@@ -111,12 +111,11 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 			   struct va_block **gaps, size_t *per_node, struct va_bag *bag)
 {
 	struct va_freetree *ft = &vs->free.tree;
-	struct va_block *old = ft->head.next;
-	unsigned home = va_home_node(vs);
+	struct va_block *old = ft_first(ft);
 	size_t n_gaps = 0;
 	uint64_t at = vs->base;
 
-	ft_init(ft);
+	ft_init(ft, ft->span_lo, ft->span_hi);
 	bag_give(bag, old);
 	/* Busy blocks grouped by node (each group in address order), gaps in address order. */
 	size_t *next = per_node + vs->nodes, sum = 0;
@@ -143,27 +142,14 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 		unsigned k = va_node_of(vs, starts[i]);
 
 		b->rb.parent_colour = 0;
-		blk_set_state(b, VA_ST_BUSY);
+		blk_set_state(b, VA_ST_BUSY_TREE); /* straight into the tree: never pending */
 		b->start = starts[i];
 		b->end = starts[i] + sizes[i];
 		b->owner = owners ? owners[i] : NULL;
-		b->home = home;
-		b->pend = VA_PEND_NONE; /* straight into the tree: never pending */
-		b->hashed = false;
-		b->dirty = false;
-		b->slot = 0;
 		busy[next[k]++] = b;
 		at = b->end;
 	}
-	/* The free list (circular through the sentinel) and the free tree. */
-	for (size_t i = 0; i < n_gaps; i++) {
-		gaps[i]->prev = i ? gaps[i - 1] : &ft->head;
-		gaps[i]->next = i + 1 < n_gaps ? gaps[i + 1] : &ft->head;
-	}
-	if (n_gaps) {
-		ft->head.next = gaps[0];
-		ft->head.prev = gaps[n_gaps - 1];
-	}
+	/* The free tree. */
 	ft->blocks = n_gaps;
 	/* the highest gap is top (freetree.c), the others the tree */
 	if (n_gaps) {
@@ -189,8 +175,10 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 			if (i + BH_AHEAD < first + cnt)
 				bh_prefetch(&nd->hash, busy[i + BH_AHEAD]->start, vs->qshift);
 			/* a full hash (its growth failed) leaves the block in the tree alone */
-			b->hashed = bh_insert(&nd->hash, b, vs->qshift);
-			nd->tree_only += !b->hashed;
+			if (bh_insert(&nd->hash, b, vs->qshift))
+				blk_set_state(b, VA_ST_BUSY);
+			else
+				nd->tree_only++;
 		}
 		nd->allocs += cnt;
 		first += cnt;

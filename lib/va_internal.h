@@ -31,42 +31,84 @@ struct va_spin {
 	_Atomic uint32_t v;
 };
 
+/* A block's state, in the 3 user bits of its rb parent word. What a busy or pooled block
+ * used to keep in flags is encoded here, so the record needs no byte for it: a busy block
+ * is in its node's hash or not (BUSY_TREE), and pending or in the busy tree; a pooled block
+ * holds what its last holder wrote or not. */
 enum va_state {
 	VA_ST_SPARE = 0,
 	VA_ST_FREE,
-	VA_ST_BUSY,
-	VA_ST_LAZY,
-	VA_ST_POOLED,
+	VA_ST_BUSY,	    /* in the busy hash and the busy tree */
+	VA_ST_BUSY_PEND,    /* in the busy hash and the pending list (not the tree) */
+	VA_ST_BUSY_TREE,    /* in the busy tree alone: the hash had no room for it */
+	VA_ST_LAZY,	    /* a lazy array, a drain batch or the eager list */
+	VA_ST_POOLED,	    /* in a pool, zeroed (or never written) */
+	VA_ST_POOLED_DIRTY, /* in a pool, freed straight into it and not zeroed yet (zeroed
+			       when taken, see lazy_free_locked) */
 };
 
 /*
- * 64 bytes, one cache line: the tree node (its parent word also holds the colour and the
- * state), the range, then what a busy block needs (its owner tag and home node) shares
- * room with what a free block needs (its address-list links and subtree maximum). Pool and
- * spare lists link through next, the in-flight list through next and prev; lazy blocks
- * need nothing here (their lazy_item holds the rest). A pooled block's home is its pool's
- * node, so it needs no field either.
+ * 48 bytes (three 16-byte units; the record is most of the allocator's memory per range):
+ * the tree node (its parent word also holds the colour and the state), the range, then one
+ * word whose meaning the state gives: a free block's subtree maximum, a busy block's owner
+ * tag, a pooled or spare block's next link. The free tree's address order is the tree's
+ * own in-order (rb_prev/rb_next, amortised O(1) in walks); blocks in no tree (a node's
+ * pending busy blocks, the eager in-flight list) link through rb.left (prev) and rb.right
+ * (next). A busy block keeps no home node: a lazy free hands it to the freeing thread's
+ * node (lazy_item.home), whose pools a drain may give it back to, as magazine allocators
+ * give a freed object to the freeing CPU. A busy block's hash slot is not kept either: a
+ * free removes it from the slot its find has just hit.
  */
 struct va_block {
 	struct rb_node rb;   /* free tree or busy tree; rb_user_bits: enum va_state */
 	uint64_t start, end; /* [start, end) */
 	union {
-		struct {
-			struct va_block *next, *prev; /* free list (address order), in-flight */
-			uint64_t subtree_max;	      /* free tree: largest block in the subtree */
-		};
-		struct {
-			void *owner;   /* busy: the caller's tag */
-			uint32_t home; /* busy: node whose thread allocated it */
-			uint32_t pend; /* busy: index in its node's pending array, or
-					  VA_PEND_NONE (in the busy tree) */
-			bool hashed;   /* busy: in its node's busy hash */
-			bool dirty;    /* pooled: freed straight into the pool, not zeroed
-					  yet (zeroed when taken, see lazy_free_locked) */
-			uint32_t slot; /* busy and hashed: its slot in the busy hash */
-		};
+		uint64_t subtree_max;  /* free: largest block in the subtree */
+		void *owner;	       /* busy: the caller's tag */
+		struct va_block *next; /* pooled, spare: the pool's or the bag's list */
 	};
 } __attribute__((aligned(16))); /* rb's parent word needs 4 free low bits */
+
+_Static_assert(sizeof(struct va_block) == 48, "a block record is 48 bytes");
+
+static inline bool blk_busy_state(unsigned s)
+{
+	return s == VA_ST_BUSY || s == VA_ST_BUSY_PEND || s == VA_ST_BUSY_TREE;
+}
+
+/* Links of a block in no tree (pending busy, eager in-flight): rb.left and rb.right. */
+static inline struct va_block *blk_list_prev(const struct va_block *b)
+{
+	return b->rb.left ? rb_entry(b->rb.left, struct va_block, rb) : NULL;
+}
+
+static inline struct va_block *blk_list_next(const struct va_block *b)
+{
+	return b->rb.right ? rb_entry(b->rb.right, struct va_block, rb) : NULL;
+}
+
+/* Push b at the head of a list through rb links. */
+static inline void blk_list_push(struct va_block **head, struct va_block *b)
+{
+	b->rb.left = NULL;
+	b->rb.right = *head ? &(*head)->rb : NULL;
+	if (*head)
+		(*head)->rb.left = &b->rb;
+	*head = b;
+}
+
+/* Take b out of a list through rb links. */
+static inline void blk_list_del(struct va_block **head, struct va_block *b)
+{
+	struct va_block *p = blk_list_prev(b), *n = blk_list_next(b);
+
+	if (p)
+		p->rb.right = b->rb.right;
+	else
+		*head = n;
+	if (n)
+		n->rb.left = b->rb.left;
+}
 
 static inline uint64_t blk_size(const struct va_block *b)
 {
@@ -138,12 +180,12 @@ static inline void bag_give(struct va_bag *bag, struct va_block *b)
 	bag->n++;
 }
 
-/* The global free tree: augmented rbtree plus address-ordered circular list. The highest
- * free block (top) stays out of the rbtree (see freetree.c); the list holds it, last. */
+/* The global free tree: an augmented rbtree in address order, but for the highest free block,
+ * top, which stays out of it (see freetree.c). */
 struct va_freetree {
-	struct rb_root root;  /* every free block but top */
-	struct va_block *top; /* the highest free block, or NULL when nothing is free */
-	struct va_block head; /* list sentinel: head.next is the lowest block */
+	struct rb_root root;	   /* every free block but top */
+	struct va_block *top;	   /* the highest free block, or NULL when nothing is free */
+	uint64_t span_lo, span_hi; /* every free block lies in [span_lo, span_hi): the space */
 	uint64_t bytes, blocks;
 	uint64_t quantum; /* every block starts and ends on a multiple of it */
 };
@@ -172,27 +214,26 @@ enum {
 struct lazy_item {
 	uint64_t start, end;
 	struct va_block *b;
-	uint32_t home;	/* b->home, so placing needs no object read */
+	uint32_t home;	/* the node whose pool may take it back: the freeing thread's */
 	uint32_t flags; /* LI_*: in a drain batch */
 	uint64_t gap; /* free-tree bytes a drain joined to its end (absorb_gaps): free, not lazy */
 };
 
 /* Busy blocks by start (busyhash.c): open addressing, one word per slot (the object's
- * address and a tag; 0 = empty). count_pub and cap_pub mirror count and cap for the
- * unlocked look that decides to grow the table. */
+ * address and the top bits of the start's hash; 0 = empty). count_pub and cap_pub mirror
+ * count and cap for the unlocked look that decides to grow the table. */
 struct va_busy_hash {
 	uint64_t *slot;
-	uint32_t cap;	/* a power of two, or 0 */
+	uint32_t cap;	/* any size (multiply-shift range reduction), or 0 */
 	uint32_t limit; /* entries an insert may fill under a lock: 7/8 of cap */
-	unsigned shift_bits;
+	uint32_t found; /* the slot of bh_find's last hit: a free finds, then removes */
 	uint64_t count;
 	_Atomic uint64_t count_pub;
 	_Atomic uint32_t cap_pub;
 };
 
 /* Busy blocks not yet in the busy tree: at most this many per node (see busy_insert). */
-#define VA_PEND_MAX  1024
-#define VA_PEND_NONE UINT32_MAX
+#define VA_PEND_MAX 1024
 
 /*
  * A node: busy areas found by address, lazy frees of those areas, pools of ready blocks
@@ -203,7 +244,8 @@ struct va_node {
 	struct va_spin lock;
 	struct va_spin *lk;	  /* the lock to take: &lock, or in exact mode &free.lock */
 	struct va_busy_hash hash; /* every busy block, but those it had no room for */
-	struct va_block **pend;	  /* VA_PEND_MAX: busy blocks in hash and not in busy */
+	struct va_block *pend;	  /* busy blocks in hash and not in busy (VA_ST_BUSY_PEND),
+				     listed through rb links; at most VA_PEND_MAX */
 	uint32_t pend_len;
 	uint32_t tree_only;  /* busy blocks in busy and not in hash (the hash was full) */
 	struct rb_root busy; /* busy blocks but the pending ones: for lookups by any address */
@@ -231,7 +273,7 @@ struct va_inflight {
 	uint64_t bytes, blocks; /* lazy: not yet placed, plus eager blocks (lazy_total has them) */
 	uint64_t decay_bytes, decay_blocks; /* pool blocks on their way to the tree: pooled */
 	uint64_t gap_bytes; /* free-tree gaps joined to the batch's items for one release: free */
-	struct va_block *eager; /* eager frees being released (next/prev list) */
+	struct va_block *eager; /* eager frees being released (listed through rb links) */
 };
 
 struct va_space {
@@ -424,9 +466,10 @@ bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift);
 void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
 
 /* The block entered under start, or NULL. */
-struct va_block *bh_find(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
+struct va_block *bh_find(struct va_busy_hash *h, uint64_t start, unsigned qshift);
 
-/* Take b (entered before) out. */
+/* Take b (entered before) out: from the slot the last bh_find found it in, or probed for
+ * again from its start. */
 void bh_remove(struct va_busy_hash *h, const struct va_block *b, unsigned qshift);
 
 /* The block in slot i, or NULL if it is empty (va_check). */
@@ -436,7 +479,10 @@ struct va_block *bh_at(const struct va_busy_hash *h, uint32_t i);
  * needed: a stale answer only grows late, and inserts never need the growth). */
 bool bh_wants_grow(const struct va_busy_hash *h, size_t extra);
 
-/* Empty arrays of cap slots (a power of two) in *t (no lock needed); 0 or VA_ENOMEM. */
+/* The capacity to grow to for count entries: 9/16 full (at least 64 slots, at most 2^31). */
+uint32_t bh_grown_cap(uint64_t count);
+
+/* Empty arrays of cap slots in *t (no lock needed); 0 or VA_ENOMEM. */
 int bh_alloc(struct va_busy_hash *t, uint32_t cap);
 
 /* Move h's entries into fresh and make fresh's arrays h's; fresh gets h's old arrays. */
@@ -450,8 +496,11 @@ uint64_t bh_bytes(const struct va_busy_hash *h);
 
 /* ---- freetree.c ------------------------------------------------------------------- */
 
-/* Empty tree. */
-void ft_init(struct va_freetree *ft);
+/* Empty tree for the space [span_lo, span_hi). */
+void ft_init(struct va_freetree *ft, uint64_t span_lo, uint64_t span_hi);
+
+/* Give every block object back (a space being destroyed; no lock needed). */
+void ft_destroy(struct va_freetree *ft);
 
 /* One fit request: size and alignment already rounded; window [vstart, vend). Blocks
  * smaller than min_block (>= size) are not considered: size + align - quantum makes every
@@ -479,9 +528,32 @@ struct va_block *ft_highest_fit(struct va_freetree *ft, uint64_t limit, uint64_t
 /* Free block with the greatest start <= addr, or NULL. */
 struct va_block *ft_floor(struct va_freetree *ft, uint64_t addr);
 
-/* Address-order neighbours (NULL at the ends). */
-struct va_block *ft_prev(struct va_freetree *ft, struct va_block *b);
-struct va_block *ft_next(struct va_freetree *ft, struct va_block *b);
+/* Address-order neighbours (NULL at the ends): the tree's in-order, O(1) amortised over a
+ * walk, and top after the tree's last block. */
+static inline struct va_block *ft_prev(const struct va_freetree *ft, struct va_block *b)
+{
+	struct rb_node *n = b == ft->top ? rb_last(&ft->root) : rb_prev(&b->rb);
+
+	return n ? rb_entry(n, struct va_block, rb) : NULL;
+}
+
+static inline struct va_block *ft_next(const struct va_freetree *ft, struct va_block *b)
+{
+	struct rb_node *n;
+
+	if (b == ft->top)
+		return NULL;
+	n = rb_next(&b->rb);
+	return n ? rb_entry(n, struct va_block, rb) : ft->top;
+}
+
+/* Lowest free block, or NULL. */
+static inline struct va_block *ft_first(const struct va_freetree *ft)
+{
+	struct rb_node *n = rb_first(&ft->root);
+
+	return n ? rb_entry(n, struct va_block, rb) : ft->top;
+}
 
 /* Largest free block size. */
 static inline uint64_t ft_largest(const struct va_freetree *ft)
@@ -491,7 +563,7 @@ static inline uint64_t ft_largest(const struct va_freetree *ft)
 	return ft->top && blk_size(ft->top) > t ? blk_size(ft->top) : t;
 }
 
-/* Check tree and list invariants; 0 or -1 with a sentence in msg. */
+/* Check the tree's invariants; 0 or -1 with a sentence in msg. */
 int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len);
 
 /* ---- node.c: busy trees and pools (callers hold the node's lock) ------------------------ */
@@ -500,11 +572,11 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len);
 int node_init(struct va_node *n, unsigned pool_classes);
 void node_destroy(struct va_node *n, unsigned pool_classes);
 
-/* Make b busy in n: into the hash and the pending array (a full pending array goes into
+/* Make b busy in n: into the hash and the pending list (a full pending list goes into
  * the busy tree first), or into the busy tree alone if the hash has no room. */
 void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift);
 
-/* Take busy block b out of n (hash, pending array or tree). */
+/* Take busy block b out of n (hash, pending list or tree). */
 void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift);
 
 /* Busy block starting exactly at addr, or NULL: O(1) through the hash. */
@@ -543,7 +615,7 @@ struct va_block *pool_pop(struct va_node *n, unsigned q, uint64_t quantum);
 struct va_block *pool_pop_aligned(struct va_node *n, unsigned q, uint64_t align, uint64_t quantum);
 
 /* Push b (size q quanta) if its class has room; false if full. dirty: b holds what its last
- * holder wrote (it must be zeroed when taken). */
+ * holder wrote (it must be zeroed when taken: VA_ST_POOLED_DIRTY). */
 bool pool_push(struct va_node *n, struct va_block *b, unsigned q, unsigned depth, uint64_t quantum,
 	       bool dirty);
 

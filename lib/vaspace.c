@@ -149,8 +149,6 @@ static int add_whole_space(struct va_space *vs)
 	b = bag_take(&bag);
 	b->start = vs->base;
 	b->end = vs->end;
-	b->owner = NULL;
-	b->home = 0;
 	ft_insert(&vs->free.tree, b, &bag);
 	return 0;
 }
@@ -174,7 +172,7 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 	}
 	set_geometry(vs);
 	set_lazy_limits(vs);
-	ft_init(&vs->free.tree);
+	ft_init(&vs->free.tree, vs->base, vs->end);
 	vs->free.tree.quantum = vs->quantum;
 	va_spin_init(&vs->free.lock);
 	va_spin_init(&vs->inflight.lock);
@@ -205,15 +203,10 @@ int va_create(const struct va_config *cfg, struct va_space **out)
 
 void va_destroy(struct va_space *vs)
 {
-	struct va_block *b, *next;
-
 	if (!vs)
 		return;
 	lazy_thread_stop(vs);
-	for (b = vs->free.tree.head.next; b && b != &vs->free.tree.head; b = next) {
-		next = b->next;
-		objcache_give(b);
-	}
+	ft_destroy(&vs->free.tree);
 	if (vs->node) {
 		for (unsigned i = 0; i < vs->nodes_ready; i++)
 			node_destroy(&vs->node[i], vs->pool_classes);
@@ -261,11 +254,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
 	va_lock_in(n->lk, vs->inflight.lk);
-	b->prev = NULL;
-	b->next = vs->inflight.eager;
-	if (b->next)
-		b->next->prev = b;
-	vs->inflight.eager = b;
+	blk_list_push(&vs->inflight.eager, b);
 	vs->inflight.bytes += size;
 	vs->inflight.blocks++;
 	va_unlock_in(n->lk, vs->inflight.lk);
@@ -279,12 +268,7 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
 	bag = objcache_bag(1); /* merges give objects into it (1: the thread is registered) */
 	va_lock(&vs->free.lock);
 	va_lock_in(&vs->free.lock, vs->inflight.lk);
-	if (b->prev)
-		b->prev->next = b->next;
-	else
-		vs->inflight.eager = b->next;
-	if (b->next)
-		b->next->prev = b->prev;
+	blk_list_del(&vs->inflight.eager, b);
 	vs->inflight.bytes -= size;
 	vs->inflight.blocks--;
 	va_unlock_in(&vs->free.lock, vs->inflight.lk);
@@ -302,18 +286,19 @@ static int free_eager(struct va_space *vs, uint64_t addr, void **owner_out)
  * Dirty or not, pooled memory is released when it decays to the tree, so nothing a holder
  * wrote reaches the tree or another holder. false: the lazy path takes it.
  *
- * The pool is the block's home's (the node of the thread that allocated it), as a drain
- * places it, not the node its address belongs to (n, whose lock the free holds): a thread
- * allocating from another node's zone would otherwise free into a pool nobody asks of, and
- * every such free would go lazy, call a drain, and come back to its home pool through it
- * (with the background thread on, random_size with 1M held ran 700 drains in 1M pairs and
- * took 113 ns a pair where draining inline took 69). Another node's lock is only tried.
+ * The pool is the freeing thread's home node's, where a drain would place the block (a lazy
+ * item's home), not the pool of the node its address belongs to (n, whose lock the free
+ * holds): a thread allocating from another node's zone would otherwise free into a pool
+ * nobody asks of, and every such free would go lazy, call a drain, and come back to the home
+ * pool through it (with the background thread on, random_size with 1M held ran 700 drains in
+ * 1M pairs and took 113 ns a pair where draining inline took 69). Another node's lock is
+ * only tried.
  */
 static bool recycle_locked(struct va_space *vs, struct va_node *n, struct va_block *b,
 			   void **owner_out)
 {
 	uint64_t size = blk_size(b), q = size >> vs->qshift;
-	struct va_node *hn = &vs->node[b->home % vs->nodes];
+	struct va_node *hn = &vs->node[va_home_node(vs)];
 	struct va_pool_class *pc;
 	bool ok;
 
@@ -372,8 +357,10 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	b->owner = NULL;
 	blk_set_state(b, VA_ST_LAZY);
 	size = blk_size(b);
+	/* home: the freeing thread's node, whose pools the drain may give the block back to
+	 * (the record has no room to remember the allocating thread's; mostly they are one) */
 	n->lazy[n->lazy_len++] =
-	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = b->home};
+	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = va_home_node(vs)};
 	n->lazy_bytes += size;
 	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
