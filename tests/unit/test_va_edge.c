@@ -1366,9 +1366,64 @@ static void test_counters_saturate(void **state)
 	assert_true(atomic_load(&a) == UINT64_MAX);
 }
 
+/* The highest free block lives outside the tree (top): every way into and out of that place
+ * keeps exact lowest-address fit, the counts and the largest block right. */
+static void test_top_block_transitions(void **state)
+{
+	struct va_space *vs = make_exact(0, 64 * Q, NULL);
+	uint64_t a, b, c, d, e;
+	struct va_stats st;
+
+	(void)state;
+	assert_int_equal(va_alloc(vs, 8 * Q, 0, NULL, &a), 0); /* carved from top's start */
+	assert_int_equal(a, 0);
+	assert_int_equal(va_alloc(vs, 8 * Q, 0, NULL, &b), 0);
+	assert_int_equal(b, 8 * Q);
+	assert_int_equal(va_free(vs, a, NULL), 0); /* [0, 8) into the tree, below top */
+	CHECK(vs);
+	assert_int_equal(va_alloc_range(vs, 8 * Q, 0, 56 * Q, 64 * Q, NULL, &c), 0); /* top's end */
+	assert_int_equal(c, 56 * Q);
+	assert_int_equal(va_alloc_range(vs, 4 * Q, 0, 30 * Q, 34 * Q, NULL, &d), 0); /* inside */
+	assert_int_equal(d, 30 * Q);
+	CHECK(vs);
+	va_get_stats(vs, &st);
+	assert_int_equal(st.free_blocks, 3); /* [0, 8) [16, 30) and top [34, 56) */
+	assert_int_equal(st.largest_free, 22 * Q);
+	/* 9 quanta: [0, 8) is too small, [16, 30) holds them */
+	assert_int_equal(va_alloc(vs, 9 * Q, 0, NULL, &e), 0);
+	assert_int_equal(e, 16 * Q); /* the tree's block, below top, wins */
+	assert_int_equal(va_free(vs, e, NULL), 0);
+	/* all of top: the tree's highest block, [16, 30), becomes top */
+	assert_int_equal(va_alloc(vs, 22 * Q, 0, NULL, &e), 0);
+	assert_int_equal(e, 34 * Q);
+	CHECK(vs);
+	va_get_stats(vs, &st);
+	assert_int_equal(st.free_blocks, 2);
+	assert_int_equal(st.largest_free, 14 * Q);
+	assert_int_equal(va_free(vs, d, NULL), 0); /* just above top: top grows up */
+	assert_int_equal(va_free(vs, c, NULL), 0); /* a gap above top: it becomes top */
+	CHECK(vs);
+	va_get_stats(vs, &st);
+	assert_int_equal(st.free_blocks, 3);	   /* [0, 8) [16, 34) and top [56, 64) */
+	assert_int_equal(va_free(vs, e, NULL), 0); /* closes [34, 56): three blocks join */
+	CHECK(vs);
+	va_get_stats(vs, &st);
+	assert_int_equal(st.free_blocks, 2);
+	assert_int_equal(st.largest_free, 48 * Q);
+	assert_int_equal(va_free(vs, b, NULL), 0); /* [8, 16) joins [0, 8) and top */
+	CHECK(vs);
+	va_get_stats(vs, &st);
+	assert_int_equal(st.free_blocks, 1);
+	assert_int_equal(st.largest_free, 64 * Q);
+	assert_int_equal(va_free(vs, b, NULL), VA_EDOUBLEFREE);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_top_block_transitions),
 	    cmocka_unit_test(test_create_errors),
 	    cmocka_unit_test(test_basic_and_fit_types),
 	    cmocka_unit_test(test_full_fit_last_block),
