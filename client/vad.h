@@ -175,12 +175,13 @@ int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t);
  * pointer in *out; out may be NULL for a free). The ticket is used up either way. */
 int vad_wait(vad_client *c, vad_ticket t, void **out);
 
-/* 1 if ticket t's reply is in (vad_wait will not wait for the daemon), 0 if not; reads
- * what is waiting in the socket first (non-blocking). VAD_EINVAL for an unknown ticket. */
+/* 1 if ticket t's reply is in (vad_wait will not wait for the daemon), 0 if not; no
+ * syscall (vad_progress reads). VAD_EINVAL for an unknown ticket. */
 int vad_test(vad_client *c, vad_ticket t);
 
 /* The client's socket, readable when replies may be waiting: watch it with poll/epoll and
- * call vad_progress. It changes after a reconnect (re-register when a ticket completes with
+ * call vad_progress. From the first call on the socket is non-blocking (libvad's own waits
+ * poll it). It changes after a reconnect (re-register when a ticket completes with
  * VAD_EINTERRUPTED). */
 int vad_fd(vad_client *c);
 

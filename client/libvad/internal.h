@@ -182,6 +182,9 @@ struct vad_client {
 	bool reading;		     /* one waiter is the reader now */
 	size_t sleepers;	     /* waiters in LIBVAD_SLEEPING */
 	uint32_t wake_word;	     /* atomic: bumped (under c->lock) for every wake */
+	bool nonblocking;	     /* atomic: vad_fd was asked for, so the socket is
+					O_NONBLOCK (an event loop polls it) and libvad's own
+					waits poll before they receive or send again */
 	int dead_err;		     /* nonzero: the connection is unusable */
 	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;		     /* touched only by the reader */
@@ -315,6 +318,13 @@ int libvad_free_finish(vad_client *c, struct libvad_arena *a, size_t n,
 		       const struct libvad_fast_reply *fast);
 
 /* tickets.c */
+
+/* Whether sock has events (POLLIN, POLLOUT, or an error or hang-up, which the receive or
+ * send then reports) within timeout_ms (-1: no limit). */
+bool libvad_wait_fd(int sock, short events, int timeout_ms);
+
+/* Make sock O_NONBLOCK (vad_fd's mode, kept across reconnects); 0 or -1 (errno). */
+int libvad_set_nonblocking(int sock);
 
 /* Free the ticket slab (vad_close). */
 void libvad_tickets_destroy(vad_client *c);

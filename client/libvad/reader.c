@@ -95,15 +95,10 @@ static bool stray_fd(vad_client *c, uint64_t at, uint64_t *lo, char *why)
  * fdq. */
 static int read_some(vad_client *c, char *why, bool nowait)
 {
-	if (nowait) {
-		struct pollfd pfd = {.fd = c->sock, .events = POLLIN};
-		int rc;
-		do
-			rc = poll(&pfd, 1, 0);
-		while (rc < 0 && errno == EINTR);
-		if (rc == 0)
-			return VAD_OK;
-	}
+	/* A blocking socket is asked first; a non-blocking one (vad_fd) says EAGAIN. */
+	bool nonblocking = __atomic_load_n(&c->nonblocking, __ATOMIC_RELAXED);
+	if (nowait && !nonblocking && !libvad_wait_fd(c->sock, POLLIN, 0))
+		return VAD_OK;
 	if (c->rcap - c->rlen < 4096) {
 		size_t cap = c->rcap ? c->rcap * 2 : LIBVAD_RBUF_KEEP;
 		uint8_t *b = realloc(c->rbuf, cap);
@@ -114,8 +109,14 @@ static int read_some(vad_client *c, char *why, bool nowait)
 	}
 	int fds[LIBVAD_FDS_PER_READ];
 	size_t nfds = 0;
-	ssize_t n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
-				      LIBVAD_FDS_PER_READ, &nfds);
+	ssize_t n;
+	while ((n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
+				      LIBVAD_FDS_PER_READ, &nfds)) < 0 &&
+	       (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		if (nowait)
+			return VAD_OK;
+		libvad_wait_fd(c->sock, POLLIN, -1);
+	}
 	if (n < 0) {
 		if (errno == EMSGSIZE) {
 			/* The kernel could not install a passed fd (usually RLIMIT_NOFILE): the

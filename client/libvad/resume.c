@@ -94,6 +94,8 @@ static void swap_connection(vad_client *c, int fd)
 	}
 	if (c->sock >= 0)
 		close(c->sock);
+	if (c->nonblocking)
+		libvad_set_nonblocking(fd); /* the event loop's mode (vad_fd) stays */
 	c->sock = fd;
 	libvad_transport_destroy(c); /* buffers and unclaimed fds of the old connection */
 	c->rpos = 0;

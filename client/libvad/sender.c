@@ -4,6 +4,7 @@
  * everything queued meanwhile in one send before it gives up the role.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +19,10 @@ static int send_all(vad_client *c, const uint8_t *buf, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				libvad_wait_fd(c->sock, POLLOUT, -1); /* vad_fd's mode */
+				continue;
+			}
 			return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
 		}
 		buf += n;

@@ -11,6 +11,9 @@
  * Handles carry the slot's index and generation, so a used-up, never issued or foreign
  * ticket is refused rather than followed. Everything is under c->lock.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -341,24 +344,28 @@ int vad_test(vad_client *c, vad_ticket t)
 {
 	if (!c)
 		return libvad_fail(c, VAD_EINVAL, "vad_test: client is NULL");
-	for (int round = 0;; round++) {
-		pthread_mutex_lock(&c->lock);
-		uint32_t index;
-		struct libvad_ticket *k = ticket_find(c, t, "vad_test", &index);
-		if (!k) {
-			pthread_mutex_unlock(&c->lock);
-			return VAD_EINVAL;
-		}
-		if (libvad_pending_done(&k->p)) {
-			pthread_mutex_unlock(&c->lock);
-			return 1;
-		}
-		if (round == 1) {
-			pthread_mutex_unlock(&c->lock);
-			return 0;
-		}
-		progress_locked(c);
-	}
+	pthread_mutex_lock(&c->lock);
+	uint32_t index;
+	struct libvad_ticket *k = ticket_find(c, t, "vad_test", &index);
+	int done = k ? libvad_pending_done(&k->p) : VAD_EINVAL;
+	pthread_mutex_unlock(&c->lock);
+	return done;
+}
+
+bool libvad_wait_fd(int sock, short events, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = sock, .events = events};
+	int rc;
+	do
+		rc = poll(&pfd, 1, timeout_ms);
+	while (rc < 0 && errno == EINTR);
+	return rc != 0; /* an error: let the receive or send say what it is */
+}
+
+int libvad_set_nonblocking(int sock)
+{
+	int fl = fcntl(sock, F_GETFL);
+	return fl < 0 ? -1 : fcntl(sock, F_SETFL, fl | O_NONBLOCK);
 }
 
 int vad_fd(vad_client *c)
@@ -367,6 +374,10 @@ int vad_fd(vad_client *c)
 		return libvad_fail(c, VAD_EINVAL, "vad_fd: client is NULL");
 	pthread_mutex_lock(&c->lock);
 	int fd = c->sock;
+	/* An event loop polls the socket: vad_progress then receives without asking first
+	 * (one syscall fewer per round), and libvad's own waits poll on EAGAIN. */
+	if (!c->nonblocking && libvad_set_nonblocking(fd) == 0)
+		__atomic_store_n(&c->nonblocking, true, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&c->lock);
 	return fd;
 }

@@ -129,6 +129,7 @@ struct pdriver {
 	struct db_driver *d;
 	const struct db_params *p;
 	uint64_t rng, deadline, last;
+	uint64_t now; /* when the last read was seen (raw's stamp: once per read) */
 	bool stopping;
 };
 
@@ -173,8 +174,12 @@ static int retire(struct pdriver *pd, struct pconn *pc)
 {
 	struct db_result *r = &pd->d->r;
 	unsigned k = pc->next++;
+	/* A reply already in came with the last read, at pd->now; else this wait reads it. */
+	bool in = vad_test(pc->c, pc->t[k]) == 1;
 	int rc = vad_wait(pc->c, pc->t[k], pc->freeing ? NULL : &pc->ptrs[k]);
-	uint64_t now = db_now_ns();
+	if (!in)
+		pd->now = db_now_ns();
+	uint64_t now = pd->now;
 	if (rc != VAD_OK) {
 		r->errors++;
 		db_fail(r, "%s failed: %s (%s)", pc->freeing ? "free" : "alloc", vad_strerror(rc),
@@ -226,6 +231,7 @@ static void loop_epoll(struct pdriver *pd, struct pconn *pcs, unsigned n)
 			db_fail(&pd->d->r, "epoll_wait: %s", strerror(errno));
 			goto out;
 		}
+		pd->now = db_now_ns(); /* raw's stamp of every reply this round reads */
 		for (int i = 0; i < m; i++) {
 			struct pconn *pc = evs[i].data.ptr;
 			if (pc->done)
@@ -236,13 +242,14 @@ static void loop_epoll(struct pdriver *pd, struct pconn *pcs, unsigned n)
 					vad_last_error(pc->c));
 				goto out;
 			}
+			/* What this read brought; a burst sent now waits for its own event. */
 			while (!pc->done && vad_test(pc->c, pc->t[pc->next]) == 1)
 				if (retire(pd, pc) < 0)
 					goto out;
 			if (pc->done)
 				active--;
 		}
-		if (!pd->stopping && db_now_ns() >= pd->deadline)
+		if (!pd->stopping && pd->now >= pd->deadline)
 			pd->stopping = true;
 	}
 out:

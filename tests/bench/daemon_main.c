@@ -483,8 +483,11 @@ int daemon_bench_main(int argc, char **argv)
 					p.clients = o.clients[c];
 					p.pipeline = o.pipes[pi];
 					p.batch = o.batches[b];
-					if (p.mode == DB_LIBVAD)
+					if (p.mode == DB_LIBVAD && !p.burst)
 						p.drivers = p.clients * p.pipeline;
+					else if (p.mode == DB_LIBVAD &&
+						 (!p.drivers || p.drivers > p.clients))
+						p.drivers = p.clients;
 					else if (p.mode == DB_MALLOC || p.mode == DB_MMAP)
 						p.drivers = p.clients;
 					else if (!p.drivers || p.drivers > p.clients)
