@@ -272,6 +272,13 @@ static void pipelined_driver(struct db_driver *d)
 		pcs[i].sizes = calloc(P, sizeof(size_t));
 		pcs[i].freeing = true; /* the first burst is allocs */
 		ok = pcs[i].c && pcs[i].t && pcs[i].ptrs && pcs[i].sizes;
+		/* Set up before the window, as raw's connections are: the arena mapped (the
+		 * first alloc maps it), the socket in vad_fd's non-blocking mode. */
+		void *warm;
+		if (ok && vad_alloc(pcs[i].c, 4096, 0, &warm) == VAD_OK)
+			vad_free(pcs[i].c, warm);
+		if (ok && n > 1)
+			vad_fd(pcs[i].c);
 	}
 	if (!ok)
 		db_fail(&d->r, p->batch != 1
