@@ -185,7 +185,9 @@ struct vad_client {
 	bool nonblocking;	     /* atomic: vad_fd was asked for, so the socket is
 					O_NONBLOCK (an event loop polls it) and libvad's own
 					waits poll before they receive or send again */
-	int dead_err;		     /* nonzero: the connection is unusable */
+	int dead_err;		     /* nonzero: the connection is unusable (written
+					under c->lock, atomically: vad_progress reads it
+					without) */
 	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;		     /* touched only by the reader */
 	size_t rlen, rcap;

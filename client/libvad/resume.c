@@ -99,7 +99,7 @@ static void swap_connection(vad_client *c, int fd)
 	c->sock = fd;
 	libvad_transport_destroy(c); /* buffers and unclaimed fds of the old connection */
 	c->rpos = 0;
-	c->dead_err = VAD_OK;
+	__atomic_store_n(&c->dead_err, VAD_OK, __ATOMIC_RELAXED);
 	c->conn_gen++;
 	pthread_mutex_unlock(&c->lock);
 }

@@ -388,9 +388,8 @@ int vad_progress(vad_client *c)
 		return libvad_fail(c, VAD_EINVAL, "vad_progress: client is NULL");
 	pthread_mutex_lock(&c->lock);
 	progress_locked(c);
-	pthread_mutex_lock(&c->lock);
-	int err = c->dead_err;
-	pthread_mutex_unlock(&c->lock);
+	/* The first error sticks (libvad_fail_all_locked): a racy read shows it or VAD_OK. */
+	int err = __atomic_load_n(&c->dead_err, __ATOMIC_RELAXED);
 	return err == VAD_OK ? VAD_OK : libvad_fail(c, err, libvad_dead_message(c));
 }
 

@@ -169,13 +169,12 @@ static int burst(struct pdriver *pd, struct pconn *pc)
 }
 
 /* Take the result of c's oldest ticket (waiting for it if needed), count it, and start the
- * next burst once the last is in. */
-static int retire(struct pdriver *pd, struct pconn *pc)
+ * next burst once the last is in. A reply already in (in) came with the last read, at
+ * pd->now; else this wait reads it. */
+static int retire(struct pdriver *pd, struct pconn *pc, bool in)
 {
 	struct db_result *r = &pd->d->r;
 	unsigned k = pc->next++;
-	/* A reply already in came with the last read, at pd->now; else this wait reads it. */
-	bool in = vad_test(pc->c, pc->t[k]) == 1;
 	int rc = vad_wait(pc->c, pc->t[k], pc->freeing ? NULL : &pc->ptrs[k]);
 	if (!in)
 		pd->now = db_now_ns();
@@ -244,7 +243,7 @@ static void loop_epoll(struct pdriver *pd, struct pconn *pcs, unsigned n)
 			}
 			/* What this read brought; a burst sent now waits for its own event. */
 			while (!pc->done && vad_test(pc->c, pc->t[pc->next]) == 1)
-				if (retire(pd, pc) < 0)
+				if (retire(pd, pc, true) < 0)
 					goto out;
 			if (pc->done)
 				active--;
@@ -292,7 +291,9 @@ static void pipelined_driver(struct db_driver *d)
 		pd.deadline = p->ops ? UINT64_MAX : d->t_start + (uint64_t)(p->seconds * 1e9);
 		if (n == 1) {
 			if (burst(&pd, &pcs[0]) == 0)
-				while (!pcs[0].done && retire(&pd, &pcs[0]) == 0)
+				while (!pcs[0].done &&
+				       retire(&pd, &pcs[0],
+					      vad_test(pcs[0].c, pcs[0].t[pcs[0].next]) == 1) == 0)
 					;
 		} else {
 			loop_epoll(&pd, pcs, n);
