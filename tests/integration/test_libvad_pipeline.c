@@ -7,7 +7,8 @@
  *   is distinct, its own size, written through and read back intact.
  * - 50 clients driven by one thread as an event loop: poll on every vad_fd, vad_progress
  *   when readable, vad_test, vad_wait.
- * - Tickets on one thread while another thread makes blocking calls on the same client.
+ * - Tickets on one thread (with vad_progress) while three threads make blocking calls on
+ *   the same client, its socket in vad_fd's non-blocking mode.
  * - The bound: VAD_TICKETS_MAX in flight (sent without reading anything), one more is
  *   VAD_EQUOTA, all of them then complete.
  * - Bad tickets: 0, never issued, used up, another client's, an alloc waited without out:
@@ -188,6 +189,8 @@ static void test_mixed_with_blocking_threads(void **state)
 	int rounds = vt_scale(300);
 	vad_client *c;
 	assert_int_equal(0, vt_connect(d, "pipelinemix", &c));
+	/* The event loop's mode: the blocking threads' reads and sends then meet EAGAIN. */
+	assert_true(vad_fd(c) >= 0);
 	struct blocker b[THREADS];
 	pthread_t th[THREADS];
 	for (int i = 0; i < THREADS; i++) {
@@ -203,6 +206,7 @@ static void test_mixed_with_blocking_threads(void **state)
 			VT_ASSERT_OK(c, vad_alloc_submit(c, NULL, sizes[i], 0,
 							 i + 1 < N ? VAD_MORE : 0, &t[i]));
 		}
+		VT_ASSERT_OK(c, vad_progress(c)); /* reads beside the blocking threads' reader */
 		for (int i = 0; i < N; i++) {
 			VT_ASSERT_OK(c, vad_wait(c, t[i], &ptrs[i]));
 			assert_true(vad_size(c, ptrs[i]) >= sizes[i]);
