@@ -206,6 +206,7 @@ struct vad_client {
 	pthread_mutex_t held_lock;
 	struct libvad_held *held;
 	struct libvad_held *held_spare; /* records to reuse (held_lock) */
+	struct libvad_held held_anchor; /* keeps held's table allocated (held.c) */
 	size_t n_held_spare;
 
 	/* tickets (tickets.c), under c->lock: chunks allocated as needed, never moved */
