@@ -152,9 +152,10 @@ int vad_alloc_batch_wait(vad_client *c, const char *arena, size_t n, const size_
  */
 typedef uint64_t vad_ticket; /* 0 is never a ticket */
 
-/* Most tickets a client has in flight (submitted, not yet waited for); a submit beyond
- * that fails with VAD_EQUOTA. It also keeps the replies a submitter has not read yet
- * within what the socket holds, so a thread that only submits never deadlocks. */
+/* Most ranges a client has in flight in tickets (submitted, not yet waited for; a batch
+ * counts each of its ranges); a submit beyond that fails with VAD_EQUOTA. It also keeps
+ * the replies a submitter has not read yet within what the socket holds, so a thread that
+ * only submits never deadlocks. */
 #define VAD_TICKETS_MAX 1024
 
 /* Flag of the submit calls: queue the request without sending it; it goes out with the
@@ -167,12 +168,18 @@ typedef uint64_t vad_ticket; /* 0 is never a ticket */
 int vad_alloc_submit(vad_client *c, const char *arena, size_t size, size_t align, unsigned flags,
 		     vad_ticket *t);
 
+/* Submit vad_alloc_batch_flags(c, arena, n, sizes, align, flags) (VAD_POPULATE, VAD_MORE):
+ * vad_wait fills out[0..n), all or nothing. Its lists take one malloc (n > 1). */
+int vad_alloc_batch_submit(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			   size_t align, unsigned flags, vad_ticket *t);
+
 /* Submit vad_free(c, ptr); flags 0 or VAD_MORE. The range is no longer this client's
  * (vad_size 0) from now on, unless vad_wait reports that the daemon kept it. */
 int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t);
 
 /* Complete ticket t: wait for its reply if needed and return its result (an alloc's
- * pointer in *out; out may be NULL for a free). The ticket is used up either way. */
+ * pointer in *out, a batch's n pointers in out[0..n); out may be NULL for a free). The
+ * ticket is used up either way. */
 int vad_wait(vad_client *c, vad_ticket t, void **out);
 
 /* 1 if ticket t's reply is in (vad_wait will not wait for the daemon), 0 if not; no

@@ -133,9 +133,12 @@ struct libvad_ticket {
 	bool claimed;	    /* a thread is in vad_wait on it */
 	uint64_t conn_gen;  /* the connection it was sent on */
 	uint32_t next_free; /* index + 1 of the next unused ticket, 0: none */
+	size_t n;	    /* ranges: 1, or an alloc batch's count */
 	/* alloc */
 	char arena[LIBVAD_FAST_ARENA_MAX + 1]; /* resolved name */
-	size_t size, align;
+	size_t size, align;		       /* size: sizes of one range */
+	size_t *sizes;			       /* the sizes asked: &size, or in batch */
+	uint64_t *batch; /* a batch's lists (offsets, sizes, sizes asked), malloc'd */
 	unsigned flags;
 	/* free */
 	void *ptr;
@@ -213,7 +216,7 @@ struct vad_client {
 	struct libvad_ticket *ticket_chunks[LIBVAD_TICKET_CHUNKS];
 	uint32_t tickets_made; /* tickets in the chunks */
 	uint32_t tickets_free; /* index + 1 of the first unused one, 0: none */
-	uint32_t tickets_out;  /* submitted, not yet waited for */
+	uint32_t tickets_out;  /* ranges of the tickets submitted, not yet waited for */
 };
 
 /* resume.c */

@@ -39,11 +39,13 @@ static vad_ticket handle_of(const struct libvad_ticket *k, uint32_t index)
 	return ((uint64_t)k->gen << 32) | (index + 1);
 }
 
-/* An unused ticket, growing the slab by a chunk when none is left; NULL with *err set when
- * VAD_TICKETS_MAX are out (VAD_EQUOTA) or memory ran out. c->lock held. */
-static struct libvad_ticket *ticket_get(vad_client *c, uint32_t *index, int *err)
+/* An unused ticket for n ranges, growing the slab by a chunk when none is left; NULL with
+ * *err set when that would put more than VAD_TICKETS_MAX ranges in flight (VAD_EQUOTA) or
+ * memory ran out. Every ticket has a range at least, so the slab never outgrows the
+ * bound. c->lock held. */
+static struct libvad_ticket *ticket_get(vad_client *c, size_t n, uint32_t *index, int *err)
 {
-	if (c->tickets_out >= VAD_TICKETS_MAX) {
+	if (n > VAD_TICKETS_MAX - c->tickets_out) {
 		*err = VAD_EQUOTA;
 		return NULL;
 	}
@@ -67,7 +69,8 @@ static struct libvad_ticket *ticket_get(vad_client *c, uint32_t *index, int *err
 	*index = c->tickets_free - 1;
 	struct libvad_ticket *k = slot_at(c, *index);
 	c->tickets_free = k->next_free;
-	c->tickets_out++;
+	c->tickets_out += (uint32_t)n;
+	k->n = n;
 	return k;
 }
 
@@ -77,12 +80,14 @@ static void ticket_put(vad_client *c, struct libvad_ticket *k, uint32_t index)
 {
 	k->kind = LIBVAD_TICKET_UNUSED;
 	k->claimed = false;
+	free(k->batch);
+	k->batch = NULL;
 	k->gen++;
 	if (k->gen == 0)
 		k->gen = 1; /* a handle is never 0 */
 	k->next_free = c->tickets_free;
 	c->tickets_free = index + 1;
-	c->tickets_out--;
+	c->tickets_out -= (uint32_t)k->n;
 }
 
 /* The ticket of handle t, or NULL (recorded) if t is none of this client's in flight.
@@ -152,59 +157,96 @@ static int connection_up_locked(vad_client *c)
 	}
 }
 
-int vad_alloc_submit(vad_client *c, const char *arena, size_t size, size_t align, unsigned flags,
-		     vad_ticket *t)
+/* Every alloc submit: n ranges of sizes in arena. */
+static int alloc_submit(vad_client *c, const char *fn, const char *arena, size_t n,
+			const size_t *sizes, size_t align, unsigned flags, vad_ticket *t)
 {
 	const char *name;
 	if (!t)
-		return libvad_fail(c, VAD_EINVAL, "vad_alloc_submit: t is NULL");
+		return libvad_failf(c, VAD_EINVAL, "%s: t is NULL", fn);
 	int err =
-	    libvad_alloc_check(c, arena, 1, &size, align, flags, VAD_ALLOC_FLAGS | VAD_MORE, &name);
+	    libvad_alloc_check(c, arena, n, sizes, align, flags, VAD_ALLOC_FLAGS | VAD_MORE, &name);
 	if (err != VAD_OK)
 		return err;
+	if (n > VAD_TICKETS_MAX)
+		return libvad_failf(c, VAD_EQUOTA,
+				    "%s: %zu ranges in one ticket, more than VAD_TICKETS_MAX (%u) "
+				    "in flight",
+				    fn, n, (unsigned)VAD_TICKETS_MAX);
 	const char *wire_arena = libvad_arena_arg(arena);
 	size_t name_len = strlen(name);
 	if (name_len > LIBVAD_FAST_ARENA_MAX || strlen(wire_arena) > LIBVAD_FAST_ARENA_MAX)
-		return libvad_failf(c, VAD_EINVAL,
-				    "vad_alloc_submit: arena names are at most %u bytes here",
+		return libvad_failf(c, VAD_EINVAL, "%s: arena names are at most %u bytes here", fn,
 				    LIBVAD_FAST_ARENA_MAX);
 	/* Mapped now, so that the reply needs no round trip of its own in vad_wait. */
 	struct libvad_arena *a;
 	err = libvad_arena_get(c, name, &a);
 	if (err != VAD_OK)
 		return err;
+	/* A batch's lists (the reply's offsets and sizes, the sizes asked) in one block. */
+	uint64_t *batch = NULL;
+	if (n > 1 && !(batch = malloc(n * (2 * sizeof(uint64_t) + sizeof(size_t)))))
+		return libvad_fail(c, VAD_ENOMEM, NULL);
 
-	uint8_t frame[ALLOC1_FRAME_MAX];
+	uint8_t stackbuf[ALLOC1_FRAME_MAX + 10 * 64];
+	size_t cap = ALLOC1_FRAME_MAX + 10 * n;
+	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
 	uint64_t id = libvad_next_id(c);
 	size_t flen =
-	    libvad_fast_alloc_frame(frame, sizeof(frame), id, wire_arena, align, 1, &size, 0);
-	if (!flen)
-		return libvad_fail(c, VAD_EINVAL, "vad_alloc_submit: the request does not encode");
+	    frame ? libvad_fast_alloc_frame(frame, cap, id, wire_arena, align, n, sizes, 0) : 0;
+	if (!flen) {
+		if (frame != stackbuf)
+			free(frame);
+		free(batch);
+		return frame ? libvad_failf(c, VAD_EINVAL, "%s: the request does not encode", fn)
+			     : libvad_fail(c, VAD_ENOMEM, NULL);
+	}
 	pthread_mutex_lock(&c->lock);
-	if ((err = connection_up_locked(c)) != VAD_OK)
-		return err;
 	uint32_t index;
-	struct libvad_ticket *k = ticket_get(c, &index, &err);
+	struct libvad_ticket *k = NULL;
+	if ((err = connection_up_locked(c)) == VAD_OK) {
+		k = ticket_get(c, n, &index, &err);
+		if (!k)
+			pthread_mutex_unlock(&c->lock);
+	}
 	if (!k) {
-		pthread_mutex_unlock(&c->lock);
+		if (frame != stackbuf)
+			free(frame);
+		free(batch);
 		if (err == VAD_EQUOTA)
 			return libvad_failf(c, VAD_EQUOTA,
-					    "vad_alloc_submit: %u tickets are in flight on this "
-					    "client (VAD_TICKETS_MAX): vad_wait for some first",
-					    (unsigned)VAD_TICKETS_MAX);
-		return libvad_fail(c, err, NULL);
+					    "%s: %u ranges are in flight on this client "
+					    "(VAD_TICKETS_MAX): vad_wait for some first",
+					    fn, (unsigned)c->tickets_out);
+		return err == VAD_ENOMEM ? libvad_fail(c, err, NULL) : err;
 	}
 	k->kind = LIBVAD_TICKET_ALLOC;
 	k->p.id = id;
-	k->fast =
-	    (struct libvad_fast_reply){.offsets = &k->lists[0], .sizes = &k->lists[1], .cap = 1};
+	k->batch = batch;
+	uint64_t *lists = batch ? batch : k->lists;
+	k->sizes = batch ? (size_t *)(batch + 2 * n) : &k->size;
+	memcpy(k->sizes, sizes, n * sizeof(*sizes));
+	k->fast = (struct libvad_fast_reply){.offsets = lists, .sizes = lists + n, .cap = n};
 	memcpy(k->arena, name, name_len + 1);
-	k->size = size;
 	k->align = align;
 	k->flags = flags & VAD_ALLOC_FLAGS;
 	err = submit_locked(c, k, index, frame, flen, flags & VAD_MORE, t);
 	pthread_mutex_unlock(&c->lock);
+	if (frame != stackbuf)
+		free(frame);
 	return err;
+}
+
+int vad_alloc_submit(vad_client *c, const char *arena, size_t size, size_t align, unsigned flags,
+		     vad_ticket *t)
+{
+	return alloc_submit(c, "vad_alloc_submit", arena, 1, &size, align, flags, t);
+}
+
+int vad_alloc_batch_submit(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			   size_t align, unsigned flags, vad_ticket *t)
+{
+	return alloc_submit(c, "vad_alloc_batch_submit", arena, n, sizes, align, flags, t);
 }
 
 int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t)
@@ -233,12 +275,12 @@ int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t)
 	if (err != VAD_OK)
 		return err;
 	uint32_t index;
-	struct libvad_ticket *k = ticket_get(c, &index, &err);
+	struct libvad_ticket *k = ticket_get(c, 1, &index, &err);
 	if (!k) {
 		pthread_mutex_unlock(&c->lock);
 		if (err == VAD_EQUOTA)
 			return libvad_failf(c, VAD_EQUOTA,
-					    "vad_free_submit: %u tickets are in flight on this "
+					    "vad_free_submit: %u ranges are in flight on this "
 					    "client (VAD_TICKETS_MAX): vad_wait for some first",
 					    (unsigned)VAD_TICKETS_MAX);
 		return libvad_fail(c, err, NULL);
@@ -292,14 +334,11 @@ static int ticket_result(vad_client *c, struct libvad_ticket *k, void **out)
 	if (err != VAD_OK)
 		return libvad_fail(c, err, libvad_dead_message(c));
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_ALLOC);
-	void *p = NULL;
 	if (err == VAD_OK)
-		err = libvad_take_alloc(c, r->alloc, k->arena, 1, &k->size, k->align, &p);
+		err = libvad_take_alloc(c, r->alloc, k->arena, k->n, k->sizes, k->align, out);
 	libvad_reply_free(r, &k->fast);
 	if (err == VAD_OK && (k->flags & VAD_POPULATE))
-		err = libvad_populate(c, 1, &k->size, &p);
-	if (err == VAD_OK)
-		*out = p;
+		err = libvad_populate(c, k->n, k->sizes, out);
 	return err;
 }
 
@@ -404,6 +443,8 @@ void libvad_tickets_destroy(vad_client *c)
 				if (k[j].p.fd >= 0)
 					close(k[j].p.fd);
 			}
+		for (size_t j = 0; k && j < LIBVAD_TICKET_CHUNK; j++)
+			free(k[j].batch);
 		free(k);
 		c->ticket_chunks[i] = NULL;
 	}

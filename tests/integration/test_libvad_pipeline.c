@@ -5,6 +5,9 @@
  * - 16 in flight from one thread, in two arenas (the second mapped by its first submit),
  *   waited for out of order, frees held back with VAD_MORE and sent in one go: every range
  *   is distinct, its own size, written through and read back intact.
+ * - Batch tickets (vad_alloc_batch_submit) in two arenas, with VAD_POPULATE, waited for
+ *   out of order; the bound counts their ranges; one never waited for is freed by
+ *   vad_close.
  * - 50 clients driven by one thread as an event loop: poll on every vad_fd, vad_progress
  *   when readable, vad_test, vad_wait.
  * - Tickets on one thread (with vad_progress) while three threads make blocking calls on
@@ -90,6 +93,64 @@ static void test_sixteen_in_flight(void **state)
 	VT_ASSERT_OK(c, vad_stats(c, &st));
 	assert_int_equal(0, st.held_ranges);
 	vad_close(c);
+}
+
+static void test_batch_tickets(void **state)
+{
+	struct vt_daemon *d = *state;
+	enum { T = 4, B = 8 };
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "pipelinebatch", &c));
+	vad_ticket t[T];
+	size_t sizes[T][B];
+	void *ptrs[T][B];
+	for (int k = 0; k < T; k++) {
+		for (int i = 0; i < B; i++)
+			sizes[k][i] = (size_t)(1 + (k + i) % 3) * PAGE;
+		unsigned flags = (k + 1 < T ? VAD_MORE : 0) | (k % 2 ? VAD_POPULATE : 0);
+		VT_ASSERT_OK(c, vad_alloc_batch_submit(c, k % 2 ? "second" : NULL, B, sizes[k], 0,
+						       flags, &t[k]));
+	}
+	for (int k = T - 1; k >= 0; k--)
+		VT_ASSERT_OK(c, vad_wait(c, t[k], ptrs[k]));
+	for (int k = 0; k < T; k++) {
+		for (int i = 0; i < B; i++) {
+			assert_true(vad_size(c, ptrs[k][i]) >= sizes[k][i]);
+			for (int j = 0; j < k * B + i; j++)
+				assert_ptr_not_equal(ptrs[k][i], ptrs[j / B][j % B]);
+		}
+		write_and_check(ptrs[k], sizes[k], B, (uint64_t)k << 32);
+	}
+	for (int k = 0; k < T; k++)
+		VT_ASSERT_OK(c, vad_free_batch(c, B, ptrs[k]));
+
+	/* The bound counts ranges: a batch takes as many as it has. */
+	static size_t many[VAD_TICKETS_MAX + 1];
+	static void *got[VAD_TICKETS_MAX];
+	for (size_t i = 0; i <= VAD_TICKETS_MAX; i++)
+		many[i] = PAGE;
+	vad_ticket big, small, extra = 0;
+	VT_ASSERT_ERR(c, VAD_EQUOTA,
+		      vad_alloc_batch_submit(c, NULL, VAD_TICKETS_MAX + 1, many, 0, 0, &extra));
+	VT_ASSERT_OK(c, vad_alloc_batch_submit(c, NULL, VAD_TICKETS_MAX - 4, many, 0, 0, &big));
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc_batch_submit(c, NULL, 5, many, 0, 0, &extra));
+	assert_true(vt_contains(vad_last_error(c), "VAD_TICKETS_MAX"));
+	VT_ASSERT_OK(c, vad_alloc_batch_submit(c, NULL, 4, many, 0, 0, &small));
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc_submit(c, NULL, PAGE, 0, 0, &extra));
+	assert_int_equal(0, extra);
+	VT_ASSERT_OK(c, vad_wait(c, small, got));
+	VT_ASSERT_OK(c, vad_free_batch(c, 4, got));
+	VT_ASSERT_OK(c, vad_wait(c, big, got));
+	for (size_t i = 0; i < VAD_TICKETS_MAX - 4; i++)
+		*(volatile char *)got[i] = 1;
+	VT_ASSERT_OK(c, vad_free_batch(c, VAD_TICKETS_MAX - 4, got));
+	/* A batch ticket never waited for: vad_close frees its lists (ASan checks). */
+	VT_ASSERT_OK(c, vad_alloc_batch_submit(c, NULL, 3, many, 0, 0, &extra));
+	struct vad_stats st;
+	VT_ASSERT_OK(c, vad_stats(c, &st));
+	assert_int_equal(0, st.held_ranges - 3);
+	vad_close(c);
+	assert_int_equal(0, vt_wait_busy(d, 0, UINT32_MAX, vt_timeout_ms(10000), NULL));
 }
 
 /* Poll every client's fd, move replies along, until each ticket of ts is in. */
@@ -463,6 +524,7 @@ int main(void)
 {
 	const struct CMUnitTest shared[] = {
 	    cmocka_unit_test(test_sixteen_in_flight),
+	    cmocka_unit_test(test_batch_tickets),
 	    cmocka_unit_test(test_fifty_clients_one_thread),
 	    cmocka_unit_test(test_mixed_with_blocking_threads),
 	    cmocka_unit_test(test_ticket_bound),
