@@ -119,10 +119,12 @@ struct pconn {
 	vad_ticket *t;
 	void **ptrs;
 	size_t *sizes;
-	unsigned next; /* the oldest ticket not yet waited for */
-	bool freeing;  /* the burst in flight is the frees */
-	bool done;     /* stopped: nothing in flight, nothing held */
-	uint64_t t0;   /* when the burst was sent */
+	unsigned next;	 /* the oldest ticket not yet waited for */
+	unsigned m;	 /* tickets in this burst (fewer than P at the end of an --ops run) */
+	uint64_t issued; /* requests submitted (--ops counts them per client, as raw does) */
+	bool freeing;	 /* the burst in flight is the frees */
+	bool done;	 /* stopped: nothing in flight, nothing held */
+	uint64_t t0;	 /* when the burst was sent */
 };
 
 struct pdriver {
@@ -138,12 +140,18 @@ struct pdriver {
 static int burst(struct pdriver *pd, struct pconn *pc)
 {
 	const struct db_params *p = pd->p;
-	unsigned P = p->pipeline;
 	pc->freeing = !pc->freeing;
-	if (!pc->freeing && pd->stopping) {
-		pc->done = true;
-		return 0;
+	if (!pc->freeing) {
+		/* Allocs while the run lasts (the frees of what they got always follow). */
+		uint64_t left =
+		    p->ops ? (pc->issued < p->ops ? p->ops - pc->issued : 0) : p->pipeline;
+		pc->m = left < p->pipeline ? (unsigned)left : p->pipeline;
+		if (pd->stopping || pc->m == 0) {
+			pc->done = true;
+			return 0;
+		}
 	}
+	unsigned P = pc->m;
 	for (unsigned k = 0; k < P; k++) {
 		unsigned more = k + 1 < P ? VAD_MORE : 0;
 		int rc;
@@ -165,6 +173,7 @@ static int burst(struct pdriver *pd, struct pconn *pc)
 	}
 	pc->t0 = db_now_ns();
 	pc->next = 0;
+	pc->issued += P;
 	return 0;
 }
 
@@ -199,9 +208,7 @@ static int retire(struct pdriver *pd, struct pconn *pc, bool in)
 	}
 	if (!pd->stopping && now >= pd->deadline)
 		pd->stopping = true;
-	if (pd->p->ops && r->requests >= pd->p->ops * pd->d->n_conns)
-		pd->stopping = true;
-	return pc->next == pd->p->pipeline ? burst(pd, pc) : 0;
+	return pc->next == pc->m ? burst(pd, pc) : 0;
 }
 
 /* Every client's tickets through epoll on their fds, vad_progress when one is readable. */
