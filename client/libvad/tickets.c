@@ -1,7 +1,7 @@
 /*
- * tickets.c - pipelined calls: vad_alloc_submit and vad_free_submit send a request and
- * return a ticket; vad_wait takes its result later, vad_test and vad_progress let an event
- * loop move replies along without blocking.
+ * tickets.c - pipelined calls: vad_alloc_submit, vad_alloc_batch_submit and
+ * vad_free_submit send a request and return a ticket; vad_wait takes its result later,
+ * vad_test and vad_progress let an event loop move replies along without blocking.
  *
  * A ticket is a call in flight whose record lives in the client's ticket slab instead of
  * on a blocked thread's stack: it enters the same table of calls in flight, goes out
