@@ -133,6 +133,70 @@ int vad_alloc_wait(vad_client *c, size_t size, size_t align, uint32_t timeout_ms
 int vad_alloc_batch_wait(vad_client *c, const char *arena, size_t n, const size_t *sizes,
 			 size_t align, unsigned flags, uint32_t timeout_ms, void **out);
 
+/*
+ * Pipelined calls: submit now, take the result later, many in flight from one thread.
+ *
+ * A submit call sends its request and returns at once with a ticket; vad_wait takes the
+ * ticket's result (waiting for the reply if it has not come) and uses the ticket up. One
+ * thread can so keep many requests in flight on one client, or one request on each of many
+ * clients (an event loop: poll vad_fd, call vad_progress when it is readable, vad_test or
+ * vad_wait the tickets). Tickets live in a slab of the client: submitting allocates
+ * nothing once the slab has grown. Blocking calls from other threads go on alongside;
+ * whichever thread reads hands every reply to its call or ticket (so with blocking threads
+ * on the same client a ticket may complete while vad_fd never turns readable: vad_test it).
+ * A ticket is the client's: vad_wait on an unknown, used-up or foreign ticket is VAD_EINVAL.
+ * When the connection drops, every ticket in flight completes as a blocking call in flight
+ * would: VAD_EINTERRUPTED once the session is resumed (the daemon may have done it), or the
+ * reconnect's error (VAD_EGONE, VAD_ERESUME, VAD_EKILLED). vad_close frees the tickets
+ * never waited for (the daemon drops whatever they got with the session).
+ */
+typedef uint64_t vad_ticket; /* 0 is never a ticket */
+
+/* Most ranges a client has in flight in tickets (submitted, not yet waited for; a batch
+ * counts each of its ranges); a submit beyond that fails with VAD_EQUOTA. It also keeps
+ * the replies a submitter has not read yet within what the socket holds, so a thread that
+ * only submits never deadlocks. */
+#define VAD_TICKETS_MAX 1024
+
+/* Flag of the submit calls: queue the request without sending it; it goes out with the
+ * next submit without VAD_MORE (all queued in one send), or vad_wait, vad_test, vad_progress
+ * or any blocking call on the client. */
+#define VAD_MORE 0x100u
+
+/* Submit vad_alloc_flags(c, arena, size, align, flags): VAD_POPULATE (done in vad_wait)
+ * and VAD_MORE. The first use of an arena maps it here (one round trip). */
+int vad_alloc_submit(vad_client *c, const char *arena, size_t size, size_t align, unsigned flags,
+		     vad_ticket *t);
+
+/* Submit vad_alloc_batch_flags(c, arena, n, sizes, align, flags) (VAD_POPULATE, VAD_MORE):
+ * vad_wait fills out[0..n), all or nothing. Its lists take one malloc (n > 1). */
+int vad_alloc_batch_submit(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+			   size_t align, unsigned flags, vad_ticket *t);
+
+/* Submit vad_free(c, ptr); flags 0 or VAD_MORE. The range is no longer this client's
+ * (vad_size 0) from now on, unless vad_wait reports that the daemon kept it. */
+int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t);
+
+/* Complete ticket t: wait for its reply if needed and return its result (an alloc's
+ * pointer in *out, a batch's n pointers in out[0..n); out may be NULL for a free). The
+ * ticket is used up either way. */
+int vad_wait(vad_client *c, vad_ticket t, void **out);
+
+/* 1 if ticket t's reply is in (vad_wait will not wait for the daemon), 0 if not; no
+ * syscall (vad_progress reads). VAD_EINVAL for an unknown ticket. */
+int vad_test(vad_client *c, vad_ticket t);
+
+/* The client's socket, readable when replies may be waiting: watch it with poll/epoll and
+ * call vad_progress. From the first call on the socket is non-blocking (libvad's own waits
+ * poll it). It changes after a reconnect (re-register when a ticket completes with
+ * VAD_EINTERRUPTED). */
+int vad_fd(vad_client *c);
+
+/* Without blocking: send what VAD_MORE queued and deliver every reply waiting in the socket
+ * (one receive) to its ticket or blocking call. VAD_OK, or the error the connection died
+ * with (its tickets are then all complete). */
+int vad_progress(vad_client *c);
+
 /* Free the range starting at ptr (this client's reference to it). */
 int vad_free(vad_client *c, void *ptr);
 

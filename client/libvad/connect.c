@@ -149,6 +149,7 @@ void vad_close(vad_client *c)
 	if (c->sock >= 0)
 		close(c->sock);
 	explicit_bzero(c->resume_secret, sizeof(c->resume_secret));
+	libvad_tickets_destroy(c);
 	libvad_transport_destroy(c);
 	libvad_held_destroy(c);
 	libvad_arenas_destroy(c);

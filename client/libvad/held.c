@@ -33,19 +33,40 @@ static void record_put(vad_client *c, struct libvad_held *h)
 	c->n_held_spare++;
 }
 
+/* uthash frees its table when the last record leaves and allocates it again with the next
+ * one: with one range held at a time (alloc, free, alloc, ...) that was a malloc and a free
+ * per call. The anchor (address 0, where no range starts) keeps the table. held_lock held. */
+static void anchor_locked(vad_client *c)
+{
+	if (c->held)
+		return;
+	c->held_anchor = (struct libvad_held){.addr = 0};
+	libvad_hash_oom = false;
+	HASH_ADD(hh, c->held, addr, sizeof(c->held_anchor.addr), &c->held_anchor);
+	/* Out of memory: no anchor, and the record's own add reports it. */
+}
+
+/* The record of the range starting at addr, or NULL (never the anchor). held_lock held. */
+static struct libvad_held *find_locked(vad_client *c, uintptr_t addr)
+{
+	struct libvad_held *h;
+	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	return h == &c->held_anchor ? NULL : h;
+}
+
 /* With fresh set an existing record is a clash (VAD_EPROTO), not one more reference. */
 static int add_locked(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size,
 		      bool fresh)
 {
 	uintptr_t addr = (uintptr_t)(arena->base + offset);
-	struct libvad_held *h;
-	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	struct libvad_held *h = find_locked(c, addr);
 	if (h && fresh)
 		return VAD_EPROTO;
 	if (h) {
 		h->refs++;
 		return VAD_OK;
 	}
+	anchor_locked(c);
 	h = record_get(c);
 	if (!h)
 		return VAD_ENOMEM;
@@ -63,8 +84,7 @@ static int add_locked(vad_client *c, struct libvad_arena *arena, uint64_t offset
 /* Drop one reference; copy the record first into *out if out is not NULL. */
 static bool drop_locked(vad_client *c, uintptr_t addr, struct libvad_held *out)
 {
-	struct libvad_held *h;
-	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	struct libvad_held *h = find_locked(c, addr);
 	if (!h)
 		return false;
 	if (out)
@@ -102,9 +122,8 @@ int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, 
 
 bool libvad_held_has(vad_client *c, uintptr_t addr)
 {
-	struct libvad_held *h;
 	pthread_mutex_lock(&c->held_lock);
-	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	struct libvad_held *h = find_locked(c, addr);
 	pthread_mutex_unlock(&c->held_lock);
 	return h != NULL;
 }
@@ -121,9 +140,8 @@ void libvad_held_take_many(vad_client *c, struct libvad_arena *arena, size_t n,
 
 bool libvad_held_lookup(vad_client *c, uintptr_t addr, struct libvad_held *out)
 {
-	struct libvad_held *h;
 	pthread_mutex_lock(&c->held_lock);
-	HASH_FIND(hh, c->held, &addr, sizeof(addr), h);
+	struct libvad_held *h = find_locked(c, addr);
 	if (h)
 		*out = *h;
 	pthread_mutex_unlock(&c->held_lock);
@@ -136,7 +154,8 @@ void libvad_held_destroy(vad_client *c)
 	HASH_ITER(hh, c->held, h, tmp)
 	{
 		HASH_DEL(c->held, h);
-		free(h);
+		if (h != &c->held_anchor)
+			free(h);
 	}
 	while ((h = c->held_spare)) {
 		c->held_spare = h->next_spare;

@@ -110,6 +110,42 @@ struct libvad_wakes {
 	size_t n;	/* wakes queued */
 };
 
+/* Tickets per slab chunk: the slab grows a chunk at a time, up to VAD_TICKETS_MAX. */
+#define LIBVAD_TICKET_CHUNK  64
+#define LIBVAD_TICKET_CHUNKS (VAD_TICKETS_MAX / LIBVAD_TICKET_CHUNK)
+
+/* What a ticket's request is (tickets.c). */
+enum libvad_ticket_kind {
+	LIBVAD_TICKET_UNUSED, /* on the free list */
+	LIBVAD_TICKET_ALLOC,
+	LIBVAD_TICKET_FREE,
+};
+
+/* One submitted request (vad_*_submit) until vad_wait takes its result: the call in flight
+ * it would keep on its stack if it blocked, and what its result needs. Lives in the
+ * client's ticket slab, so submitting allocates nothing. */
+struct libvad_ticket {
+	struct libvad_pending p; /* in c->pending while in flight */
+	struct libvad_fast_reply fast;
+	uint64_t lists[2];  /* fast's offsets and sizes: one range */
+	uint32_t gen;	    /* the handle's generation: bumped when the ticket is used up */
+	uint8_t kind;	    /* enum libvad_ticket_kind */
+	bool claimed;	    /* a thread is in vad_wait on it */
+	uint64_t conn_gen;  /* the connection it was sent on */
+	uint32_t next_free; /* index + 1 of the next unused ticket, 0: none */
+	size_t n;	    /* ranges: 1, or an alloc batch's count */
+	/* alloc */
+	char arena[LIBVAD_FAST_ARENA_MAX + 1]; /* resolved name */
+	size_t size, align;		       /* size: sizes of one range */
+	size_t *sizes;			       /* the sizes asked: &size, or in batch */
+	uint64_t *batch; /* a batch's lists (offsets, sizes, sizes asked), malloc'd */
+	unsigned flags;
+	/* free */
+	void *ptr;
+	struct libvad_arena *owner;
+	struct libvad_held taken; /* its record, dropped at submit (put back if not freed) */
+};
+
 struct vad_client {
 	int sock;
 	uint64_t generation; /* unique per client, for the thread-local error slots */
@@ -126,6 +162,9 @@ struct vad_client {
 	 * connections, so a thread that saw the old one dead knows another already replaced it */
 	pthread_mutex_t reconnect_lock;
 	uint64_t conn_gen;
+	uint64_t lost_gen;     /* (c->lock) the conn_gen of the connection on which the session
+				  could not be resumed, 0: never; a call from before it reports
+				  VAD_ERESUME too */
 	uint32_t reconnect_ms; /* 0: a dropped connection stays dropped */
 	uint32_t protocol_version;
 	bool admin;
@@ -146,7 +185,12 @@ struct vad_client {
 	bool reading;		     /* one waiter is the reader now */
 	size_t sleepers;	     /* waiters in LIBVAD_SLEEPING */
 	uint32_t wake_word;	     /* atomic: bumped (under c->lock) for every wake */
-	int dead_err;		     /* nonzero: the connection is unusable */
+	bool nonblocking;	     /* atomic: vad_fd was asked for, so the socket is
+					O_NONBLOCK (an event loop polls it) and libvad's own
+					waits poll before they receive or send again */
+	int dead_err;		     /* nonzero: the connection is unusable (written
+					under c->lock, atomically: vad_progress reads it
+					without) */
 	char *dead_msg;		     /* the daemon's parting sentence, if it sent one */
 	uint8_t *rbuf;		     /* touched only by the reader */
 	size_t rlen, rcap;
@@ -165,7 +209,14 @@ struct vad_client {
 	pthread_mutex_t held_lock;
 	struct libvad_held *held;
 	struct libvad_held *held_spare; /* records to reuse (held_lock) */
+	struct libvad_held held_anchor; /* keeps held's table allocated (held.c) */
 	size_t n_held_spare;
+
+	/* tickets (tickets.c), under c->lock: chunks allocated as needed, never moved */
+	struct libvad_ticket *ticket_chunks[LIBVAD_TICKET_CHUNKS];
+	uint32_t tickets_made; /* tickets in the chunks */
+	uint32_t tickets_free; /* index + 1 of the first unused one, 0: none */
+	uint32_t tickets_out;  /* ranges of the tickets submitted, not yet waited for */
 };
 
 /* resume.c */
@@ -251,6 +302,38 @@ struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr);
 
 /* Unmap and close every arena. */
 void libvad_arenas_destroy(vad_client *c);
+
+/* ranges.c */
+
+/* The checks every alloc call makes before sending (flags within known, sizes, alignment,
+ * VAD_POPULATE on a read-only arena); *name is the arena meant. VAD_OK or the recorded
+ * failure. */
+int libvad_alloc_check(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+		       size_t align, unsigned flags, unsigned known, const char **name);
+
+/* Turn a successful Alloc reply for n ranges of sizes in arena name into pointers and held
+ * records, after checking it against the request; all or nothing (recorded failure). */
+int libvad_take_alloc(vad_client *c, const Vad__AllocReply *ar, const char *name, size_t n,
+		      const size_t *sizes, size_t align, void **out);
+
+/* The end of a Free of the n ranges whose records were taken out (taken) before it went:
+ * err and r are the call's outcome (r freed here, with fast); the records of what was not
+ * freed go back to arena a (NULL: not put back). VAD_OK or the recorded failure. */
+int libvad_free_finish(vad_client *c, struct libvad_arena *a, size_t n,
+		       const struct libvad_held *taken, int err, Vad__Response *r,
+		       const struct libvad_fast_reply *fast);
+
+/* tickets.c */
+
+/* Whether sock has events (POLLIN, POLLOUT, or an error or hang-up, which the receive or
+ * send then reports) within timeout_ms (-1: no limit). */
+bool libvad_wait_fd(int sock, short events, int timeout_ms);
+
+/* Make sock O_NONBLOCK (vad_fd's mode, kept across reconnects); 0 or -1 (errno). */
+int libvad_set_nonblocking(int sock);
+
+/* Free the ticket slab (vad_close). */
+void libvad_tickets_destroy(vad_client *c);
 
 /* populate.c */
 

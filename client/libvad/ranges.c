@@ -21,9 +21,7 @@
 
 /* Send one Free for offsets of arena. The held records are dropped before the request
  * goes out: once the daemon has freed a range it may hand the same address to another
- * thread of this process, whose record must not meet the old one. The daemon frees in
- * order and stops at the first range it refuses (its reply then carries both the error
- * and how many it freed); the records of what it did not free are put back. */
+ * thread of this process, whose record must not meet the old one. */
 static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const uint64_t *offsets)
 {
 	struct libvad_held one;
@@ -39,11 +37,24 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
 	size_t flen = frame ? libvad_fast_free_frame(frame, cap, id, a->name, n, offsets) : 0;
 	Vad__Response *r = NULL;
-	size_t freed = 0;
-	bool short_ok = false; /* success, but fewer freed than sent */
 	int err = flen ? libvad_call_frame(c, id, frame, flen, &fast, &r, NULL) : VAD_ENOMEM;
 	if (frame != stackbuf)
 		free(frame);
+	err = libvad_free_finish(c, a, n, taken, err, r, &fast);
+	if (taken != &one)
+		free(taken);
+	return err;
+}
+
+int libvad_free_finish(vad_client *c, struct libvad_arena *a, size_t n,
+		       const struct libvad_held *taken, int err, Vad__Response *r,
+		       const struct libvad_fast_reply *fast)
+{
+	/* The daemon frees in order and stops at the first range it refuses (its reply then
+	 * carries both the error and how many it freed); the records of what it did not free
+	 * are put back. */
+	size_t freed = 0;
+	bool short_ok = false; /* success, but fewer freed than sent */
 	if (err == VAD_OK) {
 		if (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free) {
 			freed = r->free->freed < n ? r->free->freed : n;
@@ -52,11 +63,9 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 			freed = n;
 		}
 	}
-	for (size_t i = freed; i < n; i++)
+	for (size_t i = freed; a && i < n; i++)
 		if (taken[i].refs > 0)
 			libvad_held_add(c, a, taken[i].offset, taken[i].size);
-	if (taken != &one)
-		free(taken);
 	if (err != VAD_OK)
 		return libvad_fail(c, err, libvad_dead_message(c));
 	if (short_ok) {
@@ -64,11 +73,11 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 				   "the daemon answered a free of %zu ranges with success and %u "
 				   "freed",
 				   n, r->free->freed);
-		libvad_reply_free(r, &fast);
+		libvad_reply_free(r, fast);
 		return err;
 	}
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_FREE);
-	libvad_reply_free(r, &fast);
+	libvad_reply_free(r, fast);
 	return err;
 }
 
@@ -210,17 +219,15 @@ static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct gr
 	return VAD_OK;
 }
 
-/* Every alloc call: n ranges of sizes in arena, waiting up to wait_ms for room (0: not). */
-static int alloc_batch(vad_client *c, const char *arena, size_t n, const size_t *sizes,
-		       size_t align, unsigned flags, uint32_t wait_ms, void **out)
+int libvad_alloc_check(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+		       size_t align, unsigned flags, unsigned known, const char **name)
 {
-	if (flags & ~VAD_ALLOC_FLAGS)
-		return libvad_failf(c, VAD_EINVAL,
-				    "alloc: unknown flags 0x%x (known: VAD_POPULATE)",
-				    flags & ~VAD_ALLOC_FLAGS);
-	if (!c || !out || !sizes || n == 0)
+	if (flags & ~known)
+		return libvad_failf(c, VAD_EINVAL, "alloc: unknown flags 0x%x (known: 0x%x)",
+				    flags & ~known, known);
+	if (!c || !sizes || n == 0)
 		return libvad_fail(c, VAD_EINVAL,
-				   "alloc: client, sizes or out is NULL, or the count is 0");
+				   "alloc: client or sizes is NULL, or the count is 0");
 	if (n > SIZE_MAX / sizeof(uint64_t))
 		return libvad_fail(c, VAD_ETOOBIG, "alloc: too many ranges in one batch");
 	if (align > VAD_MAX_ALIGN)
@@ -228,22 +235,22 @@ static int alloc_batch(vad_client *c, const char *arena, size_t n, const size_t 
 				    "alloc: alignment %zu is above the largest libvad gives "
 				    "(VAD_MAX_ALIGN, %zu bytes)",
 				    align, VAD_MAX_ALIGN);
-	const char *name = arena && *arena ? arena : c->default_arena;
+	*name = arena && *arena ? arena : c->default_arena;
 	if (flags & VAD_POPULATE) {
-		const struct libvad_arena *ro = libvad_arena_peek(c, name);
+		const struct libvad_arena *ro = libvad_arena_peek(c, *name);
 		if (ro && ro->read_only)
 			return libvad_failf(c, VAD_EREADONLY,
 					    "alloc: VAD_POPULATE writes the new ranges, and arena "
 					    "'%s' is mapped read-only for this client (it is one "
 					    "of its readers)",
-					    name);
+					    *name);
 	}
 	/* Every mapping is aligned to at least a page: only a larger alignment needs the
 	 * arena's own largest, which needs its mapping (made now rather than after the
 	 * reply). */
 	if (align > 4096) {
 		struct libvad_arena *a;
-		int err = libvad_arena_get(c, name, &a);
+		int err = libvad_arena_get(c, *name, &a);
 		if (err != VAD_OK)
 			return err;
 		if (align > a->max_align)
@@ -253,6 +260,27 @@ static int alloc_batch(vad_client *c, const char *arena, size_t n, const size_t 
 					    "two)",
 					    align, a->name, (unsigned long long)a->max_align);
 	}
+	return VAD_OK;
+}
+
+int libvad_take_alloc(vad_client *c, const Vad__AllocReply *ar, const char *name, size_t n,
+		      const size_t *sizes, size_t align, void **out)
+{
+	struct grant_check want = {
+	    .arena = name, .n = n, .sizes = sizes, .align = align, .fresh = true};
+	return take_ranges(c, ar, &want, out);
+}
+
+/* Every alloc call: n ranges of sizes in arena, waiting up to wait_ms for room (0: not). */
+static int alloc_batch(vad_client *c, const char *arena, size_t n, const size_t *sizes,
+		       size_t align, unsigned flags, uint32_t wait_ms, void **out)
+{
+	const char *name;
+	if (!out)
+		return libvad_fail(c, VAD_EINVAL, "alloc: out is NULL");
+	int cerr = libvad_alloc_check(c, arena, n, sizes, align, flags, VAD_ALLOC_FLAGS, &name);
+	if (cerr != VAD_OK)
+		return cerr;
 	/* The request is encoded and the reply decoded by hand, lists on the stack for a
 	 * usual batch: no heap work per call (protobuf-c takes over for error replies). */
 	const char *wire_arena = libvad_arena_arg(arena);
@@ -274,9 +302,7 @@ static int alloc_batch(vad_client *c, const char *arena, size_t n, const size_t 
 	if (frame != stackbuf)
 		free(frame);
 	if (err == VAD_OK) {
-		struct grant_check want = {
-		    .arena = name, .n = n, .sizes = sizes, .align = align, .fresh = true};
-		err = take_ranges(c, r->alloc, &want, out);
+		err = libvad_take_alloc(c, r->alloc, name, n, sizes, align, out);
 		libvad_reply_free(r, &fast);
 	}
 	if (fast.offsets != lists)

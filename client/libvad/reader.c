@@ -19,6 +19,7 @@
  * until its replies are read always has a reader behind it.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,9 +90,15 @@ static bool stray_fd(vad_client *c, uint64_t at, uint64_t *lo, char *why)
 
 /* One receive into the buffer, collecting fds (proto/fdpass). Returns VAD_OK, or the
  * error that kills the connection (why then says it, if it is not the daemon leaving).
- * Runs without c->lock: only the reader touches rbuf and fdq. */
-static int read_some(vad_client *c, char *why)
+ * With nowait, nothing waiting in the socket is VAD_OK with nothing read (a poll first:
+ * proto's receive takes no flags). Runs without c->lock: only the reader touches rbuf and
+ * fdq. */
+static int read_some(vad_client *c, char *why, bool nowait)
 {
+	/* A blocking socket is asked first; a non-blocking one (vad_fd) says EAGAIN. */
+	bool nonblocking = __atomic_load_n(&c->nonblocking, __ATOMIC_RELAXED);
+	if (nowait && !nonblocking && !libvad_wait_fd(c->sock, POLLIN, 0))
+		return VAD_OK;
 	if (c->rcap - c->rlen < 4096) {
 		size_t cap = c->rcap ? c->rcap * 2 : LIBVAD_RBUF_KEEP;
 		uint8_t *b = realloc(c->rbuf, cap);
@@ -102,8 +109,14 @@ static int read_some(vad_client *c, char *why)
 	}
 	int fds[LIBVAD_FDS_PER_READ];
 	size_t nfds = 0;
-	ssize_t n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
-				      LIBVAD_FDS_PER_READ, &nfds);
+	ssize_t n;
+	while ((n = vad_recv_with_fds(c->sock, c->rbuf + c->rlen, c->rcap - c->rlen, fds,
+				      LIBVAD_FDS_PER_READ, &nfds)) < 0 &&
+	       (errno == EAGAIN || errno == EWOULDBLOCK)) {
+		if (nowait)
+			return VAD_OK;
+		libvad_wait_fd(c->sock, POLLIN, -1);
+	}
 	if (n < 0) {
 		if (errno == EMSGSIZE) {
 			/* The kernel could not install a passed fd (usually RLIMIT_NOFILE): the
@@ -319,15 +332,21 @@ static void compact(vad_client *c, size_t off)
 	}
 }
 
-bool libvad_read_round(vad_client *c, struct libvad_pending *me)
+bool libvad_read_round(vad_client *c, struct libvad_pending *me, bool nowait)
 {
 	c->reading = true;
 	pthread_mutex_unlock(&c->lock);
 
 	struct libvad_wakes w = {.n = 0};
 	size_t off = 0;
-	struct decoded d = {.n = 0, .err = VAD_OK, .parting_msg = NULL, .why = ""};
-	int err = read_some(c, d.why);
+	/* Only what is read before it is written: zeroing all of it (the arrays and the
+	 * sentence, 1.8 KB) cost more than the rest of a round's own work. */
+	struct decoded d;
+	d.n = 0;
+	d.err = VAD_OK;
+	d.parting_msg = NULL;
+	d.why[0] = '\0';
+	int err = read_some(c, d.why, nowait);
 	for (;;) {
 		if (err == VAD_OK)
 			decode_frames(c, &off, &d);
@@ -350,7 +369,7 @@ bool libvad_read_round(vad_client *c, struct libvad_pending *me)
 	c->reading = false;
 	if (err != VAD_OK)
 		libvad_fail_all_locked(c, err);
-	bool done = libvad_pending_done(me);
+	bool done = !me || libvad_pending_done(me);
 	if (done)
 		libvad_pending_wake_reader(c, &w);
 	if (!done && w.n == 0)

@@ -94,10 +94,12 @@ static void swap_connection(vad_client *c, int fd)
 	}
 	if (c->sock >= 0)
 		close(c->sock);
+	if (c->nonblocking)
+		libvad_set_nonblocking(fd); /* the event loop's mode (vad_fd) stays */
 	c->sock = fd;
 	libvad_transport_destroy(c); /* buffers and unclaimed fds of the old connection */
 	c->rpos = 0;
-	c->dead_err = VAD_OK;
+	__atomic_store_n(&c->dead_err, VAD_OK, __ATOMIC_RELAXED);
 	c->conn_gen++;
 	pthread_mutex_unlock(&c->lock);
 }
@@ -151,7 +153,15 @@ int libvad_reconnect(vad_client *c, uint64_t gen)
 	bool gone = c->dead_err != VAD_OK;
 	pthread_mutex_unlock(&c->lock);
 	if (done || !gone) {
+		pthread_mutex_lock(&c->lock);
+		bool lost = c->lost_gen > gen;
+		pthread_mutex_unlock(&c->lock);
 		pthread_mutex_unlock(&c->reconnect_lock);
+		if (done && lost)
+			return libvad_failf(c, VAD_ERESUME,
+					    "the daemon at %s restarted without this client's "
+					    "session: every range this client held is lost",
+					    c->socket_path);
 		return done ? VAD_OK : VAD_EGONE;
 	}
 	reconnecting = c;
@@ -172,8 +182,12 @@ int libvad_reconnect(vad_client *c, uint64_t gen)
 		sleep_ms(delay);
 		delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
 	}
-	if (err == VAD_ERESUME)
+	if (err == VAD_ERESUME) {
 		forget_session(c);
+		pthread_mutex_lock(&c->lock);
+		c->lost_gen = c->conn_gen;
+		pthread_mutex_unlock(&c->lock);
+	}
 	reconnecting = NULL;
 	pthread_mutex_unlock(&c->reconnect_lock);
 	if (err == VAD_ERESUME)

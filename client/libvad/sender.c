@@ -4,6 +4,7 @@
  * everything queued meanwhile in one send before it gives up the role.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +19,10 @@ static int send_all(vad_client *c, const uint8_t *buf, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				libvad_wait_fd(c->sock, POLLOUT, -1); /* vad_fd's mode */
+				continue;
+			}
 			return errno == ENOMEM || errno == ENOBUFS ? VAD_ENOMEM : VAD_EGONE;
 		}
 		buf += n;
@@ -96,6 +101,29 @@ int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own
 	}
 	libvad_flush_queue_locked(c);
 	return VAD_OK;
+}
+
+int libvad_submit_locked(vad_client *c, const uint8_t *frame, size_t len, bool more)
+{
+	if (!more && !c->sending && c->outq.len == 0) {
+		int own_err = VAD_OK; /* a hang-up shows as the end of the stream to the reader */
+		return libvad_send_locked(c, frame, len, &own_err);
+	}
+	int err = queue_frame(c, frame, len);
+	if (err != VAD_OK || more || c->sending)
+		return err;
+	/* This frame behind those held back with VAD_MORE: all in one send. */
+	c->sending = true;
+	libvad_flush_queue_locked(c);
+	return VAD_OK;
+}
+
+void libvad_send_queued_locked(vad_client *c)
+{
+	if (c->outq.len == 0 || c->sending)
+		return;
+	c->sending = true;
+	libvad_flush_queue_locked(c);
 }
 
 void libvad_sender_destroy(vad_client *c)

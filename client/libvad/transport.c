@@ -19,13 +19,11 @@
 #include "sender.h"
 #include "transport.h"
 
-/* Wait for me's response, reading for everyone when nobody else does. Called with c->lock
- * held; returns without it. */
-static void wait_reply(vad_client *c, struct libvad_pending *me)
+void libvad_wait_reply(vad_client *c, struct libvad_pending *me)
 {
 	while (!libvad_pending_done(me)) {
 		if (!c->reading) {
-			if (libvad_read_round(c, me))
+			if (libvad_read_round(c, me, false))
 				return;
 			continue;
 		}
@@ -88,7 +86,7 @@ retry:
 		pthread_mutex_unlock(&c->lock);
 		return err;
 	}
-	wait_reply(c, &me);
+	libvad_wait_reply(c, &me);
 
 	if (own_err == LIBVAD_UNSENT) {
 		/* The reader read what the daemon said before it hung up (EBUSY, EKILLED):

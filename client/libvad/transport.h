@@ -26,6 +26,10 @@ int libvad_rpc_frame(vad_client *c, uint64_t id, const uint8_t *frame, size_t fl
 		     struct libvad_fast_reply *fast, Vad__Response__ResultCase expect,
 		     Vad__Response **resp);
 
+/* Wait for p's response (in the table already), reading for everyone when nobody else
+ * does. Called with c->lock held; returns without it. */
+void libvad_wait_reply(vad_client *c, struct libvad_pending *p);
+
 /* Free a response from libvad_call_frame (it may live in fast). */
 void libvad_reply_free(Vad__Response *r, const struct libvad_fast_reply *fast);
 

@@ -114,7 +114,7 @@ void libvad_pending_wake_reader(vad_client *c, struct libvad_wakes *w)
 void libvad_fail_all_locked(vad_client *c, int err)
 {
 	if (!c->dead_err) {
-		c->dead_err = err;
+		__atomic_store_n(&c->dead_err, err, __ATOMIC_RELAXED);
 		/* A broken stream may have a half-read frame in it; stop the daemon too, and
 		 * wake a reader blocked in recvmsg. */
 		shutdown(c->sock, SHUT_RDWR);

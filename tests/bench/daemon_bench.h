@@ -4,7 +4,8 @@
  * Three kinds of client, all reporting the same figures:
  *   raw     encodes requests with protobuf-c itself and pipelines P per connection; this
  *           measures the daemon, not a client library (daemon_raw.c);
- *   libvad  the real client library: P threads share one vad_client (daemon_libvad.c);
+ *   libvad  the real client library: P threads share one vad_client, or with --burst one
+ *           thread keeps P in flight per client with tickets (daemon_libvad.c);
  *   echo    the physical limit: a socketpair and an echo thread, same frame sizes and the
  *           same pipelining as raw (daemon_echo.c);
  *   resp    raw's loops speaking Redis's protocol (SET key xxx) to a Redis server, so the
@@ -90,7 +91,9 @@ struct db_driver {
 	struct db_result r;
 	uint64_t t_start, t_end;
 	void *barrier; /* pthread_barrier_t shared by every driver and the parent */
-	void *client;  /* libvad: the vad_client this driver's thread shares */
+	void *client;  /* libvad: the vad_client this driver's thread shares; pipelined
+			  (--burst): the array of every vad_client, this driver's from
+			  first_conn */
 };
 
 /* Every workload shape, NULL-terminated. */

@@ -44,7 +44,9 @@ static void usage(FILE *f)
 		"  --pipeline LIST    requests in flight per connection (default 1)\n"
 		"  --burst            pipeline in bursts: send P, wait for all P replies, send P\n"
 		"                     again (redis-benchmark -P); default: a window, each reply\n"
-		"                     sends the next request at once\n"
+		"                     sends the next request at once; with --libvad: one thread\n"
+		"                     drives every client with tickets (vad_alloc_submit,\n"
+		"                     vad_wait), P in flight each, instead of P blocking threads\n"
 		"  --batch LIST       ranges per request (default 1)\n"
 		"  --workload LIST    fix_size, random_size, fix_align, random_size_align\n"
 		"                     (default fix_size)\n"
@@ -315,8 +317,10 @@ void db_run(const struct db_params *p, struct db_result *r)
 	}
 	bool libvad = p->mode == DB_LIBVAD;
 	bool private = p->mode == DB_MALLOC || p->mode == DB_MMAP;
-	unsigned nd = libvad	? p->clients * p->pipeline
-		      : private ? p->clients
+	/* libvad with --burst: pipelined, clients spread over drivers as raw's are. */
+	bool pipelined = libvad && p->burst;
+	unsigned nd = libvad && !pipelined ? p->clients * p->pipeline
+		      : private		   ? p->clients
 				: (p->drivers && p->drivers < p->clients ? p->drivers : p->clients);
 	size_t bytes = nd * sizeof(struct db_driver) + sizeof(pthread_barrier_t);
 	/* Shared memory, so process drivers report through it too. */
@@ -350,9 +354,10 @@ void db_run(const struct db_params *p, struct db_result *r)
 		d->p = p;
 		d->index = i;
 		d->barrier = bar;
-		if (libvad) {
+		if (libvad && !pipelined) {
 			d->client = clients[i / p->pipeline];
 		} else {
+			d->client = clients; /* pipelined libvad: the driver's are in there */
 			d->first_conn = (unsigned)((uint64_t)i * p->clients / nd);
 			d->n_conns =
 			    (unsigned)((uint64_t)(i + 1) * p->clients / nd) - d->first_conn;
@@ -478,8 +483,11 @@ int daemon_bench_main(int argc, char **argv)
 					p.clients = o.clients[c];
 					p.pipeline = o.pipes[pi];
 					p.batch = o.batches[b];
-					if (p.mode == DB_LIBVAD)
+					if (p.mode == DB_LIBVAD && !p.burst)
 						p.drivers = p.clients * p.pipeline;
+					else if (p.mode == DB_LIBVAD &&
+						 (!p.drivers || p.drivers > p.clients))
+						p.drivers = p.clients;
 					else if (p.mode == DB_MALLOC || p.mode == DB_MMAP)
 						p.drivers = p.clients;
 					else if (!p.drivers || p.drivers > p.clients)

@@ -10,7 +10,8 @@
  * never sent or answered twice, fds on replies that carry none, two fds, a flood of fds,
  * map replies that describe another arena, a bad quantum or a short file, a free that
  * claims success without freeing; and it dies in every state (mid-reply, mid-fd, between
- * calls, under many threads), which must leave no crash and no fd behind.
+ * calls, under many threads), which must leave no crash and no fd behind; tickets of
+ * pipelined calls meet the same lies.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1325,6 +1326,57 @@ static void test_refuses_stray_fds(void **state)
 	finish(f, c, fds0);
 }
 
+/* Tickets (vad_alloc_submit) meet the same checks as blocking calls: a stray fd on a
+ * ticket's reply, a range granted again, an unknown id and a death mid-reply each end the
+ * tickets in flight with the refusal or VAD_EGONE, close every fd and crash nothing. */
+static void test_tickets_refuse_lies(void **state)
+{
+	int fds0;
+	vad_client *c;
+	vad_ticket t[3];
+	void *p, *q;
+	struct fake *f = start(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK); /* maps the default arena */
+	set_trick(f, TRICK_STRAY_FD, VAD__REQUEST__OP_ALLOC);
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &t[0]), VAD_OK);
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &t[1]), VAD_OK);
+	assert_refused(c, vad_wait(c, t[0], &q), "no arena map request was waiting for");
+	assert_refused(c, vad_wait(c, t[1], &q), "no arena map request was waiting for");
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &t[2]), VAD_EPROTO);
+	finish(f, c, fds0);
+
+	f = start(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	set_trick(f, TRICK_HELD_AGAIN, VAD__REQUEST__OP_ALLOC);
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &t[0]), VAD_OK);
+	assert_refused(c, vad_wait(c, t[0], &q), "this client holds that range already");
+	assert_int_equal(vad_size(c, p), 4096); /* the range held before is kept */
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &t[0]), VAD_OK);
+	assert_int_equal(vad_wait(c, t[0], &q), VAD_OK); /* the connection lives on */
+	assert_int_equal(vad_free(c, q), VAD_OK);
+	finish(f, c, fds0);
+
+	f = start(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	set_trick(f, TRICK_UNKNOWN_ID, VAD__REQUEST__OP_FREE);
+	assert_int_equal(vad_free_submit(c, p, 0, &t[0]), VAD_OK);
+	assert_refused(c, vad_wait(c, t[0], NULL), "which this client never sent");
+	assert_int_equal(vad_size(c, p), 4096); /* not freed: its record is back */
+	finish(f, c, fds0);
+
+	f = start(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	set_trick(f, TRICK_DIE_MID_REPLY, VAD__REQUEST__OP_ALLOC);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, i < 2 ? VAD_MORE : 0, &t[i]),
+				 VAD_OK);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(vad_wait(c, t[i], &q), VAD_EGONE);
+	assert_int_equal(vad_progress(c), VAD_EGONE);
+	memset(p, 1, 4096); /* the mapping stays usable until vad_close */
+	finish(f, c, fds0);
+}
+
 /* A walk that pages on past what the arena can hold is cut off, not followed forever. */
 static void test_refuses_an_endless_walk(void **state)
 {
@@ -1503,6 +1555,7 @@ int main(void)
 	    cmocka_unit_test(test_refuses_a_short_free),
 	    cmocka_unit_test(test_refuses_unknown_ids),
 	    cmocka_unit_test(test_refuses_stray_fds),
+	    cmocka_unit_test(test_tickets_refuse_lies),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
 	    cmocka_unit_test(test_walk_owners),
 	    cmocka_unit_test(test_dies_in_every_state),

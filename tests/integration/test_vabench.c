@@ -106,6 +106,19 @@ static void test_daemon_requests_counted_and_freed(void **state)
 	check_row(rows[0], "vad", 2, 64, 16, 1);
 	json_object_put(rows[0]);
 
+	/* libvad pipelined (tickets): 3 clients through epoll on one thread, windows of 4 */
+	run_rows((char *[]){"--daemon", (char *)sock, "--libvad", "--burst", "--clients", "3",
+			    "--pipeline", "4", "--ops", "42", "--json", NULL},
+		 rows, 1);
+	check_row(rows[0], "libvad", 3, 42, 4, 1);
+	json_object_put(rows[0]);
+	/* ... and one client with blocking waits, bursts of 16 */
+	run_rows((char *[]){"--daemon", (char *)sock, "--libvad", "--burst", "--pipeline", "16",
+			    "--workload", "random_size", "--ops", "64", "--json", NULL},
+		 rows, 1);
+	check_row(rows[0], "libvad", 1, 64, 16, 1);
+	json_object_put(rows[0]);
+
 	/* every range it allocated went back */
 	if (vt_wait_busy(d, base.busy_bytes, 1, vt_timeout_ms(5000), &s) != 0)
 		fail_msg("busy bytes %llu after the runs, %llu before",
