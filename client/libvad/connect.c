@@ -14,6 +14,31 @@
 #include "transport.h"
 #include "version.h"
 
+/* Set *slot to the hello's now. A reconnect that brings the same string keeps the old copy;
+ * one that brings another retires the old copy instead of freeing it (another thread may be
+ * reading it: a call that names no arena, or vad_session_info's out, valid until vad_close). */
+static int hello_string(vad_client *c, char **slot, const char *now)
+{
+	char *copy, **grown;
+
+	if (*slot && strcmp(*slot, now) == 0)
+		return VAD_OK;
+	copy = strdup(now);
+	if (!copy)
+		return VAD_ENOMEM;
+	if (*slot) {
+		grown = realloc(c->retired, (c->n_retired + 1) * sizeof(*grown));
+		if (!grown) {
+			free(copy);
+			return VAD_ENOMEM;
+		}
+		c->retired = grown;
+		c->retired[c->n_retired++] = *slot;
+	}
+	*slot = copy;
+	return VAD_OK;
+}
+
 /* vad.h is installed alone, so it spells the version out: it must be the one version. */
 _Static_assert(__builtin_strcmp(VAD_VERSION_STRING, VAD_VERSION) == 0,
 	       "VAD_VERSION_STRING in client/vad.h differs from VAD_VERSION in proto/version.h");
@@ -87,13 +112,13 @@ int libvad_say_hello(vad_client *c, const char *name)
 	c->session_id = h->session_id;
 	c->protocol_version = h->version;
 	c->admin = h->admin;
-	free(c->server); /* a reconnect says hello again */
-	free(c->default_arena);
-	c->server = strdup(h->server);
-	c->default_arena = strdup(h->default_arena);
+	/* a reconnect says hello again */
+	int rc = hello_string(c, &c->server, h->server);
+	if (rc == VAD_OK)
+		rc = hello_string(c, &c->default_arena, h->default_arena);
 	libvad_resume_keep(c, h);
 	vad__response__free_unpacked(r, NULL);
-	if (!c->server || !c->default_arena)
+	if (rc != VAD_OK)
 		return libvad_fail(NULL, VAD_ENOMEM, NULL);
 	return VAD_OK;
 }
@@ -162,6 +187,9 @@ void vad_close(vad_client *c)
 	free(c->socket_path);
 	free(c->server);
 	free(c->default_arena);
+	for (size_t i = 0; i < c->n_retired; i++)
+		free(c->retired[i]);
+	free(c->retired);
 	free(c);
 }
 

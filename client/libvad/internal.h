@@ -170,6 +170,11 @@ struct vad_client {
 	bool admin;
 	char *server;
 	char *default_arena;
+	/* Strings a reconnect's hello replaced (server, default_arena): other threads may still
+	 * read them (a call naming no arena, vad_session_info's out), so they live until
+	 * vad_close. */
+	char **retired;
+	size_t n_retired;
 
 	uint64_t next_id; /* atomic */
 
