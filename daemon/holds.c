@@ -10,7 +10,7 @@
 
 static size_t slot_home(const struct vad_holder *h, uint64_t arena, uint64_t offset)
 {
-	return (size_t)vad_hash_pair(arena, offset) & (h->cap - 1);
+	return (size_t)(slot_home_of(h, arena, offset) - h->holds);
 }
 
 struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)

@@ -160,6 +160,15 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 	}
 	if (fresh)
 		old = table_swap_locked(h, fresh, cap);
+	/* The batch's table slots and state records first, so their misses overlap. */
+	for (size_t i = 0; i < n; i++) {
+		const struct vad_hold *o = slot_home_of(h, arena, ranges[i]->offset);
+		__builtin_prefetch(o, 1);
+		if ((o = slot_next_line(h, o)))
+			__builtin_prefetch(o, 1);
+	}
+	if (state_keeps(reg, arena))
+		vad_state_prefetch_puts(reg->state, n);
 	for (size_t i = 0; i < n; i++) {
 		struct vad_range *r = ranges[i];
 		r->arena = arena;
@@ -277,6 +286,31 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 		bury(reg, arena, &dead, 1);
 }
 
+/* Start loading what dropping h's holds at offsets[0..n) of arena will touch: the table slots,
+ * then (found through them once those arrive) each range and its state record. One at a time
+ * these are three cache misses per range in a row; started together they overlap. Stops at
+ * the first offset h does not hold (the drop stops there too). With h's lock held. */
+static void drops_prefetch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			   const uint64_t *offsets, size_t n)
+{
+	if (!h->cap)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct vad_hold *o = slot_home_of(h, arena, offsets[i]);
+		__builtin_prefetch(o, 1);
+		if ((o = slot_next_line(h, o)))
+			__builtin_prefetch(o, 1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct vad_hold *o = vad_holder_find(h, arena, offsets[i]);
+		if (!o)
+			return;
+		__builtin_prefetch(o->range, 1);
+		if (o->rec)
+			vad_state_prefetch(reg->state, o->rec);
+	}
+}
+
 /* How many of a hold's references a drop takes: a free drops one, a teardown all. */
 enum drop_how { DROP_ONE_REF, DROP_EVERY_REF };
 
@@ -295,6 +329,7 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
 		uint64_t refs = 0, bytes = 0;
 		pthread_mutex_lock(&h->lock);
+		drops_prefetch(reg, h, arena, offsets + done, end - done);
 		for (; done < end; done++) {
 			/* Looked up under the lock, so a repeated offset finds the hold as the
 			 * previous release left it (and deletions moved slots). */
