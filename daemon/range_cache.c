@@ -41,6 +41,7 @@ struct obj_cache {
 	struct vad_range **spare; /* CACHE_KEEP slots, the most recently put on top; NULL: none */
 	unsigned n;
 	bool registered;
+	bool exited; /* its thread is exiting: no array any more (a late put goes to the depot) */
 };
 
 static __thread struct obj_cache tl_cache;
@@ -113,6 +114,7 @@ static void cache_release(void *arg)
 	c->n = 0;
 	free(c->spare);
 	c->spare = NULL;
+	c->exited = true;
 }
 
 static void cache_key_create(void)
@@ -121,7 +123,8 @@ static void cache_key_create(void)
 }
 
 /* The calling thread's cache, registered so that its spares go to the depot at thread
- * exit; its array made at first use (spare stays NULL when that fails, and is tried again). */
+ * exit; its array made at first use (spare stays NULL when that fails, and is tried again;
+ * never once the thread's exit gave the array back). */
 static struct obj_cache *my_cache(void)
 {
 	struct obj_cache *c = &tl_cache;
@@ -130,7 +133,7 @@ static struct obj_cache *my_cache(void)
 		pthread_setspecific(cache_key, c);
 		c->registered = true;
 	}
-	if (!c->spare)
+	if (!c->spare && !c->exited)
 		c->spare = malloc(CACHE_KEEP * sizeof(*c->spare));
 	return c;
 }
