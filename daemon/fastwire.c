@@ -46,9 +46,19 @@ static char *get_string(ProtobufCAllocator *a, const struct vad_wire_cursor *s)
 static bool get_packed(ProtobufCAllocator *a, const struct vad_wire_cursor *s, size_t *n,
 		       uint64_t **vals)
 {
+	/* Varints = bytes without the continuation bit, counted 8 bytes at a time: each byte's
+	 * clear top bit becomes a 1 in that byte, and the multiply sums the bytes into the top
+	 * one. */
 	size_t count = 0;
-	for (const uint8_t *q = s->p; q < s->end; q++)
-		count += !(*q & 0x80);
+	const uint8_t *w8 = s->p;
+	for (; s->end - w8 >= 8; w8 += 8) {
+		uint64_t w;
+		memcpy(&w, w8, 8);
+		count +=
+		    (size_t)((((~w & 0x8080808080808080ull) >> 7) * 0x0101010101010101ull) >> 56);
+	}
+	for (; w8 < s->end; w8++)
+		count += !(*w8 & 0x80);
 	if (s->p < s->end && (s->end[-1] & 0x80))
 		return false; /* the last varint is cut off */
 	uint64_t *v = count ? get_mem(a, count * sizeof(*v)) : NULL;
@@ -186,11 +196,20 @@ Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, con
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
+/* Bytes of v as a varint without a loop: 7 bits a byte, so ceil(significant bits / 7), one
+ * for 0 ((bits * 9 + 64) / 64 is that for 1 to 64 bits). A batch's reply sizes 2n values
+ * twice (its size, then its encoding). */
+static size_t varint_len(uint64_t v)
+{
+	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
+	return (bits * 9 + 64) / 64;
+}
+
 static size_t packed_body(size_t n, const uint64_t *v)
 {
 	size_t len = 0;
 	for (size_t i = 0; i < n; i++)
-		len += vad_varint_len(v[i]);
+		len += varint_len(v[i]);
 	return len;
 }
 

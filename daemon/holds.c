@@ -8,17 +8,12 @@
 /* Smallest table: a session's first. */
 #define TABLE_MIN 16
 
-static size_t slot_home(const struct vad_holder *h, uint64_t arena, uint64_t offset)
-{
-	return (size_t)vad_hash_pair(arena, offset) & (h->cap - 1);
-}
-
-struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)
+struct vad_hold *slot_find_from(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset)
 {
 	if (!h->cap)
 		return NULL;
 	size_t mask = h->cap - 1;
-	for (size_t i = slot_home(h, arena, offset);; i = (i + 1) & mask) {
+	for (size_t i = home;; i = (i + 1) & mask) {
 		struct vad_hold *o = &h->holds[i];
 		if (!o->range)
 			return NULL; /* load <= 1/2: an empty slot always ends the probe */
@@ -27,10 +22,15 @@ struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t 
 	}
 }
 
-/* Put a key known to be absent into the first free slot of its probe sequence. */
-struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offset)
+struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)
 {
-	size_t mask = h->cap - 1, i = slot_home(h, arena, offset);
+	return h->cap ? slot_find_from(h, slot_home(h, arena, offset), arena, offset) : NULL;
+}
+
+/* Put a key known to be absent into the first free slot of its probe sequence. */
+struct vad_hold *slot_insert_at(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset)
+{
+	size_t mask = h->cap - 1, i = home;
 	while (h->holds[i].range)
 		i = (i + 1) & mask;
 	struct vad_hold *o = &h->holds[i];
@@ -40,6 +40,11 @@ struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offs
 	o->rec = 0;
 	h->used++;
 	return o;
+}
+
+struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offset)
+{
+	return slot_insert_at(h, slot_home(h, arena, offset), arena, offset);
 }
 
 /* Empty slot o by backward shift: each later entry of the cluster whose home does not lie

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Spare range objects a thread keeps without a lock (768 KiB at most): many pipelined
- * batches of max_batch in flight. */
+/* Spare range objects a thread keeps without a lock: many pipelined batches of max_batch in
+ * flight. Their pointers sit in an array (128 KiB, made at the thread's first use), so a batch
+ * takes its objects in one step and starts loading all of them at once: a linked list of
+ * spares made every alloc batch wait for one cold object after another. */
 #define CACHE_KEEP 16384
 
 /*
@@ -16,8 +18,9 @@
  * Those frees (the reaper's, a million at a time) used to pile up in glibc's fastbins, and
  * the worker's next large allocation consolidated them all on its thread: 100 ms and more
  * with 4M ranges. A thread keeps up to CACHE_KEEP spares without a lock and trades them with
- * the depot DEPOT_BATCH at a time. Slabs are kept for the life of the process (a peak of 4M
- * ranges keeps 224 MiB), listed so that nothing is lost.
+ * the depot DEPOT_BATCH at a time (its coldest half when it has too many). Slabs are kept for
+ * the life of the process (a peak of 4M ranges keeps 224 MiB), listed so that nothing is lost.
+ * A thread whose array cannot be made trades with the depot one object at a time.
  */
 #define SLAB_BYTES  (64u * 1024u)
 #define DEPOT_BATCH 256u
@@ -35,71 +38,83 @@ static struct {
 } depot = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 struct obj_cache {
-	struct vad_range *ranges;
-	unsigned n_ranges;
+	struct vad_range **spare; /* CACHE_KEEP slots, the most recently put on top; NULL: none */
+	unsigned n;
 	bool registered;
+	bool exited; /* its thread is exiting: no array any more (a late put goes to the depot) */
 };
 
 static __thread struct obj_cache tl_cache;
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
-/* Move n spares (all, if n is larger) from c to the depot. */
-static void cache_to_depot(struct obj_cache *c, unsigned n)
+/* Link objs[0..n) (n > 0) and put them on the depot's list. */
+static void depot_put(struct vad_range *const *objs, size_t n)
 {
-	if (!n || !c->ranges)
-		return;
-	struct vad_range *first = c->ranges, *last = first;
-	unsigned k = 1;
-	while (k < n && last->next_free) {
-		last = last->next_free;
-		k++;
-	}
-	c->ranges = last->next_free;
-	c->n_ranges -= k;
+	for (size_t i = 0; i + 1 < n; i++)
+		objs[i]->next_free = objs[i + 1];
 	pthread_mutex_lock(&depot.lock);
-	last->next_free = depot.free;
-	depot.free = first;
-	depot.n_free += k;
+	objs[n - 1]->next_free = depot.free;
+	depot.free = objs[0];
+	depot.n_free += n;
 	pthread_mutex_unlock(&depot.lock);
 }
 
-/* Refill an empty cache from the depot, or from a new slab. Returns false when out of
- * memory. */
-static bool cache_refill(struct obj_cache *c)
+/* Take up to max objects from the depot into out; returns how many. */
+static size_t depot_take(struct vad_range **out, size_t max)
 {
+	size_t k = 0;
 	pthread_mutex_lock(&depot.lock);
-	while (depot.free && c->n_ranges < DEPOT_BATCH) {
-		struct vad_range *r = depot.free;
-		depot.free = r->next_free;
+	while (depot.free && k < max) {
+		out[k++] = depot.free;
+		depot.free = depot.free->next_free;
 		depot.n_free--;
-		r->next_free = c->ranges;
-		c->ranges = r;
-		c->n_ranges++;
 	}
 	pthread_mutex_unlock(&depot.lock);
-	if (c->ranges)
-		return true;
+	return k;
+}
+
+/* A new slab, listed, its objects on the depot's list; false when out of memory. */
+static bool depot_grow(void)
+{
 	struct range_slab *slab = malloc(sizeof(*slab));
 	if (!slab)
 		return false;
+	size_t n = sizeof(slab->ranges) / sizeof(slab->ranges[0]);
+	for (size_t i = 0; i + 1 < n; i++)
+		slab->ranges[i].next_free = &slab->ranges[i + 1];
 	pthread_mutex_lock(&depot.lock);
 	slab->next = depot.slabs;
 	depot.slabs = slab;
+	slab->ranges[n - 1].next_free = depot.free;
+	depot.free = &slab->ranges[0];
+	depot.n_free += n;
 	pthread_mutex_unlock(&depot.lock);
-	size_t n = sizeof(slab->ranges) / sizeof(slab->ranges[0]);
-	for (size_t i = 0; i < n; i++) {
-		slab->ranges[i].next_free = c->ranges;
-		c->ranges = &slab->ranges[i];
-	}
-	c->n_ranges += (unsigned)n;
 	return true;
+}
+
+/* Refill c's empty array from the depot, growing the depot by a slab when it is empty.
+ * Returns false when out of memory. */
+static bool cache_refill(struct obj_cache *c)
+{
+	c->n = (unsigned)depot_take(c->spare, DEPOT_BATCH);
+	if (c->n)
+		return true;
+	if (!depot_grow())
+		return false;
+	c->n = (unsigned)depot_take(c->spare, DEPOT_BATCH);
+	return c->n > 0;
 }
 
 static void cache_release(void *arg)
 {
 	struct obj_cache *c = arg;
-	cache_to_depot(c, c->n_ranges);
+	if (c->n)
+		depot_put(c->spare, c->n);
+	c->n = 0;
+	free(c->spare);
+	c->spare = NULL;
+	c->exited = true;
 }
 
 static void cache_key_create(void)
@@ -108,7 +123,8 @@ static void cache_key_create(void)
 }
 
 /* The calling thread's cache, registered so that its spares go to the depot at thread
- * exit. */
+ * exit; its array made at first use (spare stays NULL when that fails, and is tried again;
+ * never once the thread's exit gave the array back). */
 static struct obj_cache *my_cache(void)
 {
 	struct obj_cache *c = &tl_cache;
@@ -117,27 +133,60 @@ static struct obj_cache *my_cache(void)
 		pthread_setspecific(cache_key, c);
 		c->registered = true;
 	}
+	if (!c->spare && !c->exited)
+		c->spare = malloc(CACHE_KEEP * sizeof(*c->spare));
 	return c;
+}
+
+bool vad_range_get_batch(struct vad_range **out, size_t n)
+{
+	struct obj_cache *c = my_cache();
+	size_t got = 0;
+	while (got < n) {
+		if (!c->spare) {
+			/* No array: straight from the depot. */
+			size_t k = depot_take(out + got, n - got);
+			if (!k && !depot_grow())
+				break;
+			got += k;
+			continue;
+		}
+		if (!c->n && !cache_refill(c))
+			break;
+		while (c->n && got < n)
+			out[got++] = c->spare[--c->n];
+	}
+	if (got < n) {
+		for (size_t i = 0; i < got; i++)
+			vad_range_put(out[i]);
+		return false;
+	}
+	for (size_t i = 0; i < n; i++)
+		__builtin_prefetch(out[i], 1);
+	for (size_t i = 0; i < n; i++)
+		memset(out[i], 0, sizeof(*out[i]));
+	return true;
 }
 
 struct vad_range *vad_range_get(void)
 {
-	struct obj_cache *c = my_cache();
-	if (!c->ranges && !cache_refill(c))
-		return NULL;
-	struct vad_range *r = c->ranges;
-	c->ranges = r->next_free;
-	c->n_ranges--;
-	memset(r, 0, sizeof(*r));
-	return r;
+	struct vad_range *r;
+	return vad_range_get_batch(&r, 1) ? r : NULL;
 }
 
 void vad_range_put(struct vad_range *r)
 {
 	struct obj_cache *c = my_cache();
-	r->next_free = c->ranges;
-	c->ranges = r;
-	c->n_ranges++;
-	if (c->n_ranges > CACHE_KEEP)
-		cache_to_depot(c, CACHE_KEEP / 2);
+	if (!c->spare) {
+		depot_put(&r, 1);
+		return;
+	}
+	if (c->n == CACHE_KEEP) {
+		/* The coldest half (the bottom of the array) goes to the depot. */
+		depot_put(c->spare, CACHE_KEEP / 2);
+		memmove(c->spare, c->spare + CACHE_KEEP / 2,
+			(CACHE_KEEP - CACHE_KEEP / 2) * sizeof(*c->spare));
+		c->n = CACHE_KEEP - CACHE_KEEP / 2;
+	}
+	c->spare[c->n++] = r;
 }

@@ -9,18 +9,10 @@
 #include "session.h"
 
 /* Range objects for the batch (the allocator's owner tags, which the consistency check
- * compares against); false when out of memory, with every one taken put back. */
+ * compares against); false when out of memory, with none taken. */
 static bool take_range_objects(struct vad_range **ranges, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		ranges[i] = vad_range_get();
-		if (!ranges[i]) {
-			while (i-- > 0)
-				vad_range_put(ranges[i]);
-			return false;
-		}
-	}
-	return true;
+	return vad_range_get_batch(ranges, n);
 }
 
 static void put_range_objects(struct vad_range **ranges, size_t n)

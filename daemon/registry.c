@@ -160,16 +160,31 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 	}
 	if (fresh)
 		old = table_swap_locked(h, fresh, cap);
-	for (size_t i = 0; i < n; i++) {
-		struct vad_range *r = ranges[i];
-		r->arena = arena;
-		r->born_ms = born_ms;
-		store64(&r->refs, 1);
-		/* A fresh range: no hold on its offset can exist (the allocator just gave it). */
-		struct vad_hold *o = slot_insert(h, arena, r->offset);
-		o->count = 1;
-		o->range = r;
-		o->rec = hold_record(reg, h, r, 1); /* before the reply is sent */
+	bool keeps = state_keeps(reg, arena);
+	for (size_t i = 0; i < n; i += BATCH_AHEAD) {
+		size_t k = n - i < BATCH_AHEAD ? n - i : BATCH_AHEAD, home[BATCH_AHEAD];
+		/* This part's table slots and state records first, so their misses overlap. */
+		for (size_t j = 0; j < k; j++) {
+			home[j] = slot_home(h, arena, ranges[i + j]->offset);
+			__builtin_prefetch(&h->holds[home[j]], 1);
+			const struct vad_hold *next = slot_next_line(h, home[j]);
+			if (next)
+				__builtin_prefetch(next, 1);
+		}
+		if (keeps)
+			vad_state_prefetch_puts(reg->state, k);
+		for (size_t j = 0; j < k; j++) {
+			struct vad_range *r = ranges[i + j];
+			r->arena = arena;
+			r->born_ms = born_ms;
+			store64(&r->refs, 1);
+			/* A fresh range: no hold on its offset can exist (the allocator just gave
+			 * it). */
+			struct vad_hold *o = slot_insert_at(h, home[j], arena, r->offset);
+			o->count = 1;
+			o->range = r;
+			o->rec = hold_record(reg, h, r, 1); /* before the reply is sent */
+		}
 	}
 	store64(&h->held_bytes, load64(&h->held_bytes) + bytes);
 	store64(&h->held_refs, load64(&h->held_refs) + n);
@@ -277,6 +292,32 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 		bury(reg, arena, &dead, 1);
 }
 
+/* Start loading what dropping h's holds at offsets[0..n) (n <= RELEASE_CHUNK) of arena will
+ * touch: the table slots, then (found through them once those arrive) each range and its
+ * state record; home[i] gets offsets[i]'s home index. One at a time these are three cache
+ * misses per range in a row; started together they overlap. With h's lock held. */
+static void drops_prefetch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
+			   const uint64_t *offsets, size_t n, size_t *home)
+{
+	if (!h->cap)
+		return; /* nothing held: the drop stops at the first offset */
+	for (size_t i = 0; i < n; i++) {
+		home[i] = slot_home(h, arena, offsets[i]);
+		__builtin_prefetch(&h->holds[home[i]], 1);
+		const struct vad_hold *next = slot_next_line(h, home[i]);
+		if (next)
+			__builtin_prefetch(next, 1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct vad_hold *o = slot_find_from(h, home[i], arena, offsets[i]);
+		if (!o)
+			return; /* the drop stops here too */
+		__builtin_prefetch(o->range, 1);
+		if (o->rec)
+			vad_state_prefetch(reg->state, o->rec);
+	}
+}
+
 /* How many of a hold's references a drop takes: a free drops one, a teardown all. */
 enum drop_how { DROP_ONE_REF, DROP_EVERY_REF };
 
@@ -294,11 +335,15 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 		struct vad_range *dead[RELEASE_CHUNK];
 		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
 		uint64_t refs = 0, bytes = 0;
+		size_t home[RELEASE_CHUNK], first = done;
 		pthread_mutex_lock(&h->lock);
+		drops_prefetch(reg, h, arena, offsets + done, end - done, home);
 		for (; done < end; done++) {
 			/* Looked up under the lock, so a repeated offset finds the hold as the
-			 * previous release left it (and deletions moved slots). */
-			struct vad_hold *o = vad_holder_find(h, arena, offsets[done]);
+			 * previous release left it (and deletions moved slots; the table's size
+			 * stays, so its home does). */
+			struct vad_hold *o =
+			    slot_find_from(h, home[done - first], arena, offsets[done]);
 			if (!o) {
 				stop = true;
 				break;

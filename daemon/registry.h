@@ -79,6 +79,10 @@ unsigned vad_registry_dying(struct vad_registry *reg, uint64_t *refs);
  * the process); NULL when out of memory. */
 struct vad_range *vad_range_get(void);
 
+/* n range objects for a coming batch, as n vad_range_get calls would (all loaded together);
+ * false, taking none, when out of memory. */
+bool vad_range_get_batch(struct vad_range **out, size_t n);
+
 /* Give back a range object that was never inserted. */
 void vad_range_put(struct vad_range *r);
 

@@ -25,6 +25,35 @@ struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offs
 /* Empty slot o of h's table (backward shift: other slots move). */
 void slot_delete(struct vad_holder *h, struct vad_hold *o);
 
+/* Ranges of a batch whose table slots and state records are loaded together: one at a time,
+ * each range's were cache misses in a row; started together they overlap. */
+#define BATCH_AHEAD 64
+
+/* The index where key (arena, offset)'s probe starts in h's table (which has slots). A batch
+ * computes these once for its keys, loads their slots together, then probes from them. */
+static inline size_t slot_home(const struct vad_holder *h, uint64_t arena, uint64_t offset)
+{
+	return (size_t)vad_hash_pair(arena, offset) & (h->cap - 1);
+}
+
+/* vad_holder_find from the key's home index (slot_home, the table unchanged in size since). */
+struct vad_hold *slot_find_from(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset);
+
+/* slot_insert from the key's home index (slot_home, the table unchanged in size since). */
+struct vad_hold *slot_insert_at(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset);
+
+_Static_assert(sizeof(struct vad_hold) == 32, "two holds to a cache line");
+
+/* The slot after home when home is the last slot of its cache line (NULL otherwise, or at the
+ * table's end): a probe, an insert or a delete's backward shift looks at the slot after the
+ * home, so a prefetch of the home's line wants that line too. The table is 64-byte aligned.
+ * (Callers prefetch the slots themselves: GCC takes a function that only prefetches for a
+ * const one and drops every call to it.) */
+static inline const struct vad_hold *slot_next_line(const struct vad_holder *h, size_t home)
+{
+	return (home & 1) && home + 1 < h->cap ? &h->holds[home + 1] : NULL;
+}
+
 /* Move h's entries into fresh (cap slots) with h's lock held; returns the old table to free. */
 struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh, size_t cap);
 

@@ -399,16 +399,16 @@ int vad_state_scan_sessions(const struct vad_state *st,
 	return 0;
 }
 
-/* Move half a cache's worth of slots between the thread's cache and the shared list (carving
- * fresh ones past the high-water mark when the list is empty). */
-static void cache_refill(struct vad_state *st)
+/* Fill the thread's cache up to target (at most CACHE_SLOTS) slots from the shared list
+ * (carving fresh ones past the high-water mark when the list is empty). */
+static void cache_refill_to(struct vad_state *st, uint32_t target)
 {
 	pthread_mutex_lock(&st->lock);
-	while (cache.n < CACHE_SLOTS / 2 && st->n_free)
+	while (cache.n < target && st->n_free)
 		cache.slot[cache.n++] = st->free_slots[--st->n_free];
 	uint64_t hw = st->hdr->high_water;
 	/* Highest first into the cache, so the lowest comes out first. */
-	uint32_t want = CACHE_SLOTS / 2 - cache.n;
+	uint32_t want = cache.n < target ? target - cache.n : 0;
 	if (want > st->hdr->capacity - hw)
 		want = (uint32_t)(st->hdr->capacity - hw);
 	for (uint32_t i = want; i-- > 0;)
@@ -416,6 +416,12 @@ static void cache_refill(struct vad_state *st)
 	/* Published before any record in the new slots is. */
 	__atomic_store_n(&st->hdr->high_water, hw + want, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&st->lock);
+}
+
+/* Move half a cache's worth of slots between the thread's cache and the shared list. */
+static void cache_refill(struct vad_state *st)
+{
+	cache_refill_to(st, CACHE_SLOTS / 2);
 }
 
 static void cache_spill(struct vad_state *st)
@@ -497,6 +503,23 @@ void vad_state_drop(struct vad_state *st, uint32_t rec)
 	if (cache.n == CACHE_SLOTS)
 		cache_spill(st);
 	cache.slot[cache.n++] = rec - 1;
+}
+
+void vad_state_prefetch(const struct vad_state *st, uint32_t rec)
+{
+	if (rec)
+		__builtin_prefetch(&st->rec[rec - 1], 1);
+}
+
+void vad_state_prefetch_puts(struct vad_state *st, size_t n)
+{
+	cache_bind(st);
+	/* Slots for the whole batch (up to a full cache) now, so that all of them are loaded
+	 * together; vad_state_put takes them from the top down. */
+	if (cache.n < n && cache.n < CACHE_SLOTS)
+		cache_refill_to(st, n < CACHE_SLOTS ? (uint32_t)n : CACHE_SLOTS);
+	for (uint32_t i = cache.n; i > 0 && n > 0; i--, n--)
+		__builtin_prefetch(&st->rec[cache.slot[i - 1]], 1);
 }
 
 uint64_t vad_state_full(const struct vad_state *st)

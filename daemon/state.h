@@ -160,6 +160,14 @@ void vad_state_set_count(struct vad_state *st, uint32_t rec, uint32_t count);
 /* Clear the record rec (0: nothing) and give its slot back. */
 void vad_state_drop(struct vad_state *st, uint32_t rec);
 
+/* Start loading record rec (a slot plus one; 0: nothing) for a coming change of its count or
+ * a drop, so a batch's cache misses overlap instead of following one another. */
+void vad_state_prefetch(const struct vad_state *st, uint32_t rec);
+
+/* Start loading the records the calling thread's next n vad_state_put calls will write (up to
+ * 64 of them: the thread's cache of free slots is filled for them first). Thread-safe. */
+void vad_state_prefetch_puts(struct vad_state *st, size_t n);
+
 /* Holds that found the file full since it was created. */
 uint64_t vad_state_full(const struct vad_state *st);
 

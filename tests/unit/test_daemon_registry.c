@@ -8,7 +8,8 @@
  * range, and every check sees a consistent registry.
  * Then each holder's open-addressing table through the registry API: growth across many
  * sizes, deletions that shift entries back across the end of the table, shrinking, absent
- * keys, equal offsets in many arenas and a growth that runs out of memory.
+ * keys, equal offsets in many arenas and a growth that runs out of memory. And range objects
+ * taken in batches: distinct and zeroed, through a thread's cache and the depot.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1284,6 +1285,61 @@ static void test_free_while_reaping(void **state)
 	free(offsets);
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Every object of objs[0..n) distinct and zeroed. */
+static void objects_fresh(struct vad_range **objs, size_t n)
+{
+	static const struct vad_range zero;
+	for (size_t i = 0; i < n; i++)
+		assert_memory_equal(objs[i], &zero, sizeof(zero));
+	qsort(objs, n, sizeof(*objs), cmp_ptr);
+	for (size_t i = 1; i < n; i++)
+		assert_true(objs[i - 1] != objs[i]);
+}
+
+/* Range objects in batches: a batch takes distinct zeroed objects; a thread that gives back
+ * more than it keeps (16,384) passes the rest to the depot, and they all come back again,
+ * distinct, to this thread and to another. */
+static void *take_and_give(void *arg)
+{
+	struct vad_range **objs = arg;
+	enum { N = 40000 };
+	for (size_t i = 0; i < N; i += 1000)
+		assert_true(vad_range_get_batch(objs + i, 1000));
+	objects_fresh(objs, N);
+	for (size_t i = 0; i < N; i++) {
+		objs[i]->offset = i; /* dirty, as a range given back is */
+		objs[i]->refs = 1;
+		vad_range_put(objs[i]);
+	}
+	return NULL;
+}
+
+static void test_range_objects_in_batches(void **state)
+{
+	(void)state;
+	enum { N = 40000 };
+	struct vad_range **objs = malloc(N * sizeof(*objs));
+	assert_non_null(objs);
+	struct vad_range *one[3];
+	assert_true(vad_range_get_batch(one, 3));
+	objects_fresh(one, 3);
+	for (int i = 0; i < 3; i++)
+		vad_range_put(one[i]);
+	take_and_give(objs); /* this thread: past its cache, through the depot */
+	take_and_give(objs); /* again: the same objects come back clean */
+	pthread_t other;
+	assert_int_equal(0, pthread_create(&other, NULL, take_and_give, objs));
+	assert_int_equal(0, pthread_join(other, NULL)); /* its spares go to the depot at exit */
+	take_and_give(objs);
+	free(objs);
+}
+
 int main(void)
 {
 	const char *m = getenv("VAD_TEST_MODE");
@@ -1306,6 +1362,7 @@ int main(void)
 	    cmocka_unit_test(test_reaper),
 	    cmocka_unit_test(test_free_while_reaping),
 	    cmocka_unit_test(test_listings_paged),
+	    cmocka_unit_test(test_range_objects_in_batches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
