@@ -60,6 +60,7 @@ void ft_init(struct va_freetree *ft, uint64_t span_lo, uint64_t span_hi)
 {
 	ft->root.node = NULL;
 	ft->top = NULL;
+	ft->tree_last = NULL;
 	ft->span_lo = span_lo;
 	ft->span_hi = span_hi;
 	ft->bytes = ft->blocks = 0;
@@ -203,6 +204,8 @@ static void link_plain(struct va_freetree *ft, struct va_block *b, struct rb_nod
 	b->subtree_max = blk_size(b);
 	rb_link(&b->rb, parent, link);
 	rb_insert_fixup(&ft->root, &b->rb, &ft_aug);
+	if (!ft->tree_last || b->start > ft->tree_last->start)
+		ft->tree_last = b;
 	ft->blocks++;
 }
 
@@ -252,6 +255,7 @@ static void push_top(struct va_freetree *ft, struct va_block *b)
 		old->subtree_max = blk_size(old);
 		rb_link(&old->rb, parent, link);
 		rb_insert_fixup(&ft->root, &old->rb, &ft_aug);
+		ft->tree_last = old;
 	}
 	blk_set_state(b, VA_ST_FREE);
 	b->subtree_max = blk_size(b);
@@ -259,18 +263,24 @@ static void push_top(struct va_freetree *ft, struct va_block *b)
 	ft->blocks++;
 }
 
+/* Erase b, the tree's highest block, from the tree; its predecessor becomes the highest. */
+static void erase_tree_last(struct va_freetree *ft, struct va_block *b)
+{
+	struct rb_node *p = rb_prev(&b->rb);
+
+	rb_erase(&ft->root, &b->rb, &ft_aug);
+	ft->tree_last = p ? to_blk(p) : NULL;
+}
+
 /* top is gone (carved whole): the tree's highest block leaves the tree and becomes top. */
 static void pop_top(struct va_freetree *ft)
 {
-	struct rb_node *last = rb_last(&ft->root);
+	struct va_block *t = ft->tree_last;
 
-	ft->top = NULL;
-	if (last) {
-		struct va_block *t = to_blk(last);
-
-		rb_erase(&ft->root, last, &ft_aug);
+	ft->top = t;
+	if (t) {
+		erase_tree_last(ft, t);
 		t->subtree_max = blk_size(t);
-		ft->top = t;
 	}
 }
 
@@ -278,8 +288,7 @@ static void pop_top(struct va_freetree *ft)
  * overlaps. */
 static bool insert_at_top(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 {
-	struct va_block *t = ft->top;
-	struct rb_node *last;
+	struct va_block *t = ft->top, *last;
 
 	if (b->start >= t->end) {
 		ft->bytes += blk_size(b);
@@ -298,19 +307,17 @@ static bool insert_at_top(struct va_freetree *ft, struct va_block *b, struct va_
 	}
 	/* b ends where top starts: top grows down, over the tree's highest block too if b
 	 * closes the gap between them */
-	last = rb_last(&ft->root);
-	if (last && to_blk(last)->end > b->start) {
+	last = ft->tree_last;
+	if (last && last->end > b->start) {
 		bag_give(bag, b); /* overlaps the tree's highest block */
 		return false;
 	}
 	ft->bytes += blk_size(b);
-	if (last && to_blk(last)->end == b->start) {
-		struct va_block *prev = to_blk(last);
-
-		rb_erase(&ft->root, last, &ft_aug);
+	if (last && last->end == b->start) {
+		erase_tree_last(ft, last);
 		ft->blocks--;
-		t->start = prev->start;
-		bag_give(bag, prev);
+		t->start = last->start;
+		bag_give(bag, last);
 	} else {
 		t->start = b->start;
 	}
@@ -347,6 +354,8 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
 		prev->end = next->end;
 		ft_propagate(&prev->rb);
 		rb_erase(&ft->root, &next->rb, &ft_aug);
+		if (ft->tree_last == next)
+			ft->tree_last = prev; /* prev absorbed next */
 		ft->blocks--;
 		bag_give(bag, next);
 		bag_give(bag, b);
@@ -452,7 +461,10 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 		return carve_top(ft, b, a, size, bag);
 	if (a == b->start && a + size == b->end) {
 		/* FL_FIT_TYPE: the free block object itself becomes the area */
-		rb_erase(&ft->root, &b->rb, &ft_aug);
+		if (b == ft->tree_last)
+			erase_tree_last(ft, b);
+		else
+			rb_erase(&ft->root, &b->rb, &ft_aug);
 		ft->blocks--;
 		ft->bytes -= size;
 		return b;
@@ -572,6 +584,9 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len)
 		return -1;
 	if (ft->root.node && !ft->top)
 		return check_fail(&c, NULL, "blocks in the tree but no top");
+	if (ft->tree_last != c.last)
+		return check_fail(&c, ft->tree_last,
+				  "the tree's highest block is not the one kept");
 	if (ft->top) {
 		const struct va_block *t = ft->top;
 
@@ -609,6 +624,7 @@ void ft_destroy(struct va_freetree *ft)
 {
 	give_subtree(ft->root.node);
 	ft->root.node = NULL;
+	ft->tree_last = NULL;
 	if (ft->top)
 		objcache_give(ft->top);
 	ft->top = NULL;

@@ -155,6 +155,7 @@ static void rebuild_frozen(struct va_space *vs, size_t n, const uint64_t *starts
 	if (n_gaps) {
 		ft->top = gaps[n_gaps - 1];
 		ft->top->subtree_max = blk_size(ft->top);
+		ft->tree_last = n_gaps > 1 ? gaps[n_gaps - 2] : NULL;
 		ft->root.node = build(gaps, 0, n_gaps - 1, NULL, 0, red_depth_of(n_gaps - 1), true);
 	}
 	/* Each node's busy tree. */

@@ -183,9 +183,10 @@ static inline void bag_give(struct va_bag *bag, struct va_block *b)
 /* The global free tree: an augmented rbtree in address order, but for the highest free block,
  * top, which stays out of it (see freetree.c). */
 struct va_freetree {
-	struct rb_root root;	   /* every free block but top */
-	struct va_block *top;	   /* the highest free block, or NULL when nothing is free */
-	uint64_t span_lo, span_hi; /* every free block lies in [span_lo, span_hi): the space */
+	struct rb_root root;	    /* every free block but top */
+	struct va_block *top;	    /* the highest free block, or NULL when nothing is free */
+	struct va_block *tree_last; /* the tree's highest block (below top), or NULL */
+	uint64_t span_lo, span_hi;  /* every free block lies in [span_lo, span_hi): the space */
 	uint64_t bytes, blocks;
 	uint64_t quantum; /* every block starts and ends on a multiple of it */
 };
@@ -532,8 +533,11 @@ struct va_block *ft_floor(struct va_freetree *ft, uint64_t addr);
  * walk, and top after the tree's last block. */
 static inline struct va_block *ft_prev(const struct va_freetree *ft, struct va_block *b)
 {
-	struct rb_node *n = b == ft->top ? rb_last(&ft->root) : rb_prev(&b->rb);
+	struct rb_node *n;
 
+	if (b == ft->top)
+		return ft->tree_last;
+	n = rb_prev(&b->rb);
 	return n ? rb_entry(n, struct va_block, rb) : NULL;
 }
 
