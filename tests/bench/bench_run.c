@@ -18,6 +18,9 @@
 
 #define LAT_CAP (1u << 18) /* samples kept per thread */
 
+/* Each worker in cache lines of its own: its latency samples (written every few ops) shared
+ * a line with the next worker's context (read every op), which cost two threads 9% more CPU
+ * per op on fix_size, a cost of the bench, not of what it measures. */
 struct worker {
 	pthread_t thread;
 	const struct bench_params *p;
@@ -27,7 +30,7 @@ struct worker {
 	uint64_t start_ns, end_ns, ops;
 	bool capped;
 	int setup_rc;
-};
+} __attribute__((aligned(64)));
 
 static void *worker_main(void *arg)
 {
@@ -124,7 +127,9 @@ int bench_run(const struct bench_params *p, struct bench_result *r)
 		r->error = rc;
 		return -1;
 	}
-	ws = calloc(p->threads, sizeof(*ws));
+	ws = aligned_alloc(_Alignof(struct worker), p->threads * sizeof(*ws));
+	if (ws)
+		memset(ws, 0, p->threads * sizeof(*ws));
 	lats = calloc(p->threads, sizeof(*lats));
 	if (!ws || !lats) {
 		free(ws);
