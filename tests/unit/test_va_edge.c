@@ -1420,9 +1420,82 @@ static void test_top_block_transitions(void **state)
 	va_destroy(vs);
 }
 
+/* Exact mode, the same aligned request again and again among frees at, below and above its
+ * fits and small areas that leave misaligned holes: every result is the lowest fit a bitmap
+ * of the space says. */
+static void test_repeated_aligned_lowest_fit(void **state)
+{
+	enum { QN = 512, SMALL = 48 };
+	struct va_space *vs = make_exact(0, QN * Q, NULL);
+	uint8_t busy[QN] = {0};
+	uint64_t mine[64], small[SMALL];
+	unsigned n_mine = 0, n_small = 0, rng = 7;
+
+	(void)state;
+	for (unsigned step = 0; step < 4000; step++) {
+		rng = rng * 1103515245u + 12345u;
+		unsigned pick = (rng >> 16) % 8;
+
+		if (pick < 4) { /* the repeated request: 5 quanta aligned to 8 */
+			uint64_t a, expect = UINT64_MAX;
+
+			for (uint64_t c = 0; c + 5 <= QN && expect == UINT64_MAX; c += 8) {
+				unsigned k = 0;
+
+				while (k < 5 && !busy[c + k])
+					k++;
+				if (k == 5)
+					expect = c * Q;
+			}
+			int rc = va_alloc(vs, 5 * Q, 8 * Q, NULL, &a);
+			if (expect == UINT64_MAX) {
+				assert_int_equal(rc, VA_ENOSPC);
+				continue;
+			}
+			assert_int_equal(rc, 0);
+			if (a != expect)
+				fail_msg("step %u: got quantum %llu, the lowest fit is %llu", step,
+					 (unsigned long long)(a / Q),
+					 (unsigned long long)(expect / Q));
+			memset(&busy[a / Q], 1, 5);
+			if (n_mine < 64) {
+				mine[n_mine++] = a;
+			} else {
+				assert_int_equal(va_free(vs, a, NULL), 0);
+				memset(&busy[a / Q], 0, 5);
+			}
+		} else if (pick < 6 && n_mine) { /* free one of them: a fit at or below the last */
+			unsigned i = (rng >> 8) % n_mine;
+
+			assert_int_equal(va_free(vs, mine[i], NULL), 0);
+			memset(&busy[mine[i] / Q], 0, 5);
+			mine[i] = mine[--n_mine];
+		} else if (pick < 7 && n_small < SMALL) { /* small areas make misaligned holes */
+			uint64_t a, sz = 1 + (rng >> 20) % 3;
+
+			if (va_alloc(vs, sz * Q, 0, NULL, &a) == 0) {
+				memset(&busy[a / Q], 1, sz);
+				small[n_small++] = a | sz;
+			}
+		} else if (n_small) {
+			unsigned i = (rng >> 8) % n_small;
+			uint64_t a = small[i] & ~(Q - 1), sz = small[i] & (Q - 1);
+
+			assert_int_equal(va_free(vs, a, NULL), 0);
+			memset(&busy[a / Q], 0, sz);
+			small[i] = small[--n_small];
+		}
+		if (step % 64 == 0)
+			CHECK(vs);
+	}
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_repeated_aligned_lowest_fit),
 	    cmocka_unit_test(test_top_block_transitions),
 	    cmocka_unit_test(test_create_errors),
 	    cmocka_unit_test(test_basic_and_fit_types),
