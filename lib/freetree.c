@@ -409,59 +409,19 @@ bool ft_insert(struct va_freetree *ft, struct va_block *b, struct va_bag *bag)
  * In every fit but the full one b keeps its place in address order, so shrinking it costs
  * one propagation of the cached maxima above it, not an erase and an insert.
  */
-/* ft_carve from top: the same four fits, with no tree work but for the left part of a
- * no-edge fit (the tree's new highest block) and a full fit (the tree's highest block
- * becomes top). */
-static struct va_block *carve_top(struct va_freetree *ft, struct va_block *t, uint64_t a,
-				  uint64_t size, struct va_bag *bag)
-{
-	struct va_block *nb, *left, *lo, *hi;
-	struct rb_node *parent, **link;
-
-	if (a == t->start && a + size == t->end) {
-		pop_top(ft);
-		ft->blocks--;
-		ft->bytes -= size;
-		return t;
-	}
-	if (a == t->start || a + size == t->end) {
-		nb = bag_take(bag);
-		if (!nb)
-			return NULL;
-		if (a == t->start)
-			t->start += size;
-		else
-			t->end = a;
-	} else {
-		if (bag->n < 2)
-			return NULL;
-		nb = bag_take(bag);
-		left = bag_take(bag);
-		left->start = t->start;
-		left->end = a;
-		t->start = a + size;
-		/* left lies in the gap top just left, above the whole tree */
-		if (find_link(ft, left, &parent, &link, &lo, &hi))
-			link_plain(ft, left, parent, link);
-	}
-	t->subtree_max = blk_size(t);
-	ft->bytes -= size;
-	nb->start = a;
-	nb->end = a + size;
-	return nb;
-}
-
 struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a, uint64_t size,
 			  struct va_bag *bag)
 {
-	struct va_block *nb, *left, *lo, *hi;
+	struct va_block *nb, *left = NULL, *lo, *hi;
 	struct rb_node *parent = NULL, **link = NULL;
+	bool top = b == ft->top;
 
-	if (b == ft->top)
-		return carve_top(ft, b, a, size, bag);
 	if (a == b->start && a + size == b->end) {
-		/* FL_FIT_TYPE: the free block object itself becomes the area */
-		if (b == ft->tree_last)
+		/* FL_FIT_TYPE: the free block object itself becomes the area (top's place goes
+		 * to the tree's highest block) */
+		if (top)
+			pop_top(ft);
+		else if (b == ft->tree_last)
 			erase_tree_last(ft, b);
 		else
 			rb_erase(&ft->root, &b->rb, &ft_aug);
@@ -478,7 +438,6 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 			b->start += size;
 		else
 			b->end = a;
-		ft_propagate(&b->rb);
 	} else {
 		/* NE_FIT_TYPE: the block keeps its right part, a new object takes the left */
 		if (bag->n < 2)
@@ -488,11 +447,15 @@ struct va_block *ft_carve(struct va_freetree *ft, struct va_block *b, uint64_t a
 		left->start = b->start;
 		left->end = a;
 		b->start = a + size;
-		ft_propagate(&b->rb);
-		/* left lies in the gap b just left, so it cannot overlap */
-		if (find_link(ft, left, &parent, &link, &lo, &hi))
-			link_plain(ft, left, parent, link);
 	}
+	/* top is outside the tree: no ancestors' maxima to fix */
+	if (top)
+		b->subtree_max = blk_size(b);
+	else
+		ft_propagate(&b->rb);
+	/* left lies in the gap b just left, so it cannot overlap */
+	if (left && find_link(ft, left, &parent, &link, &lo, &hi))
+		link_plain(ft, left, parent, link);
 	ft->bytes -= size;
 	nb->start = a;
 	nb->end = a + size;
