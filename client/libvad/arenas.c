@@ -222,6 +222,26 @@ void libvad_arenas_destroy(vad_client *c)
 	free(c->arenas);
 	c->arenas = NULL;
 	c->n_arenas = c->cap_arenas = 0;
+	for (size_t i = 0; i < c->n_retired_arenas; i++)
+		arena_free(c->retired_arenas[i]);
+	free(c->retired_arenas);
+	c->retired_arenas = NULL;
+	c->n_retired_arenas = 0;
+}
+
+void libvad_arena_retire(vad_client *c, struct libvad_arena *a)
+{
+	struct libvad_arena **grown;
+
+	if (a->fd >= 0)
+		close(a->fd);
+	a->fd = -1;
+	__atomic_store_n(&a->retired, true, __ATOMIC_RELEASE);
+	grown = realloc(c->retired_arenas, (c->n_retired_arenas + 1) * sizeof(*grown));
+	if (!grown)
+		return; /* out of memory: the record is kept (leaked), never freed under a user */
+	c->retired_arenas = grown;
+	c->retired_arenas[c->n_retired_arenas++] = a;
 }
 
 int vad_pointer(vad_client *c, const char *arena, uint64_t offset, void **out)

@@ -44,6 +44,7 @@ struct libvad_arena {
 	uint64_t quantum;
 	uint64_t max_align; /* min(VAD_MAX_ALIGN, size rounded up to a power of two) */
 	bool read_only;	    /* this client is one of its readers: mapped PROT_READ */
+	bool retired;	    /* (atomic) its session was lost: kept until vad_close, never used */
 };
 
 /* A range this client holds, keyed by its start address. */
@@ -211,6 +212,10 @@ struct vad_client {
 	pthread_mutex_t arena_lock;
 	struct libvad_arena **arenas;
 	size_t n_arenas, cap_arenas;
+	/* Arenas of a lost session (resume.c): a call in flight on another thread may still hold
+	 * one, so they are freed at vad_close, not when the session is forgotten. */
+	struct libvad_arena **retired_arenas;
+	size_t n_retired_arenas;
 	pthread_mutex_t held_lock;
 	struct libvad_held *held;
 	struct libvad_held *held_spare; /* records to reuse (held_lock) */
@@ -307,6 +312,10 @@ struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr);
 
 /* Unmap and close every arena. */
 void libvad_arenas_destroy(vad_client *c);
+
+/* Retire arena a of a lost session (arena_lock held): its fd closed, its mapping and record
+ * kept until vad_close, as a call on another thread may still hold it. */
+void libvad_arena_retire(vad_client *c, struct libvad_arena *a);
 
 /* ranges.c */
 

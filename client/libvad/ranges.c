@@ -63,7 +63,8 @@ int libvad_free_finish(vad_client *c, struct libvad_arena *a, size_t n,
 			freed = n;
 		}
 	}
-	for (size_t i = freed; a && i < n; i++)
+	/* (an arena retired meanwhile belongs to a lost session: its records are gone too) */
+	for (size_t i = freed; a && !__atomic_load_n(&a->retired, __ATOMIC_ACQUIRE) && i < n; i++)
 		if (taken[i].refs > 0)
 			libvad_held_add(c, a, taken[i].offset, taken[i].size);
 	if (err != VAD_OK)

@@ -125,8 +125,10 @@ static int hello_resume(vad_client *c)
 }
 
 /* The daemon came back without this session: what this client held is gone, and the arena
- * files may be new ones. Forget both (the old mappings stay mapped, so old pointers do not
- * fault, but they are no longer shared memory of the daemon). */
+ * files may be new ones. Forget both (the old mappings stay mapped until vad_close, so old
+ * pointers do not fault, but they are no longer shared memory of the daemon). The arena
+ * records are retired, not freed: a call in flight on another thread may still hold one and
+ * put a range record back through it when it fails. */
 static void forget_session(vad_client *c)
 {
 	pthread_mutex_lock(&c->held_lock);
@@ -134,11 +136,8 @@ static void forget_session(vad_client *c)
 	pthread_mutex_unlock(&c->held_lock);
 	pthread_mutex_lock(&c->map_lock);
 	pthread_mutex_lock(&c->arena_lock);
-	for (size_t i = 0; i < c->n_arenas; i++) {
-		close(c->arenas[i]->fd); /* the mapping stays: its pointers are reported lost */
-		free(c->arenas[i]->name);
-		free(c->arenas[i]);
-	}
+	for (size_t i = 0; i < c->n_arenas; i++)
+		libvad_arena_retire(c, c->arenas[i]);
 	c->n_arenas = 0;
 	pthread_mutex_unlock(&c->arena_lock);
 	pthread_mutex_unlock(&c->map_lock);
