@@ -529,18 +529,8 @@ struct va_block *ft_highest_fit(struct va_freetree *ft, uint64_t limit, uint64_t
 /* Free block with the greatest start <= addr, or NULL. */
 struct va_block *ft_floor(struct va_freetree *ft, uint64_t addr);
 
-/* Address-order neighbours (NULL at the ends): the tree's in-order, O(1) amortised over a
- * walk, and top after the tree's last block. */
-static inline struct va_block *ft_prev(const struct va_freetree *ft, struct va_block *b)
-{
-	struct rb_node *n;
-
-	if (b == ft->top)
-		return ft->tree_last;
-	n = rb_prev(&b->rb);
-	return n ? rb_entry(n, struct va_block, rb) : NULL;
-}
-
+/* The next free block in address order (NULL at the end): the tree's in-order, O(1)
+ * amortised over a walk, and top after the tree's last block. */
 static inline struct va_block *ft_next(const struct va_freetree *ft, struct va_block *b)
 {
 	struct rb_node *n;
