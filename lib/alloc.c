@@ -433,12 +433,15 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 				  uint64_t *out)
 {
 	struct va_node *hn = &vs->node[home];
+	struct va_block *got[64];
 	uint64_t dirty = 0; /* bit j: area j was freed straight into the pool, zero it */
-	size_t j = 0;
+	size_t j = 0, m;
 
 	if (n > 64)
 		n = 64; /* one lock hold covers at most 64 areas (the dirty mask's bits) */
 	va_lock(hn->lk);
+	/* pop the run first, then enter it in the hash: each insert's random slot is fetched
+	 * while the others are popped, not one miss after another */
 	for (; j < n; j++) {
 		unsigned q = pool_class_of(vs, sizes[j], align);
 		struct va_block *b;
@@ -453,14 +456,18 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 				  blk_state(b) == VA_ST_POOLED_DIRTY);
 			break;
 		}
+		bh_prefetch(&hn->hash, b->start, vs->qshift);
 		if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 			hn->pool[q - 1].wanted++;
 		if (blk_state(b) == VA_ST_POOLED_DIRTY) {
 			dirty |= 1ull << j;
 			count_zero(hn, (uint64_t)q << vs->qshift);
 		}
-		pool_hit(vs, hn, hn, b, owners ? owners[j] : NULL);
-		out[j] = b->start;
+		got[j] = b;
+	}
+	for (m = 0; m < j; m++) {
+		pool_hit(vs, hn, hn, got[m], owners ? owners[m] : NULL);
+		out[m] = got[m]->start;
 	}
 	va_unlock(hn->lk);
 	for (; dirty; dirty &= dirty - 1) {

@@ -77,6 +77,20 @@ void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift)
 		__builtin_prefetch(&h->slot[bh_home(h, bh_key(start, qshift))], 1);
 }
 
+void bh_prefetch_block(const struct va_busy_hash *h, uint64_t start, unsigned qshift)
+{
+	uint64_t key = bh_key(start, qshift), e;
+	uint32_t i;
+
+	if (!h->cap)
+		return;
+	for (i = bh_home(h, key); (e = h->slot[i]); i = bh_step(h, i))
+		if (e >> BH_PTR_BITS == key) {
+			__builtin_prefetch(bh_blk(e), 1);
+			return;
+		}
+}
+
 struct va_block *bh_find(struct va_busy_hash *h, uint64_t start, unsigned qshift)
 {
 	uint64_t key = bh_key(start, qshift), e;

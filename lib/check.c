@@ -1,6 +1,7 @@
 /*
  * check.c - freezing the space, the block walk and the invariant checker.
  */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,18 +165,19 @@ static int check_busy(struct checker *c, unsigned i)
 	uint64_t bytes = 0, blocks = 0, hashed = 0;
 	const struct va_block *prev = NULL;
 	bool hint_seen = false;
-	uint32_t pending = 0;
+	uint64_t pending = 0;
 
 	/* the pending list first: settling empties it */
 	for (const struct va_block *b = n->pend; b; b = blk_list_next(b)) {
 		const struct va_block *next = blk_list_next(b);
 
 		if (blk_state(b) != VA_ST_BUSY_PEND || (next && blk_list_prev(next) != b) ||
-		    (b == n->pend && b->rb.left) || ++pending > VA_PEND_MAX)
+		    (b == n->pend && b->rb.left) || ++pending > n->busy_blocks)
 			return fail(c, "node %u: the pending list is inconsistent", i);
 	}
 	if (pending != n->pend_len)
-		return fail(c, "node %u: %u pending blocks, %u counted", i, pending, n->pend_len);
+		return fail(c, "node %u: %" PRIu64 " pending blocks, %" PRIu64 " counted", i,
+			    pending, n->pend_len);
 	busy_settle(n); /* the tree then holds every busy block */
 	if (n->busy.node && rb_red(n->busy.node))
 		return fail(c, "node %u: busy tree root is red", i);

@@ -233,9 +233,6 @@ struct va_busy_hash {
 	_Atomic uint32_t cap_pub;
 };
 
-/* Busy blocks not yet in the busy tree: at most this many per node (see busy_insert). */
-#define VA_PEND_MAX 1024
-
 /*
  * A node: busy areas found by address, lazy frees of those areas, pools of ready blocks
  * for the threads whose home it is, and counters, all under one lock so a pool hit and a
@@ -246,8 +243,8 @@ struct va_node {
 	struct va_spin *lk;	  /* the lock to take: &lock, or in exact mode &free.lock */
 	struct va_busy_hash hash; /* every busy block, but those it had no room for */
 	struct va_block *pend;	  /* busy blocks in hash and not in busy (VA_ST_BUSY_PEND),
-				     listed through rb links; at most VA_PEND_MAX */
-	uint32_t pend_len;
+				     listed through rb links (see busy_insert) */
+	uint64_t pend_len;
 	uint32_t tree_only;  /* busy blocks in busy and not in hash (the hash was full) */
 	struct rb_root busy; /* busy blocks but the pending ones: for lookups by any address */
 	struct va_block *busy_hint; /* NULL or a block in busy: the last inserted, or the
@@ -466,6 +463,10 @@ bool bh_insert(struct va_busy_hash *h, struct va_block *b, unsigned qshift);
  * slot of a block some places ahead: a random slot of a large table is a cache miss). */
 void bh_prefetch(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
 
+/* Prefetch the record of the block a find of start would read first (its slot should be
+ * prefetched already: this reads it). */
+void bh_prefetch_block(const struct va_busy_hash *h, uint64_t start, unsigned qshift);
+
 /* The block entered under start, or NULL. */
 struct va_block *bh_find(struct va_busy_hash *h, uint64_t start, unsigned qshift);
 
@@ -595,6 +596,10 @@ static inline void busy_hash_check(struct va_space *vs, uint64_t addr)
 	if (bh_wants_grow(&vs->node[k].hash, 0))
 		busy_hash_grow(vs, k, 0);
 }
+
+/* Busy block starting at addr (its node's hash, no settle), copied to *out. Returns true
+ * if found. */
+bool busy_lookup_start(struct va_space *vs, uint64_t addr, struct va_area *out);
 
 /* Busy block containing addr in any node (each node locked in turn, first one first),
  * copied to *out. Returns true if found. */

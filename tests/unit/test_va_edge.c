@@ -1492,9 +1492,83 @@ static void test_repeated_aligned_lowest_fit(void **state)
 	va_destroy(vs);
 }
 
+/* Busy blocks on the nodes' pending lists (not settled into a busy tree). */
+static uint64_t pending_blocks(const struct va_space *vs)
+{
+	uint64_t n = 0;
+
+	for (unsigned k = 0; k < vs->nodes; k++)
+		n += vs->node[k].pend_len;
+	return n;
+}
+
+/*
+ * Thousands of busy blocks stay on the pending lists, with no bound: lookups by start find
+ * them through the hashes without settling, an interior lookup settles the nodes it asks, and
+ * batch frees in shuffled order across nodes (whose loop prefetches blocks ahead) free each
+ * one once, stop at an interior address with VA_ENOTSTART and at a freed one with
+ * VA_EDOUBLEFREE, reporting how many went before.
+ */
+static void test_long_pending_list(void **state)
+{
+	enum { N = 5000 };
+	struct va_config cfg = {.base = 1ull << 32,
+				.size = 4ull * N * 4 * Q,
+				.quantum = Q,
+				.nodes = 3,
+				.zone_size = 4 * Q,
+				.no_thread = true};
+	struct va_space *vs = make_cfg(&cfg);
+	static uint64_t sizes[N], addrs[N], perm_addrs[N];
+	unsigned perm[N];
+	uint64_t rng = 11;
+	struct va_area area;
+	size_t done = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < N; i++)
+		sizes[i] = (1 + i % 4) * Q;
+	for (unsigned i = 0; i < N; i += 100)
+		assert_int_equal(va_alloc_batch(vs, 100, sizes + i, 0, NULL, addrs + i, NULL), 0);
+	assert_int_equal(pending_blocks(vs), N);
+	for (unsigned i = 0; i < N; i++) {
+		assert_int_equal(va_lookup(vs, addrs[i], &area), 0);
+		assert_int_equal(area.start, addrs[i]);
+		assert_int_equal(area.size, sizes[i]);
+	}
+	assert_int_equal(pending_blocks(vs), N); /* by start: no settle */
+	assert_int_equal(va_lookup(vs, addrs[N - 1] + Q / 2, &area), 0);
+	assert_int_equal(area.start, addrs[N - 1]);
+	/* inside an area: the nodes it asked settled (the first one holds it) */
+	assert_true(pending_blocks(vs) < N);
+	CHECK(vs);
+	assert_int_equal(pending_blocks(vs), 0); /* the checker settles every node */
+
+	shuffle(perm, N, &rng);
+	for (unsigned i = 0; i < N; i++)
+		perm_addrs[i] = addrs[perm[i]];
+	/* an interior address at 1000: the 1000 before it are freed */
+	perm_addrs[1000] += Q / 2;
+	assert_int_equal(va_free_batch(vs, N, perm_addrs, NULL, &done), VA_ENOTSTART);
+	assert_int_equal(done, 1000);
+	perm_addrs[1000] -= Q / 2;
+	/* one of those again at 2000: 1000 more are freed first */
+	perm_addrs[2000] = perm_addrs[5];
+	assert_int_equal(va_free_batch(vs, N - 1000, perm_addrs + 1000, NULL, &done),
+			 VA_EDOUBLEFREE);
+	assert_int_equal(done, 1000);
+	perm_addrs[2000] = addrs[perm[2000]];
+	assert_int_equal(va_free_batch(vs, N - 2000, perm_addrs + 2000, NULL, &done), 0);
+	assert_int_equal(done, N - 2000);
+	assert_int_equal(stats(vs).busy_blocks, 0);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_long_pending_list),
 	    cmocka_unit_test(test_repeated_aligned_lowest_fit),
 	    cmocka_unit_test(test_top_block_transitions),
 	    cmocka_unit_test(test_create_errors),
