@@ -422,6 +422,41 @@ static unsigned pool_class_of(const struct va_space *vs, uint64_t size, uint64_t
 	return q <= vs->pool_classes ? (unsigned)q : 0;
 }
 
+/* Runs of adjacent areas a pool run must zero (at most 64, one per area at worst). */
+struct zero_runs {
+	unsigned n;
+	uint64_t start[64], end[64];
+};
+
+/*
+ * Gather the areas of a pool run marked in dirty (bit k: out[k]) into runs of adjacent
+ * areas, ascending or descending (a run's blocks were mostly carved and freed together),
+ * each counted as one zero call: the daemon's zero asks the kernel where the file has data,
+ * a syscall a call, which per area cost more than the rest of a batch's pool hit.
+ */
+static void plan_zero_runs(const struct va_space *vs, struct va_node *hn, uint64_t dirty,
+			   const uint64_t *out, const uint64_t *sizes, uint64_t align,
+			   struct zero_runs *zr)
+{
+	zr->n = 0;
+	for (; dirty; dirty &= dirty - 1) {
+		unsigned k = (unsigned)__builtin_ctzll(dirty);
+		uint64_t size = (uint64_t)pool_class_of(vs, sizes[k], align) << vs->qshift;
+		unsigned r = zr->n - 1;
+
+		hn->zeroed_bytes += size;
+		if (zr->n && out[k] == zr->end[r]) {
+			zr->end[r] += size;
+		} else if (zr->n && out[k] + size == zr->start[r]) {
+			zr->start[r] = out[k];
+		} else {
+			zr->start[zr->n] = out[k];
+			zr->end[zr->n++] = out[k] + size;
+			hn->zero_calls++;
+		}
+	}
+}
+
 /*
  * A run of pool hits for areas 0..n under one hold of the home node's lock: as many as the
  * home pools can serve. Stops at the first area that is not poolable, whose class is empty,
@@ -434,6 +469,7 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 {
 	struct va_node *hn = &vs->node[home];
 	struct va_block *got[64];
+	struct zero_runs zr;
 	uint64_t dirty = 0; /* bit j: area j was freed straight into the pool, zero it */
 	size_t j = 0, m;
 
@@ -459,23 +495,18 @@ static size_t alloc_run_from_pool(struct va_space *vs, unsigned home, size_t n,
 		bh_prefetch(&hn->hash, b->start, vs->qshift);
 		if (hn->pool[q - 1].wanted != UINT32_MAX) /* a demand sign: saturates */
 			hn->pool[q - 1].wanted++;
-		if (blk_state(b) == VA_ST_POOLED_DIRTY) {
+		if (blk_state(b) == VA_ST_POOLED_DIRTY)
 			dirty |= 1ull << j;
-			count_zero(hn, (uint64_t)q << vs->qshift);
-		}
 		got[j] = b;
 	}
 	for (m = 0; m < j; m++) {
 		pool_hit(vs, hn, hn, got[m], owners ? owners[m] : NULL);
 		out[m] = got[m]->start;
 	}
+	plan_zero_runs(vs, hn, dirty, out, sizes, align, &zr);
 	va_unlock(hn->lk);
-	for (; dirty; dirty &= dirty - 1) {
-		unsigned k = (unsigned)__builtin_ctzll(dirty);
-
-		vs->cfg.zero(vs->cfg.release_ctx, out[k],
-			     (uint64_t)pool_class_of(vs, sizes[k], align) << vs->qshift);
-	}
+	for (unsigned r = 0; r < zr.n; r++)
+		vs->cfg.zero(vs->cfg.release_ctx, zr.start[r], zr.end[r] - zr.start[r]);
 	return j;
 }
 

@@ -453,6 +453,7 @@ static void test_idle_timer_releases_free_space(void **state)
 struct dirt {
 	uint8_t dirty[ZQ];    /* a quantum written by its holder, not yet released or zeroed */
 	uint8_t resident[ZQ]; /* ... not yet released (zeroing keeps its memory) */
+	uint8_t held[ZQ];     /* a quantum of an area some test holds: never zeroed */
 	uint64_t releases, zeros, zeroed_quanta;
 };
 
@@ -491,6 +492,10 @@ static void dirt_zero(void *ctx, uint64_t start, uint64_t size)
 
 	d->zeros++;
 	d->zeroed_quanta += size / Q;
+	for (uint64_t q = start / Q; q < (start + size) / Q; q++)
+		if (d->held[q])
+			fail_msg("zero of [%llu, %llu) reaches quantum %llu, which is held",
+				 ULL(start), ULL(start + size), ULL(q));
 	dirt_clean(d, start, size);
 }
 
@@ -662,10 +667,77 @@ static void test_recycled_into_home_pool(void **state)
 	va_destroy(vs);
 }
 
+/* Mark or unmark the quanta of n areas as held. */
+static void dirt_hold(struct dirt *d, size_t n, const uint64_t *addrs, const uint64_t *sizes,
+		      uint8_t held)
+{
+	for (size_t i = 0; i < n; i++)
+		for (uint64_t k = addrs[i] / Q; k < (addrs[i] + sizes[i]) / Q; k++)
+			d->held[k] = held;
+}
+
+/* A batch that takes recycled blocks back zeroes each run of adjacent ones in one call:
+ * far fewer calls than areas, never a byte of an area someone else holds (areas held
+ * throughout sit between the batch's), and every area handed out reads zeros. */
+static void test_recycled_runs_zeroed_together(void **state)
+{
+	enum { B = 48, KEEP = 8 };
+	static struct dirt d;
+	struct va_config cfg = {
+	    .size = ZQ * Q,
+	    .nodes = 1,
+	    .no_thread = true,
+	    .release = dirt_release,
+	    .zero = dirt_zero,
+	    .release_ctx = &d,
+	};
+	uint64_t sizes[B], addrs[B], keep[KEEP];
+	uint64_t handed_dirty = 0, zeros_before;
+	struct va_space *vs;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	for (unsigned i = 0; i < B; i++)
+		sizes[i] = Q;
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	zeros_before = d.zeros;
+	for (unsigned round = 0; round < 40; round++) {
+		assert_int_equal(va_alloc_batch(vs, B, sizes, 0, NULL, addrs, NULL), 0);
+		for (unsigned i = 0; i < B; i++) {
+			if (d.dirty[addrs[i] / Q])
+				fail_msg("round %u: quantum %llu handed out unzeroed", round,
+					 ULL(addrs[i] / Q));
+			handed_dirty += round > 0;
+			d.dirty[addrs[i] / Q] = 1;
+			d.resident[addrs[i] / Q] = 1;
+		}
+		dirt_hold(&d, B, addrs, sizes, 1);
+		if (round == 0) {
+			/* every fifth area stays held from now on, written, inside the runs */
+			for (unsigned i = 0; i < KEEP; i++) {
+				keep[i] = addrs[i * 5 + 2];
+				addrs[i * 5 + 2] = addrs[B - 1 - i];
+			}
+			assert_int_equal(va_free_batch(vs, B - KEEP, addrs, NULL, NULL), 0);
+			dirt_hold(&d, B - KEEP, addrs, sizes, 0);
+			continue;
+		}
+		assert_int_equal(va_free_batch(vs, B, addrs, NULL, NULL), 0);
+		dirt_hold(&d, B, addrs, sizes, 0);
+		CHECK(vs);
+	}
+	/* without runs there would be a call per recycled area */
+	assert_true(d.zeros - zeros_before < handed_dirty / 2);
+	assert_int_equal(va_free_batch(vs, KEEP, keep, NULL, NULL), 0);
+	CHECK(vs);
+	va_destroy(vs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_recycled_blocks_zeroed_when_taken),
+	    cmocka_unit_test(test_recycled_runs_zeroed_together),
 	    cmocka_unit_test(test_recycled_into_home_pool),
 	    cmocka_unit_test(test_release_free_exact_blocks),
 	    cmocka_unit_test(test_release_free_cuts_big_blocks),
