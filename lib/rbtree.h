@@ -54,6 +54,13 @@ static inline unsigned rb_user_bits(const struct rb_node *n)
 	return (unsigned)((n->parent_colour & RB_USER_MASK) >> 1);
 }
 
+/* Set the user bits of a node in no tree, clearing its parent and colour: a plain store,
+ * where rb_set_user_bits must read the word first (a cache miss on a cold node). */
+static inline void rb_init_user_bits(struct rb_node *n, unsigned v)
+{
+	n->parent_colour = ((uintptr_t)v << 1) & RB_USER_MASK;
+}
+
 static inline void rb_set_user_bits(struct rb_node *n, unsigned v)
 {
 	n->parent_colour =

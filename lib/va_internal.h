@@ -172,7 +172,7 @@ static inline struct va_block *bag_take(struct va_bag *bag)
 
 static inline void bag_give(struct va_bag *bag, struct va_block *b)
 {
-	blk_set_state(b, VA_ST_SPARE);
+	rb_init_user_bits(&b->rb, VA_ST_SPARE); /* only stores: a spare is often cold */
 	b->next = bag->head;
 	if (!bag->head)
 		bag->tail = b;
