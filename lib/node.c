@@ -214,7 +214,7 @@ void busy_settle(struct va_node *n)
  * The list is not bounded: bounding it (1,024 blocks) sent every block that outlived 1,024
  * allocations through a tree insert and erase, a fifth of a daemon's CPU at 50 clients x 16
  * x 64 ranges in flight. The price is one settle's latency: the first interior lookup after
- * n allocations inserts up to n blocks under the node's lock (about 0.2 s for a million).
+ * n allocations inserts up to n blocks under the node's lock (0.13 s for half a million).
  */
 void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift)
 {
