@@ -88,7 +88,8 @@ void bh_prefetch_block(const struct va_busy_hash *h, uint64_t start, unsigned qs
 		if (e >> BH_PTR_BITS == key) {
 			/* a 48-byte record may straddle two lines: fetch both ends */
 			__builtin_prefetch(bh_blk(e), 1);
-			__builtin_prefetch((const char *)bh_blk(e) + sizeof(struct va_block) - 1, 1);
+			__builtin_prefetch((const char *)bh_blk(e) + sizeof(struct va_block) - 1,
+					   1);
 			return;
 		}
 }

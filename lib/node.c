@@ -72,16 +72,18 @@ static void free_list(struct va_block *b)
 
 void node_destroy(struct va_node *n, unsigned pool_classes)
 {
+	/* pending blocks are in the hash alone; the others in the tree */
+	for (uint32_t i = 0; n->pend_len && i < n->hash.cap; i++) {
+		struct va_block *b = bh_at(&n->hash, i);
+
+		if (b && blk_state(b) == VA_ST_BUSY_PEND) {
+			objcache_give(b);
+			n->pend_len--;
+		}
+	}
 	free_subtree(n->busy.node);
 	n->busy.node = NULL;
 	n->busy_hint = NULL;
-	while (n->pend) {
-		struct va_block *b = n->pend;
-
-		blk_list_del(&n->pend, b);
-		objcache_give(b);
-	}
-	n->pend_len = 0;
 	bh_free(&n->hash);
 	for (uint32_t i = 0; i < n->lazy_len; i++)
 		objcache_give(n->lazy[i].b);
@@ -192,29 +194,31 @@ static void tree_remove(struct va_node *n, struct va_block *b)
 
 void busy_settle(struct va_node *n)
 {
-	struct va_block *b = n->pend, *next;
+	/* the pending blocks are the hash's entries not yet in the tree: a scan finds them */
+	for (uint32_t i = 0; n->pend_len && i < n->hash.cap; i++) {
+		struct va_block *b = bh_at(&n->hash, i);
 
-	/* the list's links are the tree links: read next before the insert overwrites them */
-	for (; b; b = next) {
-		next = blk_list_next(b);
-		blk_set_state(b, VA_ST_BUSY);
-		tree_insert(n, b);
+		if (b && blk_state(b) == VA_ST_BUSY_PEND) {
+			blk_set_state(b, VA_ST_BUSY);
+			tree_insert(n, b);
+			n->pend_len--;
+		}
 	}
-	n->pend = NULL;
-	n->pend_len = 0;
 }
 
 /*
- * A busy block goes into the hash (a free finds it in O(1)) and the pending list, not the
- * tree: only lookups of interior addresses (va_lookup inside an area, telling a bad free's
+ * A busy block goes into the hash (a free finds it in O(1)), pending, not into the tree:
+ * only lookups of interior addresses (va_lookup inside an area, telling a bad free's
  * ENOTSTART from EDOUBLEFREE), the walk and the checker need the tree, and they settle the
  * pending blocks into it first. A block enters the tree at most once, so the tree work is
  * never more than inserting every block at once, and none at all where nothing asks: a
  * daemon checks frees against its own registry, so only its admin views (check, map) settle.
- * The list is not bounded: bounding it (1,024 blocks) sent every block that outlived 1,024
+ * Pending blocks are not bounded: a bound (1,024) sent every block that outlived 1,024
  * allocations through a tree insert and erase, a fifth of a daemon's CPU at 50 clients x 16
- * x 64 ranges in flight. The price is one settle's latency: the first interior lookup after
- * n allocations inserts up to n blocks under the node's lock (0.13 s for half a million).
+ * x 64 ranges in flight. Nor listed: a list's unlink read two other cold records per free;
+ * a settle finds them by a scan of the hash instead. The price is one settle's latency:
+ * the first interior lookup after n allocations scans the node's hash and inserts up to n
+ * blocks under its lock (0.13 s for half a million).
  */
 void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift)
 {
@@ -227,7 +231,6 @@ void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift)
 		return;
 	}
 	blk_set_state(b, VA_ST_BUSY_PEND);
-	blk_list_push(&n->pend, b);
 	n->pend_len++;
 }
 
@@ -241,12 +244,10 @@ void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift)
 		n->tree_only--;
 	else
 		bh_remove(&n->hash, b, qshift);
-	if (st != VA_ST_BUSY_PEND) {
+	if (st == VA_ST_BUSY_PEND)
+		n->pend_len--;
+	else
 		tree_remove(n, b);
-		return;
-	}
-	blk_list_del(&n->pend, b);
-	n->pend_len--;
 }
 
 struct va_block *busy_find(struct va_node *n, uint64_t addr, unsigned qshift)

@@ -7,13 +7,13 @@
  * placements cost a tree descent, a split and a rebalance each.
  *
  * Every busy block also goes into its node's busy hash (found by start in O(1)), grown to
- * its final size before the locks are taken; the node's pending list stays empty (every
+ * its final size before the locks are taken; no block is left pending (every
  * block is in the tree already), and a block the hash has no room for is counted tree_only
  * (VA_ST_BUSY_TREE) as busy_insert would.
  *
  * What it relies on inside the library: struct va_block (rb, start, end; owner for busy
  * blocks, subtree_max for free ones; the state in rb's word), a node's busy tree,
- * busy_hint, busy hash, pending list, tree_only, busy_bytes, busy_blocks and allocs, the
+ * busy_hint, busy hash, pending count, tree_only, busy_bytes, busy_blocks and allocs, the
  * free tree's root, span, bytes and blocks, va_node_of, busy_hash_grow / bh_insert,
  * objcache_fill / objcache_return, lazy_enter /
  * lazy_leave, va_freeze / va_thaw, and rbtree.h's node word (parent, colour, the block

@@ -39,7 +39,7 @@ enum va_state {
 	VA_ST_SPARE = 0,
 	VA_ST_FREE,
 	VA_ST_BUSY,	    /* in the busy hash and the busy tree */
-	VA_ST_BUSY_PEND,    /* in the busy hash and the pending list (not the tree) */
+	VA_ST_BUSY_PEND,    /* in the busy hash alone, pending (not yet in the tree) */
 	VA_ST_BUSY_TREE,    /* in the busy tree alone: the hash had no room for it */
 	VA_ST_LAZY,	    /* a lazy array, a drain batch or the eager list */
 	VA_ST_POOLED,	    /* in a pool, zeroed (or never written) */
@@ -52,12 +52,11 @@ enum va_state {
  * the tree node (its parent word also holds the colour and the state), the range, then one
  * word whose meaning the state gives: a free block's subtree maximum, a busy block's owner
  * tag, a pooled or spare block's next link. The free tree's address order is the tree's
- * own in-order (rb_prev/rb_next, amortised O(1) in walks); blocks in no tree (a node's
- * pending busy blocks, the eager in-flight list) link through rb.left (prev) and rb.right
- * (next). A busy block keeps no home node: a lazy free hands it to the freeing thread's
- * node (lazy_item.home), whose pools a drain may give it back to, as magazine allocators
- * give a freed object to the freeing CPU. A busy block's hash slot is not kept either: a
- * free removes it from the slot its find has just hit.
+ * own in-order (rb_prev/rb_next, amortised O(1) in walks); blocks on the eager in-flight
+ * list link through rb.left (prev) and rb.right (next). A busy block keeps no home node: a lazy
+ * free hands it to the freeing thread's node (lazy_item.home), whose pools a drain may give it back
+ * to, as magazine allocators give a freed object to the freeing CPU. A busy block's hash slot is
+ * not kept either: a free removes it from the slot its find has just hit.
  */
 struct va_block {
 	struct rb_node rb;   /* free tree or busy tree; rb_user_bits: enum va_state */
@@ -76,7 +75,7 @@ static inline bool blk_busy_state(unsigned s)
 	return s == VA_ST_BUSY || s == VA_ST_BUSY_PEND || s == VA_ST_BUSY_TREE;
 }
 
-/* Links of a block in no tree (pending busy, eager in-flight): rb.left and rb.right. */
+/* Links of a block on the eager in-flight list: rb.left and rb.right. */
 static inline struct va_block *blk_list_prev(const struct va_block *b)
 {
 	return b->rb.left ? rb_entry(b->rb.left, struct va_block, rb) : NULL;
@@ -242,11 +241,9 @@ struct va_node {
 	struct va_spin lock;
 	struct va_spin *lk;	  /* the lock to take: &lock, or in exact mode &free.lock */
 	struct va_busy_hash hash; /* every busy block, but those it had no room for */
-	struct va_block *pend;	  /* busy blocks in hash and not in busy (VA_ST_BUSY_PEND),
-				     listed through rb links (see busy_insert) */
-	uint64_t pend_len;
-	uint32_t tree_only;  /* busy blocks in busy and not in hash (the hash was full) */
-	struct rb_root busy; /* busy blocks but the pending ones: for lookups by any address */
+	uint64_t pend_len;	  /* busy blocks in hash and not in busy (VA_ST_BUSY_PEND) */
+	uint32_t tree_only;	  /* busy blocks in busy and not in hash (the hash was full) */
+	struct rb_root busy;	  /* busy blocks but the pending ones: for lookups by any address */
 	struct va_block *busy_hint; /* NULL or a block in busy: the last inserted, or the
 				       successor of the last removed (see busy_insert) */
 	uint64_t busy_bytes, busy_blocks;
@@ -567,17 +564,18 @@ int ft_check(struct va_freetree *ft, uint64_t quantum, char *msg, size_t len);
 int node_init(struct va_node *n, unsigned pool_classes);
 void node_destroy(struct va_node *n, unsigned pool_classes);
 
-/* Make b busy in n: into the hash and the pending list (a full pending list goes into
- * the busy tree first), or into the busy tree alone if the hash has no room. */
+/* Make b busy in n: into the hash, pending (not the tree), or into the busy tree alone if
+ * the hash has no room. */
 void busy_insert(struct va_node *n, struct va_block *b, unsigned qshift);
 
-/* Take busy block b out of n (hash, pending list or tree). */
+/* Take busy block b out of n (hash, tree or both). */
 void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift);
 
 /* Busy block starting exactly at addr, or NULL: O(1) through the hash. */
 struct va_block *busy_find(struct va_node *n, uint64_t addr, unsigned qshift);
 
-/* Put every pending block into the busy tree, so it holds every busy block of n. */
+/* Put every pending block into the busy tree, so it holds every busy block of n (a scan of
+ * the hash when any is pending). */
 void busy_settle(struct va_node *n);
 
 /* Busy block with the greatest start <= addr, or NULL (settles n first). */
