@@ -169,8 +169,9 @@ struct decoded {
 	Vad__Response *resp[LIBVAD_DELIVER_BATCH];
 	int fd[LIBVAD_DELIVER_BATCH];
 	uint64_t at[LIBVAD_DELIVER_BATCH]; /* where each starts in the stream */
-	/* A plain Alloc/Free reply is only scanned here (resp NULL): it is decoded at delivery,
-	 * into its waiter's storage when it has some, from rbuf[off, off + len). */
+	/* A plain Alloc/Free reply (by its top-level fields) is only scanned here (resp NULL):
+	 * it is decoded at delivery, into its waiter's storage when it has some, from
+	 * rbuf[off, off + len). */
 	uint64_t id[LIBVAD_DELIVER_BATCH];
 	size_t off[LIBVAD_DELIVER_BATCH], len[LIBVAD_DELIVER_BATCH];
 	size_t n;
@@ -217,8 +218,7 @@ static void decode_frames(vad_client *c, size_t *off, struct decoded *d)
 			return;
 		}
 		const uint8_t *payload = c->rbuf + *off + VAD_FRAME_HEADER;
-		size_t n_list;
-		if (libvad_fast_scan_reply(payload, len, &d->id[d->n], &n_list)) {
+		if (libvad_fast_scan_reply(payload, len, &d->id[d->n])) {
 			d->resp[d->n] = NULL;
 			d->fd[d->n] = -1;
 			d->at[d->n] = at;
