@@ -144,11 +144,32 @@ static int map_arena(vad_client *c, const char *name, struct libvad_arena **out)
 	return VAD_OK;
 }
 
+/* The arena last found or mapped, if it is not retired: most calls use one arena, and
+ * this finds it without arena_lock (two lock round trips per alloc and free otherwise).
+ * Records are never freed before vad_close and what is read of them (name, base, size)
+ * never changes, so a stale pointer is only a miss: a retired one is refused here, and the
+ * locked table decides. */
+static struct libvad_arena *hot_arena(vad_client *c)
+{
+	struct libvad_arena *a = __atomic_load_n(&c->arena_hot, __ATOMIC_ACQUIRE);
+	return a && !__atomic_load_n(&a->retired, __ATOMIC_ACQUIRE) ? a : NULL;
+}
+
+static void set_hot_arena(vad_client *c, struct libvad_arena *a)
+{
+	if (a)
+		__atomic_store_n(&c->arena_hot, a, __ATOMIC_RELEASE);
+}
+
 struct libvad_arena *libvad_arena_peek(vad_client *c, const char *name)
 {
+	struct libvad_arena *a = hot_arena(c);
+	if (a && strcmp(a->name, name) == 0)
+		return a;
 	pthread_mutex_lock(&c->arena_lock);
-	struct libvad_arena *a = lookup_locked(c, name);
+	a = lookup_locked(c, name);
 	pthread_mutex_unlock(&c->arena_lock);
+	set_hot_arena(c, a);
 	return a;
 }
 
@@ -168,6 +189,7 @@ static int add_arena(vad_client *c, struct libvad_arena *a)
 	}
 	c->arenas[c->n_arenas++] = a;
 	pthread_mutex_unlock(&c->arena_lock);
+	set_hot_arena(c, a);
 	return VAD_OK;
 }
 
@@ -202,7 +224,10 @@ int libvad_arena_get(vad_client *c, const char *name, struct libvad_arena **out)
 struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr)
 {
 	const uint8_t *p = ptr;
-	struct libvad_arena *found = NULL;
+	struct libvad_arena *found = hot_arena(c);
+	if (found && p >= found->base && (uint64_t)(p - found->base) < found->size)
+		return found;
+	found = NULL;
 	pthread_mutex_lock(&c->arena_lock);
 	for (size_t i = 0; i < c->n_arenas; i++) {
 		struct libvad_arena *a = c->arenas[i];
@@ -212,11 +237,13 @@ struct libvad_arena *libvad_arena_find(vad_client *c, const void *ptr)
 		}
 	}
 	pthread_mutex_unlock(&c->arena_lock);
+	set_hot_arena(c, found);
 	return found;
 }
 
 void libvad_arenas_destroy(vad_client *c)
 {
+	__atomic_store_n(&c->arena_hot, NULL, __ATOMIC_RELAXED);
 	for (size_t i = 0; i < c->n_arenas; i++)
 		arena_free(c->arenas[i]);
 	free(c->arenas);

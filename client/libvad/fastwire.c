@@ -101,7 +101,7 @@ size_t libvad_fast_free_frame(uint8_t *out, size_t cap, uint64_t id, const char 
 
 /* ---- decoding ----------------------------------------------------------------------------- */
 
-/* A repeated uint64 field, packed or not, appended to list (NULL: counted only). */
+/* A repeated uint64 field, packed or not, appended to list (cap entries: false past it). */
 static bool get_list(struct vad_wire_cursor *c, uint64_t wt, uint64_t *list, size_t cap, size_t *n)
 {
 	struct vad_wire_cursor s = *c;
@@ -117,19 +117,16 @@ static bool get_list(struct vad_wire_cursor *c, uint64_t wt, uint64_t *list, siz
 		uint64_t v;
 		if (!vad_wire_get_varint(&s, &v, 10))
 			return false;
-		if (list) {
-			if (*n >= cap)
-				return false;
-			list[*n] = v;
-		}
-		(*n)++;
+		if (*n >= cap)
+			return false;
+		list[(*n)++] = v;
 	} while (wt == WT_LEN && s.p < s.end);
 	if (wt == WT_VARINT)
 		c->p = s.p;
 	return true;
 }
 
-static bool parse_alloc(struct vad_wire_cursor c, struct libvad_fast_reply *f, size_t *n_list)
+static bool parse_alloc(struct vad_wire_cursor c, struct libvad_fast_reply *f)
 {
 	size_t no = 0, ns = 0;
 	bool named = false;
@@ -143,37 +140,32 @@ static bool parse_alloc(struct vad_wire_cursor c, struct libvad_fast_reply *f, s
 			if ((key & 7) != WT_LEN || !vad_wire_get_bytes(&c, &s) ||
 			    (size_t)(s.end - s.p) > LIBVAD_FAST_ARENA_MAX)
 				return false;
-			if (f) {
-				memcpy(f->arena, s.p, (size_t)(s.end - s.p));
-				f->arena[s.end - s.p] = '\0';
-			}
+			memcpy(f->arena, s.p, (size_t)(s.end - s.p));
+			f->arena[s.end - s.p] = '\0';
 			named = true;
 			break;
 		case 2:
-			if (!get_list(&c, key & 7, f ? f->offsets : NULL, f ? f->cap : 0, &no))
+			if (!get_list(&c, key & 7, f->offsets, f->cap, &no))
 				return false;
 			break;
 		case 3:
-			if (!get_list(&c, key & 7, f ? f->sizes : NULL, f ? f->cap : 0, &ns))
+			if (!get_list(&c, key & 7, f->sizes, f->cap, &ns))
 				return false;
 			break;
 		default:
 			return false;
 		}
 	}
-	*n_list = no > ns ? no : ns;
-	if (f) {
-		if (!named)
-			f->arena[0] = '\0';
-		vad__alloc_reply__init(&f->alloc);
-		f->alloc.arena = f->arena;
-		f->alloc.n_offsets = no;
-		f->alloc.offsets = f->offsets;
-		f->alloc.n_sizes = ns;
-		f->alloc.sizes = f->sizes;
-		f->resp.result_case = VAD__RESPONSE__RESULT_ALLOC;
-		f->resp.alloc = &f->alloc;
-	}
+	if (!named)
+		f->arena[0] = '\0';
+	vad__alloc_reply__init(&f->alloc);
+	f->alloc.arena = f->arena;
+	f->alloc.n_offsets = no;
+	f->alloc.offsets = f->offsets;
+	f->alloc.n_sizes = ns;
+	f->alloc.sizes = f->sizes;
+	f->resp.result_case = VAD__RESPONSE__RESULT_ALLOC;
+	f->resp.alloc = &f->alloc;
 	return true;
 }
 
@@ -186,18 +178,17 @@ static bool parse_free(struct vad_wire_cursor c, struct libvad_fast_reply *f)
 		    !vad_wire_get_varint(&c, &freed, 10))
 			return false;
 	}
-	if (f) {
-		vad__free_reply__init(&f->free);
-		f->free.freed = (uint32_t)freed;
-		f->resp.result_case = VAD__RESPONSE__RESULT_FREE;
-		f->resp.free = &f->free;
-	}
+	vad__free_reply__init(&f->free);
+	f->free.freed = (uint32_t)freed;
+	f->resp.result_case = VAD__RESPONSE__RESULT_FREE;
+	f->resp.free = &f->free;
 	return true;
 }
 
-/* Scan (f NULL) or decode a Response payload. */
+/* Scan (f NULL: the top-level fields only, not the reply's body) or decode a Response
+ * payload. */
 static bool parse_reply(const uint8_t *data, size_t len, uint64_t *id_out,
-			struct libvad_fast_reply *f, size_t *n_list)
+			struct libvad_fast_reply *f)
 {
 	struct vad_wire_cursor c = {data, data + len}, body = {NULL, NULL};
 	uint64_t id = 0, result = 0;
@@ -229,25 +220,25 @@ static bool parse_reply(const uint8_t *data, size_t len, uint64_t *id_out,
 			return false;
 		}
 	}
-	*n_list = 0;
-	if (f)
-		vad__response__init(&f->resp);
-	if (result == 5 ? !parse_alloc(body, f, n_list) : result != 6 || !parse_free(body, f))
+	if (result != 5 && result != 6)
 		return false;
-	if (f)
+	if (f) {
+		vad__response__init(&f->resp);
+		if (result == 5 ? !parse_alloc(body, f) : !parse_free(body, f))
+			return false;
 		f->resp.id = id;
+	}
 	if (id_out)
 		*id_out = id;
 	return true;
 }
 
-bool libvad_fast_scan_reply(const uint8_t *data, size_t len, uint64_t *id, size_t *n_list)
+bool libvad_fast_scan_reply(const uint8_t *data, size_t len, uint64_t *id)
 {
-	return parse_reply(data, len, id, NULL, n_list);
+	return parse_reply(data, len, id, NULL);
 }
 
 bool libvad_fast_decode_reply(const uint8_t *data, size_t len, struct libvad_fast_reply *f)
 {
-	size_t n;
-	return parse_reply(data, len, NULL, f, &n);
+	return parse_reply(data, len, NULL, f);
 }

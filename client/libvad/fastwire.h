@@ -42,9 +42,11 @@ size_t libvad_fast_alloc_frame(uint8_t *out, size_t cap, uint64_t id, const char
 size_t libvad_fast_free_frame(uint8_t *out, size_t cap, uint64_t id, const char *arena, size_t n,
 			      const uint64_t *offsets);
 
-/* The id of a Response payload that is a successful Alloc or Free reply this codec can
- * decode (into storage of at least its list lengths); false for anything else. */
-bool libvad_fast_scan_reply(const uint8_t *data, size_t len, uint64_t *id, size_t *n_list);
+/* The id of a Response payload whose top-level fields make it a successful Alloc or Free
+ * reply; false for anything else. Its body is not looked at (the reader scans every reply
+ * before it knows whose it is): libvad_fast_decode_reply checks it, and protobuf-c takes
+ * what that declines. */
+bool libvad_fast_scan_reply(const uint8_t *data, size_t len, uint64_t *id);
 
 /* Decode such a payload into f (resp, alloc/free and the lists); false if it is not one or
  * its lists exceed f->cap. */

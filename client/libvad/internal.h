@@ -212,6 +212,7 @@ struct vad_client {
 	pthread_mutex_t arena_lock;
 	struct libvad_arena **arenas;
 	size_t n_arenas, cap_arenas;
+	struct libvad_arena *arena_hot; /* atomic: the arena last found (arenas.c), or NULL */
 	/* Arenas of a lost session (resume.c): a call in flight on another thread may still hold
 	 * one, so they are freed at vad_close, not when the session is forgotten. */
 	struct libvad_arena **retired_arenas;
