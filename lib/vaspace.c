@@ -306,7 +306,7 @@ static bool pool_class_open(const struct va_space *vs, const struct va_node *p, 
  * home node's lock is only tried.
  */
 static bool recycle_locked(struct va_space *vs, struct va_node *n, struct va_block *b,
-			   void **owner_out)
+			   unsigned home, void **owner_out)
 {
 	uint64_t size = blk_size(b), q = size >> vs->qshift;
 	struct va_node *p = n;
@@ -314,7 +314,7 @@ static bool recycle_locked(struct va_space *vs, struct va_node *n, struct va_blo
 	if (q > vs->pool_classes)
 		return false;
 	if (!pool_class_open(vs, n, q)) {
-		p = &vs->node[va_home_node(vs)];
+		p = &vs->node[home];
 		if (p == n || !va_spin_trylock(p->lk))
 			return false;
 		if (!pool_class_open(vs, p, q)) {
@@ -347,14 +347,14 @@ enum lazy_free_result {
  * is dropped.
  */
 static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_node *n, uint64_t addr,
-					      void **owner_out, uint64_t *flush)
+					      unsigned home, void **owner_out, uint64_t *flush)
 {
 	struct va_block *b = busy_find(n, addr, vs->qshift);
 	uint64_t size;
 
 	if (!b)
 		return LF_MISS;
-	if (vs->recycle && recycle_locked(vs, n, b, owner_out))
+	if (vs->recycle && recycle_locked(vs, n, b, home, owner_out))
 		return LF_DONE;
 	if (n->lazy_len == n->lazy_cap) {
 		if (!lazy_reserve(n))
@@ -372,7 +372,7 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 	/* home: the freeing thread's node, whose pools the drain may give the block back to
 	 * (the record has no room to remember the allocating thread's; mostly they are one) */
 	n->lazy[n->lazy_len++] =
-	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = va_home_node(vs)};
+	    (struct lazy_item){.start = b->start, .end = b->end, .b = b, .home = home};
 	n->lazy_bytes += size;
 	va_sat_inc(&n->frees);
 	n->lazy_unflushed += size;
@@ -408,8 +408,10 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 		uint64_t flush = 0;
 		int rc = 0;
 
+		unsigned home = va_home_node(vs); /* a division: outside the lock */
+
 		va_lock(nd->lk);
-		res = lazy_free_locked(vs, nd, addr, owner_out, &flush);
+		res = lazy_free_locked(vs, nd, addr, home, owner_out, &flush);
 		va_unlock(nd->lk);
 		if (res == LF_MISS)
 			rc = classify_miss(vs, addr, k);
@@ -447,12 +449,14 @@ int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **o
 	enum lazy_free_result res = LF_DONE;
 	uint64_t flush = 0;
 	size_t i = 0;
+	unsigned home;
 	int rc = 0;
 
 	if (!vs || (n && !addrs)) {
 		rc = VA_EINVAL;
 		goto out;
 	}
+	home = va_home_node(vs); /* the freeing thread's node, once per batch */
 	while (i < n) {
 		uint64_t addr = addrs[i];
 		unsigned k;
@@ -480,8 +484,8 @@ int va_free_batch(struct va_space *vs, size_t n, const uint64_t *addrs, void **o
 				prefetch_free(vs, nd, k, addrs[i + FREE_AHEAD], false);
 			if (i + FREE_AHEAD / 2 < n)
 				prefetch_free(vs, nd, k, addrs[i + FREE_AHEAD / 2], true);
-			res = lazy_free_locked(vs, nd, addr, owners_out ? &owners_out[i] : NULL,
-					       &flush);
+			res = lazy_free_locked(vs, nd, addr, home,
+					       owners_out ? &owners_out[i] : NULL, &flush);
 			if (res != LF_DONE)
 				break;
 			if (++i == n)
