@@ -162,12 +162,14 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		old = table_swap_locked(h, fresh, cap);
 	bool keeps = state_keeps(reg, arena);
 	for (size_t i = 0; i < n; i += BATCH_AHEAD) {
-		size_t k = n - i < BATCH_AHEAD ? n - i : BATCH_AHEAD, home[BATCH_AHEAD];
+		size_t k = n - i < BATCH_AHEAD ? n - i : BATCH_AHEAD;
+		uint64_t hv[BATCH_AHEAD];
 		/* This part's table slots and state records first, so their misses overlap. */
 		for (size_t j = 0; j < k; j++) {
-			home[j] = slot_home(h, arena, ranges[i + j]->offset);
-			__builtin_prefetch(&h->holds[home[j]], 1);
-			const struct vad_hold *next = slot_next_line(h, home[j]);
+			hv[j] = vad_hold_hash(arena, ranges[i + j]->offset);
+			size_t home = slot_home(h, hv[j]);
+			__builtin_prefetch(&h->holds[home], 1);
+			const struct vad_hold *next = slot_next_line(h, home);
 			if (next)
 				__builtin_prefetch(next, 1);
 		}
@@ -180,7 +182,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 			store64(&r->refs, 1);
 			/* A fresh range: no hold on its offset can exist (the allocator just gave
 			 * it). */
-			struct vad_hold *o = slot_insert_at(h, home[j], arena, r->offset);
+			struct vad_hold *o = slot_insert_at(h, hv[j], arena, r->offset);
 			o->count = 1;
 			o->range = r;
 			o->rec = hold_record(reg, h, r, 1); /* before the reply is sent */
@@ -294,22 +296,23 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 
 /* Start loading what dropping h's holds at offsets[0..n) (n <= RELEASE_CHUNK) of arena will
  * touch: the table slots, then (found through them once those arrive) each range and its
- * state record; home[i] gets offsets[i]'s home index. One at a time these are three cache
+ * state record; hv[i] gets offsets[i]'s hash. One at a time these are three cache
  * misses per range in a row; started together they overlap. With h's lock held. */
 static void drops_prefetch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-			   const uint64_t *offsets, size_t n, size_t *home)
+			   const uint64_t *offsets, size_t n, uint64_t *hv)
 {
 	if (!h->cap)
 		return; /* nothing held: the drop stops at the first offset */
 	for (size_t i = 0; i < n; i++) {
-		home[i] = slot_home(h, arena, offsets[i]);
-		__builtin_prefetch(&h->holds[home[i]], 1);
-		const struct vad_hold *next = slot_next_line(h, home[i]);
+		hv[i] = vad_hold_hash(arena, offsets[i]);
+		size_t home = slot_home(h, hv[i]);
+		__builtin_prefetch(&h->holds[home], 1);
+		const struct vad_hold *next = slot_next_line(h, home);
 		if (next)
 			__builtin_prefetch(next, 1);
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct vad_hold *o = slot_find_from(h, home[i], arena, offsets[i]);
+		const struct vad_hold *o = slot_find_from(h, hv[i], arena, offsets[i]);
 		if (!o)
 			return; /* the drop stops here too */
 		__builtin_prefetch(o->range, 1);
@@ -335,15 +338,16 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 		struct vad_range *dead[RELEASE_CHUNK];
 		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
 		uint64_t refs = 0, bytes = 0;
-		size_t home[RELEASE_CHUNK], first = done;
+		size_t first = done;
+		uint64_t hv[RELEASE_CHUNK];
 		pthread_mutex_lock(&h->lock);
-		drops_prefetch(reg, h, arena, offsets + done, end - done, home);
+		drops_prefetch(reg, h, arena, offsets + done, end - done, hv);
 		for (; done < end; done++) {
 			/* Looked up under the lock, so a repeated offset finds the hold as the
 			 * previous release left it (and deletions moved slots; the table's size
 			 * stays, so its home does). */
 			struct vad_hold *o =
-			    slot_find_from(h, home[done - first], arena, offsets[done]);
+			    slot_find_from(h, hv[done - first], arena, offsets[done]);
 			if (!o) {
 				stop = true;
 				break;

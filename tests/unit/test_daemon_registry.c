@@ -639,7 +639,7 @@ static void test_table_backward_shift_wraps(void **state)
 	uint64_t unused[POOL];
 	size_t n_unused = 0;
 	for (size_t i = 0; i < POOL; i++) {
-		size_t home = (size_t)vad_hash_pair(0, pool_off[i]) & 15;
+		size_t home = (size_t)vad_hold_hash(0, pool_off[i]) & 15;
 		size_t which = home == 14 ? 0 : home == 15 ? 1 : home == 0 ? 2 : 3;
 		if (which < 3 && per_home[which] < 2) {
 			per_home[which]++;
@@ -687,7 +687,7 @@ static void test_table_backward_shift_wraps(void **state)
 		for (size_t i = 0; i < 6; i++) {
 			struct vad_hold *o = vad_holder_find(&h, 0, w.offsets[i]);
 			assert_non_null(o);
-			size_t home = (size_t)vad_hash_pair(0, w.offsets[i]) & 15;
+			size_t home = (size_t)vad_hold_hash(0, w.offsets[i]) & 15;
 			wrapped +=
 			    (size_t)(o - h.holds) < home; /* sits past the end, at the start */
 		}
