@@ -296,11 +296,14 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 
 /* Start loading what dropping h's holds at offsets[0..n) (n <= RELEASE_CHUNK) of arena will
  * touch: the table slots, then (found through them once those arrive) each range and its
- * state record; hv[i] gets offsets[i]'s hash. One at a time these are three cache
- * misses per range in a row; started together they overlap. With h's lock held. */
+ * state record; hv[i] gets offsets[i]'s hash and at[i] the slot its hold was found in (NULL
+ * from the first one not held on). One at a time these are three cache misses per range in a
+ * row; started together they overlap. With h's lock held. */
 static void drops_prefetch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-			   const uint64_t *offsets, size_t n, uint64_t *hv)
+			   const uint64_t *offsets, size_t n, uint64_t *hv, struct vad_hold **at)
 {
+	for (size_t i = 0; i < n; i++)
+		at[i] = NULL;
 	if (!h->cap)
 		return; /* nothing held: the drop stops at the first offset */
 	for (size_t i = 0; i < n; i++) {
@@ -312,13 +315,29 @@ static void drops_prefetch(struct vad_registry *reg, struct vad_holder *h, unsig
 			__builtin_prefetch(next, 1);
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct vad_hold *o = slot_find_from(h, hv[i], arena, offsets[i]);
+		struct vad_hold *o = slot_find_from(h, hv[i], arena, offsets[i]);
 		if (!o)
 			return; /* the drop stops here too */
+		at[i] = o;
+		/* Its deletion's backward shift looks at the slots after it. */
+		const struct vad_hold *next = slot_next_line(h, (size_t)(o - h->holds));
+		if (next)
+			__builtin_prefetch(next, 1);
 		__builtin_prefetch(o->range, 1);
 		if (o->rec)
 			vad_state_prefetch(reg->state, o->rec);
 	}
+}
+
+/* The hold of key (arena, offset) of hash hv in h's table, at is where it was found before
+ * this batch's deletions began (NULL: not found then): still there unless a deletion's
+ * backward shift moved it, which the key in the slot tells (keys are unique in a table). */
+static struct vad_hold *drop_target(struct vad_holder *h, struct vad_hold *at, uint64_t hv,
+				    unsigned arena, uint64_t offset)
+{
+	if (at && at->range && at->offset == offset && at->arena == arena)
+		return at;
+	return slot_find_from(h, hv, arena, offset);
 }
 
 /* How many of a hold's references a drop takes: a free drops one, a teardown all. */
@@ -340,14 +359,15 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 		uint64_t refs = 0, bytes = 0;
 		size_t first = done;
 		uint64_t hv[RELEASE_CHUNK];
+		struct vad_hold *at[RELEASE_CHUNK];
 		pthread_mutex_lock(&h->lock);
-		drops_prefetch(reg, h, arena, offsets + done, end - done, hv);
+		drops_prefetch(reg, h, arena, offsets + done, end - done, hv, at);
 		for (; done < end; done++) {
 			/* Looked up under the lock, so a repeated offset finds the hold as the
 			 * previous release left it (and deletions moved slots; the table's size
 			 * stays, so its home does). */
-			struct vad_hold *o =
-			    slot_find_from(h, hv[done - first], arena, offsets[done]);
+			struct vad_hold *o = drop_target(h, at[done - first], hv[done - first],
+							 arena, offsets[done]);
 			if (!o) {
 				stop = true;
 				break;
