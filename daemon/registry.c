@@ -195,16 +195,26 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 	return 0;
 }
 
-/* Drop count of h's references held through o, with h's lock held (the caller fixes the
- * arena totals, still under it); o leaves h's table when its count reaches 0 (which moves
- * other slots: o and other pointers into the table are stale afterwards). Returns the range
+/* Take refs references of bytes bytes off h's totals and arena's, with h's lock held: once per
+ * batch of drops. */
+static void held_sub(struct vad_registry *reg, struct vad_holder *h, unsigned arena, uint64_t refs,
+		     uint64_t bytes)
+{
+	store64(&h->held_bytes, load64(&h->held_bytes) - bytes);
+	store64(&h->held_refs, load64(&h->held_refs) - refs);
+	arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
+}
+
+/* Drop count of h's references held through o, with h's lock held (the caller fixes h's and
+ * the arena's totals, still under it: held_sub); o leaves h's table when its count reaches 0 (which
+ * moves other slots: o and other pointers into the table are stale afterwards). Returns the range
  * if those were its last references (no session can reach it any more: bury it after
  * unlocking). */
 static struct vad_range *drop_locked(struct vad_registry *reg, struct vad_holder *h,
 				     struct vad_hold *o, uint64_t count)
 {
 	struct vad_range *r = o->range;
-	uint64_t size = r->size, left;
+	uint64_t left;
 	o->count -= count;
 	if (range_shared(r)) {
 		/* Other sessions may hold it too and drop theirs at the same time: the one
@@ -216,8 +226,6 @@ static struct vad_range *drop_locked(struct vad_registry *reg, struct vad_holder
 		left = load64(&r->refs) - count;
 		store64(&r->refs, left);
 	}
-	store64(&h->held_bytes, load64(&h->held_bytes) - count * size);
-	store64(&h->held_refs, load64(&h->held_refs) - count);
 	hold_record_count(reg, o); /* cleared before the range can go back to the allocator */
 	if (o->count == 0)
 		slot_delete(h, o);
@@ -256,8 +264,7 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 			free(gone[i]);
 	}
 	if (__atomic_load_n(&reg->discard, __ATOMIC_RELAXED)) {
-		for (size_t i = 0; i < n; i++)
-			vad_range_put(dead[i]);
+		vad_range_put_batch(dead, n);
 		return; /* the allocator goes with the process (vad_registry_discard) */
 	}
 	for (size_t i = 0; i < n; i++)
@@ -273,8 +280,7 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 			addrs[i + done], arena, va_strerror(rc));
 		i += done + 1;
 	}
-	for (size_t i = 0; i < n; i++)
-		vad_range_put(dead[i]);
+	vad_range_put_batch(dead, n);
 	if (reg->buried)
 		reg->buried(reg->buried_ctx, arena);
 }
@@ -287,7 +293,7 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 	uint64_t bytes = count * o->range->size;
 	pthread_mutex_lock(&h->lock);
 	struct vad_range *dead = drop_locked(reg, h, o, count);
-	arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)bytes);
+	held_sub(reg, h, arena, count, bytes);
 	pthread_mutex_unlock(&h->lock);
 	uid_uncharge(h, count, bytes);
 	if (dead)
@@ -379,7 +385,7 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 			if (r)
 				dead[n_dead++] = r;
 		}
-		arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
+		held_sub(reg, h, arena, refs, bytes);
 		pthread_mutex_unlock(&h->lock);
 		uid_uncharge(h, refs, bytes);
 		if (n_dead)
