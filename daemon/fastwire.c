@@ -197,8 +197,8 @@ Vad__Request *vad_fast_unpack_request(ProtobufCAllocator *alloc, size_t len, con
 /* ---- encoding ----------------------------------------------------------------------------- */
 
 /* Bytes of v as a varint without a loop: 7 bits a byte, so ceil(significant bits / 7), one
- * for 0 ((bits * 9 + 64) / 64 is that for 1 to 64 bits). A batch's reply sizes 2n values
- * twice (its size, then its encoding). */
+ * for 0 ((bits * 9 + 64) / 64 is that for 1 to 64 bits). A batch's reply sizes its 2n values
+ * once (vad_fast_layout keeps the lengths for the encoding). */
 static size_t varint_len(uint64_t v)
 {
 	unsigned bits = 64 - (unsigned)__builtin_clzll(v | 1);
@@ -219,17 +219,19 @@ static size_t field_len(size_t len)
 	return 1 + vad_varint_len(len) + len;
 }
 
-static size_t alloc_reply_body(const Vad__AllocReply *a, size_t *offs, size_t *sizes)
+/* The AllocReply's body, its parts' lengths set in lay. */
+static size_t alloc_reply_body(const Vad__AllocReply *a, struct vad_fast_layout *lay)
 {
-	size_t len = 0, alen = a->arena ? strlen(a->arena) : 0;
-	*offs = packed_body(a->n_offsets, a->offsets);
-	*sizes = packed_body(a->n_sizes, a->sizes);
-	if (alen)
-		len += field_len(alen);
+	size_t len = 0;
+	lay->arena_len = a->arena ? strlen(a->arena) : 0;
+	lay->offsets_body = packed_body(a->n_offsets, a->offsets);
+	lay->sizes_body = packed_body(a->n_sizes, a->sizes);
+	if (lay->arena_len)
+		len += field_len(lay->arena_len);
 	if (a->n_offsets)
-		len += field_len(*offs);
+		len += field_len(lay->offsets_body);
 	if (a->n_sizes)
-		len += field_len(*sizes);
+		len += field_len(lay->sizes_body);
 	return len;
 }
 
@@ -249,21 +251,22 @@ static bool fast_response(const Vad__Response *r)
 	       (r->result_case == VAD__RESPONSE__RESULT_FREE && r->free);
 }
 
-size_t vad_fast_response_size(const Vad__Response *r)
+size_t vad_fast_response_size(const Vad__Response *r, struct vad_fast_layout *lay)
 {
 	if (!fast_response(r))
 		return 0;
-	size_t len = r->id ? 1 + vad_varint_len(r->id) : 0, offs, sizes;
+	size_t len = r->id ? 1 + vad_varint_len(r->id) : 0;
 	if (r->result_case == VAD__RESPONSE__RESULT_ALLOC) {
 		if (r->alloc->base.n_unknown_fields)
 			return 0;
-		len += field_len(alloc_reply_body(r->alloc, &offs, &sizes));
+		lay->reply_body = alloc_reply_body(r->alloc, lay);
 	} else {
 		if (r->free->base.n_unknown_fields)
 			return 0;
-		len += field_len(free_reply_body(r->free));
+		lay->reply_body = free_reply_body(r->free);
 	}
-	return len;
+	lay->size = len + field_len(lay->reply_body);
+	return lay->size;
 }
 
 static uint8_t *put_packed(uint8_t *p, unsigned field, size_t body, size_t n, const uint64_t *v)
@@ -275,32 +278,30 @@ static uint8_t *put_packed(uint8_t *p, unsigned field, size_t body, size_t n, co
 	return p;
 }
 
-void vad_fast_pack_response(const Vad__Response *r, uint8_t *out, size_t size)
+void vad_fast_pack_response(const Vad__Response *r, const struct vad_fast_layout *lay, uint8_t *out)
 {
 	uint8_t *p = out;
-	(void)size;
 	if (r->id) {
 		*p++ = 1 << 3 | WT_VARINT;
 		p = vad_wire_put_varint(p, r->id);
 	}
 	if (r->result_case == VAD__RESPONSE__RESULT_ALLOC) {
 		const Vad__AllocReply *a = r->alloc;
-		size_t offs, sizes, alen = a->arena ? strlen(a->arena) : 0;
 		*p++ = 5 << 3 | WT_LEN;
-		p = vad_wire_put_varint(p, alloc_reply_body(a, &offs, &sizes));
-		if (alen) {
+		p = vad_wire_put_varint(p, lay->reply_body);
+		if (lay->arena_len) {
 			*p++ = 1 << 3 | WT_LEN;
-			p = vad_wire_put_varint(p, alen);
-			memcpy(p, a->arena, alen);
-			p += alen;
+			p = vad_wire_put_varint(p, lay->arena_len);
+			memcpy(p, a->arena, lay->arena_len);
+			p += lay->arena_len;
 		}
 		if (a->n_offsets)
-			p = put_packed(p, 2, offs, a->n_offsets, a->offsets);
+			p = put_packed(p, 2, lay->offsets_body, a->n_offsets, a->offsets);
 		if (a->n_sizes)
-			p = put_packed(p, 3, sizes, a->n_sizes, a->sizes);
+			p = put_packed(p, 3, lay->sizes_body, a->n_sizes, a->sizes);
 	} else {
 		*p++ = 6 << 3 | WT_LEN;
-		p = vad_wire_put_varint(p, free_reply_body(r->free));
+		p = vad_wire_put_varint(p, lay->reply_body);
 		if (r->free->freed) {
 			*p++ = 1 << 3 | WT_VARINT;
 			p = vad_wire_put_varint(p, r->free->freed);

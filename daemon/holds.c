@@ -8,12 +8,12 @@
 /* Smallest table: a session's first. */
 #define TABLE_MIN 16
 
-struct vad_hold *slot_find_from(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset)
+struct vad_hold *slot_find_from(struct vad_holder *h, uint64_t hv, uint64_t arena, uint64_t offset)
 {
 	if (!h->cap)
 		return NULL;
 	size_t mask = h->cap - 1;
-	for (size_t i = home;; i = (i + 1) & mask) {
+	for (size_t i = slot_home(h, hv);; i = (i + 1) & mask) {
 		struct vad_hold *o = &h->holds[i];
 		if (!o->range)
 			return NULL; /* load <= 1/2: an empty slot always ends the probe */
@@ -24,13 +24,13 @@ struct vad_hold *slot_find_from(struct vad_holder *h, size_t home, uint64_t aren
 
 struct vad_hold *vad_holder_find(struct vad_holder *h, unsigned arena, uint64_t offset)
 {
-	return h->cap ? slot_find_from(h, slot_home(h, arena, offset), arena, offset) : NULL;
+	return h->cap ? slot_find_from(h, vad_hold_hash(arena, offset), arena, offset) : NULL;
 }
 
 /* Put a key known to be absent into the first free slot of its probe sequence. */
-struct vad_hold *slot_insert_at(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset)
+struct vad_hold *slot_insert_at(struct vad_holder *h, uint64_t hv, uint64_t arena, uint64_t offset)
 {
-	size_t mask = h->cap - 1, i = home;
+	size_t mask = h->cap - 1, i = slot_home(h, hv);
 	while (h->holds[i].range)
 		i = (i + 1) & mask;
 	struct vad_hold *o = &h->holds[i];
@@ -38,13 +38,14 @@ struct vad_hold *slot_insert_at(struct vad_holder *h, size_t home, uint64_t aren
 	o->offset = offset;
 	o->count = 0;
 	o->rec = 0;
+	o->hash = (uint32_t)hv;
 	h->used++;
 	return o;
 }
 
 struct vad_hold *slot_insert(struct vad_holder *h, uint64_t arena, uint64_t offset)
 {
-	return slot_insert_at(h, slot_home(h, arena, offset), arena, offset);
+	return slot_insert_at(h, vad_hold_hash(arena, offset), arena, offset);
 }
 
 /* Empty slot o by backward shift: each later entry of the cluster whose home does not lie
@@ -57,7 +58,7 @@ void slot_delete(struct vad_holder *h, struct vad_hold *o)
 		struct vad_hold *next = &h->holds[j];
 		if (!next->range)
 			break;
-		size_t home = slot_home(h, next->arena, next->offset);
+		size_t home = slot_home(h, slot_hash(h, next));
 		/* next may fill the hole iff the hole lies within [home, j) cyclically. */
 		if (((j - home) & mask) >= ((j - hole) & mask)) {
 			h->holds[hole] = *next;
@@ -99,7 +100,10 @@ struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh,
 	for (size_t i = 0; i < old_cap; i++) {
 		if (!old[i].range)
 			continue;
-		struct vad_hold *o = slot_insert(h, old[i].arena, old[i].offset);
+		/* the old table's 32 bits serve unless the new one is bigger than that */
+		uint64_t hv =
+		    cap <= (1ull << 32) ? old[i].hash : vad_hold_hash(old[i].arena, old[i].offset);
+		struct vad_hold *o = slot_insert_at(h, hv, old[i].arena, old[i].offset);
 		o->count = old[i].count;
 		o->range = old[i].range;
 		o->rec = old[i].rec;

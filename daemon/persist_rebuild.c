@@ -293,7 +293,7 @@ static const void *slot_of(const struct vad_rebuild *rb, const struct vad_holder
 {
 	if (a >= rb->n || rb->h[a].holder != h_id || !h->cap)
 		return NULL;
-	return &h->holds[vad_hash_pair(rb->h[a].arena, rb->h[a].offset) & (h->cap - 1)];
+	return &h->holds[vad_hold_hash(rb->h[a].arena, rb->h[a].offset) & (h->cap - 1)];
 }
 
 /* The registry's side: every hold given to its holder (ranges[k] is the k-th place). */

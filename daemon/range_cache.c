@@ -174,19 +174,27 @@ struct vad_range *vad_range_get(void)
 	return vad_range_get_batch(&r, 1) ? r : NULL;
 }
 
-void vad_range_put(struct vad_range *r)
+void vad_range_put_batch(struct vad_range *const *ranges, size_t n)
 {
 	struct obj_cache *c = my_cache();
 	if (!c->spare) {
-		depot_put(&r, 1);
+		if (n)
+			depot_put(ranges, n);
 		return;
 	}
-	if (c->n == CACHE_KEEP) {
-		/* The coldest half (the bottom of the array) goes to the depot. */
-		depot_put(c->spare, CACHE_KEEP / 2);
-		memmove(c->spare, c->spare + CACHE_KEEP / 2,
-			(CACHE_KEEP - CACHE_KEEP / 2) * sizeof(*c->spare));
-		c->n = CACHE_KEEP - CACHE_KEEP / 2;
+	for (size_t i = 0; i < n; i++) {
+		if (c->n == CACHE_KEEP) {
+			/* The coldest half (the bottom of the array) goes to the depot. */
+			depot_put(c->spare, CACHE_KEEP / 2);
+			memmove(c->spare, c->spare + CACHE_KEEP / 2,
+				(CACHE_KEEP - CACHE_KEEP / 2) * sizeof(*c->spare));
+			c->n = CACHE_KEEP - CACHE_KEEP / 2;
+		}
+		c->spare[c->n++] = ranges[i];
 	}
-	c->spare[c->n++] = r;
+}
+
+void vad_range_put(struct vad_range *r)
+{
+	vad_range_put_batch(&r, 1);
 }

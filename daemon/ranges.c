@@ -17,8 +17,7 @@ static bool take_range_objects(struct vad_range **ranges, size_t n)
 
 static void put_range_objects(struct vad_range **ranges, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		vad_range_put(ranges[i]);
+	vad_range_put_batch(ranges, n);
 }
 
 /* All or nothing: give back to the allocator what this batch got when recording it failed. */

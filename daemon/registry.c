@@ -162,12 +162,14 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		old = table_swap_locked(h, fresh, cap);
 	bool keeps = state_keeps(reg, arena);
 	for (size_t i = 0; i < n; i += BATCH_AHEAD) {
-		size_t k = n - i < BATCH_AHEAD ? n - i : BATCH_AHEAD, home[BATCH_AHEAD];
+		size_t k = n - i < BATCH_AHEAD ? n - i : BATCH_AHEAD;
+		uint64_t hv[BATCH_AHEAD];
 		/* This part's table slots and state records first, so their misses overlap. */
 		for (size_t j = 0; j < k; j++) {
-			home[j] = slot_home(h, arena, ranges[i + j]->offset);
-			__builtin_prefetch(&h->holds[home[j]], 1);
-			const struct vad_hold *next = slot_next_line(h, home[j]);
+			hv[j] = vad_hold_hash(arena, ranges[i + j]->offset);
+			size_t home = slot_home(h, hv[j]);
+			__builtin_prefetch(&h->holds[home], 1);
+			const struct vad_hold *next = slot_next_line(h, home);
 			if (next)
 				__builtin_prefetch(next, 1);
 		}
@@ -180,7 +182,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 			store64(&r->refs, 1);
 			/* A fresh range: no hold on its offset can exist (the allocator just gave
 			 * it). */
-			struct vad_hold *o = slot_insert_at(h, home[j], arena, r->offset);
+			struct vad_hold *o = slot_insert_at(h, hv[j], arena, r->offset);
 			o->count = 1;
 			o->range = r;
 			o->rec = hold_record(reg, h, r, 1); /* before the reply is sent */
@@ -193,16 +195,26 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 	return 0;
 }
 
-/* Drop count of h's references held through o, with h's lock held (the caller fixes the
- * arena totals, still under it); o leaves h's table when its count reaches 0 (which moves
- * other slots: o and other pointers into the table are stale afterwards). Returns the range
+/* Take refs references of bytes bytes off h's totals and arena's, with h's lock held: once per
+ * batch of drops. */
+static void held_sub(struct vad_registry *reg, struct vad_holder *h, unsigned arena, uint64_t refs,
+		     uint64_t bytes)
+{
+	store64(&h->held_bytes, load64(&h->held_bytes) - bytes);
+	store64(&h->held_refs, load64(&h->held_refs) - refs);
+	arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
+}
+
+/* Drop count of h's references held through o, with h's lock held (the caller fixes h's and
+ * the arena's totals, still under it: held_sub); o leaves h's table when its count reaches 0 (which
+ * moves other slots: o and other pointers into the table are stale afterwards). Returns the range
  * if those were its last references (no session can reach it any more: bury it after
  * unlocking). */
 static struct vad_range *drop_locked(struct vad_registry *reg, struct vad_holder *h,
 				     struct vad_hold *o, uint64_t count)
 {
 	struct vad_range *r = o->range;
-	uint64_t size = r->size, left;
+	uint64_t left;
 	o->count -= count;
 	if (range_shared(r)) {
 		/* Other sessions may hold it too and drop theirs at the same time: the one
@@ -214,8 +226,6 @@ static struct vad_range *drop_locked(struct vad_registry *reg, struct vad_holder
 		left = load64(&r->refs) - count;
 		store64(&r->refs, left);
 	}
-	store64(&h->held_bytes, load64(&h->held_bytes) - count * size);
-	store64(&h->held_refs, load64(&h->held_refs) - count);
 	hold_record_count(reg, o); /* cleared before the range can go back to the allocator */
 	if (o->count == 0)
 		slot_delete(h, o);
@@ -254,8 +264,7 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 			free(gone[i]);
 	}
 	if (__atomic_load_n(&reg->discard, __ATOMIC_RELAXED)) {
-		for (size_t i = 0; i < n; i++)
-			vad_range_put(dead[i]);
+		vad_range_put_batch(dead, n);
 		return; /* the allocator goes with the process (vad_registry_discard) */
 	}
 	for (size_t i = 0; i < n; i++)
@@ -271,8 +280,7 @@ void bury(struct vad_registry *reg, unsigned arena, struct vad_range *const *dea
 			addrs[i + done], arena, va_strerror(rc));
 		i += done + 1;
 	}
-	for (size_t i = 0; i < n; i++)
-		vad_range_put(dead[i]);
+	vad_range_put_batch(dead, n);
 	if (reg->buried)
 		reg->buried(reg->buried_ctx, arena);
 }
@@ -285,7 +293,7 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 	uint64_t bytes = count * o->range->size;
 	pthread_mutex_lock(&h->lock);
 	struct vad_range *dead = drop_locked(reg, h, o, count);
-	arena_add(&reg->arenas[arena], -(int64_t)count, -(int64_t)bytes);
+	held_sub(reg, h, arena, count, bytes);
 	pthread_mutex_unlock(&h->lock);
 	uid_uncharge(h, count, bytes);
 	if (dead)
@@ -294,28 +302,48 @@ static void drop_hold(struct vad_registry *reg, struct vad_holder *h, struct vad
 
 /* Start loading what dropping h's holds at offsets[0..n) (n <= RELEASE_CHUNK) of arena will
  * touch: the table slots, then (found through them once those arrive) each range and its
- * state record; home[i] gets offsets[i]'s home index. One at a time these are three cache
- * misses per range in a row; started together they overlap. With h's lock held. */
+ * state record; hv[i] gets offsets[i]'s hash and at[i] the slot its hold was found in (NULL
+ * from the first one not held on). One at a time these are three cache misses per range in a
+ * row; started together they overlap. With h's lock held. */
 static void drops_prefetch(struct vad_registry *reg, struct vad_holder *h, unsigned arena,
-			   const uint64_t *offsets, size_t n, size_t *home)
+			   const uint64_t *offsets, size_t n, uint64_t *hv, struct vad_hold **at)
 {
+	for (size_t i = 0; i < n; i++)
+		at[i] = NULL;
 	if (!h->cap)
 		return; /* nothing held: the drop stops at the first offset */
 	for (size_t i = 0; i < n; i++) {
-		home[i] = slot_home(h, arena, offsets[i]);
-		__builtin_prefetch(&h->holds[home[i]], 1);
-		const struct vad_hold *next = slot_next_line(h, home[i]);
+		hv[i] = vad_hold_hash(arena, offsets[i]);
+		size_t home = slot_home(h, hv[i]);
+		__builtin_prefetch(&h->holds[home], 1);
+		const struct vad_hold *next = slot_next_line(h, home);
 		if (next)
 			__builtin_prefetch(next, 1);
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct vad_hold *o = slot_find_from(h, home[i], arena, offsets[i]);
+		struct vad_hold *o = slot_find_from(h, hv[i], arena, offsets[i]);
 		if (!o)
 			return; /* the drop stops here too */
+		at[i] = o;
+		/* Its deletion's backward shift looks at the slots after it. */
+		const struct vad_hold *next = slot_next_line(h, (size_t)(o - h->holds));
+		if (next)
+			__builtin_prefetch(next, 1);
 		__builtin_prefetch(o->range, 1);
 		if (o->rec)
 			vad_state_prefetch(reg->state, o->rec);
 	}
+}
+
+/* The hold of key (arena, offset) of hash hv in h's table, at is where it was found before
+ * this batch's deletions began (NULL: not found then): still there unless a deletion's
+ * backward shift moved it, which the key in the slot tells (keys are unique in a table). */
+static struct vad_hold *drop_target(struct vad_holder *h, struct vad_hold *at, uint64_t hv,
+				    unsigned arena, uint64_t offset)
+{
+	if (at && at->range && at->offset == offset && at->arena == arena)
+		return at;
+	return slot_find_from(h, hv, arena, offset);
 }
 
 /* How many of a hold's references a drop takes: a free drops one, a teardown all. */
@@ -335,15 +363,17 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 		struct vad_range *dead[RELEASE_CHUNK];
 		size_t n_dead = 0, end = n - done < RELEASE_CHUNK ? n : done + RELEASE_CHUNK;
 		uint64_t refs = 0, bytes = 0;
-		size_t home[RELEASE_CHUNK], first = done;
+		size_t first = done;
+		uint64_t hv[RELEASE_CHUNK];
+		struct vad_hold *at[RELEASE_CHUNK];
 		pthread_mutex_lock(&h->lock);
-		drops_prefetch(reg, h, arena, offsets + done, end - done, home);
+		drops_prefetch(reg, h, arena, offsets + done, end - done, hv, at);
 		for (; done < end; done++) {
 			/* Looked up under the lock, so a repeated offset finds the hold as the
 			 * previous release left it (and deletions moved slots; the table's size
 			 * stays, so its home does). */
-			struct vad_hold *o =
-			    slot_find_from(h, home[done - first], arena, offsets[done]);
+			struct vad_hold *o = drop_target(h, at[done - first], hv[done - first],
+							 arena, offsets[done]);
 			if (!o) {
 				stop = true;
 				break;
@@ -355,7 +385,7 @@ static size_t drop_offsets(struct vad_registry *reg, struct vad_holder *h, unsig
 			if (r)
 				dead[n_dead++] = r;
 		}
-		arena_add(&reg->arenas[arena], -(int64_t)refs, -(int64_t)bytes);
+		held_sub(reg, h, arena, refs, bytes);
 		pthread_mutex_unlock(&h->lock);
 		uid_uncharge(h, refs, bytes);
 		if (n_dead)

@@ -86,6 +86,9 @@ bool vad_range_get_batch(struct vad_range **out, size_t n);
 /* Give back a range object that was never inserted. */
 void vad_range_put(struct vad_range *r);
 
+/* Give back n range objects, as n vad_range_put calls would (the thread's cache looked up once). */
+void vad_range_put_batch(struct vad_range *const *ranges, size_t n);
+
 /* Insert n freshly allocated ranges of one arena (offset, size set; reserved already) with
  * one reference each held by h. Returns 0, -1 when out of memory, or -2 when the arena's
  * referenced bytes would pass 2^64 - 1 (nothing inserted either way). */

@@ -75,6 +75,13 @@ static int check_hold(struct check *c, struct vad_holder *h, struct vad_hold *o)
 			 o->offset, (uint64_t)o->arena);
 		return -1;
 	}
+	if (o->hash != (uint32_t)vad_hold_hash(o->arena, o->offset)) {
+		snprintf(c->msg, c->msg_len,
+			 "a session's hold on range 0x%" PRIx64 " of arena %" PRIu64
+			 " keeps a hash that is not its key's",
+			 o->offset, (uint64_t)o->arena);
+		return -1;
+	}
 	if (o->arena >= c->reg->n_arenas || r->arena != o->arena || r->offset != o->offset ||
 	    o->count == 0 || load64(&r->refs) < o->count) {
 		snprintf(c->msg, c->msg_len,

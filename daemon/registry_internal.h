@@ -29,18 +29,24 @@ void slot_delete(struct vad_holder *h, struct vad_hold *o);
  * each range's were cache misses in a row; started together they overlap. */
 #define BATCH_AHEAD 64
 
-/* The index where key (arena, offset)'s probe starts in h's table (which has slots). A batch
- * computes these once for its keys, loads their slots together, then probes from them. */
-static inline size_t slot_home(const struct vad_holder *h, uint64_t arena, uint64_t offset)
+/* The index where a key of hash hv (vad_hold_hash)'s probe starts in h's table (which has
+ * slots). A batch hashes its keys once, loads their slots together, then probes from them. */
+static inline size_t slot_home(const struct vad_holder *h, uint64_t hv)
 {
-	return (size_t)vad_hash_pair(arena, offset) & (h->cap - 1);
+	return (size_t)hv & (h->cap - 1);
 }
 
-/* vad_holder_find from the key's home index (slot_home, the table unchanged in size since). */
-struct vad_hold *slot_find_from(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset);
+/* The hash of o's key (o in h's table): the 32 bits o keeps, unless the table is bigger. */
+static inline uint64_t slot_hash(const struct vad_holder *h, const struct vad_hold *o)
+{
+	return h->cap <= (1ull << 32) ? o->hash : vad_hold_hash(o->arena, o->offset);
+}
 
-/* slot_insert from the key's home index (slot_home, the table unchanged in size since). */
-struct vad_hold *slot_insert_at(struct vad_holder *h, size_t home, uint64_t arena, uint64_t offset);
+/* vad_holder_find for a key of hash hv (vad_hold_hash). */
+struct vad_hold *slot_find_from(struct vad_holder *h, uint64_t hv, uint64_t arena, uint64_t offset);
+
+/* slot_insert for a key of hash hv (vad_hold_hash). */
+struct vad_hold *slot_insert_at(struct vad_holder *h, uint64_t hv, uint64_t arena, uint64_t offset);
 
 _Static_assert(sizeof(struct vad_hold) == 32, "two holds to a cache line");
 

@@ -96,8 +96,17 @@ struct vad_hold {
 	struct vad_range *range;
 	uint32_t count;
 	uint32_t arena;
-	uint32_t rec; /* its record in the state file (state.h), plus one; 0: none */
+	uint32_t rec;  /* its record in the state file (state.h), plus one; 0: none */
+	uint32_t hash; /* low 32 bits of vad_hold_hash(arena, offset), in what was padding: a
+			* delete's backward shift and a table's growth find each moved hold's
+			* home without hashing its key again */
 };
+
+/* Hash of a hold's key (arena, offset) for the holders' tables. */
+static inline uint64_t vad_hold_hash(uint64_t arena, uint64_t offset)
+{
+	return vad_hash_pair(arena, offset);
+}
 
 #define VAD_HOLD_COUNT_MAX UINT32_MAX
 

@@ -108,7 +108,8 @@ static bool push_mark(struct vad_session *s, uint64_t pos, int fd)
 /* Append r as one frame; a failure to find memory breaks the stream, so the session closes. */
 static void emit(struct vad_session *s, struct vad_reply *r)
 {
-	size_t fast = vad_fast_response_size(&r->resp); /* 0: not a reply fastwire encodes */
+	struct vad_fast_layout lay;
+	size_t fast = vad_fast_response_size(&r->resp, &lay); /* 0: not one fastwire encodes */
 	size_t body = fast ? fast : vad__response__get_packed_size(&r->resp);
 	if (body > UINT32_MAX || !out_reserve(s, VAD_FRAME_HEADER + body)) {
 		vad_session_log(s, VAD_LOG_ERR,
@@ -126,7 +127,7 @@ static void emit(struct vad_session *s, struct vad_reply *r)
 	}
 	vad_frame_put_header(s->out + s->out_len, (uint32_t)body);
 	if (fast)
-		vad_fast_pack_response(&r->resp, s->out + s->out_len + VAD_FRAME_HEADER, fast);
+		vad_fast_pack_response(&r->resp, &lay, s->out + s->out_len + VAD_FRAME_HEADER);
 	else
 		vad__response__pack(&r->resp, s->out + s->out_len + VAD_FRAME_HEADER);
 	s->out_len += VAD_FRAME_HEADER + body;

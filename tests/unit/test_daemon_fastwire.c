@@ -258,11 +258,12 @@ static void test_responses_byte_identical(void **state)
 			r.free = &f;
 		}
 		size_t want = vad__response__get_packed_size(&r);
-		size_t got = vad_fast_response_size(&r);
+		struct vad_fast_layout lay;
+		size_t got = vad_fast_response_size(&r, &lay);
 		assert_int_equal(got, want);
 		memset(fast, 0xee, sizeof(fast));
 		vad__response__pack(&r, slow);
-		vad_fast_pack_response(&r, fast, got);
+		vad_fast_pack_response(&r, &lay, fast);
 		assert_memory_equal(fast, slow, want);
 		assert_int_equal(fast[want], 0xee); /* nothing written past the end */
 	}
@@ -273,19 +274,20 @@ static void test_declines_other_responses(void **state)
 	Vad__Response r = VAD__RESPONSE__INIT;
 	Vad__FreeReply f = VAD__FREE_REPLY__INIT;
 	Vad__StatsReply st = VAD__STATS_REPLY__INIT;
+	struct vad_fast_layout lay;
 	r.id = 3;
-	assert_int_equal(vad_fast_response_size(&r), 0); /* no result */
+	assert_int_equal(vad_fast_response_size(&r, &lay), 0); /* no result */
 	r.result_case = VAD__RESPONSE__RESULT_FREE;
 	r.free = &f;
-	assert_true(vad_fast_response_size(&r) > 0);
+	assert_true(vad_fast_response_size(&r, &lay) > 0);
 	r.error = VAD__ERROR__ENOTHELD; /* a partial free carries an error and its sentence */
 	r.message = (char *)"range 0x1000 is not held";
-	assert_int_equal(vad_fast_response_size(&r), 0);
+	assert_int_equal(vad_fast_response_size(&r, &lay), 0);
 	r.error = VAD__ERROR__OK;
 	r.message = (char *)"";
 	r.result_case = VAD__RESPONSE__RESULT_STATS;
 	r.stats = &st;
-	assert_int_equal(vad_fast_response_size(&r), 0);
+	assert_int_equal(vad_fast_response_size(&r, &lay), 0);
 }
 
 int main(void)
