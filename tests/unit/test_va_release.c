@@ -564,29 +564,38 @@ static void test_zero_pooled_in_place(void **state)
 	va_destroy(vs);
 }
 
-/* Frees of a class in demand go straight back to the pool, dirty; a batch allocation that
- * takes them zeroes each before it returns, single allocations too, and va_check counts
- * them as pooled meanwhile. */
-static void test_recycled_blocks_zeroed_when_taken(void **state)
+/* One node, no thread, d's release and zero callbacks (d cleared first). */
+static struct va_space *dirt_space(struct dirt *d)
 {
-	static struct dirt d;
 	struct va_config cfg = {
 	    .size = ZQ * Q,
 	    .nodes = 1,
 	    .no_thread = true,
 	    .release = dirt_release,
 	    .zero = dirt_zero,
-	    .release_ctx = &d,
+	    .release_ctx = d,
 	};
+	struct va_space *vs = NULL;
+
+	memset(d, 0, sizeof(*d));
+	assert_int_equal(va_create(&cfg, &vs), 0);
+	return vs;
+}
+
+/* Frees of a class in demand go straight back to the pool, dirty; a batch allocation that
+ * takes them zeroes each before it returns, single allocations too, and va_check counts
+ * them as pooled meanwhile. */
+static void test_recycled_blocks_zeroed_when_taken(void **state)
+{
+	static struct dirt d;
 	uint64_t sizes[16], addrs[16];
 	struct va_space *vs;
 	struct va_stats st;
 
 	(void)state;
-	memset(&d, 0, sizeof(d));
+	vs = dirt_space(&d);
 	for (unsigned i = 0; i < 16; i++)
 		sizes[i] = (i % 3 + 1) * Q;
-	assert_int_equal(va_create(&cfg, &vs), 0);
 	for (unsigned round = 0; round < 50; round++) {
 		if (round % 2)
 			assert_int_equal(va_alloc_batch(vs, 16, sizes, 0, NULL, addrs, NULL), 0);
@@ -683,23 +692,14 @@ static void test_recycled_runs_zeroed_together(void **state)
 {
 	enum { B = 48, KEEP = 8 };
 	static struct dirt d;
-	struct va_config cfg = {
-	    .size = ZQ * Q,
-	    .nodes = 1,
-	    .no_thread = true,
-	    .release = dirt_release,
-	    .zero = dirt_zero,
-	    .release_ctx = &d,
-	};
 	uint64_t sizes[B], addrs[B], keep[KEEP];
 	uint64_t handed_dirty = 0, zeros_before;
 	struct va_space *vs;
 
 	(void)state;
-	memset(&d, 0, sizeof(d));
+	vs = dirt_space(&d);
 	for (unsigned i = 0; i < B; i++)
 		sizes[i] = Q;
-	assert_int_equal(va_create(&cfg, &vs), 0);
 	zeros_before = d.zeros;
 	for (unsigned round = 0; round < 40; round++) {
 		assert_int_equal(va_alloc_batch(vs, B, sizes, 0, NULL, addrs, NULL), 0);
