@@ -194,7 +194,8 @@ static void compare_fast_request(const uint8_t *payload, size_t len, const Vad__
 /* fastwire's reply encoding against protobuf-c's. */
 static void compare_fast_response(const Vad__Response *resp)
 {
-	size_t n = vad_fast_response_size(resp);
+	struct vad_fast_layout lay;
+	size_t n = vad_fast_response_size(resp, &lay);
 	if (!n)
 		return;
 	if (has_unknown(&resp->base))
@@ -205,7 +206,7 @@ static void compare_fast_response(const Vad__Response *resp)
 	uint8_t *a = malloc(n), *b = malloc(n);
 	if (!a || !b)
 		die("out of memory");
-	vad_fast_pack_response(resp, a, n);
+	vad_fast_pack_response(resp, &lay, a);
 	vad__response__pack(resp, b);
 	if (memcmp(a, b, n) != 0)
 		die("fastwire encodes a reply differently from protobuf-c");
