@@ -100,10 +100,9 @@ struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh,
 	for (size_t i = 0; i < old_cap; i++) {
 		if (!old[i].range)
 			continue;
-		/* the old table's 32 bits serve unless the new one is bigger than that */
-		uint64_t hv =
-		    cap <= (1ull << 32) ? old[i].hash : vad_hold_hash(old[i].arena, old[i].offset);
-		struct vad_hold *o = slot_insert_at(h, hv, old[i].arena, old[i].offset);
+		/* h has the new size already: the old 32 bits serve unless it is bigger */
+		struct vad_hold *o =
+		    slot_insert_at(h, slot_hash(h, &old[i]), old[i].arena, old[i].offset);
 		o->count = old[i].count;
 		o->range = old[i].range;
 		o->rec = old[i].rec;

@@ -8,18 +8,6 @@
 #include "log.h"
 #include "session.h"
 
-/* Range objects for the batch (the allocator's owner tags, which the consistency check
- * compares against); false when out of memory, with none taken. */
-static bool take_range_objects(struct vad_range **ranges, size_t n)
-{
-	return vad_range_get_batch(ranges, n);
-}
-
-static void put_range_objects(struct vad_range **ranges, size_t n)
-{
-	vad_range_put_batch(ranges, n);
-}
-
 /* All or nothing: give back to the allocator what this batch got when recording it failed. */
 static void give_back(struct vad_session *s, const struct vad_arena *a, size_t n,
 		      const uint64_t *offsets)
@@ -88,13 +76,14 @@ int vad_ranges_alloc(struct vad_session *s, unsigned ai, size_t n, const uint64_
 	if (why->quota != VAD_QUOTA_OK)
 		return -1;
 	uint64_t t0 = vad_now_ns();
-	if (!take_range_objects(ranges, n)) {
+	/* the allocator's owner tags, which the consistency check compares against */
+	if (!vad_range_get_batch(ranges, n)) {
 		why->rc = VA_ENOMEM;
 		vad_registry_unreserve(&s->holder, total, n);
 		return -1;
 	}
 	if (allocate_and_hold(s, ai, n, sizes, align, offsets, ranges, why) < 0) {
-		put_range_objects(ranges, n);
+		vad_range_put_batch(ranges, n);
 		vad_registry_unreserve(&s->holder, total, n);
 		return -1;
 	}

@@ -167,11 +167,7 @@ int vad_registry_insert(struct vad_registry *reg, struct vad_holder *h, unsigned
 		/* This part's table slots and state records first, so their misses overlap. */
 		for (size_t j = 0; j < k; j++) {
 			hv[j] = vad_hold_hash(arena, ranges[i + j]->offset);
-			size_t home = slot_home(h, hv[j]);
-			__builtin_prefetch(&h->holds[home], 1);
-			const struct vad_hold *next = slot_next_line(h, home);
-			if (next)
-				__builtin_prefetch(next, 1);
+			slot_prefetch(h, slot_home(h, hv[j]));
 		}
 		if (keeps)
 			vad_state_prefetch_puts(reg->state, k);
@@ -314,11 +310,7 @@ static void drops_prefetch(struct vad_registry *reg, struct vad_holder *h, unsig
 		return; /* nothing held: the drop stops at the first offset */
 	for (size_t i = 0; i < n; i++) {
 		hv[i] = vad_hold_hash(arena, offsets[i]);
-		size_t home = slot_home(h, hv[i]);
-		__builtin_prefetch(&h->holds[home], 1);
-		const struct vad_hold *next = slot_next_line(h, home);
-		if (next)
-			__builtin_prefetch(next, 1);
+		slot_prefetch(h, slot_home(h, hv[i]));
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct vad_hold *o = slot_find_from(h, hv[i], arena, offsets[i]);

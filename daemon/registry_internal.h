@@ -60,6 +60,19 @@ static inline const struct vad_hold *slot_next_line(const struct vad_holder *h, 
 	return (home & 1) && home + 1 < h->cap ? &h->holds[home + 1] : NULL;
 }
 
+/* Start loading slot home of h's table for writing, and the next line when home ends its own
+ * (slot_next_line): what a probe from home reads first. A macro: as an inline function GCC
+ * dropped its prefetches (see slot_next_line). */
+#define slot_prefetch(h, home)                                                                     \
+	do {                                                                                       \
+		size_t slot_prefetch_i_ = (home);                                                  \
+		const struct vad_hold *slot_prefetch_next_ =                                       \
+		    slot_next_line((h), slot_prefetch_i_);                                         \
+		__builtin_prefetch(&(h)->holds[slot_prefetch_i_], 1);                              \
+		if (slot_prefetch_next_)                                                           \
+			__builtin_prefetch(slot_prefetch_next_, 1);                                \
+	} while (0)
+
 /* Move h's entries into fresh (cap slots) with h's lock held; returns the old table to free. */
 struct vad_hold *table_swap_locked(struct vad_holder *h, struct vad_hold *fresh, size_t cap);
 

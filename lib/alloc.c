@@ -24,7 +24,8 @@ static unsigned refill_count(const struct va_space *vs, unsigned q)
 	return n ? n : 1;
 }
 
-/* A dirty pool block taken: counted in its pool's node (zeroed once the lock is dropped). */
+/* A zero call for a dirty pool block taken, or a run of them: counted in its pool's node
+ * (zeroed once the lock is dropped). */
 static inline void count_zero(struct va_node *hn, uint64_t size)
 {
 	hn->zeroed_bytes += size;
@@ -444,7 +445,6 @@ static void plan_zero_runs(const struct va_space *vs, struct va_node *hn, uint64
 		uint64_t size = (uint64_t)pool_class_of(vs, sizes[k], align) << vs->qshift;
 		unsigned r = zr->n - 1;
 
-		hn->zeroed_bytes += size;
 		if (zr->n && out[k] == zr->end[r]) {
 			zr->end[r] += size;
 		} else if (zr->n && out[k] + size == zr->start[r]) {
@@ -452,9 +452,10 @@ static void plan_zero_runs(const struct va_space *vs, struct va_node *hn, uint64
 		} else {
 			zr->start[zr->n] = out[k];
 			zr->end[zr->n++] = out[k] + size;
-			hn->zero_calls++;
 		}
 	}
+	for (unsigned r = 0; r < zr->n; r++)
+		count_zero(hn, zr->end[r] - zr->start[r]);
 }
 
 /*

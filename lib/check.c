@@ -168,12 +168,8 @@ static int check_busy(struct checker *c, unsigned i)
 	uint64_t pending = 0;
 
 	/* the pending blocks first (settling ends them): the hash's entries in that state */
-	for (uint32_t k = 0; k < n->hash.cap; k++) {
-		const struct va_block *b = bh_at(&n->hash, k);
-
-		if (b && blk_state(b) == VA_ST_BUSY_PEND)
-			pending++;
-	}
+	for (uint32_t k = 0; busy_next_pending(n, &k);)
+		pending++;
 	if (pending != n->pend_len)
 		return fail(c, "node %u: %" PRIu64 " pending blocks, %" PRIu64 " counted", i,
 			    pending, n->pend_len);

@@ -72,14 +72,12 @@ static void free_list(struct va_block *b)
 
 void node_destroy(struct va_node *n, unsigned pool_classes)
 {
-	/* pending blocks are in the hash alone; the others in the tree */
-	for (uint32_t i = 0; n->pend_len && i < n->hash.cap; i++) {
-		struct va_block *b = bh_at(&n->hash, i);
+	struct va_block *b;
 
-		if (b && blk_state(b) == VA_ST_BUSY_PEND) {
-			objcache_give(b);
-			n->pend_len--;
-		}
+	/* pending blocks are in the hash alone; the others in the tree */
+	for (uint32_t i = 0; n->pend_len && (b = busy_next_pending(n, &i));) {
+		objcache_give(b);
+		n->pend_len--;
 	}
 	free_subtree(n->busy.node);
 	n->busy.node = NULL;
@@ -192,17 +190,28 @@ static void tree_remove(struct va_node *n, struct va_block *b)
 	n->busy_hint = next ? busy_blk(next) : NULL;
 }
 
-void busy_settle(struct va_node *n)
+struct va_block *busy_next_pending(const struct va_node *n, uint32_t *i)
 {
-	/* the pending blocks are the hash's entries not yet in the tree: a scan finds them */
-	for (uint32_t i = 0; n->pend_len && i < n->hash.cap; i++) {
-		struct va_block *b = bh_at(&n->hash, i);
+	for (; *i < n->hash.cap; (*i)++) {
+		struct va_block *b = bh_at(&n->hash, *i);
 
 		if (b && blk_state(b) == VA_ST_BUSY_PEND) {
-			blk_set_state(b, VA_ST_BUSY);
-			tree_insert(n, b);
-			n->pend_len--;
+			(*i)++;
+			return b;
 		}
+	}
+	return NULL;
+}
+
+void busy_settle(struct va_node *n)
+{
+	struct va_block *b;
+
+	/* the pending blocks are the hash's entries not yet in the tree: a scan finds them */
+	for (uint32_t i = 0; n->pend_len && (b = busy_next_pending(n, &i));) {
+		blk_set_state(b, VA_ST_BUSY);
+		tree_insert(n, b);
+		n->pend_len--;
 	}
 }
 
@@ -294,6 +303,15 @@ struct va_block *busy_floor(struct va_node *n, uint64_t addr)
 	return best;
 }
 
+/* What a lookup reports of busy block b of node k. */
+static void busy_area(const struct va_block *b, unsigned k, struct va_area *out)
+{
+	out->start = b->start;
+	out->size = blk_size(b);
+	out->owner = b->owner;
+	out->node = k;
+}
+
 bool busy_lookup_start(struct va_space *vs, uint64_t addr, struct va_area *out)
 {
 	unsigned k = va_node_of(vs, addr);
@@ -302,12 +320,8 @@ bool busy_lookup_start(struct va_space *vs, uint64_t addr, struct va_area *out)
 
 	va_lock(n->lk);
 	b = busy_find(n, addr, vs->qshift);
-	if (b) {
-		out->start = b->start;
-		out->size = blk_size(b);
-		out->owner = b->owner;
-		out->node = k;
-	}
+	if (b)
+		busy_area(b, k, out);
 	va_unlock(n->lk);
 	return b != NULL;
 }
@@ -323,10 +337,7 @@ bool busy_lookup_any(struct va_space *vs, uint64_t addr, unsigned first, struct 
 		va_lock(n->lk);
 		b = busy_floor(n, addr);
 		if (b && addr < b->end) {
-			out->start = b->start;
-			out->size = blk_size(b);
-			out->owner = b->owner;
-			out->node = k;
+			busy_area(b, k, out);
 			hit = true;
 		}
 		va_unlock(n->lk);

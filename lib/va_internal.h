@@ -574,6 +574,10 @@ void busy_remove(struct va_node *n, struct va_block *b, unsigned qshift);
 /* Busy block starting exactly at addr, or NULL: O(1) through the hash. */
 struct va_block *busy_find(struct va_node *n, uint64_t addr, unsigned qshift);
 
+/* The first pending block (VA_ST_BUSY_PEND) at or after slot *i of n's hash, *i moved past
+ * it; NULL at the end. */
+struct va_block *busy_next_pending(const struct va_node *n, uint32_t *i);
+
 /* Put every pending block into the busy tree, so it holds every busy block of n (a scan of
  * the hash when any is pending). */
 void busy_settle(struct va_node *n);

@@ -404,11 +404,10 @@ int va_free(struct va_space *vs, uint64_t addr, void **owner_out)
 	if (vs && !vs->cfg.eager && addr >= vs->base && addr < vs->end) {
 		unsigned k = va_node_of(vs, addr);
 		struct va_node *nd = &vs->node[k];
+		unsigned home = va_home_node(vs); /* a division: outside the lock */
 		enum lazy_free_result res;
 		uint64_t flush = 0;
 		int rc = 0;
-
-		unsigned home = va_home_node(vs); /* a division: outside the lock */
 
 		va_lock(nd->lk);
 		res = lazy_free_locked(vs, nd, addr, home, owner_out, &flush);
