@@ -41,6 +41,11 @@ static void find_one(void *arg, struct vad_holder *h)
 		return;
 	if (f->numeric && o->id == f->num)
 		f->by_id = o->id;
+	/* A killed session stays listed until its worker closes it; it no longer answers to
+	 * a pid or a name, so killing the last of two twins right after the first is not
+	 * refused as ambiguous. */
+	if (vad_session_killed(o))
+		return;
 	if (f->numeric && f->num <= UINT32_MAX && (uint64_t)o->peer.pid == f->num) {
 		if (f->n_pid < 3)
 			f->pid[f->n_pid] = o->id;

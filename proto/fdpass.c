@@ -13,12 +13,12 @@
 
 ssize_t vad_send_with_fd(int sock, const void *buf, size_t len, int fd)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	if (len == 0 && fd >= 0) {
 		errno = EINVAL; /* an fd must ride on at least one byte of a stream */
@@ -42,10 +42,9 @@ ssize_t vad_send_with_fd(int sock, const void *buf, size_t len, int fd)
 	}
 }
 
-ssize_t vad_recv_with_fds(int sock, void *buf, size_t cap, int *fds, size_t max_fds,
-			  size_t *n_fds)
+ssize_t vad_recv_with_fds(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds)
 {
-	struct iovec iov = { .iov_base = buf, .iov_len = cap };
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	union {
 		char buf[CMSG_SPACE(FDPASS_MAX_KERNEL * sizeof(int))];
 		struct cmsghdr align;

@@ -28,7 +28,6 @@ ssize_t vad_send_with_fd(int sock, const void *buf, size_t len, int fd);
  * drop fds (MSG_CTRUNC, only possible when a peer passes more than 253 at once) the fds
  * received are closed and -1 is returned with errno EMSGSIZE: the stream no longer matches
  * its fds and the connection must be closed. */
-ssize_t vad_recv_with_fds(int sock, void *buf, size_t cap, int *fds, size_t max_fds,
-			  size_t *n_fds);
+ssize_t vad_recv_with_fds(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *n_fds);
 
 #endif

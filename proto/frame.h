@@ -13,8 +13,8 @@
 
 #include "vad.pb-c.h"
 
-#define VAD_PROTOCOL_VERSION 1
-#define VAD_FRAME_HEADER 4
+#define VAD_PROTOCOL_VERSION  1
+#define VAD_FRAME_HEADER      4
 #define VAD_FRAME_MAX_DEFAULT (64u * 1024u)
 
 /* Result of looking at the front of a receive buffer. */

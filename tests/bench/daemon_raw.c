@@ -393,8 +393,8 @@ static int retire(struct rdriver *rd, struct rconn *c, uint64_t now, uint64_t la
 }
 
 /* Handle one Redis reply line (line_len bytes, without its CRLF) to the SET at the head. */
-static int on_resp_reply(struct rdriver *rd, struct rconn *c, const uint8_t *line,
-			 size_t line_len, uint64_t now)
+static int on_resp_reply(struct rdriver *rd, struct rconn *c, const uint8_t *line, size_t line_len,
+			 uint64_t now)
 {
 	struct db_result *r = &rd->d->r;
 	if (line_len != 3 || memcmp(line, "+OK", 3) != 0) {
@@ -458,9 +458,8 @@ static int process_input(struct rdriver *rd, struct rconn *c, uint64_t now)
 				len);
 			return -1;
 		}
-		int rc = rd->p->mode == DB_RESP
-			     ? on_resp_reply(rd, c, c->in + pos, len, now)
-			     : on_reply(rd, c, c->in + end - len, len, now);
+		int rc = rd->p->mode == DB_RESP ? on_resp_reply(rd, c, c->in + pos, len, now)
+						: on_reply(rd, c, c->in + end - len, len, now);
 		if (rc < 0)
 			return -1;
 		pos = end;

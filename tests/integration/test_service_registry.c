@@ -15,14 +15,14 @@
 #include "vtassert.h"
 
 #define PAGE	 4096u
-#define SESSIONS 4 /* round-robin (worker_balance = even) over 2 workers: both get some */
+#define SESSIONS 4  /* round-robin (worker_balance = even) over 2 workers: both get some */
 #define BATCH	 24 /* ranges the round's owner allocates and shares */
 
 /* How the round's references go away. */
 enum round_kind {
-	ROUND_FREE,    /* everyone attached; then all free at once */
-	ROUND_RACE,    /* the others attach while the owner frees: attach may find it gone */
-	ROUND_CLOSE,   /* everyone attached; the others disconnect while the owner frees */
+	ROUND_FREE,  /* everyone attached; then all free at once */
+	ROUND_RACE,  /* the others attach while the owner frees: attach may find it gone */
+	ROUND_CLOSE, /* everyone attached; the others disconnect while the owner frees */
 	ROUND_KINDS,
 };
 

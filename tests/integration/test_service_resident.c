@@ -37,8 +37,8 @@ static struct vad_arena_stats arena_stats(vad_client *c)
 
 /* The keeper holds LIVE patterned ranges with a freed range between each two, then the
  * setup waits until the allocator's idle pass has released the free space once (it
- * counts every free block it passes to release in free_released_bytes): from then on, with no allocation or free,
- * no idle pass runs again. */
+ * counts every free block it passes to release in free_released_bytes): from then on, with no
+ * allocation or free, no idle pass runs again. */
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));

@@ -242,8 +242,8 @@ static void resp_run_fails(const char *reply, const char *says)
 {
 	struct resp_server r;
 	resp_start(&r, reply, 1);
-	struct vt_output o = run_vabench((char *[]){"--daemon", r.path, "--resp", "--ops", "5",
-						    "--json", NULL});
+	struct vt_output o =
+	    run_vabench((char *[]){"--daemon", r.path, "--resp", "--ops", "5", "--json", NULL});
 	resp_stop(&r);
 	if (o.exit_code == 0 || !vt_contains(o.out, says))
 		vt_output_print("vabench", &o);

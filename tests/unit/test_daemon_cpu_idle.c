@@ -72,8 +72,8 @@ static void test_parse_refuses_what_it_cannot_count(void **state)
 	assert_int_equal(idle, 4);
 	assert_int_equal(total, 10);
 	/* the last line without a newline still counts; a huge cpu number is skipped */
-	assert_int_equal(0, vad_cpu_idle_parse("cpu99999999999 1 1 1 1\ncpu1 0 0 0 7", &both,
-						&idle, &total, &cpus));
+	assert_int_equal(0, vad_cpu_idle_parse("cpu99999999999 1 1 1 1\ncpu1 0 0 0 7", &both, &idle,
+					       &total, &cpus));
 	assert_int_equal(cpus, 1);
 	assert_int_equal(idle, 7);
 }

@@ -65,7 +65,7 @@ static void test_bind_mode_flags_and_parent(void **state)
 
 	/* a client can connect and be accepted */
 	int c = socket(AF_UNIX, SOCK_STREAM, 0);
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
 	assert_int_equal(connect(c, (struct sockaddr *)&addr, sizeof(addr)), 0);
 	int s = accept(fd, NULL, NULL);
@@ -155,7 +155,7 @@ static void test_socket_activation(void **state)
 	snprintf(path, sizeof(path), "%s/activated.sock", dir);
 
 	int l = socket(AF_UNIX, SOCK_STREAM, 0);
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
 	assert_int_equal(bind(l, (struct sockaddr *)&addr, sizeof(addr)), 0);
 	assert_int_equal(listen(l, 8), 0);
@@ -163,8 +163,8 @@ static void test_socket_activation(void **state)
 
 	int fd;
 	bool activated = false;
-	if (vad_listen_open("/nonexistent/ignored.sock", 0600, &fd, &activated, err,
-			    sizeof(err)) != 0)
+	if (vad_listen_open("/nonexistent/ignored.sock", 0600, &fd, &activated, err, sizeof(err)) !=
+	    0)
 		fail_msg("%s", err);
 	assert_true(activated);
 	assert_int_equal(fd, 3);
@@ -213,10 +213,10 @@ static void test_socket_activation(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bind_mode_flags_and_parent),
-		cmocka_unit_test(test_live_and_stale),
-		cmocka_unit_test(test_refusals),
-		cmocka_unit_test(test_socket_activation),
+	    cmocka_unit_test(test_bind_mode_flags_and_parent),
+	    cmocka_unit_test(test_live_and_stale),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_socket_activation),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -302,14 +302,14 @@ static void test_escape(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_journal_prefix_on_pipe),
-		cmocka_unit_test(test_terminal_words),
-		cmocka_unit_test(test_words_on_plain_pipe),
-		cmocka_unit_test(test_journal_stream_of_another_stream),
-		cmocka_unit_test(test_under_systemd),
-		cmocka_unit_test(test_one_line_and_truncation),
-		cmocka_unit_test(test_lines_never_interleave),
-		cmocka_unit_test(test_escape),
+	    cmocka_unit_test(test_journal_prefix_on_pipe),
+	    cmocka_unit_test(test_terminal_words),
+	    cmocka_unit_test(test_words_on_plain_pipe),
+	    cmocka_unit_test(test_journal_stream_of_another_stream),
+	    cmocka_unit_test(test_under_systemd),
+	    cmocka_unit_test(test_one_line_and_truncation),
+	    cmocka_unit_test(test_lines_never_interleave),
+	    cmocka_unit_test(test_escape),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

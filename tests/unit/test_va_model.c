@@ -770,9 +770,10 @@ static void op_alloc_batch(struct run *r)
 	if (r->mode->exact) {
 		/* the sequential lowest fits, found with temporary areas in the model */
 		for (size_t i = 0; i < n; i++) {
-			CHECK(r, rm_lowest_fit(m, rsizes[i], ralign, m->base, space_end(r),
-					       &expect[i]),
-			      "model: no fit for area %zu", i);
+			CHECK(
+			    r,
+			    rm_lowest_fit(m, rsizes[i], ralign, m->base, space_end(r), &expect[i]),
+			    "model: no fit for area %zu", i);
 			rm_insert(m, expect[i], (uint32_t)(rsizes[i] / m->quantum), NULL);
 		}
 		for (size_t i = 0; i < n; i++)
@@ -863,8 +864,9 @@ static void op_free_batch(struct run *r)
 		uint64_t len = m->len_at[q0[i]];
 
 		if (with_owners)
-			CHECK(r, owners[i] == expect_owner[i], "owner of area %zu is %p, expected %p",
-			      i, owners[i], expect_owner[i]);
+			CHECK(r, owners[i] == expect_owner[i],
+			      "owner of area %zu is %p, expected %p", i, owners[i],
+			      expect_owner[i]);
 		rm_remove(m, q0[i]);
 		r->frees++;
 		r->freed_bytes += len * m->quantum;
