@@ -389,9 +389,15 @@ int vad_arena_adopt(const struct vad_arena_conf *conf, const struct vad_config *
 	if (vad_zero_possible(a)) {
 		/* without the mapping (address space short: many large arenas) it only punches */
 		char why[256];
-		if (vad_zero_map(a, why, sizeof(why)) == 0)
+		if (vad_zero_map(a, why, sizeof(why)) == 0) {
 			vc.zero = vad_zero_block;
-		else
+			vc.zero_many = vad_zero_many;
+			/* A block recycled at its free would cost its next allocation a SEEK_DATA,
+			 * under the memfd's inode lock every worker and the drain share (a quarter
+			 * of the daemon's CPU at batch 1); the drain asks once per run of blocks.
+			 */
+			vc.no_recycle = true;
+		} else
 			log_info("%s; its freed ranges are punched, never zeroed in place", why);
 	}
 	int rc = va_create(&vc, &a->vs);

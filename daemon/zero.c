@@ -48,15 +48,13 @@ void vad_zero_unmap(struct vad_arena *a)
 	a->zero_map = NULL;
 }
 
-void vad_zero_block(void *ctx, uint64_t start, uint64_t size)
+/* [pos, end) reads zeros, given data = lseek(fd, pos, SEEK_DATA) just before (errno set if
+ * negative): only written pages are written. */
+static void zero_from(struct vad_arena *a, uint64_t pos, uint64_t end, off_t data)
 {
-	struct vad_arena *a = ctx;
 	uint8_t *map = a->map ? a->map : a->zero_map;
-	const uint64_t end = start + size;
-	uint64_t pos = start;
 
-	while (pos < end) {
-		off_t data = lseek(a->fd, (off_t)pos, SEEK_DATA);
+	for (;;) {
 		if (data < 0 && errno == ENXIO)
 			return; /* no data from pos to the end of the file */
 		if (data >= 0 && (uint64_t)data >= end)
@@ -70,5 +68,43 @@ void vad_zero_block(void *ctx, uint64_t start, uint64_t size)
 		uint64_t stop = (uint64_t)hole < end ? (uint64_t)hole : end;
 		memset(map + data, 0, stop - (uint64_t)data);
 		pos = stop;
+		if (pos >= end)
+			return;
+		data = lseek(a->fd, (off_t)pos, SEEK_DATA);
+	}
+}
+
+void vad_zero_block(void *ctx, uint64_t start, uint64_t size)
+{
+	struct vad_arena *a = ctx;
+	zero_from(a, start, start + size, lseek(a->fd, (off_t)start, SEEK_DATA));
+}
+
+void vad_zero_many(void *ctx, const struct va_extent *r, size_t n)
+{
+	struct vad_arena *a = ctx;
+	/* One SEEK_DATA at `from` said: nothing written in [from, data) (data == UINT64_MAX: up
+	 * to the end of the file). It holds for every block of the call it covers, as they are
+	 * all free until the call returns. has_from false: nothing asked yet. */
+	bool has_from = false;
+	uint64_t from = 0, data = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t s = r[i].start, e = s + r[i].size;
+		if (!has_from || s < from || data < s) {
+			off_t d = lseek(a->fd, (off_t)s, SEEK_DATA);
+			if (d < 0 && errno != ENXIO) {
+				zero_from(a, s, e, d); /* the extents are unknown: it punches */
+				has_from = false;
+				continue;
+			}
+			has_from = true;
+			from = s;
+			data = d < 0 ? UINT64_MAX : (uint64_t)d;
+		}
+		if (data >= e)
+			continue; /* nobody wrote [s, e) */
+		zero_from(a, data, e, (off_t)data);
+		has_from = false; /* what lies past e is not known */
 	}
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 struct vad_arena;
+struct va_extent;
 
 /* True if a's file allows zeroing in place: a sealed shmem memfd of small pages with commit =
  * touch (a hugetlb page or a committed one may be absent, and writing it could fault). */
@@ -20,6 +21,10 @@ int vad_zero_map(struct vad_arena *a, char *err, size_t err_len);
 
 /* va_config.zero for ctx = the arena: zero the written pages of [start, start + size). */
 void vad_zero_block(void *ctx, uint64_t start, uint64_t size);
+
+/* va_config.zero_many for ctx = the arena: zero the written pages of n free blocks sorted by
+ * address, with one SEEK_DATA for a run of them nobody wrote. */
+void vad_zero_many(void *ctx, const struct va_extent *r, size_t n);
 
 /* Undo vad_zero_map (a's own mapping only). */
 void vad_zero_unmap(struct vad_arena *a);

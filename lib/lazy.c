@@ -361,20 +361,45 @@ static void choose_for_pools(struct va_space *vs)
 	}
 }
 
-/* With cfg.zero: every block chosen for a pool reads zeros in place, no lock held. */
+/* Pass the m blocks of r to cfg.zero_many (in one call) or cfg.zero (one call each). */
+static void zero_extents(struct va_space *vs, const struct va_extent *r, size_t m)
+{
+	uint64_t bytes = 0;
+
+	if (vs->cfg.zero_many) {
+		vs->cfg.zero_many(vs->cfg.release_ctx, r, m);
+		drain_step(vs);
+	}
+	for (size_t i = 0; i < m; i++) {
+		if (!vs->cfg.zero_many) {
+			vs->cfg.zero(vs->cfg.release_ctx, r[i].start, r[i].size);
+			drain_step(vs);
+		}
+		bytes += r[i].size;
+	}
+	va_sat_add_atomic(&vs->zeroed_bytes, bytes);
+	va_sat_add_atomic(&vs->zero_calls, m);
+}
+
+/* With cfg.zero: every block chosen for a pool reads zeros in place, no lock held; in
+ * address order (the batch is sorted), VA_ZERO_MANY at a time. */
 static void zero_chosen(struct va_space *vs)
 {
 	struct lazy_item *it = vs->inflight.items;
-	size_t n = vs->inflight.n;
+	size_t n = vs->inflight.n, m = 0;
+	struct va_extent r[VA_ZERO_MANY];
 
 	for (size_t k = 0; k < n; k++) {
 		if (!(it[k].flags & LI_WANT))
 			continue;
-		vs->cfg.zero(vs->cfg.release_ctx, it[k].start, it[k].end - it[k].start);
-		va_sat_add_atomic(&vs->zeroed_bytes, it[k].end - it[k].start);
-		va_sat_add_atomic(&vs->zero_calls, 1);
-		drain_step(vs);
+		r[m++] = (struct va_extent){it[k].start, it[k].end - it[k].start};
+		if (m == VA_ZERO_MANY) {
+			zero_extents(vs, r, m);
+			m = 0;
+		}
 	}
+	if (m)
+		zero_extents(vs, r, m);
 	va_lock(vs->inflight.lk); /* the checker reads the flags */
 	for (size_t k = 0; k < n; k++)
 		if (it[k].flags & LI_WANT)

@@ -98,7 +98,7 @@ static void set_geometry(struct va_space *vs)
 		classes = (unsigned)(vs->size / vs->quantum);
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
 	vs->exact = vs->nodes == 1 && vs->cfg.no_pools && vs->cfg.eager;
-	vs->recycle = vs->cfg.zero && vs->pool_classes && !vs->cfg.eager;
+	vs->recycle = vs->cfg.zero && vs->pool_classes && !vs->cfg.eager && !vs->cfg.no_recycle;
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;

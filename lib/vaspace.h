@@ -48,6 +48,15 @@ enum va_error {
  * per space runs at a time, so two spaces whose callbacks drain each other can deadlock. */
 typedef void (*va_release_fn)(void *ctx, uint64_t start, uint64_t size);
 
+/* One range [start, start + size) of a batch callback. */
+struct va_extent {
+	uint64_t start, size;
+};
+
+/* Called with n ranges in ascending address order, none of which anyone holds for the call's
+ * duration (as va_config.zero_many says). */
+typedef void (*va_release_many_fn)(void *ctx, const struct va_extent *r, size_t n);
+
 /* Creation parameters. Zero means "default" for every numeric field. */
 struct va_config {
 	uint64_t base;	    /* first address of the space */
@@ -79,7 +88,20 @@ struct va_config {
 	 * while it is pooled: a block that decays to the tree is released then. Same
 	 * rules as release: outside all locks, before the block is reused. */
 	va_release_fn zero;
+	/* May be NULL. With zero: a drain passes the blocks it zeroes for the pools here, at
+	 * most VA_ZERO_MANY at a time in ascending order, instead of one zero call each, so
+	 * that one look at the backing can answer for many blocks (the daemon asks its memfd
+	 * for the next written page once for a run of blocks nobody wrote). */
+	va_release_many_fn zero_many;
+	/* With zero: a free never goes straight back into a pool, dirty, to be zeroed by the
+	 * allocation that takes it (one zero call on the allocating path per reuse); every
+	 * freed block goes through the lazy list, and the drain zeroes what the pools want in
+	 * sorted batches. For a zero callback that costs a system call. */
+	bool no_recycle;
 };
+
+/* Most ranges one zero_many call gets. */
+#define VA_ZERO_MANY 64
 
 /* "Exact mode" (nodes = 1, no_pools, eager) behaves as a pure lowest-address
  * first-fit allocator; the unit tests compare it with a reference model. */

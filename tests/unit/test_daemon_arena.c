@@ -19,6 +19,7 @@
 #include "arena.h"
 #include "config.h"
 #include "log.h"
+#include "zero.h"
 
 #define ARENA_SIZE (64ull << 20)
 
@@ -303,6 +304,59 @@ static void test_pooled_reuse_zeroed_in_place(void **state)
 	char msg[256];
 	assert_int_equal(va_check(a->vs, msg, sizeof(msg)), VA_OK);
 	munmap(map, ARENA_SIZE);
+	vad_arena_close(a);
+}
+
+/* vad_zero_many over a sorted batch (as the drain passes it): blocks nobody wrote, one written
+ * throughout, one only in its middle page, one only in its last page, two written blocks side
+ * by side, and a last one out of order. Afterwards every block reads zeros, what was written
+ * outside them is intact, and the file holds no more memory than before: no hole was
+ * written to. */
+static void test_zero_many_batch(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "many", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	assert_non_null(a->zero_map);
+	const uint64_t P = 4096;
+	/* {start page, pages, first written page (relative), pages written} */
+	static const struct {
+		uint64_t page, pages, wfrom, wpages;
+	} b[] = {
+	    {0, 2, 0, 0},  {4, 3, 0, 0},   {10, 4, 0, 4},  {20, 3, 1, 1},
+	    {30, 2, 0, 0}, {40, 5, 4, 1},  {50, 2, 0, 2},  {52, 2, 0, 1},
+	    {60, 1, 0, 0}, {100, 8, 0, 0}, {200, 2, 0, 0}, {8, 1, 0, 1},
+	};
+	enum { N = sizeof(b) / sizeof(b[0]) };
+	struct va_extent r[N];
+	for (size_t i = 0; i < N; i++) {
+		r[i] = (struct va_extent){b[i].page * P, b[i].pages * P};
+		if (b[i].wpages)
+			write_range(a->fd, (b[i].page + b[i].wfrom) * P, b[i].wpages * P);
+	}
+	/* written elsewhere, between and after the blocks: must stay as it is */
+	write_range(a->fd, 7 * P, P);
+	write_range(a->fd, 300 * P, P);
+	/* (the kernel may back a write with a folio of several pages: compare, do not count) */
+	uint64_t held = allocated_bytes(a->fd);
+	assert_true(held > 0);
+	vad_zero_many(a, r, N);
+	/* read with pread: a read fault on a hole of shmem would allocate the page */
+	static uint8_t buf[8 * 4096];
+	for (size_t i = 0; i < N; i++) {
+		assert_int_equal(pread(a->fd, buf, r[i].size, (off_t)r[i].start),
+				 (ssize_t)r[i].size);
+		if (!all_zero(buf, r[i].size))
+			fail_msg("block %zu at page %llu does not read zeros", i,
+				 (unsigned long long)b[i].page);
+	}
+	uint8_t byte;
+	assert_int_equal(pread(a->fd, &byte, 1, (off_t)(7 * P)), 1);
+	assert_int_equal(byte, 0x77);
+	assert_int_equal(pread(a->fd, &byte, 1, (off_t)(301 * P - 1)), 1);
+	assert_int_equal(byte, 0x77);
+	assert_int_equal(allocated_bytes(a->fd), held); /* no hole was written */
 	vad_arena_close(a);
 }
 
@@ -677,6 +731,7 @@ int main(void)
 	    cmocka_unit_test(test_readers),
 	    cmocka_unit_test(test_from_config),
 	    cmocka_unit_test(test_pooled_reuse_zeroed_in_place),
+	    cmocka_unit_test(test_zero_many_batch),
 	    cmocka_unit_test(test_zero_without_mapping_punches),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -455,6 +455,7 @@ struct dirt {
 	uint8_t resident[ZQ]; /* ... not yet released (zeroing keeps its memory) */
 	uint8_t held[ZQ];     /* a quantum of an area some test holds: never zeroed */
 	uint64_t releases, zeros, zeroed_quanta;
+	uint64_t many_calls; /* zero_many calls */
 };
 
 static void dirt_clean(struct dirt *d, uint64_t start, uint64_t size)
@@ -499,10 +500,36 @@ static void dirt_zero(void *ctx, uint64_t start, uint64_t size)
 	dirt_clean(d, start, size);
 }
 
+/* zero_many: the blocks come sorted, apart, at most VA_ZERO_MANY, each zeroed as dirt_zero
+ * would. */
+static void dirt_zero_many(void *ctx, const struct va_extent *r, size_t n)
+{
+	struct dirt *d = ctx;
+
+	d->many_calls++;
+	if (n == 0 || n > VA_ZERO_MANY)
+		fail_msg("zero_many got %zu blocks", n);
+	for (size_t i = 0; i < n; i++) {
+		if (i && r[i].start < r[i - 1].start + r[i - 1].size)
+			fail_msg("zero_many: block %zu at %llu is not after [%llu, +%llu)", i,
+				 ULL(r[i].start), ULL(r[i - 1].start), ULL(r[i - 1].size));
+		dirt_zero(d, r[i].start, r[i].size);
+	}
+}
+
+/* With no_recycle nothing is zeroed on the allocating path: that zero call is a failure. */
+static void zero_forbidden(void *ctx, uint64_t start, uint64_t size)
+{
+	fail_msg("zero called for [%llu, +%llu) with no_recycle and zero_many", ULL(start),
+		 ULL(size));
+}
+
 /* With a zero callback, blocks a drain pools are zeroed instead of released, only the
  * tree's share is released (pool blocks too, when they decay to it), every range handed out
- * reads zeros (no holder's writes), and no free block holds memory. */
-static void test_zero_pooled_in_place(void **state)
+ * reads zeros (no holder's writes), and no free block holds memory. With zero_many and
+ * no_recycle (the daemon's way) the drain zeroes them in sorted batches, and no free goes
+ * straight back to a pool. */
+static void zero_pooled_in_place(bool many)
 {
 	static struct dirt d;
 	struct va_config cfg = {
@@ -511,7 +538,9 @@ static void test_zero_pooled_in_place(void **state)
 	    .lazy_max = 64 * Q,
 	    .no_thread = true,
 	    .release = dirt_release,
-	    .zero = dirt_zero,
+	    .zero = many ? zero_forbidden : dirt_zero,
+	    .zero_many = many ? dirt_zero_many : NULL,
+	    .no_recycle = many,
 	    .release_ctx = &d,
 	};
 	uint64_t live[200], sizes[200], frees = 0, rng = 12345;
@@ -552,7 +581,14 @@ static void test_zero_pooled_in_place(void **state)
 	}
 	va_get_stats(vs, &st);
 	assert_true(d.zeros > 0);
-	assert_true(st.recycled > 0); /* frees went straight back to pools too */
+	if (many) {
+		assert_int_equal(st.recycled, 0);
+		assert_true(d.many_calls > 0);
+		assert_true(d.many_calls < d.zeros); /* batches, not a call per block */
+	} else {
+		assert_true(st.recycled > 0); /* frees went straight back to pools too */
+		assert_int_equal(d.many_calls, 0);
+	}
 	assert_int_equal(st.zero_calls, d.zeros);
 	assert_int_equal(st.zeroed_bytes, d.zeroed_quanta * Q);
 	/* the pooled share is zeroed, not released: fewer release calls than zero calls */
@@ -562,6 +598,18 @@ static void test_zero_pooled_in_place(void **state)
 	assert_int_equal(va_walk(vs, free_not_resident, &d), 0);
 	CHECK(vs);
 	va_destroy(vs);
+}
+
+static void test_zero_pooled_in_place(void **state)
+{
+	(void)state;
+	zero_pooled_in_place(false);
+}
+
+static void test_zero_many_in_drain(void **state)
+{
+	(void)state;
+	zero_pooled_in_place(true);
 }
 
 /* One node, no thread, d's release and zero callbacks (d cleared first). */
@@ -744,6 +792,7 @@ int main(void)
 	    cmocka_unit_test(test_release_free_beside_allocations),
 	    cmocka_unit_test(test_idle_timer_releases_free_space),
 	    cmocka_unit_test(test_zero_pooled_in_place),
+	    cmocka_unit_test(test_zero_many_in_drain),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
