@@ -391,12 +391,7 @@ int vad_arena_adopt(const struct vad_arena_conf *conf, const struct vad_config *
 		char why[256];
 		if (vad_zero_map(a, why, sizeof(why)) == 0) {
 			vc.zero = vad_zero_block;
-			vc.zero_many = vad_zero_many;
-			/* A block recycled at its free would cost its next allocation a SEEK_DATA,
-			 * under the memfd's inode lock every worker and the drain share (a quarter
-			 * of the daemon's CPU at batch 1); the drain asks once per run of blocks.
-			 */
-			vc.no_recycle = true;
+			vc.zero_many = vad_zero_many; /* recycling starts on: zero.c switches it */
 		} else
 			log_info("%s; its freed ranges are punched, never zeroed in place", why);
 	}

@@ -38,6 +38,8 @@ struct vad_arena {
 	uint64_t commit_failures; /* alloc requests refused by commit = reserve (atomic) */
 	void *zero_map;	 /* the daemon's mapping pooled blocks are zeroed through (zero.h) when
 			    a->map is NULL, else NULL */
+	uint64_t zero_seen, zero_written; /* atomic: blocks zero.c looked at in this window, and
+					     those of them that held written pages */
 	bool keep_pages; /* atomic: stopping with the state kept (persist.h): free ranges are
 			    not punched, since a client may still hold them in the next daemon */
 };

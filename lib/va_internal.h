@@ -280,7 +280,9 @@ struct va_space {
 	unsigned zone_shift; /* log2(zone) if zone is a power of two */
 	bool zone_pow2;
 	bool exact;   /* nodes = 1, no pools, eager: lowest-address first fit always */
-	bool recycle; /* cfg.zero, pools, lazy: frees of wanted classes go straight to a pool */
+	bool can_recycle; /* cfg.zero, pools, lazy: frees of wanted classes may go straight to a
+			     pool */
+	_Atomic bool recycle; /* ... and do now (no_recycle, va_set_recycle) */
 	unsigned pool_classes;	/* pool size classes per node; 0 when pools are off */
 	unsigned nodes_ready;	/* nodes initialised (for teardown after a failed create) */
 	uint64_t lazy_flush;	/* per-node batch of lazy bytes added to lazy_total at once */

@@ -98,7 +98,8 @@ static void set_geometry(struct va_space *vs)
 		classes = (unsigned)(vs->size / vs->quantum);
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
 	vs->exact = vs->nodes == 1 && vs->cfg.no_pools && vs->cfg.eager;
-	vs->recycle = vs->cfg.zero && vs->pool_classes && !vs->cfg.eager && !vs->cfg.no_recycle;
+	vs->can_recycle = vs->cfg.zero && vs->pool_classes && !vs->cfg.eager;
+	atomic_init(&vs->recycle, vs->can_recycle && !vs->cfg.no_recycle);
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;
@@ -354,7 +355,8 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 
 	if (!b)
 		return LF_MISS;
-	if (vs->recycle && recycle_locked(vs, n, b, home, owner_out))
+	if (atomic_load_explicit(&vs->recycle, memory_order_relaxed) &&
+	    recycle_locked(vs, n, b, home, owner_out))
 		return LF_DONE;
 	if (n->lazy_len == n->lazy_cap) {
 		if (!lazy_reserve(n))
@@ -559,6 +561,13 @@ void va_drain(struct va_space *vs)
 static inline uint64_t ld(_Atomic uint64_t *c)
 {
 	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+bool va_set_recycle(struct va_space *vs, bool on)
+{
+	on = on && vs->can_recycle;
+	atomic_store_explicit(&vs->recycle, on, memory_order_relaxed);
+	return on;
 }
 
 void va_get_stats(struct va_space *vs, struct va_stats *out)

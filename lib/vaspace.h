@@ -96,7 +96,7 @@ struct va_config {
 	/* With zero: a free never goes straight back into a pool, dirty, to be zeroed by the
 	 * allocation that takes it (one zero call on the allocating path per reuse); every
 	 * freed block goes through the lazy list, and the drain zeroes what the pools want in
-	 * sorted batches. For a zero callback that costs a system call. */
+	 * sorted batches. The start of va_set_recycle's switch. */
 	bool no_recycle;
 };
 
@@ -210,6 +210,12 @@ struct va_stats {
 					the idle timer (not in released_bytes: nobody freed them) */
 	uint64_t free_release_calls; /* its release callback invocations */
 };
+
+/* With zero: frees of a pool class in demand go straight back into a pool, dirty, to be
+ * zeroed by the allocation that takes them (on), or all go through the lazy list and the
+ * drain zeroes the pools' share in batches (off); no_recycle chose at creation. Any thread,
+ * any time. Returns whether recycling is on now (never without zero, pools and lazy). */
+bool va_set_recycle(struct va_space *vs, bool on);
 
 /* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */
 void va_get_stats(struct va_space *vs, struct va_stats *out);
