@@ -84,15 +84,29 @@ struct libvad_pending {
 	Vad__Response *resp; /* owned by the waiter once done */
 	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
 	bool wants_fd;	     /* a MapArena call: its reply may carry an fd */
+	bool unsent;	     /* (c->lock) a ticket's frame never left on the connection that dropped
+				(the sender says so): sent again once the session is resumed */
 	struct libvad_fast_reply *fast;	    /* or NULL: where an Alloc/Free reply is decoded
 					       without protobuf-c (resp then points into it) */
 	struct libvad_pending *prev, *next; /* in its bucket */
 };
 
-/* Encoded requests queued for whoever is sending. */
+struct libvad_ticket;
+
+/* Where a ticket's frame starts in an out-queue, so that a send that fails tells which
+ * frames never left (sender.c). */
+struct libvad_outmark {
+	size_t off;		 /* its first byte in the buffer */
+	struct libvad_ticket *k; /* in the slab, never freed before vad_close */
+	uint64_t id;		 /* its request: a ticket used up meanwhile is left alone */
+};
+
+/* Encoded requests queued for whoever is sending, with the marks of ticket frames. */
 struct libvad_outbuf {
 	uint8_t *buf;
 	size_t len, cap;
+	struct libvad_outmark *marks;
+	size_t n_marks, cap_marks;
 };
 
 /* A received fd not yet claimed, with where in the reply stream it came: the bytes
@@ -145,6 +159,7 @@ struct libvad_ticket {
 	void *ptr;
 	struct libvad_arena *owner;
 	struct libvad_held taken; /* its record, dropped at submit (put back if not freed) */
+	bool default_arena;	  /* alloc: no arena named (the frame says ""), for a resend */
 };
 
 struct vad_client {
@@ -346,6 +361,10 @@ bool libvad_wait_fd(int sock, short events, int timeout_ms);
 
 /* Make sock O_NONBLOCK (vad_fd's mode, kept across reconnects); 0 or -1 (errno). */
 int libvad_set_nonblocking(int sock);
+
+/* The call in flight of ticket k that has request id, or NULL if k was used up (and
+ * perhaps reused) since. c->lock held. */
+struct libvad_pending *libvad_ticket_frame(struct libvad_ticket *k, uint64_t id);
 
 /* Free the ticket slab (vad_close). */
 void libvad_tickets_destroy(vad_client *c);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sender.h"
 #include "transport.h"
 
 #define RECONNECT_DEFAULT_MS 30000u /* the daemon's default resume_grace */
@@ -92,6 +93,9 @@ static void swap_connection(vad_client *c, int fd)
 		sleep_ms(1);
 		pthread_mutex_lock(&c->lock);
 	}
+	/* What VAD_MORE or other senders left queued never reached the old daemon: its
+	 * tickets send it again once resumed. */
+	libvad_drop_queued_locked(c);
 	if (c->sock >= 0)
 		close(c->sock);
 	if (c->nonblocking)

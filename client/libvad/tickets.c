@@ -118,18 +118,33 @@ static struct libvad_ticket *ticket_find(vad_client *c, vad_ticket t, const char
 	return k;
 }
 
+struct libvad_pending *libvad_ticket_frame(struct libvad_ticket *k, uint64_t id)
+{
+	return k->kind != LIBVAD_TICKET_UNUSED && k->p.id == id ? &k->p : NULL;
+}
+
+/* Put ticket k's request (frame) in flight on the connection now up: into the table, then
+ * out (or queued with more). c->lock held. VAD_OK, or VAD_ENOMEM (k out of the table). */
+static int send_request_locked(vad_client *c, struct libvad_ticket *k, const uint8_t *frame,
+			       size_t flen, bool more)
+{
+	k->p = (struct libvad_pending){.id = k->p.id, .fd = -1, .fast = &k->fast};
+	k->conn_gen = c->conn_gen;
+	libvad_pending_add(c, &k->p);
+	int err = libvad_submit_locked(c, frame, flen, more, k, k->p.id);
+	if (err != VAD_OK)
+		libvad_pending_remove(c, &k->p);
+	return err;
+}
+
 /* Send frame as the request of ticket k (index): into the table, then out (or queued with
  * more). c->lock held on entry and return. VAD_OK with *t set, or the error (recorded),
  * the ticket given back. */
 static int submit_locked(vad_client *c, struct libvad_ticket *k, uint32_t index,
 			 const uint8_t *frame, size_t flen, bool more, vad_ticket *t)
 {
-	k->p = (struct libvad_pending){.id = k->p.id, .fd = -1, .fast = &k->fast};
-	k->conn_gen = c->conn_gen;
-	libvad_pending_add(c, &k->p);
-	int err = libvad_submit_locked(c, frame, flen, more);
+	int err = send_request_locked(c, k, frame, flen, more);
 	if (err != VAD_OK) {
-		libvad_pending_remove(c, &k->p);
 		ticket_put(c, k, index);
 		return libvad_fail(c, err, NULL);
 	}
@@ -222,6 +237,7 @@ static int alloc_submit(vad_client *c, const char *fn, const char *arena, size_t
 	}
 	k->kind = LIBVAD_TICKET_ALLOC;
 	k->p.id = id;
+	k->default_arena = wire_arena[0] == '\0';
 	k->batch = batch;
 	uint64_t *lists = batch ? batch : k->lists;
 	k->sizes = batch ? (size_t *)(batch + 2 * n) : &k->size;
@@ -288,6 +304,7 @@ int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t)
 	k->kind = LIBVAD_TICKET_FREE;
 	k->p.id = id;
 	k->fast = (struct libvad_fast_reply){.cap = 0};
+	k->lists[0] = off;
 	k->ptr = ptr;
 	k->owner = a;
 	/* Its record goes before the request does (see free_offsets in ranges.c). */
@@ -299,11 +316,73 @@ int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t)
 	return err;
 }
 
-/* The result of answered ticket k (out of the table, claimed): what a blocking call would
- * return. Without c->lock. */
-static int ticket_result(vad_client *c, struct libvad_ticket *k, void **out)
+/* Send ticket k's request again, with its id, on the connection that replaced the one its
+ * frame never left on: the daemon never saw it. c->lock held, the connection up. */
+static int resend_locked(vad_client *c, struct libvad_ticket *k)
 {
-	int err = k->p.err;
+	uint8_t stackbuf[ALLOC1_FRAME_MAX + 10 * 64];
+	size_t cap =
+	    k->kind == LIBVAD_TICKET_ALLOC ? ALLOC1_FRAME_MAX + 10 * k->n : FREE1_FRAME_MAX;
+	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
+	if (!frame)
+		return VAD_ENOMEM;
+	size_t flen;
+	if (k->kind == LIBVAD_TICKET_ALLOC) {
+		uint64_t *lists = k->batch ? k->batch : k->lists;
+		k->fast = (struct libvad_fast_reply){
+		    .offsets = lists, .sizes = lists + k->n, .cap = k->n};
+		flen =
+		    libvad_fast_alloc_frame(frame, cap, k->p.id, k->default_arena ? "" : k->arena,
+					    k->align, k->n, k->sizes, 0);
+	} else {
+		k->fast = (struct libvad_fast_reply){.cap = 0};
+		flen = libvad_fast_free_frame(frame, cap, k->p.id, k->owner->name, 1, k->lists);
+	}
+	/* It encoded at submit, from the same values. */
+	int err = flen ? send_request_locked(c, k, frame, flen, false) : VAD_EINVAL;
+	if (frame != stackbuf)
+		free(frame);
+	return err;
+}
+
+/* Wait for claimed ticket k's reply (c->lock held; returns without it): VAD_OK with the
+ * reply in k->p, or the error. A dropped connection reconnects as a blocking call does: a
+ * request that was sent reports VAD_EINTERRUPTED (perhaps done, the reply lost: the caller
+ * decides), one whose frame never left is sent again once the session is resumed. */
+static int ticket_outcome(vad_client *c, struct libvad_ticket *k)
+{
+	for (;;) {
+		libvad_wait_reply(c, &k->p); /* returns without c->lock */
+		int err = k->p.err;
+		if (err != VAD_EGONE)
+			return err;
+		pthread_mutex_lock(&c->lock);
+		bool may = libvad_may_reconnect(c, err);
+		pthread_mutex_unlock(&c->lock);
+		if (!may)
+			return err;
+		/* Replacing the connection waits for its sender: by then the marks are set. */
+		err = libvad_reconnect(c, k->conn_gen);
+		if (err != VAD_OK)
+			return err;
+		pthread_mutex_lock(&c->lock);
+		if (!k->p.unsent) {
+			pthread_mutex_unlock(&c->lock);
+			return VAD_EINTERRUPTED;
+		}
+		if ((err = connection_up_locked(c)) != VAD_OK)
+			return err; /* c->lock released */
+		if ((err = resend_locked(c, k)) != VAD_OK) {
+			pthread_mutex_unlock(&c->lock);
+			return libvad_fail(c, err, "vad_wait: the request could not be sent again");
+		}
+	}
+}
+
+/* The result of claimed ticket k whose wait ended with err (ticket_outcome): what a
+ * blocking call would return. Without c->lock. */
+static int ticket_result(vad_client *c, struct libvad_ticket *k, int err, void **out)
+{
 	Vad__Response *r = k->p.resp;
 	if (k->p.fd >= 0)
 		close(
@@ -311,17 +390,6 @@ static int ticket_result(vad_client *c, struct libvad_ticket *k, void **out)
 	if (err != VAD_OK) {
 		libvad_reply_free(r, &k->fast);
 		r = NULL;
-		if (err == VAD_EGONE) {
-			pthread_mutex_lock(&c->lock);
-			bool may = libvad_may_reconnect(c, err);
-			pthread_mutex_unlock(&c->lock);
-			if (may) {
-				/* Sent, perhaps done by the daemon, the reply lost: the caller
-				 * decides, as for a blocking call. */
-				int rerr = libvad_reconnect(c, k->conn_gen);
-				err = rerr == VAD_OK ? VAD_EINTERRUPTED : rerr;
-			}
-		}
 	}
 	if (k->kind == LIBVAD_TICKET_FREE) {
 		/* The record goes back unless the daemon freed the range, into its arena as
@@ -360,8 +428,8 @@ int vad_wait(vad_client *c, vad_ticket t, void **out)
 	}
 	k->claimed = true;
 	libvad_send_queued_locked(c);
-	libvad_wait_reply(c, &k->p); /* returns without c->lock */
-	int err = ticket_result(c, k, out);
+	int err = ticket_outcome(c, k); /* returns without c->lock */
+	err = ticket_result(c, k, err, out);
 	pthread_mutex_lock(&c->lock);
 	ticket_put(c, k, index);
 	pthread_mutex_unlock(&c->lock);
