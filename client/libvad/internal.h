@@ -173,14 +173,18 @@ struct vad_client {
 	uint64_t resume_id; /* resume.c: the session's identity and secret (len 0: none) */
 	uint8_t resume_secret[32];
 	size_t resume_secret_len;
+	uint64_t hello_resume_id; /* the last hello's: the new session's, if Resume fails */
+	uint8_t hello_secret[32];
+	size_t hello_secret_len;
 
 	/* reconnecting (resume.c): one thread at a time; conn_gen (c->lock) counts the
 	 * connections, so a thread that saw the old one dead knows another already replaced it */
 	pthread_mutex_t reconnect_lock;
 	uint64_t conn_gen;
-	uint64_t lost_gen;     /* (c->lock) the conn_gen of the connection on which the session
-				  could not be resumed, 0: never; a call from before it reports
-				  VAD_ERESUME too */
+	uint64_t lost_gen;     /* (written under c->lock, atomically: vad_wait reads it without)
+				  the conn_gen of the connection on which the session could not
+				  be resumed, 0: never; a call from before it reports VAD_ERESUME
+				  too */
 	uint32_t reconnect_ms; /* 0: a dropped connection stays dropped */
 	uint32_t protocol_version;
 	bool admin;

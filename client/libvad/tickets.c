@@ -387,6 +387,15 @@ static int ticket_result(vad_client *c, struct libvad_ticket *k, int err, void *
 	if (k->p.fd >= 0)
 		close(
 		    k->p.fd); /* never asked for: the reader gives none to a call that is no map */
+	if (err != VAD_ERESUME && __atomic_load_n(&c->lost_gen, __ATOMIC_ACQUIRE) > k->conn_gen) {
+		/* Answered (or failed) for a session lost since: its ranges went with it, and
+		 * must not become this client's in the new session's mappings. */
+		err = libvad_failf(c, VAD_ERESUME,
+				   "vad_wait: the daemon at %s restarted without this client's "
+				   "session after this ticket's request: every range this client "
+				   "held is lost",
+				   c->socket_path);
+	}
 	if (err != VAD_OK) {
 		libvad_reply_free(r, &k->fast);
 		r = NULL;
@@ -399,6 +408,8 @@ static int ticket_result(vad_client *c, struct libvad_ticket *k, int err, void *
 			a = NULL;
 		return libvad_free_finish(c, a, 1, &k->taken, err, r, &k->fast);
 	}
+	if (err == VAD_ERESUME)
+		return err; /* recorded with its sentence */
 	if (err != VAD_OK)
 		return libvad_fail(c, err, libvad_dead_message(c));
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_ALLOC);

@@ -1608,6 +1608,76 @@ static void test_tickets_cut_mid_send(void **state)
 	finish(f, c, fds0);
 }
 
+/* Tickets of a session the daemon does not take back: every ticket from before the loss
+ * reports VAD_ERESUME, whether it was sent, never left, or answered before the loss and
+ * waited for after it (its ranges were the lost session's: never handed out as this
+ * client's). The lost session's arenas are retired: their records are not put back by a
+ * free that fails, old pointers belong to no mapping (VAD_ENOTHELD) though they stay
+ * mapped, and the arena is mapped again, elsewhere, for the new session. */
+static void test_tickets_lost_session(void **state)
+{
+	int fds0;
+	vad_client *c;
+	void *p, *q, *z;
+	vad_ticket tdone, tshort, tf, tq;
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK); /* offset 0: the mapping's base */
+	assert_int_equal(vad_alloc(c, 4096, 0, &q), VAD_OK);
+	/* Answered before the loss, waited for after it. */
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &tdone), VAD_OK);
+	set_trick(f, TRICK_FREE_SHORT, VAD__REQUEST__OP_FREE);
+	assert_int_equal(vad_free_submit(c, q, 0, &tshort), VAD_OK);
+	for (time_t end = time(NULL) + 60;
+	     (vad_test(c, tdone) == 0 || vad_test(c, tshort) == 0) && time(NULL) < end;)
+		assert_int_equal(vad_progress(c), VAD_OK);
+	/* Sent: the fake reads it and hangs up. */
+	set_trick(f, TRICK_HANG_UP, VAD__REQUEST__OP_FREE);
+	assert_int_equal(vad_free_submit(c, p, 0, &tf), VAD_OK);
+	fake_wait_departed(f, 0);
+	/* Never left. */
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &tq), VAD_OK);
+	pthread_mutex_lock(&f->lock);
+	f->refuse_resume = true;
+	pthread_mutex_unlock(&f->lock);
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_ERESUME);
+	assert_int_equal(vad_wait(c, tf, NULL), VAD_ERESUME);
+	assert_int_equal(vad_wait(c, tq, &z), VAD_ERESUME);
+	assert_int_equal(vad_wait(c, tdone, &z), VAD_ERESUME);
+	assert_non_null(strstr(vad_last_error(c), "restarted without this client's session"));
+	assert_int_equal(vad_wait(c, tshort, NULL), VAD_ERESUME);
+	assert_int_equal(vad_size(c, p), 0);
+	assert_int_equal(vad_size(c, q), 0); /* the failed free did not put its record back */
+	assert_int_equal(vad_free(c, q), VAD_ENOTHELD);
+	assert_non_null(strstr(vad_last_error(c), "not inside any mapped arena"));
+	vad_ticket t;
+	assert_int_equal(vad_free_submit(c, p, 0, &t), VAD_ENOTHELD);
+	memset(p, 1, 4096); /* the old mapping stays until vad_close */
+	/* The client goes on as a new session: tickets work, the arena is mapped anew. */
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, &z), VAD_OK);
+	void *base;
+	assert_int_equal(vad_pointer(c, NULL, 0, &base), VAD_OK);
+	assert_ptr_not_equal(base, p);
+	assert_int_equal(fake_held(c), 1);
+	assert_int_equal(vad_free_submit(c, z, 0, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, NULL), VAD_OK);
+	assert_int_equal(fake_held(c), 0);
+	/* The new session is resumable in its turn: a later cut resumes it. */
+	pthread_mutex_lock(&f->lock);
+	f->refuse_resume = false;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(vad_alloc(c, 4096, 0, &z), VAD_OK);
+	fake_hang_up(f);
+	fake_wait_departed(f, 1);
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, &q), VAD_OK);
+	assert_int_equal(fake_held(c), 2);
+	assert_int_equal(vad_size(c, z), 4096);
+	assert_int_equal(fake_most_frames(f), 1);
+	finish(f, c, fds0);
+}
+
 /* A walk that pages on past what the arena can hold is cut off, not followed forever. */
 static void test_refuses_an_endless_walk(void **state)
 {
@@ -1789,6 +1859,7 @@ int main(void)
 	    cmocka_unit_test(test_tickets_refuse_lies),
 	    cmocka_unit_test(test_tickets_unsent_survive_a_cut),
 	    cmocka_unit_test(test_tickets_cut_mid_send),
+	    cmocka_unit_test(test_tickets_lost_session),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
 	    cmocka_unit_test(test_walk_owners),
 	    cmocka_unit_test(test_dies_in_every_state),
