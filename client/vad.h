@@ -149,7 +149,9 @@ int vad_alloc_batch_wait(vad_client *c, const char *arena, size_t n, const size_
  * would: VAD_EINTERRUPTED once the session is resumed if its request left (any of its
  * bytes: the daemon may have done it), or the reconnect's error (VAD_EGONE, VAD_ERESUME,
  * VAD_EKILLED). A request that never left (queued with VAD_MORE, or behind another send) is
- * sent again by vad_wait once the session is resumed, and completes. vad_close frees the tickets
+ * sent again by vad_wait once the session is resumed, and completes. A batch free ticket
+ * sends all its Frees (one per arena, or per frame's worth) at once, so a refused one does
+ * not hold back the later ones as in vad_free_batch. vad_close frees the tickets
  * never waited for (the daemon drops whatever they got with the session).
  */
 typedef uint64_t vad_ticket; /* 0 is never a ticket */
@@ -178,6 +180,10 @@ int vad_alloc_batch_submit(vad_client *c, const char *arena, size_t n, const siz
 /* Submit vad_free(c, ptr); flags 0 or VAD_MORE. The range is no longer this client's
  * (vad_size 0) from now on, unless vad_wait reports that the daemon kept it. */
 int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t);
+
+/* Submit vad_free_batch(c, n, ptrs): n >= 1 ranges of VAD_TICKETS_MAX; flags 0 or VAD_MORE. */
+int vad_free_batch_submit(vad_client *c, size_t n, void *const *ptrs, unsigned flags,
+			  vad_ticket *t);
 
 /* Complete ticket t: wait for its reply if needed and return its result (an alloc's
  * pointer in *out, a batch's n pointers in out[0..n); out may be NULL for a free). The

@@ -155,10 +155,11 @@ struct libvad_ticket {
 	size_t *sizes;			       /* the sizes asked: &size, or in batch */
 	uint64_t *batch; /* a batch's lists (offsets, sizes, sizes asked), malloc'd */
 	unsigned flags;
-	/* free */
-	void *ptr;
+	/* free: n offsets of one arena (lists[0], or in batch followed by their records) */
 	struct libvad_arena *owner;
 	struct libvad_held taken; /* its record, dropped at submit (put back if not freed) */
+	uint32_t next_part;	  /* a batch free's next Free (index + 1), 0: none */
+	bool part;		  /* a Free after a batch free's first: no handle of its own */
 	bool default_arena;	  /* alloc: no arena named (the frame says ""), for a resend */
 };
 
@@ -349,6 +350,14 @@ int libvad_alloc_check(vad_client *c, const char *arena, size_t n, const size_t 
  * records, after checking it against the request; all or nothing (recorded failure). */
 int libvad_take_alloc(vad_client *c, const Vad__AllocReply *ar, const char *name, size_t n,
 		      const size_t *sizes, size_t align, void **out);
+
+/* The most bytes a Free frame of n offsets in an arena named name_len bytes takes. */
+#define LIBVAD_FREE_FRAME_MAX(name_len, n) (VAD_FREE_FRAME_OVERHEAD + (name_len) + 10 * (n))
+
+/* How many of offsets, from the first, fit one Free frame for an arena name of name_len
+ * bytes (at least one): the daemon drops a connection that sends a frame above its
+ * max_frame, and LIBVAD_SAFE_FRAME is the smallest any daemon accepts. */
+size_t libvad_free_chunk(size_t name_len, size_t n, const uint64_t *offsets);
 
 /* The end of a Free of the n ranges whose records were taken out (taken) before it went:
  * err and r are the call's outcome (r freed here, with fast); the records of what was not
