@@ -1535,6 +1535,37 @@ static void test_tickets_unsent_survive_a_cut(void **state)
 	finish(f, c, fds0);
 }
 
+/* A batch free ticket (two Frees, two arenas) queued when the connection drops: both go
+ * again after the resume, once each; both sent when the fake hangs up: interrupted. */
+static void test_free_batch_ticket_across_a_cut(void **state)
+{
+	int fds0;
+	vad_client *c;
+	void *v[4];
+	vad_ticket t;
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &v[0]), VAD_OK);
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &v[1]), VAD_OK);
+	assert_int_equal(vad_alloc(c, 4096, 0, &v[2]), VAD_OK);
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &v[3]), VAD_OK);
+	assert_int_equal(vad_free_batch_submit(c, 2, v, VAD_MORE, &t), VAD_OK);
+	fake_hang_up(f);
+	fake_wait_departed(f, 0);
+	assert_int_equal(vad_wait(c, t, NULL), VAD_OK);
+	assert_int_equal(vad_size(c, v[0]) + vad_size(c, v[1]), 0);
+	assert_int_equal(fake_held(c), 2);
+	assert_int_equal(fake_most_frames(f), 1);
+	/* Both Frees sent in one send, the fake hangs up on reading one: both interrupted,
+	 * neither sent again, the records back (the fake freed nothing). */
+	set_trick(f, TRICK_HANG_UP, VAD__REQUEST__OP_FREE);
+	assert_int_equal(vad_free_batch_submit(c, 2, v + 2, 0, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, NULL), VAD_EINTERRUPTED);
+	assert_int_equal(vad_size(c, v[2]) + vad_size(c, v[3]), 2 * 4096);
+	assert_int_equal(fake_held(c), 2);
+	assert_int_equal(fake_most_frames(f), 1);
+	finish(f, c, fds0);
+}
+
 struct waiter {
 	vad_client *c;
 	vad_ticket t;
@@ -1859,6 +1890,7 @@ int main(void)
 	    cmocka_unit_test(test_tickets_refuse_lies),
 	    cmocka_unit_test(test_tickets_unsent_survive_a_cut),
 	    cmocka_unit_test(test_tickets_cut_mid_send),
+	    cmocka_unit_test(test_free_batch_ticket_across_a_cut),
 	    cmocka_unit_test(test_tickets_lost_session),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
 	    cmocka_unit_test(test_walk_owners),
