@@ -729,10 +729,11 @@ static void *serve(void *arg)
 		else
 			k++;
 	f->live_conns--;
+	/* Departed once nothing more goes through: a send to it fails from now on. */
+	shutdown(ca->fd, SHUT_RDWR);
 	f->departed[ca->id] = true;
 	pthread_cond_broadcast(&f->departure);
 	pthread_mutex_unlock(&f->lock);
-	shutdown(ca->fd, SHUT_RDWR);
 	free(ca);
 	return NULL;
 }
