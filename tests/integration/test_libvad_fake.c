@@ -12,6 +12,13 @@
  * claims success without freeing; and it dies in every state (mid-reply, mid-fd, between
  * calls, under many threads), which must leave no crash and no fd behind; tickets of
  * pipelined calls meet the same lies.
+ *
+ * A resumable fake (hello gives a secret, Resume takes a departed connection's holds, as
+ * across a restart; it counts the frames of every request id) shows tickets across a cut:
+ * one whose frame never left is sent again once and completes, one sent is interrupted, a
+ * send cut in its middle splits them at the cut, a batch free's Frees likewise; and a
+ * session the fake refuses to resume: every ticket from before it VAD_ERESUME, the arenas
+ * retired and mapped anew, the new session resumable in its turn.
  */
 #include <errno.h>
 #include <pthread.h>
