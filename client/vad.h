@@ -146,8 +146,12 @@ int vad_alloc_batch_wait(vad_client *c, const char *arena, size_t n, const size_
  * on the same client a ticket may complete while vad_fd never turns readable: vad_test it).
  * A ticket is the client's: vad_wait on an unknown, used-up or foreign ticket is VAD_EINVAL.
  * When the connection drops, every ticket in flight completes as a blocking call in flight
- * would: VAD_EINTERRUPTED once the session is resumed (the daemon may have done it), or the
- * reconnect's error (VAD_EGONE, VAD_ERESUME, VAD_EKILLED). vad_close frees the tickets
+ * would: VAD_EINTERRUPTED once the session is resumed if its request left (any of its
+ * bytes: the daemon may have done it), or the reconnect's error (VAD_EGONE, VAD_ERESUME,
+ * VAD_EKILLED). A request that never left (queued with VAD_MORE, or behind another send) is
+ * sent again by vad_wait once the session is resumed, and completes. A batch free ticket
+ * sends all its Frees (one per arena, or per frame's worth) at once, so a refused one does
+ * not hold back the later ones as in vad_free_batch. vad_close frees the tickets
  * never waited for (the daemon drops whatever they got with the session).
  */
 typedef uint64_t vad_ticket; /* 0 is never a ticket */
@@ -177,13 +181,18 @@ int vad_alloc_batch_submit(vad_client *c, const char *arena, size_t n, const siz
  * (vad_size 0) from now on, unless vad_wait reports that the daemon kept it. */
 int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t);
 
+/* Submit vad_free_batch(c, n, ptrs): n >= 1 ranges of VAD_TICKETS_MAX; flags 0 or VAD_MORE. */
+int vad_free_batch_submit(vad_client *c, size_t n, void *const *ptrs, unsigned flags,
+			  vad_ticket *t);
+
 /* Complete ticket t: wait for its reply if needed and return its result (an alloc's
  * pointer in *out, a batch's n pointers in out[0..n); out may be NULL for a free). The
  * ticket is used up either way. */
 int vad_wait(vad_client *c, vad_ticket t, void **out);
 
-/* 1 if ticket t's reply is in (vad_wait will not wait for the daemon), 0 if not; no
- * syscall (vad_progress reads). VAD_EINVAL for an unknown ticket. */
+/* 1 if ticket t's reply is in or its connection dropped (vad_wait will not wait, unless it
+ * sends again a request that never left), 0 if not; no syscall (vad_progress reads).
+ * VAD_EINVAL for an unknown ticket. */
 int vad_test(vad_client *c, vad_ticket t);
 
 /* The client's socket, readable when replies may be waiting: watch it with poll/epoll and

@@ -174,6 +174,7 @@ void vad_close(vad_client *c)
 	if (c->sock >= 0)
 		close(c->sock);
 	explicit_bzero(c->resume_secret, sizeof(c->resume_secret));
+	explicit_bzero(c->hello_secret, sizeof(c->hello_secret));
 	libvad_tickets_destroy(c);
 	libvad_transport_destroy(c);
 	libvad_held_destroy(c);

@@ -84,15 +84,29 @@ struct libvad_pending {
 	Vad__Response *resp; /* owned by the waiter once done */
 	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
 	bool wants_fd;	     /* a MapArena call: its reply may carry an fd */
+	bool unsent;	     /* (c->lock) a ticket's frame never left on the connection that dropped
+				(the sender says so): sent again once the session is resumed */
 	struct libvad_fast_reply *fast;	    /* or NULL: where an Alloc/Free reply is decoded
 					       without protobuf-c (resp then points into it) */
 	struct libvad_pending *prev, *next; /* in its bucket */
 };
 
-/* Encoded requests queued for whoever is sending. */
+struct libvad_ticket;
+
+/* Where a ticket's frame starts in an out-queue, so that a send that fails tells which
+ * frames never left (sender.c). */
+struct libvad_outmark {
+	size_t off;		 /* its first byte in the buffer */
+	struct libvad_ticket *k; /* in the slab, never freed before vad_close */
+	uint64_t id;		 /* its request: a ticket used up meanwhile is left alone */
+};
+
+/* Encoded requests queued for whoever is sending, with the marks of ticket frames. */
 struct libvad_outbuf {
 	uint8_t *buf;
 	size_t len, cap;
+	struct libvad_outmark *marks;
+	size_t n_marks, cap_marks;
 };
 
 /* A received fd not yet claimed, with where in the reply stream it came: the bytes
@@ -141,10 +155,12 @@ struct libvad_ticket {
 	size_t *sizes;			       /* the sizes asked: &size, or in batch */
 	uint64_t *batch; /* a batch's lists (offsets, sizes, sizes asked), malloc'd */
 	unsigned flags;
-	/* free */
-	void *ptr;
+	/* free: n offsets of one arena (lists[0], or in batch followed by their records) */
 	struct libvad_arena *owner;
 	struct libvad_held taken; /* its record, dropped at submit (put back if not freed) */
+	uint32_t next_part;	  /* a batch free's next Free (index + 1), 0: none */
+	bool part;		  /* a Free after a batch free's first: no handle of its own */
+	bool default_arena;	  /* alloc: no arena named (the frame says ""), for a resend */
 };
 
 struct vad_client {
@@ -158,14 +174,18 @@ struct vad_client {
 	uint64_t resume_id; /* resume.c: the session's identity and secret (len 0: none) */
 	uint8_t resume_secret[32];
 	size_t resume_secret_len;
+	uint64_t hello_resume_id; /* the last hello's: the new session's, if Resume fails */
+	uint8_t hello_secret[32];
+	size_t hello_secret_len;
 
 	/* reconnecting (resume.c): one thread at a time; conn_gen (c->lock) counts the
 	 * connections, so a thread that saw the old one dead knows another already replaced it */
 	pthread_mutex_t reconnect_lock;
 	uint64_t conn_gen;
-	uint64_t lost_gen;     /* (c->lock) the conn_gen of the connection on which the session
-				  could not be resumed, 0: never; a call from before it reports
-				  VAD_ERESUME too */
+	uint64_t lost_gen;     /* (written under c->lock, atomically: vad_wait reads it without)
+				  the conn_gen of the connection on which the session could not
+				  be resumed, 0: never; a call from before it reports VAD_ERESUME
+				  too */
 	uint32_t reconnect_ms; /* 0: a dropped connection stays dropped */
 	uint32_t protocol_version;
 	bool admin;
@@ -331,6 +351,14 @@ int libvad_alloc_check(vad_client *c, const char *arena, size_t n, const size_t 
 int libvad_take_alloc(vad_client *c, const Vad__AllocReply *ar, const char *name, size_t n,
 		      const size_t *sizes, size_t align, void **out);
 
+/* The most bytes a Free frame of n offsets in an arena named name_len bytes takes. */
+#define LIBVAD_FREE_FRAME_MAX(name_len, n) (VAD_FREE_FRAME_OVERHEAD + (name_len) + 10 * (n))
+
+/* How many of offsets, from the first, fit one Free frame for an arena name of name_len
+ * bytes (at least one): the daemon drops a connection that sends a frame above its
+ * max_frame, and LIBVAD_SAFE_FRAME is the smallest any daemon accepts. */
+size_t libvad_free_chunk(size_t name_len, size_t n, const uint64_t *offsets);
+
 /* The end of a Free of the n ranges whose records were taken out (taken) before it went:
  * err and r are the call's outcome (r freed here, with fast); the records of what was not
  * freed go back to arena a (NULL: not put back). VAD_OK or the recorded failure. */
@@ -346,6 +374,10 @@ bool libvad_wait_fd(int sock, short events, int timeout_ms);
 
 /* Make sock O_NONBLOCK (vad_fd's mode, kept across reconnects); 0 or -1 (errno). */
 int libvad_set_nonblocking(int sock);
+
+/* The call in flight of ticket k that has request id, or NULL if k was used up (and
+ * perhaps reused) since. c->lock held. */
+struct libvad_pending *libvad_ticket_frame(struct libvad_ticket *k, uint64_t id);
 
 /* Free the ticket slab (vad_close). */
 void libvad_tickets_destroy(vad_client *c);

@@ -13,8 +13,6 @@
 #define FRAME_STACK 1024
 /* Ranges up to this many per call keep their lists on the stack. */
 #define STACK_RANGES 64
-/* The most bytes a Free frame of n offsets in an arena named name_len bytes takes. */
-#define FREE_FRAME_MAX(name_len, n) (VAD_FREE_FRAME_OVERHEAD + (name_len) + 10 * (n))
 /* The same for an Alloc frame of n sizes: 4 + 11 (id) + 6 (alloc) + 11 (size) + 11
  * (align) + 6 (name) + 6 (sizes) + 7 (wait_ms) + 10 a size. */
 #define ALLOC_FRAME_MAX(name_len, n) (62u + (name_len) + 10 * (n))
@@ -33,7 +31,7 @@ static int free_offsets(vad_client *c, struct libvad_arena *a, size_t n, const u
 	struct libvad_fast_reply fast = {.cap = 0};
 	uint64_t id = libvad_next_id(c);
 	uint8_t stackbuf[FRAME_STACK];
-	size_t cap = FREE_FRAME_MAX(strlen(a->name), n);
+	size_t cap = LIBVAD_FREE_FRAME_MAX(strlen(a->name), n);
 	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
 	size_t flen = frame ? libvad_fast_free_frame(frame, cap, id, a->name, n, offsets) : 0;
 	Vad__Response *r = NULL;
@@ -82,10 +80,7 @@ int libvad_free_finish(vad_client *c, struct libvad_arena *a, size_t n,
 	return err;
 }
 
-/* How many of offsets, from the first, fit one Free frame for an arena name of name_len
- * bytes (at least one): the daemon drops a connection that sends a frame above its
- * max_frame, and LIBVAD_SAFE_FRAME is the smallest any daemon accepts. */
-static size_t free_chunk(size_t name_len, size_t n, const uint64_t *offsets)
+size_t libvad_free_chunk(size_t name_len, size_t n, const uint64_t *offsets)
 {
 	size_t budget = LIBVAD_SAFE_FRAME - VAD_FREE_FRAME_OVERHEAD - name_len;
 	size_t end = 0, bytes = 0;
@@ -116,7 +111,7 @@ static void give_back(vad_client *c, const char *arena, size_t n, const uint64_t
 		    !libvad_held_has(c, (uintptr_t)(a->base + offsets[i])))
 			back[k++] = offsets[i];
 	for (size_t start = 0; start < k;) {
-		size_t m = free_chunk(name_len, k - start, back + start);
+		size_t m = libvad_free_chunk(name_len, k - start, back + start);
 		Vad__Free f = VAD__FREE__INIT;
 		f.arena = (char *)arena;
 		f.n_offsets = m;
@@ -414,7 +409,7 @@ int vad_free_batch(vad_client *c, size_t n, void *const *ptrs)
 			}
 		}
 		for (size_t start = 0; start < k && err == VAD_OK;) {
-			size_t m = free_chunk(strlen(a->name), k - start, offsets + start);
+			size_t m = libvad_free_chunk(strlen(a->name), k - start, offsets + start);
 			err = free_offsets(c, a, m, offsets + start);
 			start += m;
 		}

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "sender.h"
 #include "transport.h"
 
 #define RECONNECT_DEFAULT_MS 30000u /* the daemon's default resume_grace */
@@ -40,13 +41,19 @@ bool libvad_may_reconnect(vad_client *c, int err)
 
 void libvad_resume_keep(vad_client *c, const Vad__HelloReply *h)
 {
+	/* Every hello's identity is kept aside: if the Resume that follows a reconnect fails,
+	 * the connection goes on as that new session, and a later drop resumes it. */
+	c->hello_secret_len = 0;
+	if (h->resume_secret.len && h->resume_secret.len <= sizeof(c->hello_secret)) {
+		c->hello_resume_id = h->resume_id;
+		memcpy(c->hello_secret, h->resume_secret.data, h->resume_secret.len);
+		c->hello_secret_len = h->resume_secret.len;
+	}
 	if (c->resume_secret_len)
 		return; /* a resumed session keeps its first identity */
-	if (h->resume_secret.len && h->resume_secret.len <= sizeof(c->resume_secret)) {
-		c->resume_id = h->resume_id;
-		memcpy(c->resume_secret, h->resume_secret.data, h->resume_secret.len);
-		c->resume_secret_len = h->resume_secret.len;
-	}
+	c->resume_id = c->hello_resume_id;
+	memcpy(c->resume_secret, c->hello_secret, c->hello_secret_len);
+	c->resume_secret_len = c->hello_secret_len;
 }
 
 static uint64_t now_ms(void)
@@ -92,6 +99,9 @@ static void swap_connection(vad_client *c, int fd)
 		sleep_ms(1);
 		pthread_mutex_lock(&c->lock);
 	}
+	/* What VAD_MORE or other senders left queued never reached the old daemon: its
+	 * tickets send it again once resumed. */
+	libvad_drop_queued_locked(c);
 	if (c->sock >= 0)
 		close(c->sock);
 	if (c->nonblocking)
@@ -141,7 +151,10 @@ static void forget_session(vad_client *c)
 	c->n_arenas = 0;
 	pthread_mutex_unlock(&c->arena_lock);
 	pthread_mutex_unlock(&c->map_lock);
-	c->resume_secret_len = 0;
+	/* The connection goes on as the session its hello made: a later drop resumes that. */
+	c->resume_id = c->hello_resume_id;
+	memcpy(c->resume_secret, c->hello_secret, c->hello_secret_len);
+	c->resume_secret_len = c->hello_secret_len;
 }
 
 int libvad_reconnect(vad_client *c, uint64_t gen)
@@ -182,10 +195,12 @@ int libvad_reconnect(vad_client *c, uint64_t gen)
 		delay = delay * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : delay * 2;
 	}
 	if (err == VAD_ERESUME) {
-		forget_session(c);
+		/* First, so that a ticket answered before the loss and waited for now does not
+		 * take its ranges into the mappings of the new session. */
 		pthread_mutex_lock(&c->lock);
-		c->lost_gen = c->conn_gen;
+		__atomic_store_n(&c->lost_gen, c->conn_gen, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&c->lock);
+		forget_session(c);
 	}
 	reconnecting = NULL;
 	pthread_mutex_unlock(&c->reconnect_lock);

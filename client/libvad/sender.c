@@ -12,8 +12,10 @@
 #include "internal.h"
 #include "sender.h"
 
-static int send_all(vad_client *c, const uint8_t *buf, size_t len)
+/* Send len bytes of buf; *written says how many left before a failure. */
+static int send_all(vad_client *c, const uint8_t *buf, size_t len, size_t *written)
 {
+	*written = 0;
 	while (len > 0) {
 		ssize_t n = send(c->sock, buf, len, MSG_NOSIGNAL);
 		if (n < 0) {
@@ -27,14 +29,47 @@ static int send_all(vad_client *c, const uint8_t *buf, size_t len)
 		}
 		buf += n;
 		len -= (size_t)n;
+		*written += (size_t)n;
 	}
 	return VAD_OK;
 }
 
-/* Append a frame to the out-queue. c->lock held. */
-static int queue_frame(vad_client *c, const uint8_t *frame, size_t len)
+/* The tickets of q's frames that start at byte from or later never left: once the session
+ * is resumed they are sent again. A frame whose first bytes left counts as sent (the
+ * daemon may not have seen it whole, but the caller is told: VAD_EINTERRUPTED). c->lock
+ * held. */
+static void mark_unsent(struct libvad_outbuf *q, size_t from)
+{
+	for (size_t i = 0; i < q->n_marks; i++) {
+		if (q->marks[i].off < from)
+			continue;
+		struct libvad_pending *p = libvad_ticket_frame(q->marks[i].k, q->marks[i].id);
+		if (p)
+			p->unsent = true;
+	}
+}
+
+/* Empty q, whose frames from byte from on never left (c->lock held). */
+static void drop_from(struct libvad_outbuf *q, size_t from)
+{
+	mark_unsent(q, from);
+	q->len = 0;
+	q->n_marks = 0;
+}
+
+/* Append a frame (of ticket k, or NULL) to the out-queue. c->lock held. */
+static int queue_frame(vad_client *c, const uint8_t *frame, size_t len, struct libvad_ticket *k,
+		       uint64_t id)
 {
 	struct libvad_outbuf *q = &c->outq;
+	if (k && q->n_marks == q->cap_marks) {
+		size_t cap = q->cap_marks ? q->cap_marks * 2 : 16;
+		struct libvad_outmark *m = realloc(q->marks, cap * sizeof(*m));
+		if (!m)
+			return VAD_ENOMEM;
+		q->marks = m;
+		q->cap_marks = cap;
+	}
 	if (q->cap - q->len < len) {
 		size_t cap = q->cap ? q->cap : 4096;
 		while (cap - q->len < len)
@@ -45,6 +80,8 @@ static int queue_frame(vad_client *c, const uint8_t *frame, size_t len)
 		q->buf = b;
 		q->cap = cap;
 	}
+	if (k)
+		q->marks[q->n_marks++] = (struct libvad_outmark){q->len, k, id};
 	memcpy(q->buf + q->len, frame, len);
 	q->len += len;
 	return VAD_OK;
@@ -67,49 +104,66 @@ void libvad_flush_queue_locked(vad_client *c)
 		c->outq = c->outfly;
 		c->outfly = fly;
 		pthread_mutex_unlock(&c->lock);
-		int err = send_all(c, fly.buf, fly.len);
+		size_t written;
+		int err = send_all(c, fly.buf, fly.len, &written);
 		pthread_mutex_lock(&c->lock);
-		c->outfly.len = 0;
-		if (c->outfly.cap > LIBVAD_OUTQ_KEEP) {
-			free(c->outfly.buf);
-			c->outfly = (struct libvad_outbuf){NULL, 0, 0};
-		}
 		if (err != VAD_OK) {
+			mark_unsent(&c->outfly, written);
 			send_failed_locked(c, err);
 			/* Nothing more goes through; the waiters of what is queued learn it from
 			 * the reader (end of stream) or have been failed already. */
-			c->outq.len = 0;
+			drop_from(&c->outq, 0);
+		}
+		c->outfly.len = 0;
+		c->outfly.n_marks = 0;
+		if (c->outfly.cap > LIBVAD_OUTQ_KEEP) {
+			free(c->outfly.buf);
+			c->outfly.buf = NULL;
+			c->outfly.cap = 0;
 		}
 	}
-	c->outq.len = 0; /* a dead connection sends nothing more */
+	drop_from(&c->outq, 0); /* a dead connection sends nothing more */
 	c->sending = false;
 }
 
-int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err)
+/* Send frame (of ticket k, or NULL) now, or queue it behind the thread that is sending;
+ * libvad_send_locked's contract. */
+static int send_or_queue(vad_client *c, const uint8_t *frame, size_t len, int *own_err,
+			 struct libvad_ticket *k, uint64_t id)
 {
 	if (c->sending)
-		return queue_frame(c, frame, len);
+		return queue_frame(c, frame, len, k, id);
 	c->sending = true;
 	pthread_mutex_unlock(&c->lock);
-	int err = send_all(c, frame, len);
+	size_t written;
+	int err = send_all(c, frame, len, &written);
 	pthread_mutex_lock(&c->lock);
 	if (err != VAD_OK) {
 		send_failed_locked(c, err);
 		/* The caller learns the local cause, not the connection's; a hang-up before its
 		 * whole frame left means the daemon never did the call (resume.c retries it). */
 		*own_err = err == VAD_EGONE ? LIBVAD_UNSENT : err;
+		struct libvad_pending *p = k && written == 0 ? libvad_ticket_frame(k, id) : NULL;
+		if (p)
+			p->unsent = true;
 	}
 	libvad_flush_queue_locked(c);
 	return VAD_OK;
 }
 
-int libvad_submit_locked(vad_client *c, const uint8_t *frame, size_t len, bool more)
+int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err)
+{
+	return send_or_queue(c, frame, len, own_err, NULL, 0);
+}
+
+int libvad_submit_locked(vad_client *c, const uint8_t *frame, size_t len, bool more,
+			 struct libvad_ticket *k, uint64_t id)
 {
 	if (!more && !c->sending && c->outq.len == 0) {
 		int own_err = VAD_OK; /* a hang-up shows as the end of the stream to the reader */
-		return libvad_send_locked(c, frame, len, &own_err);
+		return send_or_queue(c, frame, len, &own_err, k, id);
 	}
-	int err = queue_frame(c, frame, len);
+	int err = queue_frame(c, frame, len, k, id);
 	if (err != VAD_OK || more || c->sending)
 		return err;
 	/* This frame behind those held back with VAD_MORE: all in one send. */
@@ -126,9 +180,16 @@ void libvad_send_queued_locked(vad_client *c)
 	libvad_flush_queue_locked(c);
 }
 
+void libvad_drop_queued_locked(vad_client *c)
+{
+	drop_from(&c->outq, 0);
+}
+
 void libvad_sender_destroy(vad_client *c)
 {
 	free(c->outq.buf);
 	free(c->outfly.buf);
-	c->outq = c->outfly = (struct libvad_outbuf){NULL, 0, 0};
+	free(c->outq.marks);
+	free(c->outfly.marks);
+	c->outq = c->outfly = (struct libvad_outbuf){NULL, 0, 0, NULL, 0, 0};
 }

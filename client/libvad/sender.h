@@ -21,15 +21,21 @@ int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own
  * queued meanwhile, until nothing is left; then give up the role. */
 void libvad_flush_queue_locked(vad_client *c);
 
-/* With c->lock held: a submitted request's frame. With more, only queued (sent by the next
- * send); else sent now with whatever is queued, in one send, or queued behind the thread
- * that is sending. VAD_ENOMEM when it could not be queued, else VAD_OK (a failed send
- * fails the calls in flight through the reader, as for blocking calls). */
-int libvad_submit_locked(vad_client *c, const uint8_t *frame, size_t len, bool more);
+/* With c->lock held: the frame of ticket k's request id. With more, only queued (sent by
+ * the next send); else sent now with whatever is queued, in one send, or queued behind the
+ * thread that is sending. VAD_ENOMEM when it could not be queued, else VAD_OK (a failed send
+ * fails the calls in flight through the reader, as for blocking calls, and marks the
+ * request unsent if its frame never left). */
+int libvad_submit_locked(vad_client *c, const uint8_t *frame, size_t len, bool more,
+			 struct libvad_ticket *k, uint64_t id);
 
 /* With c->lock held: send what VAD_MORE left queued, unless another thread is sending (it
  * sends the queue before it stops). */
 void libvad_send_queued_locked(vad_client *c);
+
+/* With c->lock held, the connection dead and nobody sending: empty the out-queue, marking
+ * its tickets' requests unsent (resume.c, before the connection is replaced). */
+void libvad_drop_queued_locked(vad_client *c);
 
 /* Free the out-queue's buffers. */
 void libvad_sender_destroy(vad_client *c);

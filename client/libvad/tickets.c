@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +38,23 @@ static struct libvad_ticket *slot_at(vad_client *c, uint32_t index)
 static vad_ticket handle_of(const struct libvad_ticket *k, uint32_t index)
 {
 	return ((uint64_t)k->gen << 32) | (index + 1);
+}
+
+/* The next Free of a batch free after k, or NULL. */
+static struct libvad_ticket *next_part(vad_client *c, const struct libvad_ticket *k)
+{
+	return k->next_part ? slot_at(c, k->next_part - 1) : NULL;
+}
+
+/* A free ticket's offsets, and the records taken out for them (one range: in the ticket). */
+static uint64_t *free_offsets_of(struct libvad_ticket *k)
+{
+	return k->n > 1 ? k->batch : k->lists;
+}
+
+static struct libvad_held *free_taken_of(struct libvad_ticket *k)
+{
+	return k->n > 1 ? (struct libvad_held *)(k->batch + k->n) : &k->taken;
 }
 
 /* An unused ticket for n ranges, growing the slab by a chunk when none is left; NULL with
@@ -80,6 +98,8 @@ static void ticket_put(vad_client *c, struct libvad_ticket *k, uint32_t index)
 {
 	k->kind = LIBVAD_TICKET_UNUSED;
 	k->claimed = false;
+	k->part = false;
+	k->next_part = 0;
 	free(k->batch);
 	k->batch = NULL;
 	k->gen++;
@@ -103,7 +123,7 @@ static struct libvad_ticket *ticket_find(vad_client *c, vad_ticket t, const char
 	}
 	*index = low - 1;
 	struct libvad_ticket *k = slot_at(c, *index);
-	if (k->kind == LIBVAD_TICKET_UNUSED || k->gen != (uint32_t)(t >> 32)) {
+	if (k->kind == LIBVAD_TICKET_UNUSED || k->gen != (uint32_t)(t >> 32) || k->part) {
 		libvad_failf(c, VAD_EINVAL,
 			     "%s: ticket %#llx is not in flight on this client (waited for "
 			     "already, or another client's)",
@@ -118,18 +138,33 @@ static struct libvad_ticket *ticket_find(vad_client *c, vad_ticket t, const char
 	return k;
 }
 
+struct libvad_pending *libvad_ticket_frame(struct libvad_ticket *k, uint64_t id)
+{
+	return k->kind != LIBVAD_TICKET_UNUSED && k->p.id == id ? &k->p : NULL;
+}
+
+/* Put ticket k's request (frame) in flight on the connection now up: into the table, then
+ * out (or queued with more). c->lock held. VAD_OK, or VAD_ENOMEM (k out of the table). */
+static int send_request_locked(vad_client *c, struct libvad_ticket *k, const uint8_t *frame,
+			       size_t flen, bool more)
+{
+	k->p = (struct libvad_pending){.id = k->p.id, .fd = -1, .fast = &k->fast};
+	k->conn_gen = c->conn_gen;
+	libvad_pending_add(c, &k->p);
+	int err = libvad_submit_locked(c, frame, flen, more, k, k->p.id);
+	if (err != VAD_OK)
+		libvad_pending_remove(c, &k->p);
+	return err;
+}
+
 /* Send frame as the request of ticket k (index): into the table, then out (or queued with
  * more). c->lock held on entry and return. VAD_OK with *t set, or the error (recorded),
  * the ticket given back. */
 static int submit_locked(vad_client *c, struct libvad_ticket *k, uint32_t index,
 			 const uint8_t *frame, size_t flen, bool more, vad_ticket *t)
 {
-	k->p = (struct libvad_pending){.id = k->p.id, .fd = -1, .fast = &k->fast};
-	k->conn_gen = c->conn_gen;
-	libvad_pending_add(c, &k->p);
-	int err = libvad_submit_locked(c, frame, flen, more);
+	int err = send_request_locked(c, k, frame, flen, more);
 	if (err != VAD_OK) {
-		libvad_pending_remove(c, &k->p);
 		ticket_put(c, k, index);
 		return libvad_fail(c, err, NULL);
 	}
@@ -222,6 +257,7 @@ static int alloc_submit(vad_client *c, const char *fn, const char *arena, size_t
 	}
 	k->kind = LIBVAD_TICKET_ALLOC;
 	k->p.id = id;
+	k->default_arena = wire_arena[0] == '\0';
 	k->batch = batch;
 	uint64_t *lists = batch ? batch : k->lists;
 	k->sizes = batch ? (size_t *)(batch + 2 * n) : &k->size;
@@ -288,7 +324,7 @@ int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t)
 	k->kind = LIBVAD_TICKET_FREE;
 	k->p.id = id;
 	k->fast = (struct libvad_fast_reply){.cap = 0};
-	k->ptr = ptr;
+	k->lists[0] = off;
 	k->owner = a;
 	/* Its record goes before the request does (see free_offsets in ranges.c). */
 	libvad_held_take_many(c, a, 1, &off, &k->taken);
@@ -299,38 +335,293 @@ int vad_free_submit(vad_client *c, void *ptr, unsigned flags, vad_ticket *t)
 	return err;
 }
 
-/* The result of answered ticket k (out of the table, claimed): what a blocking call would
- * return. Without c->lock. */
-static int ticket_result(vad_client *c, struct libvad_ticket *k, void **out)
+/* One Free of a batch free: n offsets of arena a from first in the grouped list, its
+ * frame at frame_off in the frames' buffer. */
+struct free_part {
+	struct libvad_arena *a;
+	size_t first, n;
+	size_t frame_off, flen;
+	uint64_t id;
+	uint32_t index; /* its ticket */
+};
+
+/* The Frees of a batch free (c->lock held, the connection up): a ticket each, chained from
+ * the first, all or none. VAD_OK, or VAD_EQUOTA / VAD_ENOMEM with nothing taken. */
+static int take_parts_locked(vad_client *c, size_t n, struct free_part *parts, size_t nparts,
+			     const uint64_t *offsets)
 {
-	int err = k->p.err;
+	if (n > VAD_TICKETS_MAX - c->tickets_out)
+		return VAD_EQUOTA;
+	int err = VAD_OK;
+	size_t got = 0;
+	for (; got < nparts; got++) {
+		struct free_part *fp = &parts[got];
+		struct libvad_ticket *k = ticket_get(c, fp->n, &fp->index, &err);
+		if (!k)
+			break;
+		k->kind = LIBVAD_TICKET_FREE;
+		k->batch = NULL;
+		if (fp->n > 1 &&
+		    !(k->batch = malloc(fp->n * (sizeof(uint64_t) + sizeof(struct libvad_held))))) {
+			err = VAD_ENOMEM;
+			ticket_put(c, k, fp->index);
+			break;
+		}
+		k->p.id = fp->id;
+		k->fast = (struct libvad_fast_reply){.cap = 0};
+		k->owner = fp->a;
+		k->part = got > 0;
+		k->next_part = 0;
+		memcpy(free_offsets_of(k), offsets + fp->first, fp->n * sizeof(*offsets));
+		if (got > 0)
+			slot_at(c, parts[got - 1].index)->next_part = fp->index + 1;
+	}
+	if (got == nparts)
+		return VAD_OK;
+	while (got-- > 0)
+		ticket_put(c, slot_at(c, parts[got].index), parts[got].index);
+	return err;
+}
+
+/* Send the Frees of a batch free whose tickets are taken (c->lock held): their records
+ * dropped first, as for vad_free_submit. VAD_OK once the first is in flight (a later one
+ * that could not be queued fails alone, with VAD_ENOMEM, its records back), or the error
+ * with nothing sent and the tickets given back. */
+static int send_parts_locked(vad_client *c, struct free_part *parts, size_t nparts,
+			     const uint8_t *frames, bool more)
+{
+	for (size_t i = 0; i < nparts; i++) {
+		struct libvad_ticket *k = slot_at(c, parts[i].index);
+		libvad_held_take_many(c, k->owner, k->n, free_offsets_of(k), free_taken_of(k));
+	}
+	for (size_t i = 0; i < nparts; i++) {
+		struct libvad_ticket *k = slot_at(c, parts[i].index);
+		int err = send_request_locked(c, k, frames + parts[i].frame_off, parts[i].flen,
+					      more || i + 1 < nparts);
+		if (err == VAD_OK)
+			continue;
+		if (i == 0) {
+			for (size_t j = 0; j < nparts; j++) {
+				struct libvad_ticket *q = slot_at(c, parts[j].index);
+				const struct libvad_held *taken = free_taken_of(q);
+				for (size_t r = 0; r < q->n; r++)
+					if (taken[r].refs > 0)
+						libvad_held_add(c, q->owner, taken[r].offset,
+								taken[r].size);
+				ticket_put(c, q, parts[j].index);
+			}
+			return err;
+		}
+		for (size_t j = i; j < nparts; j++) {
+			/* Answered here: vad_wait puts its records back and reports it. */
+			struct libvad_ticket *q = slot_at(c, parts[j].index);
+			q->p = (struct libvad_pending){.id = q->p.id, .fd = -1, .fast = &q->fast};
+			q->p.err = err;
+			__atomic_store_n(&q->p.state, LIBVAD_DONE, __ATOMIC_RELEASE);
+		}
+		break;
+	}
+	return VAD_OK;
+}
+
+int vad_free_batch_submit(vad_client *c, size_t n, void *const *ptrs, unsigned flags, vad_ticket *t)
+{
+	static const char fn[] = "vad_free_batch_submit";
+	if (!c || !ptrs || !t)
+		return libvad_failf(c, VAD_EINVAL, "%s: client, ptrs or t is NULL", fn);
+	if (flags & ~VAD_MORE)
+		return libvad_failf(c, VAD_EINVAL, "%s: unknown flags 0x%x (known: VAD_MORE)", fn,
+				    flags & ~VAD_MORE);
+	if (n == 0)
+		return libvad_failf(c, VAD_EINVAL, "%s: a ticket of no range (n is 0)", fn);
+	if (n > VAD_TICKETS_MAX)
+		return libvad_failf(c, VAD_EQUOTA,
+				    "%s: %zu ranges in one ticket, more than VAD_TICKETS_MAX (%u) "
+				    "in flight",
+				    fn, n, (unsigned)VAD_TICKETS_MAX);
+	/* The lists in one block: each pointer's arena, whether it is grouped yet, the
+	 * offsets grouped per arena, the Frees. */
+	size_t block = n * (sizeof(struct libvad_arena *) + sizeof(uint64_t) +
+			    sizeof(struct free_part) + sizeof(bool));
+	uint8_t *mem = malloc(block);
+	if (!mem)
+		return libvad_fail(c, VAD_ENOMEM, NULL);
+	struct libvad_arena **owner = (struct libvad_arena **)mem;
+	uint64_t *offsets = (uint64_t *)(owner + n);
+	struct free_part *parts = (struct free_part *)(offsets + n);
+	bool *grouped = (bool *)(parts + n);
+	uint8_t *frames = NULL;
+	int err = VAD_OK;
+	/* Every pointer is checked before anything is sent, as vad_free_batch does. */
+	for (size_t i = 0; i < n && err == VAD_OK; i++) {
+		grouped[i] = false;
+		owner[i] = libvad_arena_find(c, ptrs[i]);
+		if (!owner[i])
+			err = libvad_failf(
+			    c, VAD_ENOTHELD,
+			    "pointer %zu of the batch is not inside any mapped arena", i);
+		else if (strlen(owner[i]->name) > LIBVAD_FAST_ARENA_MAX)
+			err =
+			    libvad_failf(c, VAD_EINVAL, "%s: arena names are at most %u bytes here",
+					 fn, LIBVAD_FAST_ARENA_MAX);
+	}
+	if (err != VAD_OK)
+		goto out;
+	/* The Frees vad_free_batch sends: one per arena in order of first appearance, split so
+	 * that no frame exceeds the smallest max_frame any daemon accepts. */
+	size_t nparts = 0, k = 0, bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (grouped[i])
+			continue;
+		struct libvad_arena *a = owner[i];
+		size_t start = k;
+		for (size_t j = i; j < n; j++)
+			if (owner[j] == a) {
+				offsets[k++] = (uint64_t)((uint8_t *)ptrs[j] - a->base);
+				grouped[j] = true;
+			}
+		size_t name_len = strlen(a->name);
+		while (start < k) {
+			size_t m = libvad_free_chunk(name_len, k - start, offsets + start);
+			parts[nparts] =
+			    (struct free_part){.a = a, .first = start, .n = m, .frame_off = bytes};
+			bytes += LIBVAD_FREE_FRAME_MAX(name_len, m);
+			nparts++;
+			start += m;
+		}
+	}
+	if (!(frames = malloc(bytes))) {
+		err = libvad_fail(c, VAD_ENOMEM, NULL);
+		goto out;
+	}
+	for (size_t i = 0; i < nparts; i++) {
+		struct free_part *fp = &parts[i];
+		fp->id = libvad_next_id(c);
+		fp->flen = libvad_fast_free_frame(frames + fp->frame_off,
+						  LIBVAD_FREE_FRAME_MAX(strlen(fp->a->name), fp->n),
+						  fp->id, fp->a->name, fp->n, offsets + fp->first);
+		if (!fp->flen) {
+			err = libvad_failf(c, VAD_EINVAL, "%s: the request does not encode", fn);
+			goto out;
+		}
+	}
+	pthread_mutex_lock(&c->lock);
+	if ((err = connection_up_locked(c)) != VAD_OK)
+		goto out; /* c->lock released */
+	err = take_parts_locked(c, n, parts, nparts, offsets);
+	if (err == VAD_OK)
+		err = send_parts_locked(c, parts, nparts, frames, flags & VAD_MORE);
+	if (err == VAD_OK)
+		*t = handle_of(slot_at(c, parts[0].index), parts[0].index);
+	unsigned out_now = c->tickets_out;
+	pthread_mutex_unlock(&c->lock);
+	if (err == VAD_EQUOTA)
+		err = libvad_failf(c, VAD_EQUOTA,
+				   "%s: %u ranges are in flight on this client (VAD_TICKETS_MAX): "
+				   "vad_wait for some first",
+				   fn, out_now);
+	else if (err != VAD_OK)
+		err = libvad_fail(c, err, NULL);
+out:
+	free(frames);
+	free(mem);
+	return err;
+}
+
+/* Send ticket k's request again, with its id, on the connection that replaced the one its
+ * frame never left on: the daemon never saw it. c->lock held, the connection up. */
+static int resend_locked(vad_client *c, struct libvad_ticket *k)
+{
+	uint8_t stackbuf[ALLOC1_FRAME_MAX + 10 * 64];
+	size_t cap = k->kind == LIBVAD_TICKET_ALLOC
+			 ? ALLOC1_FRAME_MAX + 10 * k->n
+			 : LIBVAD_FREE_FRAME_MAX(strlen(k->owner->name), k->n);
+	uint8_t *frame = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
+	if (!frame)
+		return VAD_ENOMEM;
+	size_t flen;
+	if (k->kind == LIBVAD_TICKET_ALLOC) {
+		uint64_t *lists = k->batch ? k->batch : k->lists;
+		k->fast = (struct libvad_fast_reply){
+		    .offsets = lists, .sizes = lists + k->n, .cap = k->n};
+		flen =
+		    libvad_fast_alloc_frame(frame, cap, k->p.id, k->default_arena ? "" : k->arena,
+					    k->align, k->n, k->sizes, 0);
+	} else {
+		k->fast = (struct libvad_fast_reply){.cap = 0};
+		flen = libvad_fast_free_frame(frame, cap, k->p.id, k->owner->name, k->n,
+					      free_offsets_of(k));
+	}
+	/* It encoded at submit, from the same values. */
+	int err = flen ? send_request_locked(c, k, frame, flen, false) : VAD_EINVAL;
+	if (frame != stackbuf)
+		free(frame);
+	return err;
+}
+
+/* Wait for claimed ticket k's reply (c->lock held; returns without it): VAD_OK with the
+ * reply in k->p, or the error. A dropped connection reconnects as a blocking call does: a
+ * request that was sent reports VAD_EINTERRUPTED (perhaps done, the reply lost: the caller
+ * decides), one whose frame never left is sent again once the session is resumed. */
+static int ticket_outcome(vad_client *c, struct libvad_ticket *k)
+{
+	for (;;) {
+		libvad_wait_reply(c, &k->p); /* returns without c->lock */
+		int err = k->p.err;
+		if (err != VAD_EGONE)
+			return err;
+		pthread_mutex_lock(&c->lock);
+		bool may = libvad_may_reconnect(c, err);
+		pthread_mutex_unlock(&c->lock);
+		if (!may)
+			return err;
+		/* Replacing the connection waits for its sender: by then the marks are set. */
+		err = libvad_reconnect(c, k->conn_gen);
+		if (err != VAD_OK)
+			return err;
+		pthread_mutex_lock(&c->lock);
+		if (!k->p.unsent) {
+			pthread_mutex_unlock(&c->lock);
+			return VAD_EINTERRUPTED;
+		}
+		if ((err = connection_up_locked(c)) != VAD_OK)
+			return err; /* c->lock released */
+		if ((err = resend_locked(c, k)) != VAD_OK) {
+			pthread_mutex_unlock(&c->lock);
+			return libvad_fail(c, err, "vad_wait: the request could not be sent again");
+		}
+	}
+}
+
+/* The result of claimed ticket k whose wait ended with err (ticket_outcome): what a
+ * blocking call would return. Without c->lock. */
+static int ticket_result(vad_client *c, struct libvad_ticket *k, int err, void **out)
+{
 	Vad__Response *r = k->p.resp;
 	if (k->p.fd >= 0)
 		close(
 		    k->p.fd); /* never asked for: the reader gives none to a call that is no map */
+	if (err != VAD_ERESUME && __atomic_load_n(&c->lost_gen, __ATOMIC_ACQUIRE) > k->conn_gen) {
+		/* Answered (or failed) for a session lost since: its ranges went with it, and
+		 * must not become this client's in the new session's mappings. */
+		err = libvad_failf(c, VAD_ERESUME,
+				   "vad_wait: the daemon at %s restarted without this client's "
+				   "session after this ticket's request: every range this client "
+				   "held is lost",
+				   c->socket_path);
+	}
 	if (err != VAD_OK) {
 		libvad_reply_free(r, &k->fast);
 		r = NULL;
-		if (err == VAD_EGONE) {
-			pthread_mutex_lock(&c->lock);
-			bool may = libvad_may_reconnect(c, err);
-			pthread_mutex_unlock(&c->lock);
-			if (may) {
-				/* Sent, perhaps done by the daemon, the reply lost: the caller
-				 * decides, as for a blocking call. */
-				int rerr = libvad_reconnect(c, k->conn_gen);
-				err = rerr == VAD_OK ? VAD_EINTERRUPTED : rerr;
-			}
-		}
 	}
 	if (k->kind == LIBVAD_TICKET_FREE) {
-		/* The record goes back unless the daemon freed the range, into its arena as
-		 * mapped now (a session lost on reconnect took the mappings' records along). */
-		struct libvad_arena *a = libvad_arena_find(c, k->ptr);
-		if (err == VAD_ERESUME || a != k->owner)
-			a = NULL;
-		return libvad_free_finish(c, a, 1, &k->taken, err, r, &k->fast);
+		/* The records go back unless the daemon freed the ranges, but not into an arena
+		 * of a lost session (retired: its records went with it). */
+		struct libvad_arena *a = err == VAD_ERESUME ? NULL : k->owner;
+		return libvad_free_finish(c, a, k->n, free_taken_of(k), err, r, &k->fast);
 	}
+	if (err == VAD_ERESUME)
+		return err; /* recorded with its sentence */
 	if (err != VAD_OK)
 		return libvad_fail(c, err, libvad_dead_message(c));
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_ALLOC);
@@ -340,6 +631,32 @@ static int ticket_result(vad_client *c, struct libvad_ticket *k, void **out)
 	if (err == VAD_OK && (k->flags & VAD_POPULATE))
 		err = libvad_populate(c, k->n, k->sizes, out);
 	return err;
+}
+
+/* vad_wait of a batch free of several Frees, k the first (claimed), c->lock held: each in
+ * order, the first failure the result (with its sentence), the records of every range not
+ * freed back. Returns without c->lock. */
+static int wait_parts(vad_client *c, struct libvad_ticket *k, uint32_t index)
+{
+	int first = VAD_OK;
+	char why[256] = "";
+	for (struct libvad_ticket *part = k; part; part = next_part(c, part)) {
+		int err = ticket_outcome(c, part); /* returns without c->lock */
+		err = ticket_result(c, part, err, NULL);
+		if (err != VAD_OK && first == VAD_OK) {
+			first = err;
+			snprintf(why, sizeof(why), "%s", vad_last_error(c));
+		}
+		pthread_mutex_lock(&c->lock);
+	}
+	for (uint32_t i = index + 1; i != 0;) {
+		struct libvad_ticket *part = slot_at(c, i - 1);
+		uint32_t next = part->next_part;
+		ticket_put(c, part, i - 1);
+		i = next;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return first == VAD_OK ? VAD_OK : libvad_fail(c, first, why);
 }
 
 int vad_wait(vad_client *c, vad_ticket t, void **out)
@@ -360,8 +677,10 @@ int vad_wait(vad_client *c, vad_ticket t, void **out)
 	}
 	k->claimed = true;
 	libvad_send_queued_locked(c);
-	libvad_wait_reply(c, &k->p); /* returns without c->lock */
-	int err = ticket_result(c, k, out);
+	if (k->next_part)
+		return wait_parts(c, k, index);
+	int err = ticket_outcome(c, k); /* returns without c->lock */
+	err = ticket_result(c, k, err, out);
 	pthread_mutex_lock(&c->lock);
 	ticket_put(c, k, index);
 	pthread_mutex_unlock(&c->lock);
@@ -386,7 +705,9 @@ int vad_test(vad_client *c, vad_ticket t)
 	pthread_mutex_lock(&c->lock);
 	uint32_t index;
 	struct libvad_ticket *k = ticket_find(c, t, "vad_test", &index);
-	int done = k ? libvad_pending_done(&k->p) : VAD_EINVAL;
+	int done = k ? 1 : VAD_EINVAL;
+	for (; k && done; k = next_part(c, k))
+		done = libvad_pending_done(&k->p);
 	pthread_mutex_unlock(&c->lock);
 	return done;
 }

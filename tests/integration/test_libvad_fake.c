@@ -12,6 +12,13 @@
  * claims success without freeing; and it dies in every state (mid-reply, mid-fd, between
  * calls, under many threads), which must leave no crash and no fd behind; tickets of
  * pipelined calls meet the same lies.
+ *
+ * A resumable fake (hello gives a secret, Resume takes a departed connection's holds, as
+ * across a restart; it counts the frames of every request id) shows tickets across a cut:
+ * one whose frame never left is sent again once and completes, one sent is interrupted, a
+ * send cut in its middle splits them at the cut, a batch free's Frees likewise; and a
+ * session the fake refuses to resume: every ticket from before it VAD_ERESUME, the arenas
+ * retired and mapped anew, the new session resumable in its turn.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -25,8 +32,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <dirent.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -44,6 +53,8 @@
 #define MANY_CLIENTS 5000
 #define MAX_HOLDS    4096
 #define MAX_CONNS    64
+#define MAX_IDS	     8192				/* request ids the fake counts frames of */
+#define FAKE_SECRET  "fake-resume-secret-0123456789abc" /* 32 bytes */
 
 /* ---- the fake daemon ------------------------------------------------------------------ */
 
@@ -73,6 +84,8 @@ enum trick {
 	TRICK_DIE_AFTER_HEADER, /* any: the frame's length only, then hang up */
 	TRICK_WALK_OWNER,	/* walk: one busy block filling the arena, owner "fake-owner" */
 	TRICK_WALK_LONG_OWNER,	/* walk: the same with an owner name of 300 bytes */
+	TRICK_HANG_UP,		/* any: read it, answer nothing, hang up */
+	TRICK_STALL,		/* any: read it, read nothing more until released, hang up */
 };
 
 #define FLOOD_FDS 64
@@ -108,6 +121,14 @@ struct fake {
 	struct hold token_range[16];
 	size_t n_tokens;
 	int live_conns;
+	/* Resume (like a daemon restart): with resumable, hello gives a secret and a departed
+	 * connection's holds wait for a Resume of its session; refuse_resume answers ERESUME. */
+	bool resumable, refuse_resume;
+	int session_of[MAX_CONNS]; /* the session a connection speaks for (resume id - 1) */
+	bool departed[MAX_CONNS];
+	pthread_cond_t departure;
+	unsigned frames[MAX_IDS]; /* requests received per request id, over every connection */
+	bool stalled, released;	  /* TRICK_STALL: a connection stopped reading; let it go */
 	int conn_fds[MAX_CONNS];
 	pthread_t conn_threads[MAX_CONNS];
 	int n_conns;
@@ -201,6 +222,7 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 	/* scratch holds every sub-message this reply needs (one request at a time). */
 	struct {
 		Vad__HelloReply hello;
+		Vad__ResumeReply resume;
 		Vad__AllocReply alloc;
 		uint64_t offs[1024], sizes[1024];
 		Vad__FreeReply free;
@@ -226,6 +248,17 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 	} *s = scratch;
 	r->id = q->id;
 	int fd = -1;
+	if (t == TRICK_HANG_UP)
+		return -2;
+	if (t == TRICK_STALL) {
+		pthread_mutex_lock(&f->lock);
+		f->stalled = true;
+		pthread_cond_broadcast(&f->departure);
+		while (!f->released)
+			pthread_cond_wait(&f->departure, &f->lock);
+		pthread_mutex_unlock(&f->lock);
+		return -2;
+	}
 	pthread_mutex_lock(&f->lock);
 	switch (q->op_case) {
 	case VAD__REQUEST__OP_HELLO:
@@ -235,9 +268,37 @@ static int answer(struct fake *f, int conn, const Vad__Request *q, Vad__Response
 		s->hello.session_id = (uint64_t)conn + 100;
 		s->hello.default_arena = "default";
 		s->hello.admin = 1;
+		if (f->resumable) {
+			s->hello.resume_id = (uint64_t)f->session_of[conn] + 1;
+			s->hello.resume_secret.data = (uint8_t *)FAKE_SECRET;
+			s->hello.resume_secret.len = strlen(FAKE_SECRET);
+		}
 		r->result_case = VAD__RESPONSE__RESULT_HELLO;
 		r->hello = &s->hello;
 		break;
+	case VAD__REQUEST__OP_RESUME: {
+		uint64_t rid = q->resume->resume_id;
+		if (f->refuse_resume || !f->resumable || rid == 0 || rid > MAX_CONNS ||
+		    q->resume->secret.len != strlen(FAKE_SECRET) ||
+		    memcmp(q->resume->secret.data, FAKE_SECRET, strlen(FAKE_SECRET)) != 0) {
+			set_error(r, VAD__ERROR__ERESUME, "fake: no such session to resume");
+			break;
+		}
+		int sess = (int)rid - 1;
+		/* The session's old connections first finish leaving, then their holds are
+		 * this connection's. */
+		for (int k = 0; k < f->n_conns; k++)
+			while (k != conn && f->session_of[k] == sess && !f->departed[k])
+				pthread_cond_wait(&f->departure, &f->lock);
+		for (size_t k = 0; k < f->n_holds; k++)
+			if (f->holds[k].conn != conn && f->session_of[f->holds[k].conn] == sess)
+				f->holds[k].conn = conn;
+		f->session_of[conn] = sess;
+		vad__resume_reply__init(&s->resume);
+		r->result_case = VAD__RESPONSE__RESULT_RESUME;
+		r->resume = &s->resume;
+		break;
+	}
 	case VAD__REQUEST__OP_ALLOC: {
 		Vad__Alloc *a = q->alloc;
 		size_t n = a->n_sizes ? a->n_sizes : 1;
@@ -627,6 +688,11 @@ static void *serve(void *arg)
 			reqs[nreq] =
 			    vad__request__unpack(NULL, plen, rbuf + off + VAD_FRAME_HEADER);
 			off += VAD_FRAME_HEADER + plen;
+			if (reqs[nreq] && reqs[nreq]->id < MAX_IDS) {
+				pthread_mutex_lock(&f->lock);
+				f->frames[reqs[nreq]->id]++;
+				pthread_mutex_unlock(&f->lock);
+			}
 			if (reqs[nreq])
 				nreq++;
 		}
@@ -662,15 +728,19 @@ static void *serve(void *arg)
 			break;
 	}
 	pthread_mutex_lock(&f->lock);
-	/* Like the daemon: a departing session drops everything it holds. */
-	for (size_t k = 0; k < f->n_holds;)
+	/* Like the daemon: a departing session drops everything it holds (a resumable one
+	 * keeps it for its Resume, as across a restart). */
+	for (size_t k = 0; k < f->n_holds && !f->resumable;)
 		if (f->holds[k].conn == ca->id)
 			f->holds[k] = f->holds[--f->n_holds];
 		else
 			k++;
 	f->live_conns--;
-	pthread_mutex_unlock(&f->lock);
+	/* Departed once nothing more goes through: a send to it fails from now on. */
 	shutdown(ca->fd, SHUT_RDWR);
+	f->departed[ca->id] = true;
+	pthread_cond_broadcast(&f->departure);
+	pthread_mutex_unlock(&f->lock);
 	free(ca);
 	return NULL;
 }
@@ -691,6 +761,7 @@ static void *accept_loop(void *arg)
 			continue;
 		}
 		*ca = (struct conn_arg){f, fd, f->n_conns};
+		f->session_of[f->n_conns] = f->n_conns;
 		f->conn_fds[f->n_conns] = fd;
 		f->live_conns++;
 		pthread_create(&f->conn_threads[f->n_conns], NULL, serve, ca);
@@ -705,6 +776,7 @@ static struct fake *fake_start(uint32_t hello_version)
 	assert_non_null(f);
 	f->hello_version = hello_version;
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->departure, NULL);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/libvad-fake-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/vad.sock", f->dir);
@@ -752,6 +824,7 @@ static void fake_stop(struct fake *f)
 	unlink(f->path);
 	rmdir(f->dir);
 	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->departure);
 	free(f);
 }
 
@@ -1377,6 +1450,273 @@ static void test_tickets_refuse_lies(void **state)
 	finish(f, c, fds0);
 }
 
+/* ---- tickets across a cut that the session survives (resume) ------------------------------ */
+
+/* A client of a resumable fake, reconnecting whatever $VAD_RECONNECT_MS says. */
+static struct fake *start_resumable(vad_client **c, int *fds0)
+{
+	*fds0 = count_fds();
+	struct fake *f = fake_start(VAD_PROTOCOL_VERSION);
+	pthread_mutex_lock(&f->lock);
+	f->resumable = true;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(vad_connect(f->path, "resumer", c), VAD_OK);
+	assert_int_equal(vad_set_reconnect(*c, 20000), VAD_OK);
+	return f;
+}
+
+/* Wait until the fake's connection conn (0: the first) has ended on its side. */
+static void fake_wait_departed(struct fake *f, int conn)
+{
+	pthread_mutex_lock(&f->lock);
+	while (conn >= f->n_conns || !f->departed[conn])
+		pthread_cond_wait(&f->departure, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* The most times the fake received one request id, over all its connections. */
+static unsigned fake_most_frames(struct fake *f)
+{
+	unsigned most = 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < MAX_IDS; i++)
+		most = f->frames[i] > most ? f->frames[i] : most;
+	pthread_mutex_unlock(&f->lock);
+	return most;
+}
+
+/* Requests the fake received, over all its connections. */
+static unsigned fake_frames(struct fake *f)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < MAX_IDS; i++)
+		n += f->frames[i];
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+/* A ticket whose frame never left (queued with VAD_MORE when the connection dropped) is sent
+ * again, once, after the session is resumed, and completes; one the daemon read before it
+ * hung up reports VAD_EINTERRUPTED and is never sent again. */
+static void test_tickets_unsent_survive_a_cut(void **state)
+{
+	int fds0;
+	vad_client *c;
+	vad_ticket ts, tq;
+	void *p, *q, *z;
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK); /* maps the arena */
+	/* Sent: the fake reads it and hangs up without a word. */
+	set_trick(f, TRICK_HANG_UP, VAD__REQUEST__OP_ALLOC);
+	assert_int_equal(vad_alloc_submit(c, NULL, 8192, 0, 0, &ts), VAD_OK);
+	fake_wait_departed(f, 0);
+	unsigned before = fake_frames(f);
+	/* Queued after the cut (nobody has read it yet): its send fails, nothing left. */
+	assert_int_equal(vad_alloc_submit(c, NULL, 3 * 4096, 0, VAD_MORE, &tq), VAD_OK);
+	assert_int_equal(vad_wait(c, tq, &q), VAD_OK);
+	assert_int_equal(vad_size(c, q), 3 * 4096);
+	assert_int_equal(vad_wait(c, ts, &z), VAD_EINTERRUPTED);
+	/* Hello, Resume and the queued alloc on the new connection; nothing twice. */
+	assert_int_equal(fake_frames(f), before + 3);
+	assert_int_equal(fake_most_frames(f), 1);
+	assert_int_equal(fake_held(c), 2); /* p came along with the session, and q */
+	assert_int_equal(vad_free(c, p), VAD_OK);
+
+	/* Queued before the cut; a blocking call finds the cut first and resumes (its own
+	 * frame never left either); the ticket then goes out on the new connection. */
+	vad_ticket tf;
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &tq), VAD_OK);
+	assert_int_equal(vad_free_submit(c, q, VAD_MORE, &tf), VAD_OK);
+	fake_hang_up(f);
+	fake_wait_departed(f, 1);
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_OK);
+	assert_int_equal(vad_test(c, tq), 1);		 /* failed with the connection... */
+	assert_int_equal(vad_wait(c, tf, NULL), VAD_OK); /* ...and sent again by vad_wait */
+	assert_int_equal(vad_size(c, q), 0);
+	assert_int_equal(vad_wait(c, tq, &z), VAD_OK);
+	assert_int_equal(vad_size(c, z), 4096);
+	assert_int_equal(fake_most_frames(f), 1);
+	assert_int_equal(fake_held(c), 1);
+	assert_int_equal(vad_free(c, z), VAD_OK);
+	finish(f, c, fds0);
+}
+
+/* A batch free ticket (two Frees, two arenas) queued when the connection drops: both go
+ * again after the resume, once each; both sent when the fake hangs up: interrupted. */
+static void test_free_batch_ticket_across_a_cut(void **state)
+{
+	int fds0;
+	vad_client *c;
+	void *v[4];
+	vad_ticket t;
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &v[0]), VAD_OK);
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &v[1]), VAD_OK);
+	assert_int_equal(vad_alloc(c, 4096, 0, &v[2]), VAD_OK);
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &v[3]), VAD_OK);
+	assert_int_equal(vad_free_batch_submit(c, 2, v, VAD_MORE, &t), VAD_OK);
+	fake_hang_up(f);
+	fake_wait_departed(f, 0);
+	assert_int_equal(vad_wait(c, t, NULL), VAD_OK);
+	assert_int_equal(vad_size(c, v[0]) + vad_size(c, v[1]), 0);
+	assert_int_equal(fake_held(c), 2);
+	assert_int_equal(fake_most_frames(f), 1);
+	/* Both Frees sent in one send, the fake hangs up on reading one: both interrupted,
+	 * neither sent again, the records back (the fake freed nothing). */
+	set_trick(f, TRICK_HANG_UP, VAD__REQUEST__OP_FREE);
+	assert_int_equal(vad_free_batch_submit(c, 2, v + 2, 0, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, NULL), VAD_EINTERRUPTED);
+	assert_int_equal(vad_size(c, v[2]) + vad_size(c, v[3]), 2 * 4096);
+	assert_int_equal(fake_held(c), 2);
+	assert_int_equal(fake_most_frames(f), 1);
+	finish(f, c, fds0);
+}
+
+struct waiter {
+	vad_client *c;
+	vad_ticket t;
+	int err;
+	void *out;
+};
+
+static void *wait_one(void *arg)
+{
+	struct waiter *w = arg;
+	w->err = vad_wait(w->c, w->t, &w->out);
+	return NULL;
+}
+
+/* A send cut in the middle: the frames before the cut, the one it split included, are sent
+ * (VAD_EINTERRUPTED, though this fake read none of them), the frames after it are sent
+ * again after the resume and complete; none reaches the fake twice. */
+static void test_tickets_cut_mid_send(void **state)
+{
+	enum { N = 1000 };
+	int fds0;
+	vad_client *c;
+	void *p;
+	static vad_ticket t[N];
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	vad_ticket stall;
+	set_trick(f, TRICK_STALL, VAD__REQUEST__OP_ALLOC);
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &stall), VAD_OK);
+	pthread_mutex_lock(&f->lock);
+	while (!f->stalled)
+		pthread_cond_wait(&f->departure, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	/* A small send buffer: the queue (about 20 KB) leaves a few KB at a time. */
+	int sndbuf = 4096;
+	assert_int_equal(setsockopt(vad_fd(c), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &t[i]), VAD_OK);
+	/* vad_wait sends the queue: what fits goes, then it waits for room that never comes. */
+	struct waiter w = {c, t[N - 1], 0, NULL};
+	pthread_t th;
+	pthread_create(&th, NULL, wait_one, &w);
+	int unread = 0;
+	for (time_t end = time(NULL) + 60; unread == 0 && time(NULL) < end;) {
+		assert_int_equal(ioctl(f->conn_fds[0], FIONREAD, &unread), 0);
+		sched_yield();
+	}
+	assert_true(unread > 0 && unread < 20000);
+	pthread_mutex_lock(&f->lock);
+	f->released = true;
+	pthread_cond_broadcast(&f->departure);
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(th, NULL);
+	assert_int_equal(w.err, VAD_OK);
+	void *z;
+	assert_int_equal(vad_wait(c, stall, &z), VAD_EINTERRUPTED);
+	int interrupted = 0, done = 1;
+	for (int i = 0; i + 1 < N; i++) {
+		int err = vad_wait(c, t[i], &z);
+		if (err == VAD_EINTERRUPTED) {
+			assert_int_equal(done, 1); /* every sent frame precedes every unsent one */
+			interrupted++;
+		} else {
+			assert_int_equal(err, VAD_OK);
+			done++;
+		}
+	}
+	assert_true(interrupted > 0 && done > 1);
+	assert_int_equal(fake_most_frames(f), 1);
+	assert_int_equal(fake_held(c), (uint64_t)done + 1);
+	finish(f, c, fds0);
+}
+
+/* Tickets of a session the daemon does not take back: every ticket from before the loss
+ * reports VAD_ERESUME, whether it was sent, never left, or answered before the loss and
+ * waited for after it (its ranges were the lost session's: never handed out as this
+ * client's). The lost session's arenas are retired: their records are not put back by a
+ * free that fails, old pointers belong to no mapping (VAD_ENOTHELD) though they stay
+ * mapped, and the arena is mapped again, elsewhere, for the new session. */
+static void test_tickets_lost_session(void **state)
+{
+	int fds0;
+	vad_client *c;
+	void *p, *q, *z;
+	vad_ticket tdone, tshort, tf, tq;
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK); /* offset 0: the mapping's base */
+	assert_int_equal(vad_alloc(c, 4096, 0, &q), VAD_OK);
+	/* Answered before the loss, waited for after it. */
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &tdone), VAD_OK);
+	set_trick(f, TRICK_FREE_SHORT, VAD__REQUEST__OP_FREE);
+	assert_int_equal(vad_free_submit(c, q, 0, &tshort), VAD_OK);
+	for (time_t end = time(NULL) + 60;
+	     (vad_test(c, tdone) == 0 || vad_test(c, tshort) == 0) && time(NULL) < end;)
+		assert_int_equal(vad_progress(c), VAD_OK);
+	/* Sent: the fake reads it and hangs up. */
+	set_trick(f, TRICK_HANG_UP, VAD__REQUEST__OP_FREE);
+	assert_int_equal(vad_free_submit(c, p, 0, &tf), VAD_OK);
+	fake_wait_departed(f, 0);
+	/* Never left. */
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &tq), VAD_OK);
+	pthread_mutex_lock(&f->lock);
+	f->refuse_resume = true;
+	pthread_mutex_unlock(&f->lock);
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_ERESUME);
+	assert_int_equal(vad_wait(c, tf, NULL), VAD_ERESUME);
+	assert_int_equal(vad_wait(c, tq, &z), VAD_ERESUME);
+	assert_int_equal(vad_wait(c, tdone, &z), VAD_ERESUME);
+	assert_non_null(strstr(vad_last_error(c), "restarted without this client's session"));
+	assert_int_equal(vad_wait(c, tshort, NULL), VAD_ERESUME);
+	assert_int_equal(vad_size(c, p), 0);
+	assert_int_equal(vad_size(c, q), 0); /* the failed free did not put its record back */
+	assert_int_equal(vad_free(c, q), VAD_ENOTHELD);
+	assert_non_null(strstr(vad_last_error(c), "not inside any mapped arena"));
+	vad_ticket t;
+	assert_int_equal(vad_free_submit(c, p, 0, &t), VAD_ENOTHELD);
+	memset(p, 1, 4096); /* the old mapping stays until vad_close */
+	/* The client goes on as a new session: tickets work, the arena is mapped anew. */
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, &z), VAD_OK);
+	void *base;
+	assert_int_equal(vad_pointer(c, NULL, 0, &base), VAD_OK);
+	assert_ptr_not_equal(base, p);
+	assert_int_equal(fake_held(c), 1);
+	assert_int_equal(vad_free_submit(c, z, 0, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, NULL), VAD_OK);
+	assert_int_equal(fake_held(c), 0);
+	/* The new session is resumable in its turn: a later cut resumes it. */
+	pthread_mutex_lock(&f->lock);
+	f->refuse_resume = false;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(vad_alloc(c, 4096, 0, &z), VAD_OK);
+	fake_hang_up(f);
+	fake_wait_departed(f, 1);
+	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &t), VAD_OK);
+	assert_int_equal(vad_wait(c, t, &q), VAD_OK);
+	assert_int_equal(fake_held(c), 2);
+	assert_int_equal(vad_size(c, z), 4096);
+	assert_int_equal(fake_most_frames(f), 1);
+	finish(f, c, fds0);
+}
+
 /* A walk that pages on past what the arena can hold is cut off, not followed forever. */
 static void test_refuses_an_endless_walk(void **state)
 {
@@ -1556,6 +1896,10 @@ int main(void)
 	    cmocka_unit_test(test_refuses_unknown_ids),
 	    cmocka_unit_test(test_refuses_stray_fds),
 	    cmocka_unit_test(test_tickets_refuse_lies),
+	    cmocka_unit_test(test_tickets_unsent_survive_a_cut),
+	    cmocka_unit_test(test_tickets_cut_mid_send),
+	    cmocka_unit_test(test_free_batch_ticket_across_a_cut),
+	    cmocka_unit_test(test_tickets_lost_session),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
 	    cmocka_unit_test(test_walk_owners),
 	    cmocka_unit_test(test_dies_in_every_state),

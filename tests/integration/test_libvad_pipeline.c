@@ -8,6 +8,9 @@
  * - Batch tickets (vad_alloc_batch_submit) in two arenas, with VAD_POPULATE, waited for
  *   out of order; the bound counts their ranges; one never waited for is freed by
  *   vad_close.
+ * - Batch free tickets (vad_free_batch_submit) over two arenas between alloc tickets; a bad
+ *   pointer and a range freed already reported as vad_free_batch reports them; the bound;
+ *   a refused Free that does not hold back the next.
  * - 50 clients driven by one thread as an event loop: poll on every vad_fd, vad_progress
  *   when readable, vad_test, vad_wait.
  * - Tickets on one thread (with vad_progress) while three threads make blocking calls on
@@ -26,6 +29,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -151,6 +155,111 @@ static void test_batch_tickets(void **state)
 	assert_int_equal(0, st.held_ranges - 3);
 	vad_close(c);
 	assert_int_equal(0, vt_wait_busy(d, 0, UINT32_MAX, vt_timeout_ms(10000), NULL));
+}
+
+/* vad_free_batch_submit, the pipelined vad_free_batch: a batch over two arenas (two Frees)
+ * between alloc tickets; a pointer outside every arena and a range freed already, reported
+ * as vad_free_batch reports them; the bound; a refused Free that does not hold back the
+ * next one. */
+static void test_free_batch_tickets(void **state)
+{
+	struct vt_daemon *d = *state;
+	enum { B = 12 };
+	vad_client *c;
+	assert_int_equal(0, vt_connect(d, "pipelinefreebatch", &c));
+	size_t sizes[B];
+	void *ptrs[B], *mixed[B];
+	for (int i = 0; i < B; i++)
+		sizes[i] = (size_t)(1 + i % 3) * PAGE;
+	VT_ASSERT_OK(c, vad_alloc_batch(c, B / 2, sizes, 0, ptrs));
+	VT_ASSERT_OK(c, vad_alloc_batch_in(c, "second", B / 2, sizes + B / 2, 0, ptrs + B / 2));
+	for (int i = 0; i < B; i++)
+		mixed[i] = ptrs[i % 2 ? B / 2 + i / 2 : i / 2];
+	write_and_check(ptrs, sizes, B, 77);
+	vad_ticket ta, tf, tb, x = 0;
+	void *pa, *pb[2];
+	VT_ASSERT_OK(c, vad_alloc_submit(c, NULL, PAGE, 0, VAD_MORE, &ta));
+	VT_ASSERT_OK(c, vad_free_batch_submit(c, B, mixed, VAD_MORE, &tf));
+	for (int i = 0; i < B; i++)
+		assert_int_equal(0, vad_size(c, mixed[i])); /* no longer this client's */
+	VT_ASSERT_OK(c, vad_alloc_batch_submit(c, "second", 2, sizes, 0, 0, &tb));
+	VT_ASSERT_OK(c, vad_wait(c, tb, pb));
+	VT_ASSERT_OK(c, vad_wait(c, tf, NULL));
+	VT_ASSERT_ERR(c, VAD_EINVAL, vad_wait(c, tf, NULL)); /* used up */
+	VT_ASSERT_OK(c, vad_wait(c, ta, &pa));
+	struct vad_stats st;
+	VT_ASSERT_OK(c, vad_stats(c, &st));
+	assert_int_equal(3, st.held_ranges);
+
+	/* A pointer outside every arena: refused before anything is sent, nothing freed. */
+	int local;
+	void *bad[3] = {pa, &local, pb[0]};
+	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_free_batch(c, 3, bad));
+	char said[256];
+	snprintf(said, sizeof(said), "%s", vad_last_error(c));
+	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_free_batch_submit(c, 3, bad, 0, &x));
+	assert_string_equal(said, vad_last_error(c));
+	assert_int_equal(0, x);
+	assert_int_equal(PAGE, vad_size(c, pa));
+	VT_ASSERT_ERR(c, VAD_EINVAL, vad_free_batch_submit(c, 0, bad, 0, &x));
+	VT_ASSERT_ERR(c, VAD_EINVAL, vad_free_batch_submit(c, 1, bad, 0x8000, &x));
+
+	/* A range freed already, in the middle: the daemon frees the ranges before it and
+	 * refuses it; the ranges after it stay held. The same through both calls. */
+	void *q[3], *r[3];
+	size_t three[3] = {PAGE, PAGE, PAGE};
+	VT_ASSERT_OK(c, vad_alloc_batch(c, 3, three, 0, q));
+	VT_ASSERT_OK(c, vad_alloc_batch(c, 3, three, 0, r));
+	VT_ASSERT_OK(c, vad_free(c, q[1]));
+	VT_ASSERT_OK(c, vad_free(c, r[1]));
+	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_free_batch(c, 3, q));
+	VT_ASSERT_OK(c, vad_free_batch_submit(c, 3, r, 0, &x));
+	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_wait(c, x, NULL));
+	assert_int_equal(0, vad_size(c, q[0]));
+	assert_int_equal(0, vad_size(c, r[0]));
+	assert_int_equal(PAGE, vad_size(c, q[2]));
+	assert_int_equal(PAGE, vad_size(c, r[2]));
+	VT_ASSERT_OK(c, vad_stats(c, &st));
+	assert_int_equal(5, st.held_ranges); /* pa, pb[0..1], q[2], r[2]: the daemon agrees */
+
+	/* A refused Free does not hold back the next one (another arena's), as it would in
+	 * vad_free_batch: both were sent at once. */
+	void *s0, *d0;
+	VT_ASSERT_OK(c, vad_alloc_in(c, "second", PAGE, 0, &s0));
+	VT_ASSERT_OK(c, vad_free(c, s0));
+	void *two[2] = {s0, q[2]};
+	VT_ASSERT_OK(c, vad_free_batch_submit(c, 2, two, 0, &x));
+	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_wait(c, x, NULL));
+	assert_int_equal(0, vad_size(c, q[2]));
+	VT_ASSERT_OK(c, vad_alloc(c, PAGE, 0, &d0));
+	two[1] = d0;
+	VT_ASSERT_ERR(c, VAD_ENOTHELD, vad_free_batch(c, 2, two));
+	assert_int_equal(PAGE, vad_size(c, d0));
+
+	/* The bound counts each range, as for a batch alloc. */
+	static void *many[VAD_TICKETS_MAX + 1];
+	static size_t pages[VAD_TICKETS_MAX];
+	for (size_t i = 0; i < VAD_TICKETS_MAX; i++)
+		pages[i] = PAGE;
+	VT_ASSERT_OK(c, vad_alloc_batch(c, VAD_TICKETS_MAX, pages, 0, many));
+	many[VAD_TICKETS_MAX] = many[0];
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_free_batch_submit(c, VAD_TICKETS_MAX + 1, many, 0, &x));
+	vad_ticket one;
+	VT_ASSERT_OK(c, vad_alloc_submit(c, NULL, PAGE, 0, 0, &one));
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_free_batch_submit(c, VAD_TICKETS_MAX, many, 0, &x));
+	assert_true(vt_contains(vad_last_error(c), "VAD_TICKETS_MAX"));
+	assert_int_equal(PAGE, vad_size(c, many[0])); /* nothing taken */
+	VT_ASSERT_OK(c, vad_free_batch_submit(c, VAD_TICKETS_MAX - 1, many, VAD_MORE, &tf));
+	VT_ASSERT_ERR(c, VAD_EQUOTA, vad_alloc_submit(c, NULL, PAGE, 0, 0, &x));
+	VT_ASSERT_OK(c, vad_progress(c));
+	void *last;
+	VT_ASSERT_OK(c, vad_wait(c, one, &last));
+	VT_ASSERT_OK(c, vad_wait(c, tf, NULL));
+	void *rest[8] = {last, many[VAD_TICKETS_MAX - 1], pa, pb[0], pb[1], r[2], d0};
+	VT_ASSERT_OK(c, vad_free_batch(c, 7, rest));
+	VT_ASSERT_OK(c, vad_stats(c, &st));
+	assert_int_equal(0, st.held_ranges);
+	vad_close(c);
 }
 
 /* Poll every client's fd, move replies along, until each ticket of ts is in. */
@@ -525,6 +634,7 @@ int main(void)
 	const struct CMUnitTest shared[] = {
 	    cmocka_unit_test(test_sixteen_in_flight),
 	    cmocka_unit_test(test_batch_tickets),
+	    cmocka_unit_test(test_free_batch_tickets),
 	    cmocka_unit_test(test_fifty_clients_one_thread),
 	    cmocka_unit_test(test_mixed_with_blocking_threads),
 	    cmocka_unit_test(test_ticket_bound),
