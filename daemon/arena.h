@@ -36,10 +36,11 @@ struct vad_arena {
 	void *map;		  /* the daemon's own mapping of the file where a NUMA policy or
 				     huge-page advice is set on it (numa.h), else NULL */
 	uint64_t commit_failures; /* alloc requests refused by commit = reserve (atomic) */
-	void *zero_map;	 /* the daemon's mapping pooled blocks are zeroed through (zero.h) when
-			    a->map is NULL, else NULL */
-	uint64_t zero_seen, zero_written; /* atomic: blocks zero.c looked at in this window, and
-					     those of them that held written pages */
+	void *zero_map; /* the daemon's mapping pooled blocks are zeroed through (zero.h) when
+			   a->map is NULL, else NULL */
+	uint64_t zero_seen, zero_written; /* atomic: frees zero.c's looks stand for in this
+					     window, and those that held written pages */
+	unsigned recycle_every;		  /* atomic: va_set_recycle's setting (zero.c) */
 	bool keep_pages; /* atomic: stopping with the state kept (persist.h): free ranges are
 			    not punched, since a client may still hold them in the next daemon */
 };

@@ -54,27 +54,45 @@ void vad_zero_unmap(struct vad_arena *a)
  * fault. A block nobody wrote gains nothing from it and costs its next allocation a SEEK_DATA,
  * a system call under the memfd's inode lock: a quarter of the daemon's CPU at 50 clients x 16
  * in flight, batch 1, none of them writing. Without recycling the drain looks at the blocks
- * for the pools in sorted batches, one SEEK_DATA for a run nobody wrote. So every
- * ZERO_WINDOW blocks looked at (either way), recycling is on iff at least one in
- * RECYCLE_WRITTEN held written pages.
+ * for the pools in sorted batches, one SEEK_DATA for a run nobody wrote.
+ *
+ * So the arena recycles every free while at least one block in RECYCLE_WRITTEN held written
+ * pages, else one in RECYCLE_SAMPLE: those samples keep telling whether the clients write, and
+ * each stands for RECYCLE_SAMPLE frees in the count. Every ZERO_WINDOW blocks so counted
+ * (about as many frees either way) the share decides again.
  */
-#define ZERO_WINDOW 1024
+#define ZERO_WINDOW	1024
 #define RECYCLE_WRITTEN 8
+#define RECYCLE_SAMPLE	64
 
-static void note_blocks(struct vad_arena *a, uint64_t n, uint64_t written)
+/* n blocks looked at, written of them held written pages; weight: frees each stands for. */
+static void note_blocks(struct vad_arena *a, uint64_t n, uint64_t written, uint64_t weight)
 {
-	uint64_t w = __atomic_add_fetch(&a->zero_written, written, __ATOMIC_RELAXED);
-	uint64_t seen = __atomic_add_fetch(&a->zero_seen, n, __ATOMIC_RELAXED);
-	if (seen < ZERO_WINDOW ||
-	    !__atomic_compare_exchange_n(&a->zero_seen, &seen, 0, false, __ATOMIC_RELAXED,
-					 __ATOMIC_RELAXED))
+	uint64_t w = __atomic_add_fetch(&a->zero_written, written * weight, __ATOMIC_RELAXED);
+	uint64_t seen = __atomic_add_fetch(&a->zero_seen, n * weight, __ATOMIC_RELAXED);
+	if (seen < ZERO_WINDOW || !__atomic_compare_exchange_n(&a->zero_seen, &seen, 0, false,
+							       __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return; /* the window is not full, or another thread closes it */
 	__atomic_sub_fetch(&a->zero_written, w, __ATOMIC_RELAXED);
-	va_set_recycle(a->vs, w * RECYCLE_WRITTEN >= seen);
+	unsigned every = w * RECYCLE_WRITTEN >= seen ? 1 : RECYCLE_SAMPLE;
+	__atomic_store_n(&a->recycle_every, va_set_recycle(a->vs, every), __ATOMIC_RELAXED);
+}
+
+/* Does [p, p + len) hold a byte other than zero? len: a multiple of 64 (whole pages). */
+static bool any_nonzero(const uint8_t *p, uint64_t len)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+	for (uint64_t i = 0; i < len / 8; i += 8)
+		if (w[i] | w[i + 1] | w[i + 2] | w[i + 3] | w[i + 4] | w[i + 5] | w[i + 6] |
+		    w[i + 7])
+			return true;
+	return false;
 }
 
 /* [pos, end) reads zeros, given data = lseek(fd, pos, SEEK_DATA) just before (errno set if
- * negative): only written pages are written. True if it held any. */
+ * negative): only pages that hold memory are looked at, and only those not all zeros are
+ * written. True if a holder wrote something there: a page zeroed in place before still
+ * holds memory, so SEEK_DATA alone cannot tell. */
 static bool zero_from(struct vad_arena *a, uint64_t pos, uint64_t end, off_t data)
 {
 	uint8_t *map = a->map ? a->map : a->zero_map;
@@ -85,15 +103,17 @@ static bool zero_from(struct vad_arena *a, uint64_t pos, uint64_t end, off_t dat
 			return written; /* no data from pos to the end of the file */
 		if (data >= 0 && (uint64_t)data >= end)
 			return written;
-		written = true;
 		off_t hole = data < 0 ? -1 : lseek(a->fd, data, SEEK_HOLE);
 		if (hole < 0 || !map) {
 			/* the extents are unknown: writing could hit a hole, so punch instead */
 			vad_arena_release(a, pos, end - pos);
-			return written;
+			return true;
 		}
 		uint64_t stop = (uint64_t)hole < end ? (uint64_t)hole : end;
-		memset(map + data, 0, stop - (uint64_t)data);
+		if (any_nonzero(map + data, stop - (uint64_t)data)) {
+			memset(map + data, 0, stop - (uint64_t)data);
+			written = true;
+		}
 		pos = stop;
 		if (pos >= end)
 			return written;
@@ -105,7 +125,7 @@ void vad_zero_block(void *ctx, uint64_t start, uint64_t size)
 {
 	struct vad_arena *a = ctx;
 	bool written = zero_from(a, start, start + size, lseek(a->fd, (off_t)start, SEEK_DATA));
-	note_blocks(a, 1, written);
+	note_blocks(a, 1, written, __atomic_load_n(&a->recycle_every, __ATOMIC_RELAXED));
 }
 
 void vad_zero_many(void *ctx, const struct va_extent *r, size_t n)
@@ -122,8 +142,7 @@ void vad_zero_many(void *ctx, const struct va_extent *r, size_t n)
 		if (!has_from || s < from || data < s) {
 			off_t d = lseek(a->fd, (off_t)s, SEEK_DATA);
 			if (d < 0 && errno != ENXIO) {
-				zero_from(a, s, e, d); /* the extents are unknown: it punches */
-				written++;
+				written += zero_from(a, s, e, d); /* extents unknown: it punches */
 				has_from = false;
 				continue;
 			}
@@ -133,9 +152,8 @@ void vad_zero_many(void *ctx, const struct va_extent *r, size_t n)
 		}
 		if (data >= e)
 			continue; /* nobody wrote [s, e) */
-		zero_from(a, data, e, (off_t)data);
-		written++;
+		written += zero_from(a, data, e, (off_t)data);
 		has_from = false; /* what lies past e is not known */
 	}
-	note_blocks(a, n, written);
+	note_blocks(a, n, written, 1);
 }

@@ -256,6 +256,7 @@ struct va_node {
 	uint64_t allocs, frees, pool_hits;
 	uint64_t zeroed_bytes, zero_calls; /* dirty pool blocks taken (zeroed as they went) */
 	uint64_t recycled;		   /* frees that went straight into a pool */
+	unsigned recycle_tick;		   /* frees counted for recycle_every */
 	uint64_t refill_cursor; /* under free.lock: where this node's next pool refill goes */
 } __attribute__((aligned(VA_CACHELINE)));
 
@@ -279,12 +280,13 @@ struct va_space {
 	uint64_t zone;
 	unsigned zone_shift; /* log2(zone) if zone is a power of two */
 	bool zone_pow2;
-	bool exact;   /* nodes = 1, no pools, eager: lowest-address first fit always */
+	bool exact;	  /* nodes = 1, no pools, eager: lowest-address first fit always */
 	bool can_recycle; /* cfg.zero, pools, lazy: frees of wanted classes may go straight to a
 			     pool */
-	_Atomic bool recycle; /* ... and do now (no_recycle, va_set_recycle) */
-	unsigned pool_classes;	/* pool size classes per node; 0 when pools are off */
-	unsigned nodes_ready;	/* nodes initialised (for teardown after a failed create) */
+	_Atomic unsigned recycle_every; /* ... one free in this many does (0: none; no_recycle,
+					   va_set_recycle) */
+	unsigned pool_classes;		/* pool size classes per node; 0 when pools are off */
+	unsigned nodes_ready;		/* nodes initialised (for teardown after a failed create) */
 	uint64_t lazy_flush;	/* per-node batch of lazy bytes added to lazy_total at once */
 	uint64_t lazy_slack;	/* nodes * lazy_flush: lazy bytes lazy_total may not count yet */
 	uint64_t lazy_self_at;	/* past this lazy_total the freeing thread drains: 2 x lazy_max

@@ -99,7 +99,7 @@ static void set_geometry(struct va_space *vs)
 	vs->pool_classes = vs->cfg.no_pools ? 0 : classes;
 	vs->exact = vs->nodes == 1 && vs->cfg.no_pools && vs->cfg.eager;
 	vs->can_recycle = vs->cfg.zero && vs->pool_classes && !vs->cfg.eager;
-	atomic_init(&vs->recycle, vs->can_recycle && !vs->cfg.no_recycle);
+	atomic_init(&vs->recycle_every, vs->can_recycle && !vs->cfg.no_recycle ? 1u : 0u);
 	if (!vs->pool_classes ||
 	    __builtin_mul_overflow(vs->zone, (uint64_t)vs->nodes, &vs->affinity_span))
 		vs->affinity_span = 0;
@@ -355,7 +355,8 @@ static enum lazy_free_result lazy_free_locked(struct va_space *vs, struct va_nod
 
 	if (!b)
 		return LF_MISS;
-	if (atomic_load_explicit(&vs->recycle, memory_order_relaxed) &&
+	unsigned every = atomic_load_explicit(&vs->recycle_every, memory_order_relaxed);
+	if (every && (every == 1 || ++n->recycle_tick % every == 0) &&
 	    recycle_locked(vs, n, b, home, owner_out))
 		return LF_DONE;
 	if (n->lazy_len == n->lazy_cap) {
@@ -563,11 +564,11 @@ static inline uint64_t ld(_Atomic uint64_t *c)
 	return atomic_load_explicit(c, memory_order_relaxed);
 }
 
-bool va_set_recycle(struct va_space *vs, bool on)
+unsigned va_set_recycle(struct va_space *vs, unsigned every)
 {
-	on = on && vs->can_recycle;
-	atomic_store_explicit(&vs->recycle, on, memory_order_relaxed);
-	return on;
+	every = vs->can_recycle ? every : 0;
+	atomic_store_explicit(&vs->recycle_every, every, memory_order_relaxed);
+	return every;
 }
 
 void va_get_stats(struct va_space *vs, struct va_stats *out)

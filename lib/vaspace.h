@@ -211,11 +211,12 @@ struct va_stats {
 	uint64_t free_release_calls; /* its release callback invocations */
 };
 
-/* With zero: frees of a pool class in demand go straight back into a pool, dirty, to be
- * zeroed by the allocation that takes them (on), or all go through the lazy list and the
- * drain zeroes the pools' share in batches (off); no_recycle chose at creation. Any thread,
- * any time. Returns whether recycling is on now (never without zero, pools and lazy). */
-bool va_set_recycle(struct va_space *vs, bool on);
+/* With zero: one free in `every` of a pool class in demand goes straight back into a pool,
+ * dirty, to be zeroed by the allocation that takes it (1: all of them); the others go through
+ * the lazy list and the drain zeroes the pools' share in batches (0: all; no_recycle chose
+ * 0 at creation, else 1). Any thread, any time. Returns the setting now in force (0 without
+ * zero, pools and lazy). */
+unsigned va_set_recycle(struct va_space *vs, unsigned every);
 
 /* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */
 void va_get_stats(struct va_space *vs, struct va_stats *out);

@@ -360,6 +360,63 @@ static void test_zero_many_batch(void **state)
 	vad_arena_close(a);
 }
 
+/* rounds x PER allocations of one page, each written if `write`, then freed; returns the
+ * frees that went straight back into a pool (va_stats.recycled) in the last half. */
+static uint64_t recycled_in_rounds(struct vad_arena *a, uint8_t *map, int rounds, bool write)
+{
+	enum { PER = 32 };
+	uint64_t offs[PER];
+	struct va_stats st;
+	uint64_t mid = 0;
+	for (int r = 0; r < rounds; r++) {
+		if (r == rounds / 2) {
+			va_get_stats(a->vs, &st);
+			mid = st.recycled;
+		}
+		for (int i = 0; i < PER; i++) {
+			assert_int_equal(va_alloc(a->vs, 4096, 0, NULL, &offs[i]), VA_OK);
+			uint8_t byte; /* pread: a read fault on a hole would allocate the page */
+			assert_int_equal(pread(a->fd, &byte, 1, (off_t)offs[i]), 1);
+			if (byte != 0)
+				fail_msg("round %d: range at %llu handed out unzeroed", r,
+					 (unsigned long long)offs[i]);
+			if (write)
+				map[offs[i]] = 0x5A;
+		}
+		for (int i = 0; i < PER; i++)
+			assert_int_equal(va_free(a->vs, offs[i], NULL), VA_OK);
+	}
+	va_get_stats(a->vs, &st);
+	return st.recycled - mid;
+}
+
+/* Recycling follows what the clients do (zero.c): frees nobody wrote into stop going straight
+ * back to the pools but for a sample (each would cost its next allocation a SEEK_DATA), and
+ * once the clients write again, every free recycles again (the next holder keeps the pages).
+ * Every range handed out reads zeros throughout. */
+static void test_recycling_follows_writes(void **state)
+{
+	(void)state;
+	struct vad_arena_conf c;
+	conf_init(&c, "follow", ARENA_SIZE);
+	struct vad_arena *a = open_ok(&c);
+	uint8_t *map = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	assert_true(map != MAP_FAILED);
+	enum { ROUNDS = 400, HALF = ROUNDS / 2 * 32 };
+	uint64_t clean = recycled_in_rounds(a, map, ROUNDS, false);
+	uint64_t written = recycled_in_rounds(a, map, ROUNDS, true);
+	uint64_t clean_again = recycled_in_rounds(a, map, ROUNDS, false);
+	print_message("recycled of %d frees: %llu not written, %llu written, %llu not written\n",
+		      HALF, (unsigned long long)clean, (unsigned long long)written,
+		      (unsigned long long)clean_again);
+	assert_true(clean < HALF / 16);
+	assert_true(written > HALF / 2);
+	assert_true(clean_again < HALF / 16);
+	assert_int_equal(a->punch_failures, 0);
+	munmap(map, ARENA_SIZE);
+	vad_arena_close(a);
+}
+
 /* Bytes of address space in use now. */
 static rlim_t address_space_now(void)
 {
@@ -732,6 +789,7 @@ int main(void)
 	    cmocka_unit_test(test_from_config),
 	    cmocka_unit_test(test_pooled_reuse_zeroed_in_place),
 	    cmocka_unit_test(test_zero_many_batch),
+	    cmocka_unit_test(test_recycling_follows_writes),
 	    cmocka_unit_test(test_zero_without_mapping_punches),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
