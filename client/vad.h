@@ -472,7 +472,9 @@ struct vad_arena_map {
 /* After the daemon closed the connection (a restart, upgrade or crash), the next call
  * reconnects to the same socket with a backoff (10 ms doubling to 500 ms) for at most max_ms
  * and resumes the session: its ranges, mappings and tokens stay. A call in flight at the drop
- * returns VAD_EINTERRUPTED (the daemon may have done it: retry, or check); if the daemon came
+ * returns VAD_EINTERRUPTED if any of its request had left (the daemon may have done it: retry,
+ * or check); one whose request never left (it waited behind another thread's send) is sent
+ * again once resumed and completes; if the daemon came
  * back without the session, VAD_ERESUME and every range held is lost. 0 turns it off (a
  * drop is then VAD_EGONE for good). Default: $VAD_RECONNECT_MS, else 30000. Never after
  * VAD_EKILLED. */

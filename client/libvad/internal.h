@@ -84,8 +84,12 @@ struct libvad_pending {
 	Vad__Response *resp; /* owned by the waiter once done */
 	int fd;		     /* the arena fd that came with a MapArena reply, or -1 */
 	bool wants_fd;	     /* a MapArena call: its reply may carry an fd */
-	bool unsent;	     /* (c->lock) a ticket's frame never left on the connection that dropped
+	bool unsent;	     /* (c->lock) its frame never left on the connection that dropped
 				(the sender says so): sent again once the session is resumed */
+	bool marked;	     /* (written under c->lock, atomically: its owner reads it without) a
+				blocking call's frame queued for the sender, whose mark points
+				here: the sender clears it when done with the mark, or the owner
+				unhooks the mark (libvad_unmark_locked) before it returns */
 	struct libvad_fast_reply *fast;	    /* or NULL: where an Alloc/Free reply is decoded
 					       without protobuf-c (resp then points into it) */
 	struct libvad_pending *prev, *next; /* in its bucket */
@@ -93,12 +97,14 @@ struct libvad_pending {
 
 struct libvad_ticket;
 
-/* Where a ticket's frame starts in an out-queue, so that a send that fails tells which
- * frames never left (sender.c). */
+/* Where a ticket's or a blocking call's frame starts in an out-queue, so that a send that
+ * fails tells which frames never left (sender.c). */
 struct libvad_outmark {
-	size_t off;		 /* its first byte in the buffer */
-	struct libvad_ticket *k; /* in the slab, never freed before vad_close */
-	uint64_t id;		 /* its request: a ticket used up meanwhile is left alone */
+	size_t off;		     /* its first byte in the buffer */
+	struct libvad_ticket *k;     /* in the slab, never freed before vad_close, or NULL */
+	uint64_t id;		     /* its request: a ticket used up meanwhile is left alone */
+	struct libvad_pending *call; /* or a blocking call's record (its stack), while it is
+					marked; NULL once its owner unhooked it */
 };
 
 /* Encoded requests queued for whoever is sending, with the marks of ticket frames. */

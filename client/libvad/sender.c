@@ -34,35 +34,42 @@ static int send_all(vad_client *c, const uint8_t *buf, size_t len, size_t *writt
 	return VAD_OK;
 }
 
-/* The tickets of q's frames that start at byte from or later never left: once the session
- * is resumed they are sent again. A frame whose first bytes left counts as sent (the
- * daemon may not have seen it whole, but the caller is told: VAD_EINTERRUPTED). c->lock
- * held. */
-static void mark_unsent(struct libvad_outbuf *q, size_t from)
+/* Done with q's marks, then none: the frames that start at byte from or later never left
+ * (SIZE_MAX: every one did), and once the session is resumed they are sent again. A frame
+ * whose first bytes left counts as sent (the daemon may not have seen it whole, but the
+ * caller is told: VAD_EINTERRUPTED). A blocking call's record is touched only while it is
+ * marked: its owner does not return before that (libvad_unmark_locked). c->lock held. */
+static void settle_marks(struct libvad_outbuf *q, size_t from)
 {
 	for (size_t i = 0; i < q->n_marks; i++) {
-		if (q->marks[i].off < from)
+		const struct libvad_outmark *m = &q->marks[i];
+		bool unsent = m->off >= from;
+		if (m->call) {
+			m->call->unsent = unsent;
+			__atomic_store_n(&m->call->marked, false, __ATOMIC_RELEASE);
 			continue;
-		struct libvad_pending *p = libvad_ticket_frame(q->marks[i].k, q->marks[i].id);
+		}
+		struct libvad_pending *p = m->k && unsent ? libvad_ticket_frame(m->k, m->id) : NULL;
 		if (p)
 			p->unsent = true;
 	}
-}
-
-/* Empty q, whose frames from byte from on never left (c->lock held). */
-static void drop_from(struct libvad_outbuf *q, size_t from)
-{
-	mark_unsent(q, from);
-	q->len = 0;
 	q->n_marks = 0;
 }
 
-/* Append a frame (of ticket k, or NULL) to the out-queue. c->lock held. */
+/* Empty q, whose frames never left (c->lock held). */
+static void drop_queue(struct libvad_outbuf *q)
+{
+	settle_marks(q, 0);
+	q->len = 0;
+}
+
+/* Append a frame to the out-queue: of ticket k's request id, or of the blocking call whose
+ * record is call, or neither. c->lock held. */
 static int queue_frame(vad_client *c, const uint8_t *frame, size_t len, struct libvad_ticket *k,
-		       uint64_t id)
+		       uint64_t id, struct libvad_pending *call)
 {
 	struct libvad_outbuf *q = &c->outq;
-	if (k && q->n_marks == q->cap_marks) {
+	if ((k || call) && q->n_marks == q->cap_marks) {
 		size_t cap = q->cap_marks ? q->cap_marks * 2 : 16;
 		struct libvad_outmark *m = realloc(q->marks, cap * sizeof(*m));
 		if (!m)
@@ -80,8 +87,10 @@ static int queue_frame(vad_client *c, const uint8_t *frame, size_t len, struct l
 		q->buf = b;
 		q->cap = cap;
 	}
-	if (k)
-		q->marks[q->n_marks++] = (struct libvad_outmark){q->len, k, id};
+	if (k || call)
+		q->marks[q->n_marks++] = (struct libvad_outmark){q->len, k, id, call};
+	if (call)
+		__atomic_store_n(&call->marked, true, __ATOMIC_RELAXED);
 	memcpy(q->buf + q->len, frame, len);
 	q->len += len;
 	return VAD_OK;
@@ -107,32 +116,31 @@ void libvad_flush_queue_locked(vad_client *c)
 		size_t written;
 		int err = send_all(c, fly.buf, fly.len, &written);
 		pthread_mutex_lock(&c->lock);
+		settle_marks(&c->outfly, err != VAD_OK ? written : SIZE_MAX);
 		if (err != VAD_OK) {
-			mark_unsent(&c->outfly, written);
 			send_failed_locked(c, err);
 			/* Nothing more goes through; the waiters of what is queued learn it from
 			 * the reader (end of stream) or have been failed already. */
-			drop_from(&c->outq, 0);
+			drop_queue(&c->outq);
 		}
 		c->outfly.len = 0;
-		c->outfly.n_marks = 0;
 		if (c->outfly.cap > LIBVAD_OUTQ_KEEP) {
 			free(c->outfly.buf);
 			c->outfly.buf = NULL;
 			c->outfly.cap = 0;
 		}
 	}
-	drop_from(&c->outq, 0); /* a dead connection sends nothing more */
+	drop_queue(&c->outq); /* a dead connection sends nothing more */
 	c->sending = false;
 }
 
-/* Send frame (of ticket k, or NULL) now, or queue it behind the thread that is sending;
- * libvad_send_locked's contract. */
+/* Send frame (of ticket k, of the blocking call whose record is call, or neither) now, or
+ * queue it behind the thread that is sending; libvad_send_locked's contract. */
 static int send_or_queue(vad_client *c, const uint8_t *frame, size_t len, int *own_err,
-			 struct libvad_ticket *k, uint64_t id)
+			 struct libvad_ticket *k, uint64_t id, struct libvad_pending *call)
 {
 	if (c->sending)
-		return queue_frame(c, frame, len, k, id);
+		return queue_frame(c, frame, len, k, id, call);
 	c->sending = true;
 	pthread_mutex_unlock(&c->lock);
 	size_t written;
@@ -151,9 +159,10 @@ static int send_or_queue(vad_client *c, const uint8_t *frame, size_t len, int *o
 	return VAD_OK;
 }
 
-int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err)
+int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err,
+		       struct libvad_pending *call)
 {
-	return send_or_queue(c, frame, len, own_err, NULL, 0);
+	return send_or_queue(c, frame, len, own_err, NULL, 0, call);
 }
 
 int libvad_submit_locked(vad_client *c, const uint8_t *frame, size_t len, bool more,
@@ -161,9 +170,9 @@ int libvad_submit_locked(vad_client *c, const uint8_t *frame, size_t len, bool m
 {
 	if (!more && !c->sending && c->outq.len == 0) {
 		int own_err = VAD_OK; /* a hang-up shows as the end of the stream to the reader */
-		return send_or_queue(c, frame, len, &own_err, k, id);
+		return send_or_queue(c, frame, len, &own_err, k, id, NULL);
 	}
-	int err = queue_frame(c, frame, len, k, id);
+	int err = queue_frame(c, frame, len, k, id, NULL);
 	if (err != VAD_OK || more || c->sending)
 		return err;
 	/* This frame behind those held back with VAD_MORE: all in one send. */
@@ -182,7 +191,19 @@ void libvad_send_queued_locked(vad_client *c)
 
 void libvad_drop_queued_locked(vad_client *c)
 {
-	drop_from(&c->outq, 0);
+	drop_queue(&c->outq);
+}
+
+void libvad_unmark_locked(vad_client *c, struct libvad_pending *call)
+{
+	if (!__atomic_load_n(&call->marked, __ATOMIC_RELAXED))
+		return;
+	struct libvad_outbuf *qs[2] = {&c->outq, &c->outfly};
+	for (size_t i = 0; i < 2; i++)
+		for (size_t j = 0; j < qs[i]->n_marks; j++)
+			if (qs[i]->marks[j].call == call)
+				qs[i]->marks[j].call = NULL;
+	__atomic_store_n(&call->marked, false, __ATOMIC_RELAXED);
 }
 
 void libvad_sender_destroy(vad_client *c)

@@ -14,8 +14,16 @@
 /* With c->lock held: send frame now (taking the sender role, then sending what others
  * queued meanwhile) or, when another thread is sending, append it to the out-queue. Returns
  * VAD_ENOMEM when it could not be queued, else VAD_OK; a local failure of this thread's own
- * send goes to *own_err: LIBVAD_UNSENT when the daemon hung up before the frame left. */
-int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err);
+ * send goes to *own_err: LIBVAD_UNSENT when the daemon hung up before the frame left. A
+ * frame queued for the blocking call whose record is call (or NULL) marks it (call->marked):
+ * the sender sets call->unsent if it never left, and the caller must not return (nor reuse
+ * call) while it is marked: libvad_unmark_locked. */
+int libvad_send_locked(vad_client *c, const uint8_t *frame, size_t len, int *own_err,
+		       struct libvad_pending *call);
+
+/* With c->lock held: make sure no queued frame's mark points at call any more (a blocking
+ * call about to return or to reuse its record). Cheap when call is not marked. */
+void libvad_unmark_locked(vad_client *c, struct libvad_pending *call);
 
 /* The sender's loop, c->lock held and c->sending set by the caller: send what other calls
  * queued meanwhile, until nothing is left; then give up the role. */

@@ -70,7 +70,7 @@ retry:
 	if (err == VAD_OK) {
 		libvad_pending_add(c, &me);
 		own_err = VAD_OK;
-		err = libvad_send_locked(c, frame, flen, &own_err);
+		err = libvad_send_locked(c, frame, flen, &own_err, &me);
 		if (err != VAD_OK)
 			libvad_pending_remove(c, &me);
 		if (err != VAD_OK && libvad_may_reconnect(c, err)) {
@@ -114,10 +114,32 @@ retry:
 		bool may = libvad_may_reconnect(c, me.err);
 		pthread_mutex_unlock(&c->lock);
 		if (may) {
-			/* Sent, perhaps done by the daemon, the reply lost: the caller decides. */
+			/* Replacing the connection waits for its sender and drops its queue, so
+			 * once reconnected the sender has said whether a frame queued behind
+			 * another thread's send (marked) left. */
 			int rerr = libvad_reconnect(c, gen);
+			pthread_mutex_lock(&c->lock);
+			libvad_unmark_locked(c, &me);
+			bool unsent = rerr == VAD_OK && me.unsent;
+			pthread_mutex_unlock(&c->lock);
+			if (unsent) {
+				libvad_reply_free(me.resp, fast);
+				if (me.fd >= 0)
+					close(me.fd);
+				me = (struct libvad_pending){
+				    .id = id, .fd = -1, .wants_fd = fd != NULL, .fast = fast};
+				goto retry; /* none of it left: the daemon never saw it */
+			}
+			/* Sent, perhaps done by the daemon, the reply lost: the caller decides. */
 			me.err = rerr == VAD_OK ? VAD_EINTERRUPTED : rerr;
 		}
+	}
+	if (__atomic_load_n(&me.marked, __ATOMIC_ACQUIRE)) {
+		/* Answered (or failed) before the sender was done with its mark: unhook it, as
+		 * me goes with this call. */
+		pthread_mutex_lock(&c->lock);
+		libvad_unmark_locked(c, &me);
+		pthread_mutex_unlock(&c->lock);
 	}
 	if (me.err != VAD_OK) {
 		libvad_reply_free(me.resp, fast);

@@ -16,7 +16,8 @@
  * A resumable fake (hello gives a secret, Resume takes a departed connection's holds, as
  * across a restart; it counts the frames of every request id) shows tickets across a cut:
  * one whose frame never left is sent again once and completes, one sent is interrupted, a
- * send cut in its middle splits them at the cut, a batch free's Frees likewise; and a
+ * send cut in its middle splits them at the cut, a batch free's Frees likewise, a blocking
+ * call queued behind another thread's send is sent again and completes; and a
  * session the fake refuses to resume: every ticket from before it VAD_ERESUME, the arenas
  * retired and mapped anew, the new session resumable in its turn.
  */
@@ -34,6 +35,8 @@
 #include <dirent.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <sys/un.h>
@@ -1647,6 +1650,111 @@ static void test_tickets_cut_mid_send(void **state)
 	finish(f, c, fds0);
 }
 
+/* A thread blocked in a call of libvad: its kernel thread id, once it has one, and the call's
+ * outcome. */
+struct blocker {
+	vad_client *c;
+	size_t size;
+	pid_t tid; /* atomic */
+	int err;
+	void *p;
+};
+
+static void *alloc_blocking(void *arg)
+{
+	struct blocker *b = arg;
+	__atomic_store_n(&b->tid, gettid(), __ATOMIC_RELEASE);
+	b->err = vad_alloc(b->c, b->size, 0, &b->p);
+	return NULL;
+}
+
+/* Wait until thread b sleeps in a poll (libvad waits for its socket there), or in a futex
+ * wait of a waiter (FUTEX_WAIT_BITSET: a lock's wait is a plain FUTEX_WAIT). */
+static void wait_until_polling(struct blocker *b)
+{
+	pid_t tid;
+	while (!(tid = __atomic_load_n(&b->tid, __ATOMIC_ACQUIRE)))
+		sched_yield();
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	for (time_t end = time(NULL) + 60; time(NULL) < end; sched_yield()) {
+		FILE *fp = fopen(path, "r");
+		assert_non_null(fp);
+		long nr = -1;
+		unsigned long a0, op;
+		bool got = fgets(line, sizeof(line), fp) &&
+			   sscanf(line, "%ld %lx %lx", &nr, &a0, &op) == 3;
+		fclose(fp);
+		if (got && (nr == SYS_poll || nr == SYS_ppoll ||
+			    (nr == SYS_futex && (op & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET)))
+			return;
+	}
+	fail_msg("thread %d never waited in poll", (int)tid);
+}
+
+/* A blocking call whose frame waits in the queue behind another thread's send when the
+ * connection is cut (none of it left) is sent again after the resume, once, and completes;
+ * the sender's own call, whose frame left before the cut, reports VAD_EINTERRUPTED. Many
+ * rounds, each on a fresh fake. */
+static void test_blocking_queued_survives_a_cut(void **state)
+{
+	enum { N = 1000 };
+	static vad_ticket t[N];
+	int rounds = scaled(20);
+	for (int round = 0; round < rounds; round++) {
+		int fds0;
+		vad_client *c;
+		void *p, *z;
+		struct fake *f = start_resumable(&c, &fds0);
+		assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+		vad_ticket stall;
+		set_trick(f, TRICK_STALL, VAD__REQUEST__OP_ALLOC);
+		assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &stall), VAD_OK);
+		pthread_mutex_lock(&f->lock);
+		while (!f->stalled)
+			pthread_cond_wait(&f->departure, &f->lock);
+		pthread_mutex_unlock(&f->lock);
+		int sndbuf = 4096;
+		assert_int_equal(
+		    setsockopt(vad_fd(c), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+		/* About 20 KB queued: the thread that sends them blocks, the fake reading none. */
+		for (int i = 0; i < N; i++)
+			assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &t[i]),
+					 VAD_OK);
+		/* The sender: its own frame leaves, then it sends the queue and blocks. */
+		struct blocker sender = {.c = c, .size = 4096};
+		pthread_t ts, tq;
+		pthread_create(&ts, NULL, alloc_blocking, &sender);
+		wait_until_polling(&sender);
+		/* Queued behind it: it finds the sender role taken and waits for its reply. */
+		struct blocker queued = {.c = c, .size = 8192};
+		pthread_create(&tq, NULL, alloc_blocking, &queued);
+		wait_until_polling(&queued);
+		pthread_mutex_lock(&f->lock);
+		f->released = true; /* the fake hangs up */
+		pthread_cond_broadcast(&f->departure);
+		pthread_mutex_unlock(&f->lock);
+		pthread_join(ts, NULL);
+		pthread_join(tq, NULL);
+		if (queued.err != VAD_OK)
+			fail_msg("round %d: the queued call got %d (%s): %s", round, queued.err,
+				 vad_strerror(queued.err), vad_last_error(c));
+		assert_int_equal(vad_size(c, queued.p), 8192);
+		assert_int_equal(sender.err, VAD_EINTERRUPTED);
+		assert_int_equal(vad_wait(c, stall, &z), VAD_EINTERRUPTED);
+		int done = 0;
+		for (int i = 0; i < N; i++) {
+			int err = vad_wait(c, t[i], &z);
+			assert_true(err == VAD_OK || err == VAD_EINTERRUPTED);
+			done += err == VAD_OK;
+		}
+		assert_int_equal(fake_most_frames(f), 1);
+		/* p, the queued call's range and the tickets sent again; never the sender's. */
+		assert_int_equal(fake_held(c), (uint64_t)done + 2);
+		finish(f, c, fds0);
+	}
+}
+
 /* Tickets of a session the daemon does not take back: every ticket from before the loss
  * reports VAD_ERESUME, whether it was sent, never left, or answered before the loss and
  * waited for after it (its ranges were the lost session's: never handed out as this
@@ -1898,6 +2006,7 @@ int main(void)
 	    cmocka_unit_test(test_tickets_refuse_lies),
 	    cmocka_unit_test(test_tickets_unsent_survive_a_cut),
 	    cmocka_unit_test(test_tickets_cut_mid_send),
+	    cmocka_unit_test(test_blocking_queued_survives_a_cut),
 	    cmocka_unit_test(test_free_batch_ticket_across_a_cut),
 	    cmocka_unit_test(test_tickets_lost_session),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
