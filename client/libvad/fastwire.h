@@ -29,6 +29,7 @@ struct libvad_fast_reply {
 	char arena[LIBVAD_FAST_ARENA_MAX + 1];
 	uint64_t *offsets, *sizes;
 	size_t cap;
+	uint64_t conn_gen; /* the connection the reply came on (libvad_call_frame sets it) */
 };
 
 /* Encode a whole Alloc request frame (id, arena "" = the default, align, one size in the

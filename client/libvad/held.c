@@ -97,9 +97,15 @@ static bool drop_locked(vad_client *c, uintptr_t addr, struct libvad_held *out)
 }
 
 int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
-			 const uint64_t *offsets, const uint64_t *sizes, bool fresh, size_t *clash)
+			 const uint64_t *offsets, const uint64_t *sizes, bool fresh, size_t *clash,
+			 uint64_t granted_gen)
 {
 	pthread_mutex_lock(&c->held_lock);
+	if (granted_gen != LIBVAD_GEN_ANY &&
+	    __atomic_load_n(&c->lost_gen, __ATOMIC_ACQUIRE) > granted_gen) {
+		pthread_mutex_unlock(&c->held_lock);
+		return VAD_ERESUME;
+	}
 	for (size_t i = 0; i < n; i++) {
 		int err = add_locked(c, arena, offsets[i], sizes[i], fresh);
 		if (err != VAD_OK) {
@@ -117,7 +123,7 @@ int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
 
 int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size)
 {
-	return libvad_held_add_many(c, arena, 1, &offset, &size, false, NULL);
+	return libvad_held_add_many(c, arena, 1, &offset, &size, false, NULL, LIBVAD_GEN_ANY);
 }
 
 bool libvad_held_has(vad_client *c, uintptr_t addr)

@@ -352,10 +352,12 @@ void libvad_arena_retire(vad_client *c, struct libvad_arena *a);
 int libvad_alloc_check(vad_client *c, const char *arena, size_t n, const size_t *sizes,
 		       size_t align, unsigned flags, unsigned known, const char **name);
 
-/* Turn a successful Alloc reply for n ranges of sizes in arena name into pointers and held
- * records, after checking it against the request; all or nothing (recorded failure). */
+/* Turn a successful Alloc reply for n ranges of sizes in arena name, which came on
+ * connection granted_gen, into pointers and held records, after checking it against the
+ * request; all or nothing (recorded failure). VAD_ERESUME (nothing given back) if a session
+ * was lost since, decided under the lock that records the ranges (libvad_held_add_many). */
 int libvad_take_alloc(vad_client *c, const Vad__AllocReply *ar, const char *name, size_t n,
-		      const size_t *sizes, size_t align, void **out);
+		      const size_t *sizes, size_t align, uint64_t granted_gen, void **out);
 
 /* The most bytes a Free frame of n offsets in an arena named name_len bytes takes. */
 #define LIBVAD_FREE_FRAME_MAX(name_len, n) (VAD_FREE_FRAME_OVERHEAD + (name_len) + 10 * (n))
@@ -399,12 +401,21 @@ int libvad_populate(vad_client *c, size_t n, const size_t *sizes, void *const *p
 /* Record one more reference to [offset, offset+size) of arena; VAD_ENOMEM on failure. */
 int libvad_held_add(vad_client *c, struct libvad_arena *arena, uint64_t offset, uint64_t size);
 
+/* Any connection: libvad_held_add_many's granted_gen for ranges whose session is not in
+ * doubt. */
+#define LIBVAD_GEN_ANY UINT64_MAX
+
 /* Record one more reference to each range [offsets[i], offsets[i] + sizes[i]) of arena,
  * under one lock; all or nothing (VAD_ENOMEM: none recorded). With fresh set (new
  * allocations) a range this client holds already, or twice in the list, is a daemon
- * error: VAD_EPROTO, *clash its index, nothing recorded. */
+ * error: VAD_EPROTO, *clash its index, nothing recorded. Ranges granted on connection
+ * granted_gen are refused (VAD_ERESUME, nothing recorded) if a session was lost since
+ * (lost_gen > granted_gen): that check and the recording are under held_lock, which
+ * forget_session takes after it sets lost_gen, so either the ranges are refused or they are
+ * recorded before the session's records are forgotten, never recorded after. */
 int libvad_held_add_many(vad_client *c, struct libvad_arena *arena, size_t n,
-			 const uint64_t *offsets, const uint64_t *sizes, bool fresh, size_t *clash);
+			 const uint64_t *offsets, const uint64_t *sizes, bool fresh, size_t *clash,
+			 uint64_t granted_gen);
 
 /* For each of the n ranges of arena at offsets: copy its record into out[i], then drop one
  * reference to it; out[i].refs is 0 if it is not held. Under one lock. */

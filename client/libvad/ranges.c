@@ -92,15 +92,22 @@ size_t libvad_free_chunk(size_t name_len, size_t n, const uint64_t *offsets)
 /* Names longer than this are not sent back in a Free (a sane arena name is far shorter). */
 #define GIVE_BACK_NAME_MAX 256u
 
+/* Whether a session was lost since connection gen (LIBVAD_GEN_ANY: never asked). */
+static bool session_lost(vad_client *c, uint64_t gen)
+{
+	return gen != LIBVAD_GEN_ANY && __atomic_load_n(&c->lost_gen, __ATOMIC_ACQUIRE) > gen;
+}
+
 /* Give back ranges the daemon granted but this process cannot use (the mapping, the
  * bookkeeping or the reply's check failed); the caller reports its own error, so this one
  * is not recorded. A range this client held before the reply is kept: the reply's clash
- * with it must not free it. */
-static void give_back(vad_client *c, const char *arena, size_t n, const uint64_t *offsets)
+ * with it must not free it. gen: the connection the reply came on (or LIBVAD_GEN_ANY). */
+static void give_back(vad_client *c, uint64_t gen, const char *arena, size_t n,
+		      const uint64_t *offsets)
 {
 	size_t name_len = strlen(arena);
-	if (n == 0 || name_len > GIVE_BACK_NAME_MAX)
-		return;
+	if (n == 0 || name_len > GIVE_BACK_NAME_MAX || session_lost(c, gen))
+		return; /* (a lost session's ranges went with it: the new one never had them) */
 	const struct libvad_arena *a = libvad_arena_peek(c, arena);
 	uint64_t *back = malloc(n * sizeof(*back));
 	if (!back)
@@ -135,6 +142,7 @@ struct grant_check {
 	const size_t *sizes; /* their sizes, or NULL (attach: any size) */
 	uint64_t align;	     /* alignment asked for (0: the quantum) */
 	bool fresh;	     /* new allocations: none may be held already */
+	uint64_t gen;	     /* the connection the reply came on, or LIBVAD_GEN_ANY */
 };
 
 /* Check each range of a reply against its request and the mapping a; VAD_OK or the
@@ -167,19 +175,33 @@ static int check_ranges(vad_client *c, const struct grant_check *want, const Vad
 	return VAD_OK;
 }
 
+/* The refusal of ranges granted by a session lost since the request went (recorded). */
+static int lost_reply(vad_client *c)
+{
+	return libvad_failf(c, VAD_ERESUME,
+			    "the daemon at %s restarted without this client's session after "
+			    "this request: every range this client held is lost, the ranges it "
+			    "granted too",
+			    c->socket_path);
+}
+
 /* Turn a reply that grants ranges (alloc, or attach as one range) into pointers and held
  * records, after checking it against the request; all or nothing. */
 static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct grant_check *want,
 		       void **out)
 {
+	/* A reply from a session lost since: not mapped in the new session nor given back to
+	 * it (this first look spares a round trip; the recording decides). */
+	if (session_lost(c, want->gen))
+		return lost_reply(c);
 	if (ar->n_offsets != want->n || ar->n_sizes != want->n) {
-		give_back(c, ar->arena, ar->n_offsets, ar->offsets);
+		give_back(c, want->gen, ar->arena, ar->n_offsets, ar->offsets);
 		return libvad_failf(c, VAD_EPROTO,
 				    "asked for %zu ranges, the daemon granted %zu (with %zu sizes)",
 				    want->n, ar->n_offsets, ar->n_sizes);
 	}
 	if (want->arena && strcmp(ar->arena, want->arena) != 0) {
-		give_back(c, ar->arena, want->n, ar->offsets);
+		give_back(c, want->gen, ar->arena, want->n, ar->offsets);
 		return libvad_failf(c, VAD_EPROTO,
 				    "asked for ranges in arena '%s', the daemon granted them in "
 				    "'%.64s'",
@@ -188,14 +210,16 @@ static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct gr
 	struct libvad_arena *a;
 	int err = libvad_arena_get(c, ar->arena, &a);
 	if (err != VAD_OK) {
-		give_back(c, ar->arena, want->n, ar->offsets);
+		give_back(c, want->gen, ar->arena, want->n, ar->offsets);
 		return err;
 	}
 	err = check_ranges(c, want, ar, a);
 	if (err == VAD_OK) {
 		size_t clash = 0;
 		err = libvad_held_add_many(c, a, want->n, ar->offsets, ar->sizes, want->fresh,
-					   &clash);
+					   &clash, want->gen);
+		if (err == VAD_ERESUME)
+			return lost_reply(c);
 		if (err == VAD_EPROTO)
 			err = libvad_failf(
 			    c, VAD_EPROTO, "the daemon granted offset %llu in arena '%s' %s",
@@ -207,7 +231,7 @@ static int take_ranges(vad_client *c, const Vad__AllocReply *ar, const struct gr
 			err = libvad_fail(c, VAD_ENOMEM, NULL);
 	}
 	if (err != VAD_OK) {
-		give_back(c, ar->arena, want->n, ar->offsets);
+		give_back(c, want->gen, ar->arena, want->n, ar->offsets);
 		return err;
 	}
 	for (size_t i = 0; i < want->n; i++)
@@ -260,10 +284,14 @@ int libvad_alloc_check(vad_client *c, const char *arena, size_t n, const size_t 
 }
 
 int libvad_take_alloc(vad_client *c, const Vad__AllocReply *ar, const char *name, size_t n,
-		      const size_t *sizes, size_t align, void **out)
+		      const size_t *sizes, size_t align, uint64_t granted_gen, void **out)
 {
-	struct grant_check want = {
-	    .arena = name, .n = n, .sizes = sizes, .align = align, .fresh = true};
+	struct grant_check want = {.arena = name,
+				   .n = n,
+				   .sizes = sizes,
+				   .align = align,
+				   .fresh = true,
+				   .gen = granted_gen};
 	return take_ranges(c, ar, &want, out);
 }
 
@@ -298,7 +326,7 @@ static int alloc_batch(vad_client *c, const char *arena, size_t n, const size_t 
 	if (frame != stackbuf)
 		free(frame);
 	if (err == VAD_OK) {
-		err = libvad_take_alloc(c, r->alloc, name, n, sizes, align, out);
+		err = libvad_take_alloc(c, r->alloc, name, n, sizes, align, fast.conn_gen, out);
 		libvad_reply_free(r, &fast);
 	}
 	if (fast.offsets != lists)
@@ -507,7 +535,7 @@ int vad_attach(vad_client *c, const char *token, void **out, size_t *size)
 	as_alloc.n_offsets = as_alloc.n_sizes = 1;
 	as_alloc.offsets = &r->attach->offset;
 	as_alloc.sizes = &r->attach->size;
-	struct grant_check want = {.n = 1};
+	struct grant_check want = {.n = 1, .gen = LIBVAD_GEN_ANY};
 	void *p;
 	err = take_ranges(c, &as_alloc, &want, &p);
 	if (err == VAD_OK) {

@@ -626,7 +626,8 @@ static int ticket_result(vad_client *c, struct libvad_ticket *k, int err, void *
 		return libvad_fail(c, err, libvad_dead_message(c));
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_ALLOC);
 	if (err == VAD_OK)
-		err = libvad_take_alloc(c, r->alloc, k->arena, k->n, k->sizes, k->align, out);
+		err = libvad_take_alloc(c, r->alloc, k->arena, k->n, k->sizes, k->align,
+					k->conn_gen, out);
 	libvad_reply_free(r, &k->fast);
 	if (err == VAD_OK && (k->flags & VAD_POPULATE))
 		err = libvad_populate(c, k->n, k->sizes, out);

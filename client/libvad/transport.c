@@ -148,6 +148,8 @@ retry:
 		return me.err;
 	}
 	*resp = me.resp;
+	if (fast)
+		fast->conn_gen = gen;
 	if (fd)
 		*fd = me.fd;
 	else if (me.fd >= 0)
