@@ -66,7 +66,7 @@ int libvad_free_finish(vad_client *c, struct libvad_arena *a, size_t n,
 		if (taken[i].refs > 0)
 			libvad_held_add(c, a, taken[i].offset, taken[i].size);
 	if (err != VAD_OK)
-		return libvad_fail(c, err, libvad_dead_message(c));
+		return libvad_fail_unanswered(c, err);
 	if (short_ok) {
 		err = libvad_failf(c, VAD_EPROTO,
 				   "the daemon answered a free of %zu ranges with success and %u "

@@ -620,10 +620,8 @@ static int ticket_result(vad_client *c, struct libvad_ticket *k, int err, void *
 		struct libvad_arena *a = err == VAD_ERESUME ? NULL : k->owner;
 		return libvad_free_finish(c, a, k->n, free_taken_of(k), err, r, &k->fast);
 	}
-	if (err == VAD_ERESUME)
-		return err; /* recorded with its sentence */
 	if (err != VAD_OK)
-		return libvad_fail(c, err, libvad_dead_message(c));
+		return libvad_fail_unanswered(c, err);
 	err = libvad_response_error(c, r, VAD__RESPONSE__RESULT_ALLOC);
 	if (err == VAD_OK)
 		err = libvad_take_alloc(c, r->alloc, k->arena, k->n, k->sizes, k->align,

@@ -202,12 +202,19 @@ const char *libvad_dead_message(vad_client *c)
 	return msg;
 }
 
+int libvad_fail_unanswered(vad_client *c, int err)
+{
+	if (err == VAD_ERESUME)
+		return err; /* recorded with the reconnect's sentence */
+	return libvad_fail(c, err, libvad_dead_message(c));
+}
+
 /* The checks of libvad_rpc on the outcome err, r of a call. */
 static int rpc_check(vad_client *c, int err, Vad__Response *r, const struct libvad_fast_reply *fast,
 		     Vad__Response__ResultCase expect, Vad__Response **resp, int *fd)
 {
 	if (err != VAD_OK)
-		return libvad_fail(c, err, libvad_dead_message(c));
+		return libvad_fail_unanswered(c, err);
 	err = libvad_response_error(c, r, expect);
 	if (err != VAD_OK) {
 		libvad_reply_free(r, fast);

@@ -43,6 +43,12 @@ int libvad_rpc(vad_client *c, Vad__Request *req, Vad__Response__ResultCase expec
  * Valid until vad_close. */
 const char *libvad_dead_message(vad_client *c);
 
+/* Record err, the failure of a call that got no reply (its connection dropped, or the
+ * reconnect failed), and return it: VAD_ERESUME keeps the sentence its reconnect recorded
+ * on this thread (the daemon came back without the session), any other error gets the
+ * daemon's parting sentence, if it sent one. */
+int libvad_fail_unanswered(vad_client *c, int err);
+
 /* The VAD_E* code of a decoded response: the daemon's error (its sentence recorded for
  * vad_last_error), VAD_EPROTO if the result is not of the expected case, else VAD_OK.
  * Does not free r. */

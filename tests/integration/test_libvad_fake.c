@@ -19,7 +19,8 @@
  * send cut in its middle splits them at the cut, a batch free's Frees likewise, a blocking
  * call queued behind another thread's send is sent again and completes; and a
  * session the fake refuses to resume: every ticket from before it VAD_ERESUME, the arenas
- * retired and mapped anew, the new session resumable in its turn.
+ * retired and mapped anew, the new session resumable in its turn; every call that meets
+ * the loss says so with the reconnect's sentence.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1825,6 +1826,39 @@ static void test_tickets_lost_session(void **state)
 	finish(f, c, fds0);
 }
 
+/* After a session the fake does not take back, the calls that meet the loss say why with
+ * the reconnect's sentence, not the generic one: a blocking free (the call that reconnects),
+ * a free ticket from before the loss, a blocking call of another kind. */
+static void test_lost_session_sentences(void **state)
+{
+	int fds0;
+	vad_client *c;
+	void *p, *q, *r;
+	vad_ticket tf;
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	assert_int_equal(vad_alloc(c, 4096, 0, &q), VAD_OK);
+	assert_int_equal(vad_alloc(c, 4096, 0, &r), VAD_OK);
+	assert_int_equal(vad_free_submit(c, q, VAD_MORE, &tf), VAD_OK);
+	fake_hang_up(f);
+	fake_wait_departed(f, 0);
+	pthread_mutex_lock(&f->lock);
+	f->refuse_resume = true;
+	pthread_mutex_unlock(&f->lock);
+	assert_int_equal(vad_free(c, p), VAD_ERESUME);
+	assert_non_null(strstr(vad_last_error(c), "restarted without this client's session"));
+	assert_int_equal(vad_wait(c, tf, NULL), VAD_ERESUME);
+	assert_non_null(strstr(vad_last_error(c), "restarted without this client's session"));
+	assert_int_equal(vad_free(c, r), VAD_ENOTHELD); /* its arena went with the session */
+	/* A blocking call of another kind, on a second loss. */
+	fake_hang_up(f);
+	fake_wait_departed(f, 1);
+	struct vad_stats st;
+	assert_int_equal(vad_stats(c, &st), VAD_ERESUME);
+	assert_non_null(strstr(vad_last_error(c), "restarted without this client's session"));
+	finish(f, c, fds0);
+}
+
 /* A walk that pages on past what the arena can hold is cut off, not followed forever. */
 static void test_refuses_an_endless_walk(void **state)
 {
@@ -2009,6 +2043,7 @@ int main(void)
 	    cmocka_unit_test(test_blocking_queued_survives_a_cut),
 	    cmocka_unit_test(test_free_batch_ticket_across_a_cut),
 	    cmocka_unit_test(test_tickets_lost_session),
+	    cmocka_unit_test(test_lost_session_sentences),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
 	    cmocka_unit_test(test_walk_owners),
 	    cmocka_unit_test(test_dies_in_every_state),
