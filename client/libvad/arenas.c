@@ -173,16 +173,28 @@ struct libvad_arena *libvad_arena_peek(vad_client *c, const char *name)
 	return a;
 }
 
-/* Enter a fresh mapping in the table. */
-static int add_arena(vad_client *c, struct libvad_arena *a)
+/* Enter a fresh mapping in the table, unless a session was lost since lost0 was read: the
+ * mapping may be the lost session's (its arena file gone with it), and forget_session,
+ * which sets lost_gen before it takes arena_lock, has retired or will retire the table
+ * without it. */
+static int add_arena(vad_client *c, struct libvad_arena *a, uint64_t lost0)
 {
 	pthread_mutex_lock(&c->arena_lock);
+	if (__atomic_load_n(&c->lost_gen, __ATOMIC_ACQUIRE) != lost0) {
+		pthread_mutex_unlock(&c->arena_lock);
+		return libvad_failf(
+		    c, VAD_ERESUME,
+		    "the daemon at %s restarted without this client's session while "
+		    "arena '%s' was being mapped: every range this client held is "
+		    "lost; the client goes on as a new session",
+		    c->socket_path, a->name);
+	}
 	if (c->n_arenas == c->cap_arenas) {
 		size_t cap = c->cap_arenas ? c->cap_arenas * 2 : 4;
 		struct libvad_arena **v = realloc(c->arenas, cap * sizeof(*v));
 		if (!v) {
 			pthread_mutex_unlock(&c->arena_lock);
-			return VAD_ENOMEM;
+			return libvad_fail(c, VAD_ENOMEM, NULL);
 		}
 		c->arenas = v;
 		c->cap_arenas = cap;
@@ -209,10 +221,12 @@ int libvad_arena_get(vad_client *c, const char *name, struct libvad_arena **out)
 	a = libvad_arena_peek(c, name);
 	int err = VAD_OK;
 	if (!a) {
+		uint64_t lost0 = __atomic_load_n(&c->lost_gen, __ATOMIC_ACQUIRE);
 		err = map_arena(c, name, &a);
-		if (err == VAD_OK && add_arena(c, a) != VAD_OK) {
-			arena_free(a);
-			err = libvad_fail(c, VAD_ENOMEM, NULL);
+		if (err == VAD_OK) {
+			err = add_arena(c, a, lost0);
+			if (err != VAD_OK)
+				arena_free(a);
 		}
 	}
 	pthread_mutex_unlock(&c->map_lock);

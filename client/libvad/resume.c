@@ -144,13 +144,14 @@ static void forget_session(vad_client *c)
 	pthread_mutex_lock(&c->held_lock);
 	libvad_held_destroy(c);
 	pthread_mutex_unlock(&c->held_lock);
-	pthread_mutex_lock(&c->map_lock);
+	/* Not map_lock: a thread mapping an arena holds it across the round trip, in which it
+	 * may be the one reconnecting here (or wait for reconnect_lock, held by the thread that
+	 * is); a mapping made meanwhile is refused by add_arena, as lost_gen moved. */
 	pthread_mutex_lock(&c->arena_lock);
 	for (size_t i = 0; i < c->n_arenas; i++)
 		libvad_arena_retire(c, c->arenas[i]);
 	c->n_arenas = 0;
 	pthread_mutex_unlock(&c->arena_lock);
-	pthread_mutex_unlock(&c->map_lock);
 	/* The connection goes on as the session its hello made: a later drop resumes that. */
 	c->resume_id = c->hello_resume_id;
 	memcpy(c->resume_secret, c->hello_secret, c->hello_secret_len);

@@ -1859,6 +1859,31 @@ static void test_lost_session_sentences(void **state)
 	finish(f, c, fds0);
 }
 
+/* A session lost while an arena is being mapped: the mapping thread holds the lock that
+ * keeps one MapArena at a time, and is the one that reconnects and finds the session gone.
+ * That hung the client (the forget waited for that lock); the call now reports VAD_ERESUME,
+ * the client goes on as the new session and maps the arena again. With two threads, the
+ * other one blocked in its own call meanwhile, likewise. */
+static void test_session_lost_while_mapping(void **state)
+{
+	int fds0;
+	vad_client *c;
+	void *p, *q;
+	struct fake *f = start_resumable(&c, &fds0);
+	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
+	pthread_mutex_lock(&f->lock);
+	f->refuse_resume = true;
+	pthread_mutex_unlock(&f->lock);
+	set_trick(f, TRICK_HANG_UP, VAD__REQUEST__OP_MAP_ARENA);
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &q), VAD_ERESUME);
+	assert_non_null(strstr(vad_last_error(c), "restarted without this client's session"));
+	set_trick(f, TRICK_NONE, VAD__REQUEST__OP_MAP_ARENA);
+	assert_int_equal(vad_free(c, p), VAD_ENOTHELD); /* its arena went with the session */
+	assert_int_equal(vad_alloc_in(c, "second", 4096, 0, &q), VAD_OK);
+	assert_int_equal(vad_free(c, q), VAD_OK);
+	finish(f, c, fds0);
+}
+
 /* A walk that pages on past what the arena can hold is cut off, not followed forever. */
 static void test_refuses_an_endless_walk(void **state)
 {
@@ -2044,6 +2069,7 @@ int main(void)
 	    cmocka_unit_test(test_free_batch_ticket_across_a_cut),
 	    cmocka_unit_test(test_tickets_lost_session),
 	    cmocka_unit_test(test_lost_session_sentences),
+	    cmocka_unit_test(test_session_lost_while_mapping),
 	    cmocka_unit_test(test_refuses_an_endless_walk),
 	    cmocka_unit_test(test_walk_owners),
 	    cmocka_unit_test(test_dies_in_every_state),
