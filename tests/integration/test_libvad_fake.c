@@ -1592,6 +1592,23 @@ static void *wait_one(void *arg)
 	return NULL;
 }
 
+/* A resumable fake and its client, one range allocated (*p), then an alloc ticket (*stall) the
+ * fake reads and never answers (it reads nothing more), and the client's send buffer made
+ * small: what is queued next leaves a few KB at a time, then waits for room. */
+static struct fake *start_stalled(vad_client **c, int *fds0, void **p, vad_ticket *stall)
+{
+	struct fake *f = start_resumable(c, fds0);
+	assert_int_equal(vad_alloc(*c, 4096, 0, p), VAD_OK);
+	set_trick(f, TRICK_STALL, VAD__REQUEST__OP_ALLOC);
+	assert_int_equal(vad_alloc_submit(*c, NULL, 4096, 0, 0, stall), VAD_OK);
+	pthread_mutex_lock(&f->lock);
+	while (!f->stalled)
+		pthread_cond_wait(&f->departure, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+	int sndbuf = 4096;
+	assert_int_equal(setsockopt(vad_fd(*c), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	return f;
+}
 /* A send cut in the middle: the frames before the cut, the one it split included, are sent
  * (VAD_EINTERRUPTED, though this fake read none of them), the frames after it are sent
  * again after the resume and complete; none reaches the fake twice. */
@@ -1602,18 +1619,9 @@ static void test_tickets_cut_mid_send(void **state)
 	vad_client *c;
 	void *p;
 	static vad_ticket t[N];
-	struct fake *f = start_resumable(&c, &fds0);
-	assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
 	vad_ticket stall;
-	set_trick(f, TRICK_STALL, VAD__REQUEST__OP_ALLOC);
-	assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &stall), VAD_OK);
-	pthread_mutex_lock(&f->lock);
-	while (!f->stalled)
-		pthread_cond_wait(&f->departure, &f->lock);
-	pthread_mutex_unlock(&f->lock);
-	/* A small send buffer: the queue (about 20 KB) leaves a few KB at a time. */
-	int sndbuf = 4096;
-	assert_int_equal(setsockopt(vad_fd(c), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+	struct fake *f = start_stalled(&c, &fds0, &p, &stall);
+	/* (the small send buffer: the queue, about 20 KB, leaves a few KB at a time) */
 	for (int i = 0; i < N; i++)
 		assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &t[i]), VAD_OK);
 	/* vad_wait sends the queue: what fits goes, then it waits for room that never comes. */
@@ -1706,18 +1714,8 @@ static void test_blocking_queued_survives_a_cut(void **state)
 		int fds0;
 		vad_client *c;
 		void *p, *z;
-		struct fake *f = start_resumable(&c, &fds0);
-		assert_int_equal(vad_alloc(c, 4096, 0, &p), VAD_OK);
 		vad_ticket stall;
-		set_trick(f, TRICK_STALL, VAD__REQUEST__OP_ALLOC);
-		assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, 0, &stall), VAD_OK);
-		pthread_mutex_lock(&f->lock);
-		while (!f->stalled)
-			pthread_cond_wait(&f->departure, &f->lock);
-		pthread_mutex_unlock(&f->lock);
-		int sndbuf = 4096;
-		assert_int_equal(
-		    setsockopt(vad_fd(c), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+		struct fake *f = start_stalled(&c, &fds0, &p, &stall);
 		/* About 20 KB queued: the thread that sends them blocks, the fake reading none. */
 		for (int i = 0; i < N; i++)
 			assert_int_equal(vad_alloc_submit(c, NULL, 4096, 0, VAD_MORE, &t[i]),
