@@ -391,8 +391,7 @@ int vad_arena_adopt(const struct vad_arena_conf *conf, const struct vad_config *
 		char why[256];
 		if (vad_zero_map(a, why, sizeof(why)) == 0) {
 			vc.zero = vad_zero_block;
-			vc.zero_many = vad_zero_many;
-			a->recycle_every = 1; /* recycling starts on: zero.c switches it */
+			vc.zero_many = vad_zero_many; /* recycling starts on: zero.c switches it */
 		} else
 			log_info("%s; its freed ranges are punched, never zeroed in place", why);
 	}

@@ -40,7 +40,6 @@ struct vad_arena {
 			   a->map is NULL, else NULL */
 	uint64_t zero_seen, zero_written; /* atomic: frees zero.c's looks stand for in this
 					     window, and those that held written pages */
-	unsigned recycle_every;		  /* atomic: va_set_recycle's setting (zero.c) */
 	bool keep_pages; /* atomic: stopping with the state kept (persist.h): free ranges are
 			    not punched, since a client may still hold them in the next daemon */
 };

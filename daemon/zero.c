@@ -75,7 +75,7 @@ static void note_blocks(struct vad_arena *a, uint64_t n, uint64_t written, uint6
 		return; /* the window is not full, or another thread closes it */
 	__atomic_sub_fetch(&a->zero_written, w, __ATOMIC_RELAXED);
 	unsigned every = w * RECYCLE_WRITTEN >= seen ? 1 : RECYCLE_SAMPLE;
-	__atomic_store_n(&a->recycle_every, va_set_recycle(a->vs, every), __ATOMIC_RELAXED);
+	va_set_recycle(a->vs, every);
 }
 
 /* Does [p, p + len) hold a byte other than zero? len: a multiple of 64 (whole pages). */
@@ -125,7 +125,7 @@ void vad_zero_block(void *ctx, uint64_t start, uint64_t size)
 {
 	struct vad_arena *a = ctx;
 	bool written = zero_from(a, start, start + size, lseek(a->fd, (off_t)start, SEEK_DATA));
-	note_blocks(a, 1, written, __atomic_load_n(&a->recycle_every, __ATOMIC_RELAXED));
+	note_blocks(a, 1, written, va_recycle_every(a->vs));
 }
 
 void vad_zero_many(void *ctx, const struct va_extent *r, size_t n)

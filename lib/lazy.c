@@ -366,16 +366,16 @@ static void zero_extents(struct va_space *vs, const struct va_extent *r, size_t 
 {
 	uint64_t bytes = 0;
 
+	for (size_t i = 0; i < m; i++)
+		bytes += r[i].size;
 	if (vs->cfg.zero_many) {
 		vs->cfg.zero_many(vs->cfg.release_ctx, r, m);
 		drain_step(vs);
-	}
-	for (size_t i = 0; i < m; i++) {
-		if (!vs->cfg.zero_many) {
+	} else {
+		for (size_t i = 0; i < m; i++) {
 			vs->cfg.zero(vs->cfg.release_ctx, r[i].start, r[i].size);
 			drain_step(vs);
 		}
-		bytes += r[i].size;
 	}
 	va_sat_add_atomic(&vs->zeroed_bytes, bytes);
 	va_sat_add_atomic(&vs->zero_calls, m);

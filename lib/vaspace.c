@@ -571,6 +571,11 @@ unsigned va_set_recycle(struct va_space *vs, unsigned every)
 	return every;
 }
 
+unsigned va_recycle_every(const struct va_space *vs)
+{
+	return atomic_load_explicit(&vs->recycle_every, memory_order_relaxed);
+}
+
 void va_get_stats(struct va_space *vs, struct va_stats *out)
 {
 	if (!out)

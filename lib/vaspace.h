@@ -218,6 +218,9 @@ struct va_stats {
  * zero, pools and lazy). */
 unsigned va_set_recycle(struct va_space *vs, unsigned every);
 
+/* The setting va_set_recycle put in force (or no_recycle at creation). */
+unsigned va_recycle_every(const struct va_space *vs);
+
 /* Fill *out. busy + free + lazy + pooled == size always holds in a quiescent space. */
 void va_get_stats(struct va_space *vs, struct va_stats *out);
 
